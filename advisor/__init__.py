@@ -1,0 +1,3 @@
+"""advisor: predicts GPU training time per partition and advises Slurm submissions."""
+
+__version__ = "0.1.0"

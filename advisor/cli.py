@@ -1,0 +1,116 @@
+"""The admin command line: `advisor sandbox up|down|status`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from advisor.sandbox.cluster import Sandbox, SandboxError, SandboxStatus
+from advisor.sandbox.spec import SandboxConfigError, load_spec
+from advisor.slurm.runner import SlurmError
+
+DEFAULT_SANDBOX_DIR = Path.home() / ".local" / "state" / "advisor" / "sandbox"
+DEFAULT_SANDBOX_CONFIG = Path(__file__).resolve().parent.parent / "etc" / "sandbox.toml"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return int(args.handler(args, Console()))
+    except (SandboxError, SandboxConfigError, SlurmError) as exc:
+        print(f"advisor: error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="advisor", description=__doc__)
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+    sandbox = commands.add_parser("sandbox", help="a real Slurm cluster on this machine")
+    actions = sandbox.add_subparsers(required=True, metavar="ACTION")
+    for name, handler, help_text in (
+        ("up", _sandbox_up, "start the cluster (idempotent) and wait until every node is idle"),
+        ("down", _sandbox_down, "stop the processes that `up` started"),
+        ("status", _sandbox_status, "say what runs"),
+    ):
+        action = actions.add_parser(name, help=help_text)
+        action.add_argument(
+            "--dir",
+            type=Path,
+            default=Path(os.environ.get("ADVISOR_SANDBOX_DIR", DEFAULT_SANDBOX_DIR)),
+            help="folder for all of the cluster's state (default: %(default)s, or $ADVISOR_SANDBOX_DIR)",
+        )
+        action.add_argument(
+            "--config",
+            type=Path,
+            default=Path(os.environ.get("ADVISOR_SANDBOX_CONFIG", DEFAULT_SANDBOX_CONFIG)),
+            help="cluster description (default: %(default)s, or $ADVISOR_SANDBOX_CONFIG)",
+        )
+        if name == "up":
+            action.add_argument("--timeout", type=float, default=120.0, help="seconds to wait (default 120)")
+        action.set_defaults(handler=handler)
+    return parser
+
+
+def _sandbox(args: argparse.Namespace) -> Sandbox:
+    return Sandbox(load_spec(args.config), args.dir)
+
+
+def _sandbox_up(args: argparse.Namespace, console: Console) -> int:
+    sandbox = _sandbox(args)
+    status = sandbox.up(timeout_s=args.timeout)
+    _print_status(console, status)
+    console.print(f"\nUse it: export SLURM_CONF={sandbox.layout.slurm_conf}", highlight=False)
+    return 0
+
+
+def _sandbox_down(args: argparse.Namespace, console: Console) -> int:
+    stopped = _sandbox(args).down()
+    console.print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running", highlight=False)
+    return 0
+
+
+def _sandbox_status(args: argparse.Namespace, console: Console) -> int:
+    status = _sandbox(args).status()
+    _print_status(console, status)
+    return 0 if status.running else 3
+
+
+def _print_status(console: Console, status: SandboxStatus) -> None:
+    if not status.daemons:
+        console.print(f"no sandbox runs in {status.root}", highlight=False)
+        return
+    daemons = Table(title=f"sandbox in {status.root}")
+    for column in ("daemon", "pid", "state"):
+        daemons.add_column(column)
+    for daemon in status.daemons:
+        daemons.add_row(daemon.name, str(daemon.pid), "running" if daemon.running else "stopped")
+    console.print(daemons)
+    partitions = Table(title="partitions")
+    for column in (
+        "partition",
+        "nodes",
+        "GPUs per node",
+        "CPUs per node",
+        "memory per node (MB)",
+        "max time",
+    ):
+        partitions.add_column(column)
+    for part in status.partitions:
+        states = Counter(node.state for node in part.nodes)
+        gpus = f"{part.gpus_per_node} x {part.gpu_type or 'gpu'}" if part.gpus_per_node else "-"
+        partitions.add_row(
+            part.name + ("*" if part.is_default else ""),
+            ", ".join(f"{count} {state}" for state, count in sorted(states.items())),
+            gpus,
+            str(part.cpus_per_node),
+            str(part.memory_per_node_mb),
+            str(part.max_time) if part.max_time is not None else "unlimited",
+        )
+    console.print(partitions)

@@ -1,0 +1,111 @@
+"""The sandbox cluster's description (a TOML file in etc/), validated before anything starts."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from advisor.slurm.parse import parse_duration
+
+_NAME = r"^[a-z][a-z0-9]*$"
+
+
+class SandboxConfigError(ValueError):
+    """A sandbox description that cannot describe a cluster; the message names the file and field."""
+
+
+class PartitionSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: Annotated[str, Field(pattern=_NAME, max_length=20)]
+    nodes: Annotated[int, Field(ge=1, le=16)]
+    cpus_per_node: Annotated[int, Field(ge=1, le=1024)]
+    memory_mb: Annotated[int, Field(ge=100)]
+    max_time: str = "UNLIMITED"
+    gpu_type: Annotated[str, Field(pattern=_NAME)] | None = None
+    gpus_per_node: Annotated[int, Field(ge=0, le=16)] = 0
+    default: bool = False
+
+    @field_validator("max_time")
+    @classmethod
+    def _slurm_time(cls, value: str) -> str:
+        parse_duration(value)
+        return value
+
+    @model_validator(mode="after")
+    def _gpus_have_a_type(self) -> PartitionSpec:
+        if (self.gpu_type is None) != (self.gpus_per_node == 0):
+            raise ValueError("gpu_type and gpus_per_node go together (both set, or neither)")
+        return self
+
+    def node_names(self) -> list[str]:
+        return [f"{self.name}-{index}" for index in range(1, self.nodes + 1)]
+
+
+class SandboxSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: Annotated[str, Field(pattern=_NAME, max_length=20)] = "sandbox"
+    base_port: Annotated[int, Field(ge=1024, le=65000)] = 16817
+    partition: Annotated[list[PartitionSpec], Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SandboxSpec:
+        names = [p.name for p in self.partition]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"partition names must be unique, repeated: {', '.join(duplicates)}")
+        if sum(p.default for p in self.partition) > 1:
+            raise ValueError("at most one partition may be the default")
+        if self.base_port + self.port_count() > 65535:
+            raise ValueError("base_port leaves too few ports for every daemon")
+        return self
+
+    def node_names(self) -> list[str]:
+        return [node for p in self.partition for node in p.node_names()]
+
+    def default_partition(self) -> str:
+        return next((p.name for p in self.partition if p.default), self.partition[0].name)
+
+    def port_count(self) -> int:
+        """slurmctld, slurmdbd, MariaDB, then one port per slurmd."""
+        return 3 + sum(p.nodes for p in self.partition)
+
+    @property
+    def slurmctld_port(self) -> int:
+        return self.base_port
+
+    @property
+    def slurmdbd_port(self) -> int:
+        return self.base_port + 1
+
+    @property
+    def mariadb_port(self) -> int:
+        return self.base_port + 2
+
+    def slurmd_ports(self) -> dict[str, int]:
+        return {node: self.base_port + 3 + i for i, node in enumerate(self.node_names())}
+
+
+def load_spec(path: Path) -> SandboxSpec:
+    """Read and validate a sandbox description, naming the file and field on any error."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SandboxConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise SandboxConfigError(f"{path}: not valid TOML: {exc}") from exc
+    try:
+        return SandboxSpec.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{_location(err['loc'])}: {err['msg']}" for err in exc.errors())
+        raise SandboxConfigError(f"{path}: {problems}") from exc
+
+
+def _location(loc: tuple[int | str, ...]) -> str:
+    text = ".".join(str(part) for part in loc) or "(top level)"
+    return re.sub(r"\.(\d+)", r"[\1]", text)

@@ -1,0 +1,117 @@
+"""Typed views of what Slurm reports, independent of the command or version that produced them.
+
+All models are frozen so parsed cluster snapshots can be shared and cached without defensive copies.
+Datetimes are timezone-aware UTC; a duration of ``None`` means unlimited or unset.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from pydantic import BaseModel, ConfigDict
+
+#: One ``scontrol show -o`` record: Slurm's own keys and raw values, for fields we do not model.
+Record = dict[str, str]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Gpus(_Frozen):
+    """GPUs of one gres specification; ``type`` is None when untyped or when several types are mixed."""
+
+    type: str | None
+    count: int
+
+
+class Node(_Frozen):
+    name: str
+    state: str
+    flags: list[str]
+    partitions: list[str]
+    cpus: int
+    alloc_cpus: int
+    memory_mb: int
+    alloc_memory_mb: int
+    gpus: Gpus | None
+    gpus_used: int
+
+
+class Partition(_Frozen):
+    """A partition joined with its nodes; per-node figures are maxima, since nodes may differ."""
+
+    name: str
+    state: str
+    is_default: bool
+    node_names: list[str]
+    total_cpus: int
+    max_time: timedelta | None
+    default_time: timedelta | None
+    gpu_type: str | None
+    gpus_per_node: int
+    cpus_per_node: int
+    memory_per_node_mb: int
+    nodes: list[Node]
+
+
+class QueuedJob(_Frozen):
+    """A job as squeue sees it; ``start_time`` of a pending job is Slurm's estimate, when it has one."""
+
+    job_id: int
+    array_job_id: int | None
+    array_task_id: int | None
+    name: str
+    user: str
+    uid: int
+    partition: str
+    state: str
+    reason: str
+    submit_time: datetime
+    start_time: datetime | None
+    end_time: datetime | None
+    time_limit: timedelta | None
+    node_count: int
+    cpus: int
+    gpus: int
+    gpu_type: str | None
+    tres_requested: dict[str, str]
+    node_list: str
+
+
+class FinishedJob(_Frozen):
+    """An ended job from accounting; ``alloc_tres`` counts are raw (``mem`` in MB)."""
+
+    job_id: int
+    array_job_id: int | None
+    array_task_id: int | None
+    name: str
+    user: str
+    partition: str
+    state: str
+    submit_time: datetime
+    start_time: datetime | None
+    end_time: datetime
+    elapsed: timedelta
+    time_limit: timedelta | None
+    node_count: int
+    alloc_tres: dict[str, str]
+    gpus: int
+    exit_code: int
+
+
+class SubmitResult(_Frozen):
+    job_id: int
+    cluster: str | None
+
+
+class TestOnlyResult(_Frozen):
+    """Slurm's start estimate for a job that was not submitted; ``nodes`` is a hostlist expression."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    job_id: int
+    start_time: datetime
+    processors: int
+    nodes: str
+    partition: str

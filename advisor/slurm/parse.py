@@ -1,0 +1,439 @@
+"""Pure parsers for Slurm command output: text in, models out, no I/O and no clock.
+
+Everything here raises ``ValueError`` (pydantic's ``ValidationError`` is one) on input it does not
+understand, so the client can wrap one exception type with the command that produced the text.
+Field shapes differ between Slurm releases (22.05 prints plain numbers and strings, 23.x wraps numbers in
+``{"set", "infinite", "number"}`` and states in lists); the private helpers absorb those differences.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta, tzinfo
+from typing import Any, TypeVar
+
+from advisor.slurm.models import (
+    FinishedJob,
+    Gpus,
+    Node,
+    Partition,
+    QueuedJob,
+    Record,
+    SubmitResult,
+    TestOnlyResult,
+)
+
+# Slurm's NO_VAL (0xfffffffe) and INFINITE (0xffffffff); anything at or above means "no value".
+_NO_VAL = 0xFFFFFFFE
+_UNSET_WORDS = frozenset({"UNLIMITED", "INFINITE", "NONE", "N/A"})
+_DURATION = re.compile(r"(?:(?P<days>\d+)-)?(?P<clock>\d+(?::\d+){0,2})")
+_MEMORY = re.compile(r"(?P<value>\d+(?:\.\d+)?)(?P<unit>[KMGTP]?)B?", re.IGNORECASE)
+_MEMORY_FACTOR = {"K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0**2, "P": 1024.0**3}
+# A key starts a record or follows whitespace; "cpu=32" inside "TRES=cpu=32,mem=1G" follows "=" or ",".
+_SCONTROL_KEY = re.compile(r"(?:^|\s)([A-Za-z][\w:/.]*)=")
+_SCONTROL_EMPTY = re.compile(r"No \w+ in the system")
+_SUBMITTED = re.compile(r"Submitted batch job (\d+)(?: on cluster (\S+))?")
+_PARSABLE = re.compile(r"(\d+)(?:;(\S+))?")
+_TEST_ONLY = re.compile(
+    r"Job (\d+) to start at (\S+) using (\d+) processors? on nodes? (\S+) in partition (\S+)"
+)
+_T = TypeVar("_T")
+
+
+def parse_duration(text: str) -> timedelta | None:
+    """Parse any Slurm time-limit string; None stands for both "unlimited" and "not set"."""
+    stripped = text.strip()
+    if stripped.upper() in _UNSET_WORDS:
+        return None
+    match = _DURATION.fullmatch(stripped)
+    if match is None:
+        raise ValueError(f"not a Slurm duration: {text!r}")
+    fields = [int(part) for part in match["clock"].split(":")]
+    if match["days"] is not None:
+        hours, minutes, seconds = [*fields, 0, 0][:3]
+        return timedelta(days=int(match["days"]), hours=hours, minutes=minutes, seconds=seconds)
+    if len(fields) == 1:
+        return timedelta(minutes=fields[0])
+    if len(fields) == 2:
+        return timedelta(minutes=fields[0], seconds=fields[1])
+    return timedelta(hours=fields[0], minutes=fields[1], seconds=fields[2])
+
+
+def format_duration(limit: timedelta | None) -> str:
+    """Render a limit for ``--time``; partial seconds round up so a job is never cut short."""
+    if limit is None:
+        return "UNLIMITED"
+    if limit < timedelta(0):
+        raise ValueError(f"negative duration: {limit}")
+    days, rest = divmod(math.ceil(limit.total_seconds()), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    clock = f"{hours:02d}:{minutes:02d}:{seconds:02d}"
+    return f"{days}-{clock}" if days else clock
+
+
+def parse_memory_mb(text: str) -> int:
+    """Memory in MB (Slurm's default unit), rounded up so a small non-zero amount never reads as 0."""
+    match = _MEMORY.fullmatch(text.strip())
+    if match is None:
+        raise ValueError(f"not a Slurm memory size: {text!r}")
+    megabytes = float(match["value"]) * _MEMORY_FACTOR[match["unit"].upper() or "M"]
+    return math.ceil(round(megabytes, 6))
+
+
+def parse_tres(text: str) -> dict[str, str]:
+    """Split ``cpu=1,mem=100M,gres/gpu:a100=2`` into a dict; values stay raw strings."""
+    stripped = text.strip()
+    if stripped in {"", "(null)", "N/A"}:
+        return {}
+    tres: dict[str, str] = {}
+    for item in stripped.split(","):
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"not a TRES list (bad item {item!r}): {text!r}")
+        tres[key.strip()] = value.strip()
+    return tres
+
+
+def parse_gres(text: str) -> Gpus | None:
+    """Total the GPUs of a gres list in any of Slurm's spellings, ignoring other gres such as shards."""
+    counts: list[int] = []
+    types: set[str] = set()
+    for item in _split_outside_parens(text):
+        spec = item.split("(", 1)[0].strip()
+        if spec.startswith(("gres:", "gres/")):
+            spec = spec[len("gres:") :]
+        parts = spec.replace("=", ":").split(":")
+        if parts[0] != "gpu":
+            continue
+        try:
+            if len(parts) == 1:
+                counts.append(1)
+            elif len(parts) == 2 and parts[1].isdigit():
+                counts.append(int(parts[1]))
+            elif len(parts) == 2:
+                types.add(parts[1])
+                counts.append(1)
+            elif len(parts) == 3:
+                types.add(parts[1])
+                counts.append(int(parts[2]))
+            else:
+                raise ValueError("too many fields")
+        except ValueError as error:
+            raise ValueError(f"not a gres specification ({error}): {item!r} in {text!r}") from None
+    if not counts:
+        return None
+    return Gpus(type=types.pop() if len(types) == 1 else None, count=sum(counts))
+
+
+def parse_scontrol_records(text: str) -> list[Record]:
+    """Parse ``scontrol show -o`` output: one record per line, values may contain spaces."""
+    records: list[Record] = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or _SCONTROL_EMPTY.fullmatch(stripped):
+            continue
+        keys = list(_SCONTROL_KEY.finditer(stripped))
+        if not keys or keys[0].start() != 0:
+            raise ValueError(f"not a Key=Value record: {stripped[:120]!r}")
+        ends = [key.start() for key in keys[1:]] + [len(stripped)]
+        records.append(
+            {key[1]: stripped[key.end() : end].strip() for key, end in zip(keys, ends, strict=True)}
+        )
+    return records
+
+
+def parse_sinfo_json(text: str) -> list[Node]:
+    return [_checked(_node, record, "sinfo node") for record in _json_list(text, "nodes", "sinfo")]
+
+
+def parse_squeue_json(text: str) -> list[QueuedJob]:
+    return [_checked(_queued_job, record, "squeue job") for record in _json_list(text, "jobs", "squeue")]
+
+
+def parse_sacct_json(text: str) -> list[FinishedJob]:
+    """Jobs that have ended; still-running ones have no end time and are left out.
+
+    Steps are nested under each job in the JSON, so the top-level list already holds allocations only.
+    """
+    jobs: list[FinishedJob] = []
+    for record in _json_list(text, "jobs", "sacct"):
+        job = _checked(_finished_job, record, "sacct job")
+        if job is not None:
+            jobs.append(job)
+    return jobs
+
+
+def parse_submit(stdout: str, parsable: bool) -> SubmitResult:
+    if parsable:
+        lines = [line.strip() for line in stdout.splitlines() if line.strip()]
+        match = _PARSABLE.fullmatch(lines[-1]) if lines else None
+    else:
+        match = _SUBMITTED.search(stdout)
+    if match is None:
+        raise ValueError(f"no job id in sbatch output: {stdout.strip()[:200]!r}")
+    return SubmitResult(job_id=int(match[1]), cluster=match[2])
+
+
+def parse_test_only(stderr: str, local_tz: tzinfo = UTC) -> TestOnlyResult:
+    """Parse ``sbatch --test-only``; a start time without offset is read in ``local_tz``.
+
+    sbatch prints its own local time (or an epoch under ``SLURM_TIME_FORMAT=%s``), which is why the
+    client runs it with ``TZ=UTC``.
+    """
+    match = _TEST_ONLY.search(stderr)
+    if match is None:
+        raise ValueError(f"no start estimate in sbatch --test-only output: {stderr.strip()[:200]!r}")
+    when = match[2]
+    if when.isdigit():
+        start = datetime.fromtimestamp(int(when), UTC)
+    else:
+        parsed = datetime.fromisoformat(when)
+        start = (parsed if parsed.tzinfo else parsed.replace(tzinfo=local_tz)).astimezone(UTC)
+    return TestOnlyResult(
+        job_id=int(match[1]), start_time=start, processors=int(match[3]), nodes=match[4], partition=match[5]
+    )
+
+
+def build_partitions(records: Iterable[Mapping[str, str]], nodes: Sequence[Node]) -> list[Partition]:
+    """Join ``scontrol show partition`` records with sinfo nodes (sinfo --json has no partition data)."""
+    partitions: list[Partition] = []
+    for record in records:
+        if "PartitionName" not in record:
+            raise ValueError(f"partition record has no PartitionName: {dict(record)!r}")
+        name = record["PartitionName"]
+        members = [node for node in nodes if name in node.partitions]
+        gpu_types = {node.gpus.type for node in members if node.gpus and node.gpus.type}
+        total_cpus = record.get("TotalCPUs")
+        partitions.append(
+            Partition(
+                name=name,
+                state=record.get("State", "UNKNOWN"),
+                is_default=record.get("Default", "NO").upper() == "YES",
+                node_names=[node.name for node in members],
+                total_cpus=int(total_cpus) if total_cpus else sum(node.cpus for node in members),
+                max_time=parse_duration(record.get("MaxTime", "UNLIMITED")),
+                default_time=parse_duration(record.get("DefaultTime", "NONE")),
+                gpu_type=gpu_types.pop() if len(gpu_types) == 1 else None,
+                gpus_per_node=max((node.gpus.count for node in members if node.gpus), default=0),
+                cpus_per_node=max((node.cpus for node in members), default=0),
+                memory_per_node_mb=max((node.memory_mb for node in members), default=0),
+                nodes=members,
+            )
+        )
+    return partitions
+
+
+def _split_outside_parens(text: str) -> list[str]:
+    """Split at commas, except inside ``(IDX:0,2)``-style suffixes."""
+    items: list[str] = []
+    depth, start = 0, 0
+    for index, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            items.append(text[start:index])
+            start = index + 1
+    items.append(text[start:])
+    return [item.strip() for item in items if item.strip() and item.strip() not in {"(null)", "N/A"}]
+
+
+def _json_list(text: str, key: str, command: str) -> list[dict[str, Any]]:
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{command} output is not JSON ({error}): {text.strip()[:200]!r}") from None
+    reported = document.get("errors") if isinstance(document, dict) else None
+    if reported:
+        # 22.05 exits 0 with an "errors" list when it cannot reach slurmctld: an answer that isn't one.
+        raise ValueError(f"{command} reported errors: {'; '.join(_error_text(e) for e in reported)}")
+    if not isinstance(document, dict) or not isinstance(document.get(key), list):
+        errors = document.get("errors") if isinstance(document, dict) else None
+        raise ValueError(f"{command} JSON has no {key!r} list; errors: {errors!r}")
+    items: list[dict[str, Any]] = document[key]
+    if not all(isinstance(item, dict) for item in items):
+        raise ValueError(f"{command} JSON {key!r} list holds non-objects")
+    return items
+
+
+def _error_text(error: object) -> str:
+    if not isinstance(error, dict):
+        return str(error)
+    parts = [str(error[key]) for key in ("description", "error") if error.get(key)]
+    return " - ".join(dict.fromkeys(parts)) or json.dumps(error)
+
+
+def _checked(convert: Callable[[dict[str, Any]], _T], record: dict[str, Any], what: str) -> _T:
+    """Turn the TypeErrors and KeyErrors of oddly shaped JSON into the ValueError callers expect."""
+    try:
+        return convert(record)
+    except (TypeError, KeyError, AttributeError) as error:
+        raise ValueError(f"unexpected {what} record ({error!r}): {str(record)[:200]}") from None
+
+
+def _need(record: Mapping[str, Any], key: str, what: str) -> Any:
+    if key not in record:
+        raise ValueError(f"{what} record has no {key!r}: {str(dict(record))[:200]}")
+    return record[key]
+
+
+def _number(value: Any) -> int | None:
+    """An integer, or None for null, NO_VAL, INFINITE and 23.x's ``{"set": false}``."""
+    if isinstance(value, dict):
+        if value.get("infinite") or not value.get("set", True):
+            return None
+        value = value.get("number")
+    if value is None or (isinstance(value, str) and value.strip().upper() in _UNSET_WORDS):
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"not a number: {value!r}")
+    number = int(value)
+    return None if number >= _NO_VAL else number
+
+
+def _count(record: Mapping[str, Any], key: str, what: str) -> int:
+    number = _number(_need(record, key, what))
+    return 0 if number is None else number
+
+
+def _epoch(value: Any) -> datetime | None:
+    """Slurm uses 0 (and NO_VAL) for "no time"."""
+    number = _number(value)
+    return datetime.fromtimestamp(number, UTC) if number else None
+
+
+def _required_epoch(record: Mapping[str, Any], key: str, what: str) -> datetime:
+    when = _epoch(_need(record, key, what))
+    if when is None:
+        raise ValueError(f"{what} record has no {key!r} time: {str(dict(record))[:200]}")
+    return when
+
+
+def _minutes(value: Any) -> timedelta | None:
+    number = _number(value)
+    return None if number is None else timedelta(minutes=number)
+
+
+def _optional_id(value: Any) -> int | None:
+    """Array ids: 0 and null both mean "not an array job"."""
+    return _number(value) or None
+
+
+def _state(value: Any) -> tuple[str, list[str]]:
+    """A base state and its flags, from ``"idle"`` (22.05) or ``["IDLE", "DRAIN"]`` (23.x)."""
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not names or not all(isinstance(name, str) for name in names):
+        raise ValueError(f"not a Slurm state: {value!r}")
+    return names[0].upper(), [name.upper() for name in names[1:]]
+
+
+def _tres_gpus(tres: Mapping[str, str]) -> Gpus | None:
+    """GPUs in accounting TRES: ``gres/gpu=2`` and/or ``gres/gpu:a100=2``."""
+    typed = {key.split(":", 1)[1]: int(value) for key, value in tres.items() if key.startswith("gres/gpu:")}
+    if "gres/gpu" not in tres and not typed:
+        return None
+    count = int(tres["gres/gpu"]) if "gres/gpu" in tres else sum(typed.values())
+    return Gpus(type=next(iter(typed)) if len(typed) == 1 else None, count=count)
+
+
+def _node(record: Mapping[str, Any]) -> Node:
+    state, flags = _state(_need(record, "state", "node"))
+    gpus_used = parse_gres(record.get("gres_used") or "")
+    return Node(
+        name=_need(record, "name", "node"),
+        state=state,
+        flags=flags + [flag.upper() for flag in record.get("state_flags") or []],
+        partitions=record.get("partitions") or [],
+        cpus=_count(record, "cpus", "node"),
+        alloc_cpus=_number(record.get("alloc_cpus")) or 0,
+        memory_mb=_count(record, "real_memory", "node"),
+        alloc_memory_mb=_number(record.get("alloc_memory")) or 0,
+        gpus=parse_gres(record.get("gres") or ""),
+        gpus_used=gpus_used.count if gpus_used else 0,
+    )
+
+
+def _queued_job(record: Mapping[str, Any]) -> QueuedJob:
+    node_count = _number(record.get("node_count")) or 0
+    tasks = _number(record.get("tasks")) or 1
+    gpus = _first_gpus(
+        [
+            _tres_gpus(parse_tres(record.get("tres_alloc_str") or "")),
+            _tres_gpus(parse_tres(record.get("tres_req_str") or "")),
+            _scaled(parse_gres(record.get("tres_per_job") or ""), 1),
+            _scaled(parse_gres(record.get("tres_per_node") or ""), max(node_count, 1)),
+            _scaled(parse_gres(record.get("tres_per_task") or ""), tasks),
+            parse_gres(",".join(record.get("gres_detail") or [])),
+        ]
+    )
+    user_id = _count(record, "user_id", "job")
+    return QueuedJob(
+        job_id=_count(record, "job_id", "job"),
+        array_job_id=_optional_id(record.get("array_job_id")),
+        array_task_id=_number(record.get("array_task_id")),
+        name=record.get("name") or "",
+        user=record.get("user_name") or str(user_id),
+        uid=user_id,
+        partition=record.get("partition") or "",
+        state=_state(_need(record, "job_state", "job"))[0],
+        reason=record.get("state_reason") or "",
+        submit_time=_required_epoch(record, "submit_time", "job"),
+        start_time=_epoch(record.get("start_time")),
+        end_time=_epoch(record.get("end_time")),
+        time_limit=_minutes(record.get("time_limit")),
+        node_count=node_count,
+        cpus=_number(record.get("cpus")) or 0,
+        gpus=gpus.count,
+        gpu_type=gpus.type,
+        tres_requested=parse_tres(record.get("tres_req_str") or ""),
+        node_list=record.get("nodes") or "",
+    )
+
+
+def _scaled(gpus: Gpus | None, factor: int) -> Gpus | None:
+    return None if gpus is None else Gpus(type=gpus.type, count=gpus.count * factor)
+
+
+def _first_gpus(candidates: Sequence[Gpus | None]) -> Gpus:
+    """The count from the most authoritative source that has one, and a type from any source that has it."""
+    found = [gpus for gpus in candidates if gpus is not None]
+    if not found:
+        return Gpus(type=None, count=0)
+    return Gpus(type=next((gpus.type for gpus in found if gpus.type), None), count=found[0].count)
+
+
+def _finished_job(record: Mapping[str, Any]) -> FinishedJob | None:
+    times = _need(record, "time", "sacct job")
+    end = _epoch(times.get("end"))
+    if end is None:
+        return None
+    state = _need(record, "state", "sacct job")
+    alloc_tres = {
+        f"{item['type']}/{item['name']}" if item.get("name") else str(item["type"]): str(
+            _number(item["count"])
+        )
+        for item in (record.get("tres") or {}).get("allocated") or []
+        if _number(item.get("count")) is not None
+    }
+    gpus = _tres_gpus(alloc_tres)
+    array = record.get("array") or {}
+    return FinishedJob(
+        job_id=_count(record, "job_id", "sacct job"),
+        array_job_id=_optional_id(array.get("job_id")),
+        array_task_id=_number(array.get("task_id")),
+        name=record.get("name") or "",
+        user=record.get("user") or "",
+        partition=record.get("partition") or "",
+        state=_state(state.get("current") if isinstance(state, dict) else state)[0],
+        submit_time=_required_epoch(times, "submission", "sacct job time"),
+        start_time=_epoch(times.get("start")),
+        end_time=end,
+        elapsed=timedelta(seconds=_number(times.get("elapsed")) or 0),
+        time_limit=_minutes(times.get("limit")),
+        node_count=_number(record.get("allocation_nodes")) or 0,
+        alloc_tres=alloc_tres,
+        gpus=gpus.count if gpus else 0,
+        exit_code=_number((record.get("exit_code") or {}).get("return_code")) or 0,
+    )

@@ -1,0 +1,129 @@
+"""Shared fixtures: one real sandbox Slurm cluster and one real sshd on loopback per test session."""
+
+from __future__ import annotations
+
+import getpass
+import random
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from advisor.sandbox.cluster import Sandbox
+from advisor.sandbox.spec import SandboxSpec, load_spec
+from advisor.slurm.client import SlurmClient
+from advisor.slurm.runner import LocalRunner, SshRunner
+
+REPO = Path(__file__).resolve().parent.parent
+SANDBOX_CONFIG = REPO / "etc" / "sandbox.toml"
+
+
+def free_port_block(count: int) -> int:
+    """A base port with `count` free ports after it, away from the sandbox default and Slurm's own."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, 60000 - count)
+        if all(_port_free(port) for port in range(base, base + count)):
+            return base
+    raise RuntimeError("no free block of loopback ports")
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def sandbox_spec() -> SandboxSpec:
+    spec = load_spec(SANDBOX_CONFIG)
+    return spec.model_copy(update={"base_port": free_port_block(spec.port_count())})
+
+
+@pytest.fixture(scope="session")
+def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    cluster = Sandbox(sandbox_spec(), tmp_path_factory.mktemp("sandbox"))
+    cluster.up()
+    yield cluster
+    cluster.down()
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshEndpoint]:
+    folder = tmp_path_factory.mktemp("sshd")
+    port = free_port_block(1)
+    for name in ("host_key", "client_key"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(folder / name)], check=True)
+    (folder / "authorized_keys").write_text((folder / "client_key.pub").read_text())
+    (folder / "authorized_keys").chmod(0o600)
+    config = folder / "sshd_config"
+    config.write_text(
+        "\n".join(
+            [
+                f"Port {port}",
+                "ListenAddress 127.0.0.1",
+                f"HostKey {folder / 'host_key'}",
+                f"PidFile {folder / 'sshd.pid'}",
+                f"AuthorizedKeysFile {folder / 'authorized_keys'}",
+                "PasswordAuthentication no",
+                "KbdInteractiveAuthentication no",
+                "UsePAM no",
+                "StrictModes no",
+                "PermitRootLogin prohibit-password",
+                f"AllowUsers {getpass.getuser()}",
+            ]
+        )
+        + "\n"
+    )
+    Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
+    log = (folder / "sshd.log").open("w")
+    process = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(config)], stderr=log)
+    deadline = time.monotonic() + 10
+    while _port_free(port):
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"sshd did not start: {(folder / 'sshd.log').read_text()}")
+        time.sleep(0.05)
+    known_hosts = folder / "known_hosts"
+    known_hosts.write_text(f"[127.0.0.1]:{port} {(folder / 'host_key.pub').read_text()}")
+    yield SshEndpoint(port=port, key=folder / "client_key", known_hosts=known_hosts)
+    process.terminate()
+    process.wait(timeout=10)
+    log.close()
+
+
+@dataclass(frozen=True)
+class SshEndpoint:
+    port: int
+    key: Path
+    known_hosts: Path
+
+
+@pytest.fixture(params=["local", "ssh"])
+def slurm(request: pytest.FixtureRequest, sandbox: Sandbox) -> Iterator[SlurmClient]:
+    """The adapter against the sandbox, once through a local subprocess and once over real SSH."""
+    if request.param == "local":
+        yield SlurmClient(LocalRunner(env=sandbox.client_env()), timeout_s=20)
+        return
+    endpoint: SshEndpoint = request.getfixturevalue("sshd")
+    runner = SshRunner(
+        host="127.0.0.1",
+        port=endpoint.port,
+        user=getpass.getuser(),
+        key_filename=str(endpoint.key),
+        env=sandbox.client_env(),
+        known_hosts=str(endpoint.known_hosts),
+    )
+    yield SlurmClient(runner, timeout_s=20)
+    runner.close()
+
+
+@pytest.fixture(autouse=True)
+def _run_in_a_scratch_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Jobs write slurm-N.out into the submitting folder: keep that out of the repository."""
+    monkeypatch.chdir(tmp_path)
