@@ -14,6 +14,7 @@ from rich.table import Table
 
 from advisor.sandbox.cluster import Sandbox, SandboxError, SandboxStatus
 from advisor.sandbox.spec import SandboxConfigError, load_spec
+from advisor.slurm.parse import format_duration
 from advisor.slurm.runner import SlurmError
 
 DEFAULT_SANDBOX_DIR = Path.home() / ".local" / "state" / "advisor" / "sandbox"
@@ -111,6 +112,6 @@ def _print_status(console: Console, status: SandboxStatus) -> None:
             gpus,
             str(part.cpus_per_node),
             str(part.memory_per_node_mb),
-            str(part.max_time) if part.max_time is not None else "unlimited",
+            format_duration(part.max_time),
         )
     console.print(partitions)

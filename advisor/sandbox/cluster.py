@@ -216,8 +216,11 @@ class Sandbox:
             f"ALTER USER 'slurm'@'127.0.0.1' IDENTIFIED BY '{password}';"
             "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';"
         )
+        # install-db lets the sandbox's own user in through the socket; SQL on stdin keeps the password
+        # out of argv and out of error messages.
         self._command(
-            ["mariadb", "--no-defaults", f"--socket={layout.mysql_socket}", "-u", "root", "-e", sql],
+            ["mariadb", "--no-defaults", f"--socket={layout.mysql_socket}", "-u", self.identity.user],
+            stdin=sql,
             timeout_s=30,
         )
 
@@ -263,11 +266,11 @@ class Sandbox:
         deadline: float,
     ) -> None:
         log = self.layout.log / f"{name}.out"
-        pid = processes.spawn(argv, root=self.layout.root, log=log, env=self.client_env())
-        record.pids[name] = pid
+        process = processes.spawn(argv, root=self.layout.root, log=log, env=self.client_env())
+        record.pids[name] = process.pid
         self.layout.record.write_text(record.model_dump_json(indent=2))
         while not ready():
-            if not processes.is_ours(pid, self.layout.root):
+            if process.poll() is not None:
                 raise SandboxError(f"{name} exited during start-up; {self._log_tails(name)}")
             if time.monotonic() > deadline:
                 raise SandboxError(f"{name} did not become ready in time; {self._log_tails(name)}")
@@ -317,8 +320,8 @@ class Sandbox:
                 f"ports already in use on 127.0.0.1: {', '.join(busy)}; choose another base_port"
             )
 
-    def _command(self, argv: list[str], *, timeout_s: float) -> str:
-        result = self.runner.run(argv, timeout=timeout_s)
+    def _command(self, argv: list[str], *, timeout_s: float, stdin: str | None = None) -> str:
+        result = self.runner.run(argv, stdin=stdin, timeout=timeout_s)
         if result.returncode != 0:
             raise SlurmError(
                 argv, "failed", returncode=result.returncode, stdout=result.stdout, stderr=result.stderr

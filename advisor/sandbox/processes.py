@@ -14,8 +14,12 @@ MARKER = "ADVISOR_SANDBOX"
 """Set in every daemon's environment to the sandbox folder, so a pid is only ever ours if it carries it."""
 
 
-def spawn(argv: Sequence[str], *, root: Path, log: Path, env: Mapping[str, str]) -> int:
-    """Start a daemon in the foreground of its own session, detached from the caller's terminal."""
+def spawn(argv: Sequence[str], *, root: Path, log: Path, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    """Start a daemon in the foreground of its own session, detached from the caller's terminal.
+
+    Until the child has exec'd, /proc shows the caller's environment, so `is_ours` cannot yet see the
+    marker: watch start-up through the returned Popen instead.
+    """
     with log.open("ab") as out:
         process = subprocess.Popen(
             list(argv),
@@ -25,7 +29,7 @@ def spawn(argv: Sequence[str], *, root: Path, log: Path, env: Mapping[str, str])
             start_new_session=True,
             env={**os.environ, **env, MARKER: str(root)},
         )
-    return process.pid
+    return process
 
 
 def is_ours(pid: int, root: Path) -> bool:
