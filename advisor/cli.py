@@ -1,4 +1,4 @@
-"""The admin command line: `advisor sandbox up|down|status`."""
+"""The admin command line: `advisor sandbox up|down|status`, `advisor parse`."""
 
 from __future__ import annotations
 
@@ -7,11 +7,14 @@ import os
 import sys
 from collections import Counter
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
+from advisor.jobscript.errors import ScriptError
+from advisor.jobscript.submission import parse_submission
 from advisor.sandbox.cluster import Sandbox, SandboxError, SandboxStatus
 from advisor.sandbox.spec import SandboxConfigError, load_spec
 from advisor.slurm.parse import format_duration
@@ -25,7 +28,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return int(args.handler(args, Console()))
-    except (SandboxError, SandboxConfigError, SlurmError) as exc:
+    except (SandboxError, SandboxConfigError, SlurmError, ScriptError) as exc:
         print(f"advisor: error: {exc}", file=sys.stderr)
         return 1
 
@@ -56,7 +59,32 @@ def _parser() -> argparse.ArgumentParser:
         if name == "up":
             action.add_argument("--timeout", type=float, default=120.0, help="seconds to wait (default 120)")
         action.set_defaults(handler=handler)
+    parse = commands.add_parser(
+        "parse",
+        help="show how a batch script and sbatch options are understood, without a daemon",
+        usage="advisor parse SCRIPT [job description options] [sbatch options] [--json]",
+    )
+    parse.add_argument("script", type=Path)
+    parse.add_argument("words", nargs=argparse.REMAINDER, help="#ADVISOR options, then sbatch options")
+    parse.set_defaults(handler=_parse_script)
     return parser
+
+
+def _parse_script(args: argparse.Namespace, console: Console) -> int:
+    words = [word for word in args.words if word != "--json"]
+    parsed = parse_submission(args.script, words, os.environ)
+    if "--json" in args.words:
+        print(parsed.model_dump_json(indent=2))
+        return 0
+    table = Table(title=str(args.script), show_header=False)
+    rows = parsed.request.model_dump(exclude={"script", "options"})
+    if parsed.description is not None:
+        rows |= {f"#ADVISOR {name}": value for name, value in parsed.description.model_dump().items()}
+    for name, value in rows.items():
+        if value not in (None, [], {}):
+            table.add_row(name, format_duration(value) if isinstance(value, timedelta) else str(value))
+    console.print(table)
+    return 0
 
 
 def _sandbox(args: argparse.Namespace) -> Sandbox:

@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -t 10 -p t4
+srun hostname

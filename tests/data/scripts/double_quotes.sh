@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -J "two words" -p t4
+srun hostname

@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -p a100 --gpus=a100:4
+srun hostname

@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -p a100 --gpus=2
+srun hostname

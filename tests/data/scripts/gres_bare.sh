@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -p t4 --gres=gpu
+srun hostname

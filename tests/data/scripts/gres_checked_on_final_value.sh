@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -p a100 --gres=gpu:x:y
+srun hostname

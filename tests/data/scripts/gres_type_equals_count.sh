@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -p a100 --gres=gpu:a100=3
+srun hostname

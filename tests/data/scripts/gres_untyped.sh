@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -p a100 --gres=gpu:2
+srun hostname

@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -t 5 hetjob -J dropped
+srun hostname

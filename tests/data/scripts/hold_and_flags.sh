@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -H --requeue --exclusive=user -J flags
+srun hostname

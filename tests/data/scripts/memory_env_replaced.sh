@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH --mem-per-cpu=2G -J memenv
+srun hostname

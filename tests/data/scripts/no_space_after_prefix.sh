@@ -1,0 +1,4 @@
+#!/bin/bash
+#SBATCH--time=12
+#SBATCH	-J	tabs
+srun hostname

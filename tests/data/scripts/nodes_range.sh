@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -p a100 -N 2-4
+srun hostname

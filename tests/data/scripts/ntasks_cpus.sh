@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -p v100 -n 4 --cpus-per-task=2
+srun hostname

@@ -1,0 +1,5 @@
+#!/bin/bash
+#SBATCH -J pk -t 25
+#SBATCH   PackJob
+#SBATCH -t 5
+srun hostname

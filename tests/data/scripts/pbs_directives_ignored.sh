@@ -1,0 +1,4 @@
+#!/bin/bash
+#PBS -N pbsname
+#SBATCH -J mine
+srun hostname

@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH --mem=1.5G
+srun hostname

@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -N x
+srun hostname

@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -t 5
+srun hostname

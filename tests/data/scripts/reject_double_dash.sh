@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -J y -- -J x
+srun hostname

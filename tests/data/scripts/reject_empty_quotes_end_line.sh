@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH --comment '' -J x
+srun hostname

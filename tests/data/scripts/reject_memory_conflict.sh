@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH --mem=1G
+srun hostname

@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -N 4-2
+srun hostname

@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCHX -t 5
+srun hostname

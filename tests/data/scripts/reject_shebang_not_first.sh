@@ -1,0 +1,3 @@
+
+#!/bin/bash
+srun hostname

@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH --foo=1
+srun hostname

@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -n 0
+srun hostname

@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -vJglued -pt4
+srun hostname

@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -J 'a"b'c"d e"
+srun hostname

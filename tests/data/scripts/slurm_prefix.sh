@@ -1,0 +1,3 @@
+#!/bin/bash
+#SLURM -t 9 -J oldprefix
+srun hostname

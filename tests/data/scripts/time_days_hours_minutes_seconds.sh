@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -p a100 -t 1-0:0:30
+srun hostname

@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -t 1:02:03
+srun hostname

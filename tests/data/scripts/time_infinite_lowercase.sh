@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -t infinite
+srun hostname

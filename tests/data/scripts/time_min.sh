@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -t 60 --time-min=30
+srun hostname

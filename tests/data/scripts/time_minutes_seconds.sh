@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -t 5:30
+srun hostname

@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -t UNLIMITED
+srun hostname

@@ -1,0 +1,35 @@
+"""`advisor parse` through the console script: JSON for tools, a clear error for bad scripts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+ADVISOR = str(Path(sys.executable).parent / "advisor")
+
+
+def advisor_parse(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([ADVISOR, "parse", *args], capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_json_output_carries_the_request_and_the_description() -> None:
+    result = advisor_parse(str(EXAMPLES / "train-flag.sbatch"), "--global-batch=256", "-p", "a100", "--json")
+    assert result.returncode == 0, result.stderr
+    parsed = json.loads(result.stdout)
+    assert parsed["request"]["partitions"] == ["a100"]
+    assert parsed["request"]["gpus"] == {"count": 1, "type": None, "per": "node", "option": "gres"}
+    assert parsed["request"]["time_limit"] == "PT2H"
+    assert parsed["description"]["global_batch"] == 256
+    assert parsed["description"]["batch_flag"] == "--batch-size"
+
+
+def test_a_script_sbatch_would_refuse_is_refused_with_its_reason(tmp_path: Path) -> None:
+    script = tmp_path / "dos.sh"
+    script.write_bytes(b"#!/bin/sh\r\n#SBATCH -p t4\r\ntrue\r\n")
+    result = advisor_parse(str(script))
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"advisor: error: {script}: ")
+    assert "DOS line breaks" in result.stderr
