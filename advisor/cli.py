@@ -1,4 +1,4 @@
-"""The admin command line: `advisor sandbox up|down|status`, `advisor parse`."""
+"""The command line: `advisor sandbox up|down|status`, `advisor parse`, `advisor inspect`."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from advisor.introspect.errors import IntrospectionError
 from advisor.jobscript.errors import ScriptError
 from advisor.jobscript.submission import parse_submission
 from advisor.sandbox.cluster import Sandbox, SandboxError, SandboxStatus
@@ -28,7 +29,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return int(args.handler(args, Console()))
-    except (SandboxError, SandboxConfigError, SlurmError, ScriptError) as exc:
+    except (SandboxError, SandboxConfigError, SlurmError, ScriptError, IntrospectionError) as exc:
         print(f"advisor: error: {exc}", file=sys.stderr)
         return 1
 
@@ -39,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     sandbox = commands.add_parser("sandbox", help="a real Slurm cluster on this machine")
     actions = sandbox.add_subparsers(required=True, metavar="ACTION")
     for name, handler, help_text in (
-        ("up", _sandbox_up, "start the cluster (idempotent) and wait until every node is idle"),
+        ("up", _sandbox_up, "start the cluster (idempotent) and wait until every node serves jobs"),
         ("down", _sandbox_down, "stop the processes that `up` started"),
         ("status", _sandbox_status, "say what runs"),
     ):
@@ -67,7 +68,31 @@ def _parser() -> argparse.ArgumentParser:
     parse.add_argument("script", type=Path)
     parse.add_argument("words", nargs=argparse.REMAINDER, help="#ADVISOR options, then sbatch options")
     parse.set_defaults(handler=_parse_script)
+    inspect = commands.add_parser("inspect", help="a model's layer table and totals, from the meta device")
+    inspect.add_argument("model", help="a torchvision model name or package.module:factory")
+    inspect.add_argument(
+        "--input-shape", type=_shape, default=(3, 224, 224), help="C,H,W (default 3,224,224)"
+    )
+    inspect.add_argument("--batch-size", type=int, default=1)
+    inspect.add_argument("--num-classes", type=int, help="passed to the model's constructor")
+    inspect.add_argument("--json", action="store_true", help="print the layer table as JSON")
+    inspect.set_defaults(handler=_inspect)
     return parser
+
+
+def _shape(text: str) -> tuple[int, int, int]:
+    parts = text.replace("x", ",").split(",")
+    if len(parts) != 3 or not all(part.isdigit() and int(part) > 0 for part in parts):
+        raise argparse.ArgumentTypeError(f"expected C,H,W such as 3,224,224, not {text!r}")
+    return int(parts[0]), int(parts[1]), int(parts[2])
+
+
+def _inspect(args: argparse.Namespace, console: Console) -> int:
+    # torch is imported only here: the other commands start without it.
+    from advisor.introspect.report import inspect_command
+
+    kwargs = {} if args.num_classes is None else {"num_classes": args.num_classes}
+    return inspect_command(args.model, args.input_shape, args.batch_size, args.json, console, kwargs)
 
 
 def _parse_script(args: argparse.Namespace, console: Console) -> int:

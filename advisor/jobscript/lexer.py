@@ -72,10 +72,10 @@ def read_directives(text: str, prefix: str | tuple[str, ...], where: str) -> lis
     return directives
 
 
-def body_start(text: str, prefix: str | tuple[str, ...] = "#SBATCH") -> int:
+def body_start(text: str) -> int:
     """Offset of the first line that ends the directive block (len(text) when none does).
 
-    ``prefix`` does not move the end: for sbatch any command ends the block, whatever the directives.
+    The same for every prefix: for sbatch any command ends the block, whatever the directives.
     """
     end = 0
     for _, line, offset in _header_lines(text):

@@ -40,6 +40,10 @@ REQUIRED_TOOLS = {
 }
 
 
+_SERVING = frozenset({"IDLE", "MIXED", "ALLOCATED"})
+_UNSERVING_FLAGS = frozenset({"DRAIN", "DRAINING", "DRAINED", "NOT_RESPONDING", "FAIL", "POWERED_DOWN"})
+
+
 class SandboxError(RuntimeError):
     """The sandbox could not be brought up or down; the message carries the relevant log tail."""
 
@@ -82,7 +86,7 @@ class Sandbox:
         return {"SLURM_CONF": str(self.layout.slurm_conf)}
 
     def up(self, timeout_s: float = 120.0) -> SandboxStatus:
-        """Start whatever is not running and wait until every node is idle; harmless when already up."""
+        """Start whatever is not running and wait until every node serves; harmless when already up."""
         _check_tools()
         record = self._read_record()
         slurm_conf = render_slurm_conf(self.spec, self.layout, self.identity)
@@ -93,7 +97,7 @@ class Sandbox:
                     f"a sandbox with another configuration already runs in {self.layout.root}; "
                     "run `advisor sandbox down` first"
                 )
-            self._wait_for_idle_nodes(time.monotonic() + timeout_s)
+            self._wait_for_nodes(time.monotonic() + timeout_s)
             return self.status()
         if alive:
             processes.stop(list(alive.values()), self.layout.root)
@@ -172,7 +176,7 @@ class Sandbox:
                 ready=lambda port=port: _port_open(port),  # type: ignore[misc]
                 deadline=deadline,
             )
-        self._wait_for_idle_nodes(deadline)
+        self._wait_for_nodes(deadline)
 
     def _start_database(self, record: SandboxRecord, deadline: float) -> None:
         """MariaDB for slurmdbd: created on first start, kept under the sandbox folder afterwards."""
@@ -276,19 +280,20 @@ class Sandbox:
                 raise SandboxError(f"{name} did not become ready in time; {self._log_tails(name)}")
             time.sleep(0.1)
 
-    def _wait_for_idle_nodes(self, deadline: float) -> None:
+    def _wait_for_nodes(self, deadline: float) -> None:
+        """Every node registered and schedulable; after a restart some may still run earlier jobs."""
         expected = set(self.spec.node_names())
         while True:
             try:
                 nodes = self.client.nodes()
             except SlurmError:
                 nodes = []
-            idle = {n.name for n in nodes if n.state == "IDLE" and not n.flags}
-            if expected <= idle:
+            ready = {n.name for n in nodes if n.state in _SERVING and not set(n.flags) & _UNSERVING_FLAGS}
+            if expected <= ready:
                 return
             if time.monotonic() > deadline:
                 states = ", ".join(f"{n.name}={n.state}" for n in nodes) or "no answer from slurmctld"
-                raise SandboxError(f"nodes not idle in time ({states}); {self._log_tails('slurmctld')}")
+                raise SandboxError(f"nodes not ready in time ({states}); {self._log_tails('slurmctld')}")
             time.sleep(0.5)
 
     def _cancel_all_jobs(self) -> None:

@@ -218,7 +218,8 @@ class SshRunner:
             if stdin is not None:
                 channel.sendall(stdin.encode())
             channel.shutdown_write()
-            while not (channel.exit_status_ready() and _drained(channel)):
+            # sshd may report the exit status before the last output: read on until EOF as well.
+            while not (channel.eof_received and channel.exit_status_ready() and _drained(channel)):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise SlurmError(

@@ -1,0 +1,245 @@
+"""The layer table: a model's executed layers, shapes and costs, as data that can cross a trust boundary.
+
+A user's process sends this table to the daemon, so validation recomputes every total and the architecture
+hash: a table that was edited by hand, or built by a buggy client, is refused rather than believed.
+Costs are stored as ``per_sample * n + fixed`` so one table serves every batch size exactly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Annotated, Self
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+
+# Bounds far above any real network, low enough that arithmetic on a hostile table stays cheap and sane.
+MAX_LAYERS = 200_000
+_MAX_COUNT = 10**18
+Count = Annotated[int, Field(ge=0, le=_MAX_COUNT)]
+Dim = Annotated[int, Field(ge=1, le=2**31)]
+Size = Annotated[int, Field(ge=0, le=2**31)]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class LayerKind(StrEnum):
+    CONV = "conv"
+    CONV_TRANSPOSE = "conv_transpose"
+    LINEAR = "linear"
+    MATMUL = "matmul"
+    ATTENTION = "attention"
+    BATCH_NORM = "batch_norm"
+    LAYER_NORM = "layer_norm"
+    GROUP_NORM = "group_norm"
+    POOLING = "pooling"
+    EMBEDDING = "embedding"
+    DROPOUT = "dropout"
+    ACTIVATION = "activation"
+    ELEMENTWISE = "elementwise"
+
+
+class Scaling(_Frozen):
+    """A cost that grows linearly with the batch: ``per_sample * n + fixed`` (weights read once per step)."""
+
+    per_sample: Count = 0
+    fixed: Count = 0
+
+    def at(self, batch_size: int) -> int:
+        return self.per_sample * batch_size + self.fixed
+
+    def __add__(self, other: Scaling) -> Scaling:
+        return Scaling(per_sample=self.per_sample + other.per_sample, fixed=self.fixed + other.fixed)
+
+
+class TensorShape(_Frozen):
+    """A shape at batch size 1; ``batch_dim`` is the dimension that grows with the batch, if any."""
+
+    dims: tuple[Size, ...]
+    batch_dim: int | None = None
+
+    @model_validator(mode="after")
+    def _batch_dim_in_range(self) -> Self:
+        if self.batch_dim is not None and not 0 <= self.batch_dim < len(self.dims):
+            raise ValueError(f"batch_dim {self.batch_dim} outside shape {self.dims}")
+        return self
+
+    def at_batch(self, batch_size: int) -> tuple[int, ...]:
+        return tuple(d * batch_size if i == self.batch_dim else d for i, d in enumerate(self.dims))
+
+
+class Window(_Frozen):
+    """Sliding-window geometry of a convolution or pooling; ``channels`` are (in, out) for convolutions."""
+
+    kernel: tuple[Dim, ...]
+    stride: tuple[Dim, ...]
+    padding: tuple[Count, ...]
+    dilation: tuple[Dim, ...]
+    groups: Dim = 1
+    channels: tuple[Dim, Dim] | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        rank = len(self.kernel)
+        if {len(self.stride), len(self.padding), len(self.dilation)} != {rank}:
+            raise ValueError(f"window dimensions disagree: {self}")
+        if self.channels is not None and any(c % self.groups for c in self.channels):
+            raise ValueError(f"channels {self.channels} not divisible by groups {self.groups}")
+        return self
+
+
+class Layer(_Frozen):
+    """One executed leaf operation: a leaf module call, an attention call, or a bare tensor op."""
+
+    index: Count
+    name: str = Field(max_length=1000)
+    op: str = Field(max_length=200)
+    kind: LayerKind
+    inputs: tuple[TensorShape, ...] = Field(max_length=64)
+    outputs: tuple[TensorShape, ...] = Field(max_length=64)
+    window: Window | None = None
+    parameters: Count
+    forward_flops: Scaling
+    backward_flops: Scaling
+    bytes_read: Scaling
+    bytes_written: Scaling
+
+    @property
+    def depthwise(self) -> bool:
+        w = self.window
+        return w is not None and w.channels is not None and w.groups > 1 and w.groups == w.channels[0]
+
+    @property
+    def grouped(self) -> bool:
+        return self.window is not None and self.window.groups > 1 and not self.depthwise
+
+    def at_batch(self, batch_size: int) -> Costs:
+        return Costs(
+            forward_flops=self.forward_flops.at(batch_size),
+            backward_flops=self.backward_flops.at(batch_size),
+            bytes_read=self.bytes_read.at(batch_size),
+            bytes_written=self.bytes_written.at(batch_size),
+        )
+
+
+@dataclass(frozen=True)
+class Costs:
+    forward_flops: int
+    backward_flops: int
+    bytes_read: int
+    bytes_written: int
+
+    @property
+    def train_flops(self) -> int:
+        return self.forward_flops + self.backward_flops
+
+
+class Totals(_Frozen):
+    """Model-wide figures; ``unused_parameters`` are parameters no executed layer read."""
+
+    parameters: Count
+    unused_parameters: Count
+    forward_flops: Scaling
+    backward_flops: Scaling
+    bytes_read: Scaling
+    bytes_written: Scaling
+    saved_activation_bytes: Scaling
+
+    @classmethod
+    def of(cls, layers: tuple[Layer, ...], parameters: int, saved_activation_bytes: Scaling) -> Totals:
+        zero = Scaling()
+        return cls(
+            parameters=parameters,
+            unused_parameters=parameters - sum(layer.parameters for layer in layers),
+            forward_flops=sum((layer.forward_flops for layer in layers), zero),
+            backward_flops=sum((layer.backward_flops for layer in layers), zero),
+            bytes_read=sum((layer.bytes_read for layer in layers), zero),
+            bytes_written=sum((layer.bytes_written for layer in layers), zero),
+            saved_activation_bytes=saved_activation_bytes,
+        )
+
+
+def architecture_hash(input_shape: tuple[int, int, int], layers: tuple[Layer, ...]) -> str:
+    """Hash of what determines the computation (ops, shapes, geometry), not of names, weights or costs."""
+    architecture = [
+        list(input_shape),
+        [
+            layer.model_dump(mode="json", include={"op", "kind", "inputs", "outputs", "window", "parameters"})
+            for layer in layers
+        ],
+    ]
+    canonical = json.dumps(architecture, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class LayerTable(_Frozen):
+    """Every executed leaf operation of one model at one input shape, with totals and a hash to check them."""
+
+    reference: str = Field(max_length=1000)
+    model_kwargs: dict[str, JsonValue]
+    input_shape: tuple[Dim, Dim, Dim]
+    layers: tuple[Layer, ...] = Field(max_length=MAX_LAYERS)
+    totals: Totals
+    architecture_hash: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+    @classmethod
+    def build(
+        cls,
+        reference: str,
+        model_kwargs: dict[str, JsonValue],
+        input_shape: tuple[int, int, int],
+        layers: tuple[Layer, ...],
+        parameters: int,
+        saved_activation_bytes: Scaling,
+    ) -> LayerTable:
+        return cls(
+            reference=reference,
+            model_kwargs=model_kwargs,
+            input_shape=input_shape,
+            layers=layers,
+            totals=Totals.of(layers, parameters, saved_activation_bytes),
+            architecture_hash=architecture_hash(input_shape, layers),
+        )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if [layer.index for layer in self.layers] != list(range(len(self.layers))):
+            raise ValueError("layer indices are not 0, 1, 2, ... in order")
+        if sum(layer.parameters for layer in self.layers) > self.totals.parameters:
+            raise ValueError("layers hold more parameters than the model")
+        if self.totals != Totals.of(self.layers, self.totals.parameters, self.totals.saved_activation_bytes):
+            raise ValueError("totals do not match the layers")
+        if self.architecture_hash != architecture_hash(self.input_shape, self.layers):
+            raise ValueError("architecture hash does not match the layers")
+        return self
+
+    def at_batch(self, batch_size: int) -> BatchCosts:
+        if batch_size < 1:
+            raise ValueError(f"batch size must be positive, not {batch_size}")
+        layers = tuple(layer.at_batch(batch_size) for layer in self.layers)
+        t = self.totals
+        return BatchCosts(
+            batch_size=batch_size,
+            layers=layers,
+            total=Costs(
+                forward_flops=t.forward_flops.at(batch_size),
+                backward_flops=t.backward_flops.at(batch_size),
+                bytes_read=t.bytes_read.at(batch_size),
+                bytes_written=t.bytes_written.at(batch_size),
+            ),
+            saved_activation_bytes=t.saved_activation_bytes.at(batch_size),
+        )
+
+
+@dataclass(frozen=True)
+class BatchCosts:
+    """A table's costs at one batch size; ``layers`` follow the table's rows."""
+
+    batch_size: int
+    layers: tuple[Costs, ...]
+    total: Costs
+    saved_activation_bytes: int

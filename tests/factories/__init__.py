@@ -1,0 +1,1 @@
+"""Model factories that tests introspect through ``package.module:factory`` references."""
