@@ -25,6 +25,7 @@ from torch.utils.flop_counter import flop_registry
 
 from advisor.introspect import batch
 from advisor.introspect.errors import IntrospectionError
+from advisor.introspect.memo import MetaMemo, storage
 from advisor.introspect.table import Layer, LayerKind, Scaling, TensorShape, Window
 
 aten = torch.ops.aten
@@ -167,10 +168,11 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch le
         self._scope: list[str] = []
         self._group: RawLayer | None = None
         self._group_depth = 0
-        self._parameters = frozenset(_storage(p) for p in model.parameters())
-        self._unclaimed = {_storage(p): p.numel() for p in model.parameters()}
+        self._parameters = frozenset(storage(p) for p in model.parameters())
+        self._unclaimed = {storage(p): p.numel() for p in model.parameters()}
         self._node_layer: dict[int, RawLayer | None] = {}
         self._sequence = torch._C._autograd._get_sequence_nr()
+        self._memo = MetaMemo()
 
     @contextmanager
     def hooks(self, name: str, module: nn.Module) -> Iterator[None]:
@@ -211,7 +213,7 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch le
         return self._scope[-1] if self._scope else ""
 
     def pack(self, tensor: Tensor) -> Tensor:
-        key = _storage(tensor)
+        key = storage(tensor)
         if self.forward and key not in self._parameters:
             self.saved[key] = _bytes(tensor)
         return tensor
@@ -226,7 +228,7 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch le
                 decomposed = func.decompose(*args, **kwargs)
             if decomposed is not NotImplemented:
                 return decomposed
-        out = func(*args, **kwargs)
+        out = self._memo(func, args, kwargs)  # the meta kernel, or its answer to an identical earlier call
         flops = flop_registry[packet](*args, **kwargs, out_val=out) if packet in flop_registry else 0
         tensors = [t for t in tree_leaves((args, kwargs)) if isinstance(t, Tensor)]
         outputs = [t for t in tree_leaves(out) if isinstance(t, Tensor)]
@@ -240,15 +242,15 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch le
     def _forward_op(
         self, func: Any, args: Sequence[Any], inputs: list[Tensor], outputs: list[Tensor], flops: Scaling
     ) -> None:
-        read_from = {_storage(t) for t in inputs}
+        read_from = {storage(t) for t in inputs}
         mutates = func._schema.is_mutable
         written = Scaling()
         if func.overloadpacket not in _ALLOCATING:  # a view writes nothing; an in-place op writes its input
-            written = _total(t for t in outputs if mutates or _storage(t) not in read_from)
+            written = _total(t for t in outputs if mutates or storage(t) not in read_from)
         works = bool(written.at(1) or flops.at(1))
         layer = self._group
         if layer is None and works:
-            activations = [t for t in inputs if _storage(t) not in self._parameters]
+            activations = [t for t in inputs if storage(t) not in self._parameters]
             layer = RawLayer(name=self.scope, op=func.overloadpacket.__name__, inputs=_shapes(activations))
             layer.outputs = _shapes(outputs)
             self.layers.append(layer)
@@ -340,18 +342,13 @@ def _shapes(tree: Any) -> list[TensorShape]:
     return [batch.per_sample_shape(t.shape) for t in tree_leaves(tree) if isinstance(t, Tensor)]
 
 
-def _storage(tensor: Tensor) -> int:
-    """Identity of the memory behind a tensor: views of a weight are that weight."""
-    return int(tensor.untyped_storage()._cdata)
-
-
 def _bytes(tensor: Tensor) -> Scaling:
     """Bytes a tensor spans; a broadcast view spans no more than its storage, batched only if that is."""
     span = tensor.numel() * tensor.element_size()
-    storage = tensor.untyped_storage().nbytes()
-    if span <= storage:
+    held = tensor.untyped_storage().nbytes()
+    if span <= held:
         return batch.cost(span, bool(batch.batch_dims(tensor.shape)))
-    return batch.cost(storage, storage % batch.PROBE_BATCH == 0)
+    return batch.cost(held, held % batch.PROBE_BATCH == 0)
 
 
 def _total(tensors: Iterable[Tensor]) -> Scaling:
