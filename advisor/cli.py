@@ -1,4 +1,4 @@
-"""The command line: `advisor sandbox up|down|status`, `advisor parse`, `advisor inspect`."""
+"""The command line: `advisor sandbox`, `advisor parse`, `advisor inspect`, `advisor bench`."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from advisor import paths
+from advisor.bench import cli as bench_cli
 from advisor.introspect.errors import IntrospectionError
 from advisor.jobscript.errors import ScriptError
 from advisor.jobscript.submission import parse_submission
@@ -21,7 +23,6 @@ from advisor.sandbox.spec import SandboxConfigError, load_spec
 from advisor.slurm.parse import format_duration
 from advisor.slurm.runner import SlurmError
 
-DEFAULT_SANDBOX_DIR = Path.home() / ".local" / "state" / "advisor" / "sandbox"
 DEFAULT_SANDBOX_CONFIG = Path(__file__).resolve().parent.parent / "etc" / "sandbox.toml"
 
 
@@ -48,8 +49,8 @@ def _parser() -> argparse.ArgumentParser:
         action.add_argument(
             "--dir",
             type=Path,
-            default=Path(os.environ.get("ADVISOR_SANDBOX_DIR", DEFAULT_SANDBOX_DIR)),
-            help="folder for all of the cluster's state (default: %(default)s, or $ADVISOR_SANDBOX_DIR)",
+            default=paths.sandbox_dir(),
+            help="folder for all of the cluster's state (default: %(default)s; $ADVISOR_SANDBOX_DIR)",
         )
         action.add_argument(
             "--config",
@@ -77,6 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("--num-classes", type=int, help="passed to the model's constructor")
     inspect.add_argument("--json", action="store_true", help="print the layer table as JSON")
     inspect.set_defaults(handler=_inspect)
+    bench_cli.add_commands(commands)
     return parser
 
 

@@ -33,3 +33,14 @@ def test_a_script_sbatch_would_refuse_is_refused_with_its_reason(tmp_path: Path)
     assert result.returncode == 1
     assert result.stderr.startswith(f"advisor: error: {script}: ")
     assert "DOS line breaks" in result.stderr
+
+
+def test_the_command_lines_start_without_torch_or_xgboost() -> None:
+    probe = (
+        "import sys, advisor.cli, advisor.submit; "
+        "print(sorted({'torch', 'torchvision', 'xgboost'} & set(sys.modules)))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert result.stdout.strip() == "[]"

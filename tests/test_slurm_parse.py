@@ -363,6 +363,7 @@ def test_squeue_gpus_per_node_and_task_scale() -> None:
         ("garbage", "squeue output is not JSON"),
         ("", "squeue output is not JSON"),
         ('{"errors": [{"error": "boom"}]}', "squeue reported errors: boom"),
+        ('{"errors": [{"description": "Nothing found"}, {"error": "boom"}], "jobs": []}', "boom"),
         ('{"errors": [], "meta": {}}', "no 'jobs' list"),
         ('{"jobs": [1]}', "non-objects"),
         ('{"jobs": [{"job_id": 1}]}', "job record has no 'user_id'"),
@@ -482,3 +483,11 @@ def test_parse_test_only_iso_epoch_and_zone() -> None:
 def test_parse_test_only_garbage() -> None:
     with pytest.raises(ValueError, match=r"no start estimate.*invalid partition"):
         parse_test_only("sbatch: error: invalid partition specified: nope")
+
+
+def test_sacct_nothing_found_is_an_empty_answer() -> None:
+    text = (
+        '{"meta": {}, "errors": [{"description": "Nothing found", "error": "Nothing found with query",'
+        ' "source": "slurmdb_jobs_get"}], "jobs": []}'
+    )
+    assert parse_sacct_json(text) == []

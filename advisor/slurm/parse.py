@@ -246,6 +246,8 @@ def _json_list(text: str, key: str, command: str) -> list[dict[str, Any]]:
     except json.JSONDecodeError as error:
         raise ValueError(f"{command} output is not JSON ({error}): {text.strip()[:200]!r}") from None
     reported = document.get("errors") if isinstance(document, dict) else None
+    if reported and all(_error_text(error).startswith("Nothing found") for error in reported):
+        reported = None  # sacct's way of saying "no such jobs": an empty answer, not a failure
     if reported:
         # 22.05 exits 0 with an "errors" list when it cannot reach slurmctld: an answer that isn't one.
         raise ValueError(f"{command} reported errors: {'; '.join(_error_text(e) for e in reported)}")

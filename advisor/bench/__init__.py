@@ -1,0 +1,1 @@
+"""The nightly benchmarks: layer and whole-model training-step measurements per machine."""

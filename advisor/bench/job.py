@@ -1,0 +1,82 @@
+"""The benchmark job a night submits to each partition: fingerprint, plan, measure, write JSON lines.
+
+Run as ``python -m advisor.bench.job --out FILE`` inside a Slurm job. It exits 0 whenever the run itself
+completed, however many configurations did not fit: those are results too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from advisor.bench.fingerprint import threads_for_job
+from advisor.bench.measure import zoo_table
+from advisor.bench.plan import DeviceProfile, Plan, full_plan, quick_plan
+from advisor.bench.results import jsonl_sink
+from advisor.bench.run import run_plan, terminal_reporter
+
+_QUICK_BUDGET_MINUTES = 2.5
+"""Measuring time: with start-up (imports, introspection) the quick job stays within three minutes."""
+_FULL_BUDGET_MINUTES = 180.0
+_MAX_WORKERS = 4
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    threads = threads_for_job(os.environ)
+    torch.set_num_threads(threads)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    limit = args.memory_limit_mb * 2**20 if args.memory_limit_mb is not None else None
+    profile = DeviceProfile.assumed("cuda" if device.type == "cuda" else "cpu", _memory(device, limit))
+    plan = _plan(args.quick, profile, threads)
+    if args.plan_limit is not None:
+        plan = plan.first(args.plan_limit)
+    minutes = args.budget_minutes or (_QUICK_BUDGET_MINUTES if args.quick else _FULL_BUDGET_MINUTES)
+    with terminal_reporter(len(plan.items), sys.stderr) as progress:
+        summary = run_plan(
+            plan,
+            device=device,
+            partition=args.partition,
+            budget_s=minutes * 60,
+            sink=jsonl_sink(args.out),
+            progress=progress,
+            memory_limit_bytes=limit,
+        )
+    print(summary.model_dump_json())
+    return 0
+
+
+def _plan(quick: bool, profile: DeviceProfile, threads: int) -> Plan:
+    if quick:
+        return quick_plan(zoo_table, profile)
+    # Loader workers share the job's CPUs with torch's threads.
+    return full_plan(profile, zoo_table, workers=max(1, min(_MAX_WORKERS, threads // 2)))
+
+
+def _memory(device: torch.device, limit: int | None) -> int:
+    """What a configuration may use: the GPU's memory, or the host's, or less where a limit says so."""
+    if device.type == "cuda":
+        total = torch.cuda.get_device_properties(device).total_memory
+    else:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return total if limit is None else min(total, limit)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m advisor.bench.job", description=__doc__)
+    parser.add_argument("--out", type=Path, required=True, help="JSON-lines file the results are appended to")
+    parser.add_argument("--quick", action="store_true", help="a few small models: minutes, not hours")
+    parser.add_argument("--budget-minutes", type=float, help="stop starting measurements after this long")
+    parser.add_argument("--partition", help="the Slurm partition, recorded in the fingerprint")
+    parser.add_argument("--memory-limit-mb", type=int, help="treat configurations above this as not fitting")
+    parser.add_argument("--plan-limit", type=int, help="keep only the plan's first N items (tests)")
+    return parser
+
+
+if __name__ == "__main__":
+    sys.exit(main())

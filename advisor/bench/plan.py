@@ -1,0 +1,334 @@
+"""What a night measures, in which order, and how long it should take: pure planning, no torch, no clock.
+
+The order is the point: a run is cut by its time budget, so what it measures first must be what the
+predictors learn most from. The coarse batch grid over every model at default settings comes first, then
+each distinct layer once, then the rest of the batch grid, then each setting (AMP, channels_last, pinned
+host memory) in turn, each new setting crossed with those before it. Durations come from introspected
+FLOPs and an assumed throughput per device kind: rough, but enough to cut a plan to a budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from itertools import product
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from advisor.bench.records import LayerConfig, StepConfig
+from advisor.bench.zoo import LARGE, SMALL, ZOO, distinct_layers, smallest_batch, zoo_model
+from advisor.introspect import Layer, LayerTable, Optimizer, Precision, estimate_peak_memory
+
+TableSource = Callable[[str, int], LayerTable]
+"""A zoo model's layer table at an input side (introspection, behind a seam so planning stays pure)."""
+
+
+class Phase(StrEnum):
+    COARSE = "coarse"
+    LAYERS = "layers"
+    BATCHES = "batches"
+    AMP = "amp"
+    CHANNELS_LAST = "channels_last"
+    PINNED = "pinned"
+    LAYER_GRID = "layer_grid"
+
+
+_SETTINGS = (Phase.AMP, Phase.CHANNELS_LAST, Phase.PINNED)
+
+
+@dataclass(frozen=True)
+class DeviceProfile:
+    """The cost model of one device kind; throughputs are assumptions to cut plans by, not predictions."""
+
+    kind: Literal["cpu", "cuda"]
+    memory_bytes: int | None
+    """Configurations whose estimated peak exceeds this are not planned; None plans every batch."""
+    flops_per_s: float
+    amp_speedup: float
+    step_overhead_s: float
+    item_overhead_s: float
+    """Building the model and the optimizer, starting DataLoader workers."""
+    layer_overhead_s: float
+    layer_item_overhead_s: float
+
+    @classmethod
+    def assumed(cls, kind: Literal["cpu", "cuda"], memory_bytes: int | None = None) -> DeviceProfile:
+        return replace(_ASSUMED[kind], memory_bytes=memory_bytes)
+
+
+# The CPU figures were measured on a shared 2-core x86 VM without native bf16 (autocast is emulated
+# there, hence slower); the GPU's are a data-centre GPU's dense throughput at realistic utilisation.
+_ASSUMED = {
+    "cpu": DeviceProfile("cpu", None, 5e9, 0.1, 0.15, 1.0, 0.05, 0.1),
+    "cuda": DeviceProfile("cuda", None, 40e12, 2.0, 0.005, 1.5, 0.0002, 0.05),
+}
+
+
+class PlanItem(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    phase: Phase
+    config: StepConfig | LayerConfig
+    estimate_s: float = Field(ge=0)
+
+
+class Plan(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    items: tuple[PlanItem, ...]
+    steps: int = Field(ge=1)
+    warmup: int = Field(ge=0)
+    repeats: int = Field(ge=1)
+    """Timed repetitions of each layer micro-benchmark."""
+
+    @property
+    def estimate_s(self) -> float:
+        return sum(item.estimate_s for item in self.items)
+
+    def within(self, budget_s: float) -> Plan:
+        """The items that fit the budget in order, skipping any single one that would overrun it."""
+        kept: list[PlanItem] = []
+        spent = 0.0
+        for item in self.items:
+            if spent + item.estimate_s <= budget_s:
+                kept.append(item)
+                spent += item.estimate_s
+        return self.model_copy(update={"items": tuple(kept)})
+
+    def first(self, count: int) -> Plan:
+        return self.model_copy(update={"items": self.items[:count]})
+
+
+def geometric(high: int, factor: int = 2) -> tuple[int, ...]:
+    """1, factor, factor**2, ... up to ``high``: batch time is close to linear in log-batch steps."""
+    if high < 1 or factor < 2:
+        raise ValueError(f"a geometric grid needs high >= 1 and factor >= 2, not {high}, {factor}")
+    sizes = [1]
+    while sizes[-1] * factor <= high:
+        sizes.append(sizes[-1] * factor)
+    return tuple(sizes)
+
+
+@dataclass(frozen=True)
+class Grid:
+    """Everything a plan spans; ``coarse`` batches are measured in the first phase, the rest later."""
+
+    models: tuple[str, ...]
+    sizes: tuple[int, ...]
+    batches: tuple[int, ...]
+    coarse: tuple[int, ...]
+    settings: tuple[Phase, ...]
+    setting_batches: tuple[int, ...]
+    """Batches the settings phases cover: a setting changes a ratio, which fewer batches can show."""
+    workers: int
+    layer_models: tuple[str, ...]
+    layer_batches: tuple[int, ...]
+    """The first is measured in the layers phase, the others (and AMP) in the layer grid phase."""
+    steps: int
+    warmup: int
+    repeats: int
+
+
+def quick_plan(tables: TableSource, device: DeviceProfile | None = None) -> Plan:
+    """Small models on CIFAR-sized inputs: a smoke test of the whole path that fits in a few minutes."""
+    grid = Grid(
+        models=("squeezenet1_1", "shufflenet_v2_x0_5", "mobilenet_v3_small", "resnet18"),
+        sizes=(SMALL,),
+        batches=geometric(64, 4),
+        coarse=(1, 16),
+        settings=(Phase.AMP,),
+        # bf16 is emulated, and slow, on CPUs without native support.
+        setting_batches=(1, 4),
+        workers=1,
+        layer_models=("resnet18",),
+        layer_batches=(16,),
+        steps=3,
+        warmup=1,
+        repeats=5,
+    )
+    return build_plan(grid, device or DeviceProfile.assumed("cpu"), tables)
+
+
+def full_plan(device: DeviceProfile, tables: TableSource, *, workers: int = 4) -> Plan:
+    batches = geometric(4096)
+    grid = Grid(
+        models=tuple(model.name for model in ZOO),
+        sizes=(SMALL, LARGE),
+        batches=batches,
+        coarse=batches[::2],
+        settings=_SETTINGS,
+        setting_batches=batches,
+        workers=workers,
+        layer_models=tuple(model.name for model in ZOO),
+        layer_batches=(32, 1, 8, 128, 512),
+        steps=20,
+        warmup=5,
+        repeats=20,
+    )
+    return build_plan(grid, device, tables)
+
+
+def build_plan(grid: Grid, device: DeviceProfile, tables: TableSource) -> Plan:
+    items = [
+        *_steps(grid, device, tables, Phase.COARSE, grid.coarse, [(False, False, False)]),
+        *_layers(grid, device, tables, Phase.LAYERS, grid.layer_batches[:1], (False,), (True,)),
+        *_steps(grid, device, tables, Phase.BATCHES, _rest(grid), [(False, False, False)]),
+    ]
+    varied: set[Phase] = set()
+    for phase in (setting for setting in _SETTINGS if setting in grid.settings):
+        varied.add(phase)
+        items += _steps(grid, device, tables, phase, grid.setting_batches, _settings_of(phase, varied))
+    layer_amp = (False, True) if Phase.AMP in grid.settings else (False,)
+    # cudnn.benchmark exists only on CUDA; on a CPU the flag would only duplicate measurements.
+    benchmark = (True, False) if device.kind == "cuda" else (True,)
+    items += _layers(grid, device, tables, Phase.LAYER_GRID, grid.layer_batches, layer_amp, benchmark)
+    return Plan(items=tuple(items), steps=grid.steps, warmup=grid.warmup, repeats=grid.repeats)
+
+
+def _rest(grid: Grid) -> tuple[int, ...]:
+    return tuple(batch for batch in grid.batches if batch not in grid.coarse)
+
+
+def _settings_of(phase: Phase, varied: set[Phase]) -> list[tuple[bool, bool, bool]]:
+    """(amp, channels_last, pinned): ``phase``'s setting on, crossed with every setting varied before it."""
+    choices = [_choices(setting, phase, varied) for setting in _SETTINGS]
+    return [(amp, channels_last, pinned) for amp, channels_last, pinned in product(*choices)]
+
+
+def _choices(setting: Phase, phase: Phase, varied: set[Phase]) -> tuple[bool, ...]:
+    if setting is phase:
+        return (True,)
+    return (False, True) if setting in varied else (False,)
+
+
+def _steps(
+    grid: Grid,
+    device: DeviceProfile,
+    tables: TableSource,
+    phase: Phase,
+    batches: Sequence[int],
+    settings: Sequence[tuple[bool, bool, bool]],
+) -> Iterator[PlanItem]:
+    """Batch-major, so a cut plan has every model at small batches before any model at large ones."""
+    planned = {
+        (name, size): tables(name, size)
+        for name in grid.models
+        for size in grid.sizes
+        if size in zoo_model(name).sizes
+    }
+    for batch in sorted(batches):
+        for (amp, channels_last, pinned), ((name, size), table) in product(settings, planned.items()):
+            precision = Precision.BF16 if amp else Precision.FP32
+            peak = estimate_peak_memory(table, batch, precision, Optimizer.SGD).total
+            if batch < smallest_batch(table) or (
+                device.memory_bytes is not None and peak > device.memory_bytes
+            ):
+                continue
+            config = StepConfig(
+                model=name,
+                input_size=size,
+                batch=batch,
+                amp=amp,
+                channels_last=channels_last,
+                pinned=pinned,
+                workers=grid.workers,
+            )
+            flops = table.at_batch(batch).total.train_flops
+            speed = device.flops_per_s * (device.amp_speedup if amp else 1.0)
+            # CPUs take one more step, untimed, to track memory (see ``measure``).
+            passes = grid.warmup + grid.steps + (device.kind == "cpu")
+            estimate = device.item_overhead_s + passes * (flops / speed + device.step_overhead_s)
+            yield PlanItem(phase=phase, config=config, estimate_s=estimate)
+
+
+def _layers(
+    grid: Grid,
+    device: DeviceProfile,
+    tables: TableSource,
+    phase: Phase,
+    batches: Sequence[int],
+    amps: Sequence[bool],
+    benchmarks: Sequence[bool],
+) -> Iterator[PlanItem]:
+    layers: dict[LayerConfig, Layer] = {}
+    for name, size in product(grid.layer_models, grid.sizes):
+        if size in zoo_model(name).sizes:
+            for config, layer in distinct_layers(tables(name, size)):
+                layers.setdefault(config, layer)
+    for batch, amp, benchmark in product(sorted(batches), amps, benchmarks):
+        for config, layer in layers.items():
+            at = config.model_copy(update={"batch": batch, "amp": amp, "cudnn_benchmark": benchmark})
+            costs = layer.at_batch(batch)
+            # Inputs, outputs and their gradients live at once.
+            too_big = device.memory_bytes is not None and 2 * (costs.bytes_read + costs.bytes_written) > (
+                device.memory_bytes
+            )
+            if too_big or (phase is Phase.LAYER_GRID and _in_layers_phase(grid, at)):
+                continue
+            speed = device.flops_per_s * (device.amp_speedup if amp else 1.0)
+            per_repeat = costs.train_flops / speed + device.layer_overhead_s
+            estimate = device.layer_item_overhead_s + (grid.warmup + grid.repeats) * per_repeat
+            yield PlanItem(phase=phase, config=at, estimate_s=estimate)
+
+
+def _in_layers_phase(grid: Grid, config: LayerConfig) -> bool:
+    return config.batch == grid.layer_batches[0] and not config.amp and config.cudnn_benchmark
+
+
+class PlanRow(BaseModel):
+    """One phase of a plan as ``advisor bench plan`` shows it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    phase: Phase
+    kind: Literal["step", "layer"]
+    items: int
+    subjects: tuple[str, ...]
+    """Models for steps; layer ops (depthwise and grouped convolutions apart) for layers."""
+    sizes: tuple[int, ...]
+    batches: tuple[int, ...]
+    settings: tuple[str, ...]
+    estimate_s: float
+
+
+def describe(plan: Plan) -> list[PlanRow]:
+    rows: list[PlanRow] = []
+    for phase in Phase:
+        items = [item for item in plan.items if item.phase is phase]
+        if items:
+            rows.append(_row(phase, items))
+    return rows
+
+
+def _row(phase: Phase, items: list[PlanItem]) -> PlanRow:
+    subjects: dict[str, None] = {}
+    sizes: set[int] = set()
+    settings: set[str] = set()
+    for item in items:
+        config = item.config
+        if isinstance(config, StepConfig):
+            subjects[config.model] = None
+            sizes.add(config.input_size)
+            flags = {"amp": config.amp, "channels_last": config.channels_last, "pinned": config.pinned}
+        else:
+            subjects[_layer_op(config)] = None
+            flags = {"amp": config.amp, "cudnn_benchmark": config.cudnn_benchmark}
+        settings.update(f"{name}={'on' if value else 'off'}" for name, value in flags.items())
+    return PlanRow(
+        phase=phase,
+        kind="step" if isinstance(items[0].config, StepConfig) else "layer",
+        items=len(items),
+        subjects=tuple(subjects),
+        sizes=tuple(sorted(sizes)),
+        batches=tuple(sorted({item.config.batch for item in items})),
+        settings=tuple(sorted(settings)),
+        estimate_s=sum(item.estimate_s for item in items),
+    )
+
+
+def _layer_op(config: LayerConfig) -> str:
+    if config.depthwise:
+        return f"depthwise {config.op}"
+    return f"grouped {config.op}" if config.grouped else config.op

@@ -1,0 +1,114 @@
+"""What a benchmark run measures, as it travels from a Slurm job (JSON lines) into the database.
+
+Pure data: the benchmark writes these, `advisor bench submit` ingests them, the predictors read them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def key(self) -> str:
+        """A stable identity, so ingesting the same line twice stores one row."""
+        text = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+class Fingerprint(_Record):
+    """The machine a measurement belongs to; predictors are trained per fingerprint (machine type)."""
+
+    partition: str | None
+    node: str
+    device: Literal["cpu", "cuda"]
+    gpu_name: str | None
+    gpu_count: int
+    gpu_memory_mb: int | None
+    driver: str | None
+    cuda: str | None
+    cudnn: str | None
+    cpu_model: str
+    cpu_cores: int
+    """Cores the benchmark used (its torch threads), not the node's total."""
+    torch: str
+
+    def machine(self) -> str:
+        """The machine type: what stays equal across nodes of one partition and across nights."""
+        parts = [self.device, self.gpu_name or self.cpu_model, f"{self.gpu_count or self.cpu_cores}"]
+        return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
+class StepConfig(_Record):
+    """One whole-model training step configuration."""
+
+    model: str
+    input_size: int
+    batch: Annotated[int, Field(ge=1)]
+    amp: bool
+    channels_last: bool
+    pinned: bool
+    workers: Annotated[int, Field(ge=0)]
+
+
+class StepMeasurement(_Record):
+    kind: Literal["step"] = "step"
+    config: StepConfig
+    arch_hash: str
+    steps: int
+    median_s: float | None
+    """None when the configuration does not fit."""
+    non_device_share: float | None
+    """Share of the step spent outside device compute (data loading, copies, Python)."""
+    peak_memory_bytes: int | None
+    fits: bool
+    error: str | None = None
+
+
+class LayerConfig(_Record):
+    """One layer micro-benchmark configuration (convolutions; depthwise and grouped apart from dense)."""
+
+    op: Literal["conv2d", "conv_transpose2d", "linear"]
+    in_channels: int
+    out_channels: int
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    padding: tuple[int, int]
+    dilation: tuple[int, int]
+    groups: int
+    height: int
+    width: int
+    batch: Annotated[int, Field(ge=1)]
+    amp: bool
+    cudnn_benchmark: bool
+
+    @property
+    def depthwise(self) -> bool:
+        return self.groups > 1 and self.groups == self.in_channels
+
+    @property
+    def grouped(self) -> bool:
+        return self.groups > 1 and not self.depthwise
+
+
+class LayerMeasurement(_Record):
+    kind: Literal["layer"] = "layer"
+    config: LayerConfig
+    median_s: float | None
+    fits: bool
+    error: str | None = None
+
+
+class ResultLine(_Record):
+    """One line of a run's JSON-lines output: written and flushed as soon as it is measured."""
+
+    run_id: str
+    fingerprint: Fingerprint
+    measured_at: datetime
+    measurement: Annotated[StepMeasurement | LayerMeasurement, Field(discriminator="kind")]

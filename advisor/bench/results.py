@@ -1,0 +1,42 @@
+"""Benchmark results as JSON lines: written by a job on a compute node, read back on the login node.
+
+A night's job can be killed by its time limit or a node failure at any moment: every finished
+measurement is already on disk by then (one fsynced line each), and the reader drops a torn last line.
+No torch here: the login node reads results without it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from advisor.bench.records import ResultLine
+
+Sink = Callable[[ResultLine], None]
+
+
+def jsonl_sink(path: Path) -> Sink:
+    """Appends each line and fsyncs it, so a killed job keeps everything it measured."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(line: ResultLine) -> None:
+        with path.open("a", encoding="utf-8") as file:
+            file.write(line.model_dump_json() + "\n")
+            file.flush()
+            os.fsync(file.fileno())
+
+    return write
+
+
+def read_jsonl(path: Path) -> list[ResultLine]:
+    """Every complete line; a last line without its newline was torn by a dying writer and is dropped."""
+    *complete, _torn = path.read_text(encoding="utf-8").split("\n")
+    lines = []
+    for number, text in enumerate(complete, start=1):
+        if text.strip():
+            try:
+                lines.append(ResultLine.model_validate_json(text))
+            except ValueError as error:
+                raise ValueError(f"{path}:{number}: not a benchmark result: {error}") from error
+    return lines

@@ -1,0 +1,172 @@
+"""Running a plan within a time budget, each result handed to the sink the moment it is measured."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Literal, TextIO
+
+import torch
+from pydantic import BaseModel, ConfigDict
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from advisor.bench.fingerprint import fingerprint
+from advisor.bench.measure import measure_layer, measure_step
+from advisor.bench.plan import Plan, PlanItem
+from advisor.bench.records import (
+    LayerConfig,
+    LayerMeasurement,
+    ResultLine,
+    StepConfig,
+    StepMeasurement,
+)
+from advisor.bench.results import Sink
+
+Status = Literal[
+    "measured", "does not fit", "skipped: budget", "skipped: a smaller batch did not fit", "failed"
+]
+
+
+@dataclass(frozen=True)
+class Event:
+    index: int
+    total: int
+    status: Status
+    item: str
+    seconds: float
+    error: str | None = None
+
+
+Reporter = Callable[[Event], None]
+
+
+class RunSummary(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run_id: str
+    planned: int
+    measured: int
+    did_not_fit: int
+    skipped_budget: int
+    skipped_series: int
+    failed: int
+    elapsed_s: float
+
+
+def run_plan(
+    plan: Plan,
+    *,
+    device: torch.device,
+    partition: str | None,
+    budget_s: float,
+    sink: Sink,
+    clock: Callable[[], float] = time.monotonic,
+    progress: Reporter | None = None,
+    memory_limit_bytes: int | None = None,
+) -> RunSummary:
+    """Measures the plan's items in order while the budget lasts.
+
+    An item whose estimate exceeds what is left is skipped (a later, cheaper one may still fit). Once a
+    batch of a series (a configuration but for its batch) does not fit, larger batches of it are skipped.
+    Errors other than running out of memory are reported and the run goes on: one broken model must not
+    cost a night.
+    """
+    machine = fingerprint(partition)
+    run_id = uuid.uuid4().hex
+    report = progress or (lambda _event: None)
+    start = clock()
+    failing: dict[StepConfig | LayerConfig, int] = {}
+    counts = dict.fromkeys(("measured", "does not fit", "skipped: budget", "skipped: series", "failed"), 0)
+    for index, item in enumerate(plan.items, start=1):
+        began = clock()
+        series = item.config.model_copy(update={"batch": 1})
+        status: Status
+        error = None
+        if item.estimate_s > budget_s - (began - start):
+            status = "skipped: budget"
+        elif item.config.batch >= failing.get(series, sys.maxsize):
+            status = "skipped: a smaller batch did not fit"
+        else:
+            try:
+                measurement = _measure(item, plan, device, memory_limit_bytes)
+            except Exception as failure:
+                status, error = "failed", f"{type(failure).__name__}: {failure}"
+            else:
+                sink(
+                    ResultLine(
+                        run_id=run_id,
+                        fingerprint=machine,
+                        measured_at=datetime.now(UTC),
+                        measurement=measurement,
+                    )
+                )
+                status, error = (
+                    ("measured", None) if measurement.fits else ("does not fit", measurement.error)
+                )
+                if not measurement.fits:
+                    failing[series] = min(item.config.batch, failing.get(series, sys.maxsize))
+        counts["skipped: series" if status.startswith("skipped: a") else status] += 1
+        report(Event(index, len(plan.items), status, describe_item(item), clock() - began, error))
+    return RunSummary(
+        run_id=run_id,
+        planned=len(plan.items),
+        measured=counts["measured"],
+        did_not_fit=counts["does not fit"],
+        skipped_budget=counts["skipped: budget"],
+        skipped_series=counts["skipped: series"],
+        failed=counts["failed"],
+        elapsed_s=clock() - start,
+    )
+
+
+def _measure(
+    item: PlanItem, plan: Plan, device: torch.device, memory_limit_bytes: int | None
+) -> StepMeasurement | LayerMeasurement:
+    config = item.config
+    if isinstance(config, StepConfig):
+        return measure_step(config, device, plan.steps, plan.warmup, memory_limit_bytes)
+    return measure_layer(config, device, plan.repeats, plan.warmup)
+
+
+def describe_item(item: PlanItem) -> str:
+    config = item.config
+    if isinstance(config, StepConfig):
+        flags = [name for name in ("amp", "channels_last", "pinned") if getattr(config, name)]
+        return " ".join([config.model, f"{config.input_size}px", f"batch {config.batch}", *flags])
+    c = config
+    geometry = f"{c.in_channels}->{c.out_channels} k{c.kernel[0]}x{c.kernel[1]} s{c.stride[0]} g{c.groups}"
+    flags = [name for name in ("amp", "cudnn_benchmark") if getattr(config, name)]
+    return " ".join([c.op, geometry, f"{c.height}x{c.width}", f"batch {c.batch}", *flags])
+
+
+def json_reporter(stream: TextIO) -> Reporter:
+    """One JSON object per line, for logs that a batch system keeps."""
+
+    def report(event: Event) -> None:
+        stream.write(json.dumps({"event": "benchmark", **asdict(event)}) + "\n")
+        stream.flush()
+
+    return report
+
+
+@contextmanager
+def terminal_reporter(total: int, stream: TextIO) -> Iterator[Reporter]:
+    """A progress bar for a person watching; JSON lines when nobody is (``stream`` is not a terminal)."""
+    if not stream.isatty():
+        yield json_reporter(stream)
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=Console(file=stream)) as bar:
+        task = bar.add_task("benchmarks", total=total)
+
+        def report(event: Event) -> None:
+            bar.update(task, advance=1, description=f"{event.status}: {event.item}")
+
+        yield report

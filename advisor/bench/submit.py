@@ -1,0 +1,125 @@
+"""`advisor bench submit`: one benchmark job per partition through the Slurm adapter, then ingestion.
+
+Results travel as JSON lines in a folder that the login node and the compute nodes share; a job that
+dies (or is cancelled) leaves every line it finished, and ingesting them twice stores them once.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from advisor.bench.records import ResultLine
+from advisor.bench.results import read_jsonl
+from advisor.slurm.client import SlurmClient
+from advisor.slurm.models import Partition
+from advisor.slurm.parse import format_duration
+from advisor.store import Store
+
+JOB_NAME = "advisor-bench"
+_TIME_MARGIN = timedelta(minutes=5)
+
+
+@dataclass(frozen=True)
+class BenchRequest:
+    """What to run on each partition; `extra` goes to `python -m advisor.bench.job` unchanged."""
+
+    python: str
+    results_dir: Path
+    budget: timedelta
+    quick: bool = False
+    one_at_a_time: bool = False
+    extra: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class BenchJob:
+    partition: str
+    job_id: int
+    results: Path
+
+
+def job_script(request: BenchRequest, partition: str, results: Path) -> str:
+    """The batch script: the benchmark entry point and nothing else, its argv quoted word by word."""
+    argv = [
+        request.python,
+        "-m",
+        "advisor.bench.job",
+        "--out",
+        str(results),
+        "--partition",
+        partition,
+        "--budget-minutes",
+        f"{request.budget.total_seconds() / 60:g}",
+        *(["--quick"] if request.quick else []),
+        *request.extra,
+    ]
+    return f"#!/bin/sh\nexec {shlex.join(argv)}\n"
+
+
+def job_options(request: BenchRequest, partition: Partition, stamp: str) -> list[str]:
+    """A whole node of the partition (stable timings), one of its GPUs, a limit just above the budget."""
+    options = [
+        f"--partition={partition.name}",
+        f"--job-name={JOB_NAME}",
+        f"--time={format_duration(request.budget + _TIME_MARGIN)}",
+        "--exclusive",
+        "--mem=0",
+        "--nodes=1",
+        f"--output={request.results_dir / f'{stamp}-{partition.name}.log'}",
+    ]
+    if partition.gpus_per_node:
+        options.append("--gpus=1")
+    if request.one_at_a_time:
+        # Nodes that share hardware (the sandbox) would disturb each other's timings.
+        options.append("--dependency=singleton")
+    return options
+
+
+def submit_benchmarks(
+    client: SlurmClient, partitions: Sequence[Partition], request: BenchRequest, now: datetime
+) -> list[BenchJob]:
+    request.results_dir.mkdir(parents=True, exist_ok=True)
+    stamp = now.strftime("%Y%m%dT%H%M%S")
+    jobs = []
+    for partition in partitions:
+        results = request.results_dir / f"{stamp}-{partition.name}.jsonl"
+        submitted = client.submit(
+            job_script(request, partition.name, results), job_options(request, partition, stamp)
+        )
+        jobs.append(BenchJob(partition=partition.name, job_id=submitted.job_id, results=results))
+    return jobs
+
+
+def wait_for_jobs(
+    client: SlurmClient,
+    jobs: Sequence[BenchJob],
+    timeout: timedelta,
+    *,
+    poll_s: float = 2.0,
+    clock: Callable[[], float] = time.monotonic,
+) -> dict[int, str]:
+    """Final Slurm state per job, from accounting; jobs still unfinished at the timeout say so."""
+    since = datetime.now(UTC) - timedelta(days=1)
+    wanted = {job.job_id for job in jobs}
+    deadline = clock() + timeout.total_seconds()
+    states: dict[int, str] = {}
+    while True:
+        for record in client.history(since, job_ids=sorted(wanted)):
+            if record.job_id in wanted:
+                states[record.job_id] = record.state
+        if set(states) >= wanted or clock() > deadline:
+            return {job_id: states.get(job_id, "UNFINISHED") for job_id in sorted(wanted)}
+        time.sleep(poll_s)
+
+
+def ingest_results(store: Store, jobs: Sequence[BenchJob]) -> int:
+    lines: list[ResultLine] = []
+    for job in jobs:
+        if job.results.exists():
+            lines.extend(read_jsonl(job.results))
+    return store.ingest(lines)

@@ -1,0 +1,168 @@
+"""The benchmark zoo and the layer geometries it contains, as pure data.
+
+A model is named by its torchvision name alone in every record; the keyword arguments it is built with
+follow from the name and the input size here, so the planner, the measurement and the predictors that
+introspect the same model later all build the same network.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from math import prod
+from typing import Literal
+
+from pydantic import JsonValue
+
+from advisor.bench.records import LayerConfig
+from advisor.introspect import Layer, LayerKind, LayerTable
+
+SMALL, LARGE = 32, 224
+"""CIFAR-like and ImageNet-like input sides."""
+_SMALL_CLASSES, _LARGE_CLASSES = 10, 1000
+_NO_AUX: dict[str, JsonValue] = {"aux_logits": False, "init_weights": False}
+
+
+@dataclass(frozen=True)
+class ZooModel:
+    name: str
+    family: Literal["cnn", "transformer"]
+    sizes: tuple[int, ...] = (SMALL, LARGE)
+    extra: Mapping[str, JsonValue] = field(default_factory=dict)
+    sized: bool = False
+    """ViT fixes its position embeddings at construction, so it is told the input size."""
+
+    def kwargs(self, input_size: int) -> dict[str, JsonValue]:
+        if input_size not in self.sizes:
+            raise ValueError(f"{self.name} is not benchmarked at {input_size}x{input_size}")
+        sized: dict[str, JsonValue] = {"image_size": input_size} if self.sized else {}
+        return {"num_classes": self.classes(input_size), **self.extra, **sized}
+
+    def classes(self, input_size: int) -> int:
+        return _SMALL_CLASSES if input_size <= SMALL else _LARGE_CLASSES
+
+
+def _cnn(
+    name: str, sizes: tuple[int, ...] = (SMALL, LARGE), extra: Mapping[str, JsonValue] | None = None
+) -> ZooModel:
+    return ZooModel(name, "cnn", sizes, extra or {})
+
+
+ZOO: tuple[ZooModel, ...] = (
+    _cnn("resnet18"),
+    _cnn("resnet34"),
+    _cnn("resnet50"),
+    _cnn("resnet101"),
+    _cnn("resnext50_32x4d"),
+    _cnn("wide_resnet50_2"),
+    _cnn("vgg11_bn"),
+    _cnn("vgg16"),
+    _cnn("densenet121"),
+    _cnn("densenet169"),
+    _cnn("mobilenet_v2"),
+    _cnn("mobilenet_v3_small"),
+    _cnn("mobilenet_v3_large"),
+    _cnn("efficientnet_b0"),
+    _cnn("efficientnet_b3"),
+    _cnn("efficientnet_v2_s"),
+    _cnn("shufflenet_v2_x0_5"),
+    _cnn("shufflenet_v2_x1_0"),
+    _cnn("mnasnet0_5"),
+    _cnn("mnasnet1_0"),
+    _cnn("regnet_y_400mf"),
+    _cnn("regnet_x_1_6gf"),
+    _cnn("regnet_y_1_6gf"),
+    _cnn("squeezenet1_0"),
+    _cnn("squeezenet1_1"),
+    _cnn("googlenet", extra=_NO_AUX),
+    _cnn("convnext_tiny"),
+    # Their pooling shrinks a 32x32 input to nothing.
+    _cnn("alexnet", (LARGE,)),
+    _cnn("inception_v3", (LARGE,), _NO_AUX),
+    ZooModel("vit_b_16", "transformer", sized=True),
+    ZooModel("vit_b_32", "transformer", sized=True),
+    ZooModel("swin_t", "transformer"),
+    ZooModel("swin_v2_t", "transformer"),
+    ZooModel("maxvit_t", "transformer", sizes=(LARGE,)),
+)
+_BY_NAME = {model.name: model for model in ZOO}
+
+
+def zoo_model(name: str) -> ZooModel:
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise ValueError(f"{name!r} is not in the benchmark zoo") from None
+
+
+_LAYER_OPS: dict[LayerKind, Literal["conv2d", "conv_transpose2d", "linear"]] = {
+    LayerKind.CONV: "conv2d",
+    LayerKind.CONV_TRANSPOSE: "conv_transpose2d",
+    LayerKind.LINEAR: "linear",
+}
+
+
+def layer_config(layer: Layer) -> LayerConfig | None:
+    """The micro-benchmark of ``layer`` at batch 1, or None for a layer that is neither a 2-d convolution
+    nor a linear.
+
+    A linear layer's rows per sample (tokens, windows) become ``height``, so one config covers ViT's
+    ``(tokens, features)`` and Swin's ``(h, w, features)`` alike.
+    """
+    op = _LAYER_OPS.get(layer.kind)
+    if op is None or not layer.inputs or not layer.outputs or layer.inputs[0].batch_dim is None:
+        return None
+    dims, window = layer.inputs[0].dims, layer.window
+    if op == "linear":
+        return LayerConfig(
+            op=op,
+            in_channels=dims[-1],
+            out_channels=layer.outputs[0].dims[-1],
+            kernel=(1, 1),
+            stride=(1, 1),
+            padding=(0, 0),
+            dilation=(1, 1),
+            groups=1,
+            height=prod(dims[:-1]),
+            width=1,
+            batch=1,
+            amp=False,
+            cudnn_benchmark=True,
+        )
+    if window is None or window.channels is None or len(window.kernel) != 2 or len(dims) != 4:
+        return None
+    return LayerConfig(
+        op=op,
+        in_channels=window.channels[0],
+        out_channels=window.channels[1],
+        kernel=(window.kernel[0], window.kernel[1]),
+        stride=(window.stride[0], window.stride[1]),
+        padding=(window.padding[0], window.padding[1]),
+        dilation=(window.dilation[0], window.dilation[1]),
+        groups=window.groups,
+        height=dims[2],
+        width=dims[3],
+        batch=1,
+        amp=False,
+        cudnn_benchmark=True,
+    )
+
+
+def smallest_batch(table: LayerTable) -> int:
+    """Batch norm in training needs more than one value per channel: a 1x1 map needs two samples."""
+    for layer in table.layers:
+        if layer.kind is LayerKind.BATCH_NORM and layer.inputs:
+            dims = layer.inputs[0].dims
+            if len(dims) >= 2 and prod(dims) == dims[1]:
+                return 2
+    return 1
+
+
+def distinct_layers(table: LayerTable) -> list[tuple[LayerConfig, Layer]]:
+    """Each distinct layer geometry of a model once, with a layer that has it (for its costs)."""
+    seen: dict[LayerConfig, Layer] = {}
+    for layer in table.layers:
+        config = layer_config(layer)
+        if config is not None:
+            seen.setdefault(config, layer)
+    return list(seen.items())

@@ -1,0 +1,223 @@
+"""The advisor's SQLite database: one file in WAL mode, shared by the daemon, the CLI and the nightly run.
+
+Measurements are keyed by their content, so ingesting the same results twice stores each row once.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from sqlite_utils import Database
+
+from advisor.bench.records import Fingerprint, LayerMeasurement, ResultLine, StepMeasurement
+
+BUSY_TIMEOUT_S = 30.0
+
+_FINGERPRINT_COLUMNS: dict[str, Any] = {
+    "key": str,
+    "machine": str,
+    "partition": str,
+    "node": str,
+    "device": str,
+    "gpu_name": str,
+    "gpu_count": int,
+    "gpu_memory_mb": int,
+    "driver": str,
+    "cuda": str,
+    "cudnn": str,
+    "cpu_model": str,
+    "cpu_cores": int,
+    "torch": str,
+}
+_COMMON: dict[str, Any] = {
+    "key": str,
+    "run_id": str,
+    "fingerprint": str,
+    "machine": str,
+    "measured_at": str,
+    "median_s": float,
+    "fits": int,
+    "error": str,
+}
+_STEP_COLUMNS: dict[str, Any] = {
+    **_COMMON,
+    "model": str,
+    "input_size": int,
+    "batch": int,
+    "amp": int,
+    "channels_last": int,
+    "pinned": int,
+    "workers": int,
+    "arch_hash": str,
+    "steps": int,
+    "non_device_share": float,
+    "peak_memory_bytes": int,
+}
+_LAYER_COLUMNS: dict[str, Any] = {
+    **_COMMON,
+    "op": str,
+    "in_channels": int,
+    "out_channels": int,
+    "kernel": str,
+    "stride": str,
+    "padding": str,
+    "dilation": str,
+    "groups": int,
+    "depthwise": int,
+    "grouped": int,
+    "height": int,
+    "width": int,
+    "batch": int,
+    "amp": int,
+    "cudnn_benchmark": int,
+}
+
+
+class Store:
+    """Typed access to the database; callers never write SQL for the tables defined here."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._create_tables()
+
+    @classmethod
+    def open(cls, path: Path) -> Store:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S)
+        db = Database(connection)
+        db.enable_wal()
+        db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        return cls(db)
+
+    def ingest(self, lines: Iterable[ResultLine]) -> int:
+        """Store measurements in one transaction; returns how many were new."""
+        before = self.count()
+        with self.db.conn:
+            for line in lines:
+                fingerprint = line.fingerprint
+                self.db.table("fingerprints").upsert(_fingerprint_row(fingerprint), pk="key")
+                if isinstance(line.measurement, StepMeasurement):
+                    self.db.table("step_measurements").upsert(_step_row(line, line.measurement), pk="key")
+                else:
+                    self.db.table("layer_measurements").upsert(_layer_row(line, line.measurement), pk="key")
+        return self.count() - before
+
+    def count(self) -> int:
+        return self.db.table("step_measurements").count + self.db.table("layer_measurements").count
+
+    def fingerprints(self) -> list[Fingerprint]:
+        rows = self.db.table("fingerprints").rows
+        return [
+            Fingerprint.model_validate({k: v for k, v in row.items() if k not in {"key", "machine"}})
+            for row in rows
+        ]
+
+    def step_rows(self, machine: str | None = None) -> list[dict[str, Any]]:
+        where = None if machine is None else "machine = ?"
+        return list(self.db.table("step_measurements").rows_where(where, [machine] if machine else []))
+
+    def layer_rows(self, machine: str | None = None) -> list[dict[str, Any]]:
+        where = None if machine is None else "machine = ?"
+        return list(self.db.table("layer_measurements").rows_where(where, [machine] if machine else []))
+
+    def _create_tables(self) -> None:
+        self.db.table("fingerprints").create(_FINGERPRINT_COLUMNS, pk="key", if_not_exists=True)
+        self.db.table("step_measurements").create(_STEP_COLUMNS, pk="key", if_not_exists=True)
+        self.db.table("layer_measurements").create(_LAYER_COLUMNS, pk="key", if_not_exists=True)
+        for table in ("step_measurements", "layer_measurements"):
+            self.db.table(table).create_index(["machine"], if_not_exists=True)
+
+
+def _fingerprint_row(fingerprint: Fingerprint) -> dict[str, Any]:
+    return {"key": fingerprint.key(), "machine": fingerprint.machine(), **fingerprint.model_dump()}
+
+
+def _common(line: ResultLine, median_s: float | None, fits: bool, error: str | None) -> dict[str, Any]:
+    return {
+        "key": line.key(),
+        "run_id": line.run_id,
+        "fingerprint": line.fingerprint.key(),
+        "machine": line.fingerprint.machine(),
+        "measured_at": line.measured_at.isoformat(),
+        "median_s": median_s,
+        "fits": int(fits),
+        "error": error,
+    }
+
+
+def _step_row(line: ResultLine, step: StepMeasurement) -> dict[str, Any]:
+    config = step.config
+    return {
+        **_common(line, step.median_s, step.fits, step.error),
+        **config.model_dump(),
+        "amp": int(config.amp),
+        "channels_last": int(config.channels_last),
+        "pinned": int(config.pinned),
+        "arch_hash": step.arch_hash,
+        "steps": step.steps,
+        "non_device_share": step.non_device_share,
+        "peak_memory_bytes": step.peak_memory_bytes,
+    }
+
+
+def _layer_row(line: ResultLine, layer: LayerMeasurement) -> dict[str, Any]:
+    config = layer.config
+    pairs = {
+        name: "x".join(map(str, getattr(config, name)))
+        for name in ("kernel", "stride", "padding", "dilation")
+    }
+    return {
+        **_common(line, layer.median_s, layer.fits, layer.error),
+        **config.model_dump(),
+        **pairs,
+        "depthwise": int(config.depthwise),
+        "grouped": int(config.grouped),
+        "amp": int(config.amp),
+        "cudnn_benchmark": int(config.cudnn_benchmark),
+    }
+
+
+_MODEL_COLUMNS: dict[str, Any] = {
+    "machine": str,
+    "version": int,
+    "path": str,
+    "created_at": str,
+    "active": int,
+    "step_rows": int,
+    "layer_rows": int,
+    "models": str,
+    "measured_from": str,
+    "measured_to": str,
+    "heldout_mape": float,
+}
+
+
+class ModelRegistry:
+    """Which predictor file serves each machine: the active version's row, every earlier one kept."""
+
+    def __init__(self, store: Store) -> None:
+        self.db = store.db
+        self.db.table("model_versions").create(_MODEL_COLUMNS, pk=("machine", "version"), if_not_exists=True)
+
+    def next_version(self, machine: str) -> int:
+        rows = self.db.execute("SELECT MAX(version) FROM model_versions WHERE machine = ?", [machine])
+        latest = rows.fetchone()[0]
+        return 1 if latest is None else int(latest) + 1
+
+    def activate(self, row: dict[str, Any]) -> None:
+        """Records a new version and makes it the machine's only active one, in one transaction."""
+        with self.db.conn:
+            self.db.execute("UPDATE model_versions SET active = 0 WHERE machine = ?", [row["machine"]])
+            self.db.table("model_versions").insert({**row, "active": 1})
+
+    def active(self, machine: str) -> dict[str, Any] | None:
+        rows = self.db.table("model_versions").rows_where("machine = ? AND active = 1", [machine])
+        return next(iter(rows), None)
+
+    def versions(self, machine: str | None = None) -> list[dict[str, Any]]:
+        where = None if machine is None else "machine = ?"
+        table = self.db.table("model_versions")
+        return list(table.rows_where(where, [machine] if machine else [], order_by="machine, version"))

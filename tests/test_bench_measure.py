@@ -1,0 +1,118 @@
+"""Real torch on the CPU, at sizes small enough for seconds: squeezenet1_1 at 32x32, batch 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+from advisor.bench.measure import layer_configs, measure_layer, measure_step, zoo_table
+from advisor.bench.records import LayerConfig, StepConfig
+
+CPU = torch.device("cpu")
+TINY = StepConfig(
+    model="squeezenet1_1", input_size=32, batch=2, amp=False, channels_last=False, pinned=False, workers=0
+)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread() -> Iterator[None]:
+    """Two threads on two shared cores spend more time waiting for each other than computing."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [{}, {"amp": True}, {"channels_last": True}, {"pinned": True, "workers": 1}],
+    ids=["default", "amp-bf16", "channels-last", "pinned-with-a-worker"],
+)
+def test_a_training_step_is_timed_with_its_memory(settings: dict[str, object]) -> None:
+    config = TINY.model_copy(update=settings)
+    result = measure_step(config, CPU, steps=3, warmup=1)
+    assert result.fits and result.error is None
+    assert result.median_s is not None and result.median_s > 0
+    assert result.non_device_share is not None and 0 <= result.non_device_share <= 1
+    # At least the weights, their gradients and the momentum (squeezenet1_1: ~0.7 M parameters).
+    assert result.peak_memory_bytes is not None and result.peak_memory_bytes > 3 * 4 * 700_000
+    assert result.arch_hash == zoo_table("squeezenet1_1", 32).architecture_hash
+    assert result.steps == 3
+
+
+def test_a_memory_limit_makes_a_configuration_not_fit() -> None:
+    result = measure_step(TINY, CPU, steps=1, warmup=0, memory_limit_bytes=1)
+    assert not result.fits and result.median_s is None
+    assert result.error is not None and "exceeds the limit" in result.error
+
+
+def _conv(**fields: object) -> LayerConfig:
+    base = LayerConfig(
+        op="conv2d",
+        in_channels=16,
+        out_channels=16,
+        kernel=(3, 3),
+        stride=(1, 1),
+        padding=(1, 1),
+        dilation=(1, 1),
+        groups=1,
+        height=8,
+        width=8,
+        batch=2,
+        amp=False,
+        cudnn_benchmark=True,
+    )
+    return base.model_copy(update=fields)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        _conv(groups=16),
+        _conv(groups=4, amp=True),
+        _conv(op="conv_transpose2d", stride=(2, 2)),
+        _conv(op="linear", kernel=(1, 1), padding=(0, 0), height=5, width=1),
+    ],
+    ids=["depthwise", "grouped-amp", "transposed", "linear"],
+)
+def test_a_layer_is_timed(config: LayerConfig) -> None:
+    result = measure_layer(config, CPU, repeats=3, warmup=1)
+    assert result.fits and result.median_s is not None and result.median_s > 0
+    assert config.depthwise == (config.groups == 16)
+
+
+def test_layer_configs_are_the_distinct_geometries_of_a_model() -> None:
+    configs = layer_configs("mobilenet_v3_small", 32, [1, 8], amp=(False, True))
+    assert len(configs) == len(set(configs))
+    assert {c.batch for c in configs} == {1, 8} and {c.amp for c in configs} == {False, True}
+    assert any(c.depthwise for c in configs) and any(c.op == "linear" for c in configs)
+
+
+def test_a_real_allocation_failure_is_recorded_not_raised() -> None:
+    """The child caps its address space a little above what it already maps, then asks for far more."""
+    script = textwrap.dedent(
+        """
+        import resource, torch
+        from advisor.bench.measure import measure_step
+        from advisor.bench.records import StepConfig
+        torch.ones(1000) + 1  # start torch's threads before the cap
+        mapped = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmSize:"))
+        cap = (mapped + 300 * 1024) * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+        config = StepConfig(model="resnet18", input_size=224, batch=256, amp=False,
+                            channels_last=False, pinned=False, workers=0)
+        print(measure_step(config, torch.device("cpu"), steps=1, warmup=0).model_dump_json())
+        """
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    result = json.loads(completed.stdout.splitlines()[-1])
+    assert result["fits"] is False and result["median_s"] is None
+    assert "allocate" in result["error"].lower() or "memory" in result["error"].lower()

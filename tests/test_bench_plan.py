@@ -1,0 +1,163 @@
+"""The plan is pure: a fake layer table stands in for introspection, but where the real quick plan counts."""
+
+from __future__ import annotations
+
+import pytest
+
+from advisor.bench.plan import (
+    DeviceProfile,
+    Phase,
+    Plan,
+    PlanItem,
+    describe,
+    full_plan,
+    geometric,
+    quick_plan,
+)
+from advisor.bench.records import LayerConfig, StepConfig
+from advisor.bench.zoo import ZOO, zoo_model
+from advisor.introspect import Layer, LayerKind, LayerTable, Scaling, TensorShape
+from advisor.introspect.table import Window
+
+PHASE_ORDER = list(Phase)
+
+
+def _table(name: str, size: int) -> LayerTable:
+    """A convolution (whose channels follow the model, so models differ) and a linear layer."""
+    channels = 8 + len(name)
+    conv = Layer(
+        index=0,
+        name="conv",
+        op="Conv2d",
+        kind=LayerKind.CONV,
+        inputs=(TensorShape(dims=(1, 3, size, size), batch_dim=0),),
+        outputs=(TensorShape(dims=(1, channels, size, size), batch_dim=0),),
+        window=Window(kernel=(3, 3), stride=(1, 1), padding=(1, 1), dilation=(1, 1), channels=(3, channels)),
+        parameters=27 * channels,
+        forward_flops=Scaling(per_sample=54 * channels * size * size),
+        backward_flops=Scaling(per_sample=108 * channels * size * size),
+        bytes_read=Scaling(per_sample=12 * size * size, fixed=108 * channels),
+        bytes_written=Scaling(per_sample=4 * channels * size * size),
+    )
+    linear = Layer(
+        index=1,
+        name="fc",
+        op="Linear",
+        kind=LayerKind.LINEAR,
+        inputs=(TensorShape(dims=(1, channels), batch_dim=0),),
+        outputs=(TensorShape(dims=(1, 10), batch_dim=0),),
+        parameters=10 * channels,
+        forward_flops=Scaling(per_sample=20 * channels),
+        backward_flops=Scaling(per_sample=40 * channels),
+        bytes_read=Scaling(per_sample=4 * channels, fixed=40 * channels),
+        bytes_written=Scaling(per_sample=40),
+    )
+    saved = Scaling(per_sample=8 * channels * size * size)
+    return LayerTable.build(name, {}, (3, size, size), (conv, linear), 37 * channels, saved)
+
+
+def test_the_zoo_spans_at_least_25_cnns_and_vision_transformers() -> None:
+    names = [model.name for model in ZOO]
+    assert len(set(names)) == len(names)
+    assert sum(model.family == "cnn" for model in ZOO) >= 25
+    assert {"vit_b_16", "swin_t"} <= set(names)
+    assert zoo_model("vit_b_16").kwargs(32) == {"num_classes": 10, "image_size": 32}
+    assert zoo_model("resnet50").kwargs(224) == {"num_classes": 1000}
+    with pytest.raises(ValueError, match="not benchmarked"):
+        zoo_model("alexnet").kwargs(32)
+
+
+def test_batch_grids_are_geometric_from_one() -> None:
+    assert geometric(64) == (1, 2, 4, 8, 16, 32, 64)
+    assert geometric(100, 4) == (1, 4, 16, 64)
+    assert geometric(1) == (1,)
+    with pytest.raises(ValueError):
+        geometric(0)
+
+
+@pytest.fixture(scope="module")
+def plan() -> Plan:
+    return full_plan(DeviceProfile.assumed("cuda", memory_bytes=80 * 2**30), _table)
+
+
+def test_phases_come_in_order_with_the_coarse_grid_first(plan: Plan) -> None:
+    phases = [item.phase for item in plan.items]
+    assert phases[0] is Phase.COARSE
+    assert [PHASE_ORDER.index(phase) for phase in phases] == sorted(PHASE_ORDER.index(p) for p in phases)
+    assert set(phases) == set(Phase)
+    coarse = {item.config.batch for item in plan.items if item.phase is Phase.COARSE}
+    assert coarse == {1, 4, 16, 64, 256, 1024, 4096}
+    defaults = [item for item in plan.items if item.phase is Phase.COARSE]
+    assert all(isinstance(i.config, StepConfig) and not i.config.amp for i in defaults)
+    assert {i.config.model for i in defaults if isinstance(i.config, StepConfig)} == {m.name for m in ZOO}
+
+
+def test_every_series_grows_its_batch_from_one(plan: Plan) -> None:
+    series: dict[tuple[Phase, StepConfig | LayerConfig], list[int]] = {}
+    for item in plan.items:
+        series.setdefault((item.phase, item.config.model_copy(update={"batch": 1})), []).append(
+            item.config.batch
+        )
+    for (phase, _), batches in series.items():
+        assert batches == sorted(batches)
+        if phase in (Phase.COARSE, Phase.AMP):
+            assert batches[0] == 1
+
+
+def test_each_setting_is_crossed_with_those_before_it(plan: Plan) -> None:
+    pinned = {
+        (item.config.amp, item.config.channels_last)
+        for item in plan.items
+        if item.phase is Phase.PINNED and isinstance(item.config, StepConfig)
+    }
+    assert pinned == {(False, False), (False, True), (True, False), (True, True)}
+    cudnn = {i.config.cudnn_benchmark for i in plan.items if isinstance(i.config, LayerConfig)}
+    assert cudnn == {True, False}
+
+
+def test_no_configuration_is_planned_twice(plan: Plan) -> None:
+    configs = [item.config for item in plan.items]
+    assert len(set(configs)) == len(configs)
+
+
+def test_the_memory_estimate_caps_the_batch_grid() -> None:
+    small = full_plan(DeviceProfile.assumed("cuda", memory_bytes=2**24), _table)
+    big = full_plan(DeviceProfile.assumed("cuda", memory_bytes=2**40), _table)
+    assert max(i.config.batch for i in small.items) < max(i.config.batch for i in big.items) == 4096
+
+
+def test_cutting_to_a_budget_keeps_order_and_skips_what_does_not_fit(plan: Plan) -> None:
+    cut = plan.within(600)
+    assert 0 < cut.estimate_s <= 600
+    positions = [plan.items.index(item) for item in cut.items]
+    assert positions == sorted(positions)
+    step = StepConfig(
+        model="resnet18", input_size=32, batch=1, amp=False, channels_last=False, pinned=False, workers=0
+    )
+    items = tuple(
+        PlanItem(phase=Phase.COARSE, config=step.model_copy(update={"batch": b}), estimate_s=s)
+        for b, s in ((1, 5), (2, 100), (4, 5))
+    )
+    small = Plan(items=items, steps=1, warmup=0, repeats=1)
+    assert [i.config.batch for i in small.within(20).items] == [1, 4]
+    assert small.first(1).items == items[:1]
+
+
+def test_description_rows_cover_the_plan(plan: Plan) -> None:
+    rows = describe(plan)
+    assert [row.phase for row in rows] == list(Phase)
+    assert sum(row.items for row in rows) == len(plan.items)
+    assert sum(row.estimate_s for row in rows) == pytest.approx(plan.estimate_s)
+    assert "conv2d" in rows[1].subjects and rows[1].kind == "layer"
+
+
+def test_the_quick_plan_is_small_and_estimated_under_three_minutes() -> None:
+    from advisor.bench.measure import zoo_table  # the real tables: introspection of four small models
+
+    plan = quick_plan(zoo_table)
+    assert plan.estimate_s < 180
+    steps = [i.config for i in plan.items if isinstance(i.config, StepConfig)]
+    assert {c.input_size for c in steps} == {32}
+    assert {c.amp for c in steps} == {False, True}
+    assert max(c.batch for c in steps) == 64
+    assert 0 < sum(isinstance(i.config, LayerConfig) for i in plan.items) <= 30

@@ -1,0 +1,143 @@
+"""The runner's bookkeeping (budget, series, sink) and the job entry point; real measurements, kept tiny."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from advisor.bench.plan import Phase, Plan, PlanItem
+from advisor.bench.records import ResultLine, StepConfig
+from advisor.bench.results import read_jsonl
+from advisor.bench.run import Event, run_plan
+
+CPU = torch.device("cpu")
+TINY = StepConfig(
+    model="squeezenet1_1", input_size=32, batch=2, amp=False, channels_last=False, pinned=False, workers=0
+)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread() -> Iterator[None]:
+    """Two threads on two shared cores spend more time waiting for each other than computing."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _plan(*batches: int, estimate_s: float = 1.0) -> Plan:
+    items = tuple(
+        PlanItem(phase=Phase.COARSE, config=TINY.model_copy(update={"batch": b}), estimate_s=estimate_s)
+        for b in batches
+    )
+    return Plan(items=items, steps=2, warmup=0, repeats=2)
+
+
+def test_each_result_reaches_the_sink_at_once() -> None:
+    lines: list[ResultLine] = []
+    events: list[Event] = []
+    summary = run_plan(
+        _plan(2), device=CPU, partition="p", budget_s=600, sink=lines.append, progress=events.append
+    )
+    assert summary.measured == 1 and len(lines) == 1
+    assert lines[0].fingerprint.partition == "p" and lines[0].run_id == summary.run_id
+    assert [e.status for e in events] == ["measured"]
+
+
+def test_larger_batches_of_a_series_are_skipped_once_one_does_not_fit() -> None:
+    lines: list[ResultLine] = []
+    summary = run_plan(
+        _plan(2, 4, 8), device=CPU, partition=None, budget_s=600, sink=lines.append, memory_limit_bytes=1
+    )
+    assert (summary.did_not_fit, summary.skipped_series) == (1, 2)
+    assert [line.measurement.fits for line in lines] == [False]
+
+
+def test_items_whose_estimate_exceeds_the_remaining_budget_are_skipped() -> None:
+    ticks: Iterator[float] = iter(range(0, 1000, 10))
+    summary = run_plan(
+        _plan(2, 4, estimate_s=50),
+        device=CPU,
+        partition=None,
+        budget_s=30,
+        sink=lambda _line: None,
+        clock=lambda: float(next(ticks)),
+    )
+    assert summary.skipped_budget == 2 and summary.measured == 0
+
+
+_WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from datetime import UTC, datetime
+    from pathlib import Path
+    from advisor.bench.fingerprint import fingerprint
+    from advisor.bench.records import ResultLine, StepMeasurement, StepConfig
+    from advisor.bench.results import jsonl_sink
+    sink = jsonl_sink(Path(sys.argv[1]))
+    config = StepConfig(model="m", input_size=32, batch=1, amp=False, channels_last=False,
+                        pinned=False, workers=0)
+    machine = fingerprint(None)
+    for index in range(100000):
+        measurement = StepMeasurement(
+            config=config.model_copy(update={"batch": index + 1}), arch_hash="h", steps=1, median_s=0.1,
+            non_device_share=0.0, peak_memory_bytes=1, fits=True)
+        sink(ResultLine(run_id="r", fingerprint=machine, measured_at=datetime.now(UTC),
+                        measurement=measurement))
+    """
+)
+
+
+def test_the_jsonl_sink_keeps_every_complete_line_when_its_writer_is_killed(tmp_path: Path) -> None:
+    path = tmp_path / "results.jsonl"
+    writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(path)])
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (not path.exists() or path.read_text().count("\n") < 20):
+            time.sleep(0.05)
+    finally:
+        os.kill(writer.pid, signal.SIGKILL)
+        writer.wait()
+    assert writer.returncode == -signal.SIGKILL
+    complete = path.read_text().count("\n")
+    lines = read_jsonl(path)
+    assert len(lines) == complete >= 20
+    assert [line.measurement.config.batch for line in lines] == list(range(1, complete + 1))
+    with path.open("a") as file:
+        file.write('{"run_id": "torn')
+    assert len(read_jsonl(path)) == complete
+
+
+def test_a_broken_line_in_the_middle_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "results.jsonl"
+    path.write_text("{}\n")
+    with pytest.raises(ValueError, match=r"results\.jsonl:1"):
+        read_jsonl(path)
+
+
+def test_the_job_writes_json_lines_and_exits_zero(tmp_path: Path) -> None:
+    out = tmp_path / "q.jsonl"
+    completed = subprocess.run(
+        [sys.executable, "-m", "advisor.bench.job", "--quick", "--out", str(out), "--plan-limit", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+        env={**os.environ, "SLURM_JOB_ID": "1", "SLURM_CPUS_PER_TASK": "1", "SLURMD_NODENAME": "n1"},
+    )
+    summary = json.loads(completed.stdout)
+    assert summary["planned"] == 2 and summary["measured"] + summary["did_not_fit"] == 2
+    lines = read_jsonl(out)
+    assert len(lines) == 2 and lines[0].fingerprint.node == "n1" and lines[0].fingerprint.cpu_cores == 1
+    events = [json.loads(line) for line in completed.stderr.splitlines() if line.startswith("{")]
+    assert [event["index"] for event in events] == [1, 2]
