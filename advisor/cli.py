@@ -20,8 +20,8 @@ from advisor.jobscript.errors import ScriptError
 from advisor.jobscript.submission import parse_submission
 from advisor.sandbox.cluster import Sandbox, SandboxError, SandboxStatus
 from advisor.sandbox.spec import SandboxConfigError, load_spec
-from advisor.slurm.parse import format_duration
 from advisor.slurm.runner import SlurmError
+from advisor.slurm.values import format_duration
 
 DEFAULT_SANDBOX_CONFIG = Path(__file__).resolve().parent.parent / "etc" / "sandbox.toml"
 

@@ -15,8 +15,8 @@ from advisor.jobscript.request import JobRequest, build_request
 from advisor.sandbox.cluster import Sandbox
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.models import Record
-from advisor.slurm.parse import parse_duration, parse_gres
 from advisor.slurm.runner import LocalRunner, SlurmError
+from advisor.slurm.values import parse_duration, parse_gres
 
 CORPUS = Path(__file__).parent / "data" / "scripts"
 CASES: list[dict[str, Any]] = tomllib.loads((CORPUS / "cases.toml").read_text())["case"]

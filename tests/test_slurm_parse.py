@@ -13,18 +13,14 @@ from hypothesis import strategies as st
 from advisor.slurm.models import Gpus, Node
 from advisor.slurm.parse import (
     build_partitions,
-    format_duration,
-    parse_duration,
-    parse_gres,
-    parse_memory_mb,
     parse_sacct_json,
     parse_scontrol_records,
     parse_sinfo_json,
     parse_squeue_json,
     parse_submit,
     parse_test_only,
-    parse_tres,
 )
+from advisor.slurm.values import format_duration, parse_duration, parse_gres, parse_memory_mb, parse_tres
 
 DATA = Path(__file__).parent / "data" / "slurm"
 PARTITION_LINE = (

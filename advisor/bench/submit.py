@@ -17,7 +17,7 @@ from advisor.bench.records import ResultLine
 from advisor.bench.results import read_jsonl
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.models import Partition
-from advisor.slurm.parse import format_duration
+from advisor.slurm.values import format_duration
 from advisor.store import Store
 
 JOB_NAME = "advisor-bench"

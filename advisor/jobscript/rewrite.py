@@ -21,7 +21,7 @@ from advisor.jobscript.advisor_lines import JobDescription
 from advisor.jobscript.lexer import body_start
 from advisor.jobscript.options import parse_options
 from advisor.jobscript.request import GpuRequest, JobRequest
-from advisor.slurm.parse import format_duration
+from advisor.slurm.values import format_duration
 
 _GPU_TYPE = re.compile(r"^[A-Za-z0-9_.-]+$")
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from advisor.jobscript.errors import ScriptError
-from advisor.slurm.parse import parse_duration, parse_memory_mb
+from advisor.slurm.values import parse_duration, parse_memory_mb
 
 _TIME_CHARS = re.compile(r"[\d:-]+")
 _INFINITE = frozenset({"-1", "INFINITE", "UNLIMITED"})

@@ -9,7 +9,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from advisor.slurm.parse import parse_duration
+from advisor.slurm.values import parse_duration
 
 _NAME = r"^[a-z][a-z0-9]*$"
 

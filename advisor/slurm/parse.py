@@ -9,7 +9,6 @@ Field shapes differ between Slurm releases (22.05 prints plain numbers and strin
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta, tzinfo
@@ -25,13 +24,10 @@ from advisor.slurm.models import (
     SubmitResult,
     TestOnlyResult,
 )
+from advisor.slurm.values import UNSET_WORDS, parse_duration, parse_gres, parse_tres
 
 # Slurm's NO_VAL (0xfffffffe) and INFINITE (0xffffffff); anything at or above means "no value".
 _NO_VAL = 0xFFFFFFFE
-_UNSET_WORDS = frozenset({"UNLIMITED", "INFINITE", "NONE", "N/A"})
-_DURATION = re.compile(r"(?:(?P<days>\d+)-)?(?P<clock>\d+(?::\d+){0,2})")
-_MEMORY = re.compile(r"(?P<value>\d+(?:\.\d+)?)(?P<unit>[KMGTP]?)B?", re.IGNORECASE)
-_MEMORY_FACTOR = {"K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0**2, "P": 1024.0**3}
 # A key starts a record or follows whitespace; "cpu=32" inside "TRES=cpu=32,mem=1G" follows "=" or ",".
 _SCONTROL_KEY = re.compile(r"(?:^|\s)([A-Za-z][\w:/.]*)=")
 _SCONTROL_EMPTY = re.compile(r"No \w+ in the system")
@@ -41,92 +37,6 @@ _TEST_ONLY = re.compile(
     r"Job (\d+) to start at (\S+) using (\d+) processors? on nodes? (\S+) in partition (\S+)"
 )
 _T = TypeVar("_T")
-
-
-def parse_duration(text: str) -> timedelta | None:
-    """Parse any Slurm time-limit string; None stands for both "unlimited" and "not set"."""
-    stripped = text.strip()
-    if stripped.upper() in _UNSET_WORDS:
-        return None
-    match = _DURATION.fullmatch(stripped)
-    if match is None:
-        raise ValueError(f"not a Slurm duration: {text!r}")
-    fields = [int(part) for part in match["clock"].split(":")]
-    if match["days"] is not None:
-        hours, minutes, seconds = [*fields, 0, 0][:3]
-        return timedelta(days=int(match["days"]), hours=hours, minutes=minutes, seconds=seconds)
-    if len(fields) == 1:
-        return timedelta(minutes=fields[0])
-    if len(fields) == 2:
-        return timedelta(minutes=fields[0], seconds=fields[1])
-    return timedelta(hours=fields[0], minutes=fields[1], seconds=fields[2])
-
-
-def format_duration(limit: timedelta | None) -> str:
-    """Render a limit for ``--time``; partial seconds round up so a job is never cut short."""
-    if limit is None:
-        return "UNLIMITED"
-    if limit < timedelta(0):
-        raise ValueError(f"negative duration: {limit}")
-    days, rest = divmod(math.ceil(limit.total_seconds()), 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, seconds = divmod(rest, 60)
-    clock = f"{hours:02d}:{minutes:02d}:{seconds:02d}"
-    return f"{days}-{clock}" if days else clock
-
-
-def parse_memory_mb(text: str) -> int:
-    """Memory in MB (Slurm's default unit), rounded up so a small non-zero amount never reads as 0."""
-    match = _MEMORY.fullmatch(text.strip())
-    if match is None:
-        raise ValueError(f"not a Slurm memory size: {text!r}")
-    megabytes = float(match["value"]) * _MEMORY_FACTOR[match["unit"].upper() or "M"]
-    return math.ceil(round(megabytes, 6))
-
-
-def parse_tres(text: str) -> dict[str, str]:
-    """Split ``cpu=1,mem=100M,gres/gpu:a100=2`` into a dict; values stay raw strings."""
-    stripped = text.strip()
-    if stripped in {"", "(null)", "N/A"}:
-        return {}
-    tres: dict[str, str] = {}
-    for item in stripped.split(","):
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"not a TRES list (bad item {item!r}): {text!r}")
-        tres[key.strip()] = value.strip()
-    return tres
-
-
-def parse_gres(text: str) -> Gpus | None:
-    """Total the GPUs of a gres list in any of Slurm's spellings, ignoring other gres such as shards."""
-    counts: list[int] = []
-    types: set[str] = set()
-    for item in _split_outside_parens(text):
-        spec = item.split("(", 1)[0].strip()
-        if spec.startswith(("gres:", "gres/")):
-            spec = spec[len("gres:") :]
-        parts = spec.replace("=", ":").split(":")
-        if parts[0] != "gpu":
-            continue
-        try:
-            if len(parts) == 1:
-                counts.append(1)
-            elif len(parts) == 2 and parts[1].isdigit():
-                counts.append(int(parts[1]))
-            elif len(parts) == 2:
-                types.add(parts[1])
-                counts.append(1)
-            elif len(parts) == 3:
-                types.add(parts[1])
-                counts.append(int(parts[2]))
-            else:
-                raise ValueError("too many fields")
-        except ValueError as error:
-            raise ValueError(f"not a gres specification ({error}): {item!r} in {text!r}") from None
-    if not counts:
-        return None
-    return Gpus(type=types.pop() if len(types) == 1 else None, count=sum(counts))
 
 
 def parse_scontrol_records(text: str) -> list[Record]:
@@ -227,19 +137,6 @@ def build_partitions(records: Iterable[Mapping[str, str]], nodes: Sequence[Node]
     return partitions
 
 
-def _split_outside_parens(text: str) -> list[str]:
-    """Split at commas, except inside ``(IDX:0,2)``-style suffixes."""
-    items: list[str] = []
-    depth, start = 0, 0
-    for index, char in enumerate(text):
-        depth += {"(": 1, ")": -1}.get(char, 0)
-        if char == "," and depth == 0:
-            items.append(text[start:index])
-            start = index + 1
-    items.append(text[start:])
-    return [item.strip() for item in items if item.strip() and item.strip() not in {"(null)", "N/A"}]
-
-
 def _json_list(text: str, key: str, command: str) -> list[dict[str, Any]]:
     try:
         document = json.loads(text)
@@ -287,7 +184,7 @@ def _number(value: Any) -> int | None:
         if value.get("infinite") or not value.get("set", True):
             return None
         value = value.get("number")
-    if value is None or (isinstance(value, str) and value.strip().upper() in _UNSET_WORDS):
+    if value is None or (isinstance(value, str) and value.strip().upper() in UNSET_WORDS):
         return None
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise ValueError(f"not a number: {value!r}")
