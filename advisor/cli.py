@@ -1,4 +1,4 @@
-"""The command line: `advisor sandbox`, `advisor parse`, `advisor inspect`, `advisor bench`."""
+"""The command line: `advisor sandbox`, `parse`, `inspect`, `bench`, `models`, `predict`."""
 
 from __future__ import annotations
 
@@ -13,11 +13,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from advisor import paths
+from advisor import argtypes, paths
 from advisor.bench import cli as bench_cli
 from advisor.introspect.errors import IntrospectionError
 from advisor.jobscript.errors import ScriptError
 from advisor.jobscript.submission import parse_submission
+from advisor.predict import cli as predict_cli
 from advisor.sandbox.cluster import Sandbox, SandboxError, SandboxStatus
 from advisor.sandbox.spec import SandboxConfigError, load_spec
 from advisor.slurm.runner import SlurmError
@@ -72,21 +73,15 @@ def _parser() -> argparse.ArgumentParser:
     inspect = commands.add_parser("inspect", help="a model's layer table and totals, from the meta device")
     inspect.add_argument("model", help="a torchvision model name or package.module:factory")
     inspect.add_argument(
-        "--input-shape", type=_shape, default=(3, 224, 224), help="C,H,W (default 3,224,224)"
+        "--input-shape", type=argtypes.input_shape, default=(3, 224, 224), help="C,H,W (default 3,224,224)"
     )
     inspect.add_argument("--batch-size", type=int, default=1)
     inspect.add_argument("--num-classes", type=int, help="passed to the model's constructor")
     inspect.add_argument("--json", action="store_true", help="print the layer table as JSON")
     inspect.set_defaults(handler=_inspect)
     bench_cli.add_commands(commands)
+    predict_cli.add_commands(commands)
     return parser
-
-
-def _shape(text: str) -> tuple[int, int, int]:
-    parts = text.replace("x", ",").split(",")
-    if len(parts) != 3 or not all(part.isdigit() and int(part) > 0 for part in parts):
-        raise argparse.ArgumentTypeError(f"expected C,H,W such as 3,224,224, not {text!r}")
-    return int(parts[0]), int(parts[1]), int(parts[2])
 
 
 def _inspect(args: argparse.Namespace, console: Console) -> int:

@@ -1,0 +1,182 @@
+"""`advisor models train|evaluate` and `advisor predict`: the predictors from the command line.
+
+torch and xgboost are imported by the handlers that need them, so other commands start without them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.table import Table
+
+from advisor import argtypes, paths
+from advisor.predict.jobtime import JobShape, job_time
+from advisor.store import Store
+
+if TYPE_CHECKING:
+    from advisor.predict.evaluate import MachineEvaluation
+
+_SPECS = Path(__file__).resolve().parents[3] / "shared" / "data" / "gpu-specs"
+
+
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    models = commands.add_parser("models", help="train and evaluate the per-machine predictors")
+    actions = models.add_subparsers(required=True, metavar="ACTION")
+
+    train = actions.add_parser("train", help="retrain every machine's predictors and swap them in")
+    train.add_argument("--db", type=Path, default=paths.database())
+    train.add_argument("--models-dir", type=Path, default=paths.state_dir() / "models")
+    train.set_defaults(handler=_train)
+
+    evaluate = actions.add_parser("evaluate", help="held-out accuracy: unseen models, batch sizes, memory")
+    evaluate.add_argument("--db", type=Path, default=paths.database())
+    evaluate.add_argument("--json", action="store_true")
+    evaluate.add_argument("--plot", type=Path, help="PNG of predicted against measured step times")
+    evaluate.set_defaults(handler=_evaluate)
+
+    predict = commands.add_parser("predict", help="a model's step time and peak memory on a partition")
+    predict.add_argument("--model", required=True, help="a torchvision model name")
+    predict.add_argument(
+        "--input-shape", type=argtypes.input_shape, default=(3, 224, 224), help="C,H,W (default 3,224,224)"
+    )
+    predict.add_argument("--num-classes", type=int, help="default: the benchmark zoo's for this input size")
+    predict.add_argument("--batch-size", type=int, required=True)
+    predict.add_argument("--partition", required=True)
+    predict.add_argument(
+        "--gpu", help="the partition's GPU type, when it was never benchmarked (default: its name)"
+    )
+    predict.add_argument("--amp", action="store_true")
+    predict.add_argument("--channels-last", action="store_true")
+    predict.add_argument("--steps", type=int, help="also the whole job's time for this many steps")
+    predict.add_argument("--db", type=Path, default=paths.database())
+    predict.add_argument(
+        "--gpu-specs",
+        type=Path,
+        default=Path(os.environ.get("ADVISOR_GPU_SPECS", _SPECS)),
+        help="folder of GPU specification files (default: %(default)s, or $ADVISOR_GPU_SPECS)",
+    )
+    predict.add_argument("--json", action="store_true")
+    predict.set_defaults(handler=_predict)
+
+
+def _train(args: argparse.Namespace, console: Console) -> int:
+    from advisor.bench.measure import zoo_table
+    from advisor.predict.model import NotEnoughDataError
+    from advisor.predict.registry import machines, train_machine
+
+    store = Store.open(args.db)
+    began = time.monotonic()
+    failed = 0
+    for machine in machines(store):
+        try:
+            trained = train_machine(store, machine, args.models_dir, zoo_table)
+        except NotEnoughDataError as error:
+            console.print(f"{error}: its active version, if any, stays", highlight=False)
+            failed += 1
+            continue
+        mape = _percent(trained.heldout_mape)
+        console.print(
+            f"{machine}: version {trained.version} from {trained.step_rows} steps and {trained.layer_rows} "
+            f"layers, held-out MAPE {mape}, {trained.seconds:.1f} s -> {trained.path}",
+            highlight=False,
+        )
+    console.print(f"trained in {time.monotonic() - began:.1f} s", highlight=False)
+    return 1 if failed else 0
+
+
+def _evaluate(args: argparse.Namespace, console: Console) -> int:
+    from advisor.bench.measure import zoo_table
+    from advisor.predict.evaluate import evaluate_machine
+    from advisor.predict.registry import layer_samples, machines, step_samples
+
+    store = Store.open(args.db)
+    results = []
+    for machine in machines(store):
+        steps = step_samples(store.step_rows(machine), zoo_table)
+        results.append(evaluate_machine(machine, steps, layer_samples(store.layer_rows(machine))))
+    if args.plot:
+        _plot(results, args.plot)
+    if args.json:
+        print(json.dumps([r.model_dump(mode="json", exclude={"lomo_points"}) for r in results], indent=2))
+        return 0
+    for result in results:
+        table = Table(title=f"machine {result.machine}: leave one model out", title_justify="left")
+        table.add_column("model")
+        table.add_column("MAPE", justify="right")
+        for model, mape in result.lomo_mape_by_model.items():
+            table.add_row(model, _percent(mape))
+        console.print(table)
+        console.print(
+            f"overall {_percent(result.lomo_mape)}; unseen batch sizes {result.unseen_batches}: "
+            f"{_percent(result.unseen_batch_mape)}; peak memory {_percent(result.memory_mape)}",
+            highlight=False,
+        )
+    return 0
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def _plot(results: list[MachineEvaluation], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, len(results), figsize=(6 * len(results), 6), squeeze=False)
+    for axis, result in zip(axes[0], results, strict=True):
+        points = list(result.lomo_points)
+        for model in sorted({p.model for p in points}):
+            mine = [p for p in points if p.model == model]
+            axis.scatter([p.measured_s for p in mine], [p.predicted_s for p in mine], s=14, label=model)
+        low = min(min(p.measured_s, p.predicted_s) for p in points)
+        high = max(max(p.measured_s, p.predicted_s) for p in points)
+        axis.plot([low, high], [low, high], color="black", linewidth=0.8)
+        axis.set(xscale="log", yscale="log", xlabel="measured step (s)", ylabel="predicted step (s)")
+        axis.set_title(f"{result.machine}: leave one model out, MAPE {_percent(result.lomo_mape)}")
+        axis.legend(fontsize=6, ncol=2)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+
+
+def _predict(args: argparse.Namespace, console: Console) -> int:
+    from advisor.bench.zoo import zoo_model
+    from advisor.introspect.run import introspect
+    from advisor.predict.service import NoModelError, load_specs, predict
+
+    _channels, height, width = args.input_shape
+    kwargs = {} if args.num_classes is None else {"num_classes": args.num_classes}
+    if args.num_classes is None and height == width:
+        try:
+            kwargs = zoo_model(args.model).kwargs(height)
+        except ValueError:
+            kwargs = {}
+    table = introspect(args.model, args.input_shape, kwargs, allow_factories=False)
+    specs = load_specs(args.gpu_specs) if args.gpu_specs.is_dir() else []
+    store = Store.open(args.db)
+    try:
+        prediction = predict(
+            store, args.partition, table, args.batch_size, args.amp, args.channels_last, specs, args.gpu
+        )
+    except NoModelError as error:
+        console.print(f"advisor: error: {error}", highlight=False)
+        return 1
+    output = prediction.model_dump(mode="json")
+    if args.steps is not None:
+        whole = job_time(prediction.step_s, prediction.step_s_p90, JobShape(steps=args.steps))
+        output["job_s"], output["job_s_p90"] = whole.p50_s, whole.p90_s
+    if args.json:
+        print(json.dumps(output, indent=2))
+        return 0
+    table_out = Table(title=f"{args.model} on {args.partition}", show_header=False, title_justify="left")
+    for name, value in output.items():
+        table_out.add_row(name, str(value))
+    console.print(table_out)
+    return 0

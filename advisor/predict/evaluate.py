@@ -1,0 +1,122 @@
+"""How well one machine's predictors generalise: to a model never measured (leave one model out), to a batch
+size never measured, and in peak memory. Every figure is a held-out prediction, never a training fit."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from advisor.bench.records import LayerConfig
+from advisor.predict.features import timed_layers
+from advisor.predict.model import LayerSample, StepSample, fit_machine, fit_memory
+
+
+class Point(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str
+    batch: int
+    measured_s: float
+    predicted_s: float
+
+    @property
+    def error(self) -> float:
+        return abs(self.predicted_s - self.measured_s) / self.measured_s
+
+
+class MachineEvaluation(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    machine: str
+    lomo_mape: float | None
+    lomo_mape_by_model: dict[str, float | None]
+    unseen_batch_mape: float | None
+    """None when fewer than three batch sizes were measured: nothing lies between them."""
+    unseen_batches: tuple[int, ...]
+    memory_mape: float | None
+    """Leave one model out, like the time; None when no step recorded its peak."""
+    lomo_points: tuple[Point, ...]
+
+
+def _mape(points: Sequence[Point]) -> float | None:
+    return sum(p.error for p in points) / len(points) if points else None
+
+
+def _geometry(config: LayerConfig) -> LayerConfig:
+    return config.model_copy(update={"batch": 1, "amp": False, "cudnn_benchmark": True})
+
+
+def _without_model(
+    steps: Sequence[StepSample], layers: Sequence[LayerSample], model: str
+) -> list[LayerSample]:
+    """The layer measurements minus geometries only ``model`` has: an unseen model's layers are unmeasured."""
+    mine = {_geometry(c) for s in steps if s.model == model for c in timed_layers(s.table, 1, False)}
+    others = {_geometry(c) for s in steps if s.model != model for c in timed_layers(s.table, 1, False)}
+    only_mine = mine - others
+    return [s for s in layers if _geometry(s.config) not in only_mine]
+
+
+def leave_one_model_out(
+    machine: str, steps: Sequence[StepSample], layers: Sequence[LayerSample]
+) -> list[Point]:
+    points = []
+    for model in sorted({s.model for s in steps}):
+        train = [s for s in steps if s.model != model]
+        fitted = fit_machine(machine, train, _without_model(steps, layers, model), folds=0)
+        for sample in (s for s in steps if s.model == model):
+            predicted = fitted.predict(sample.table, sample.batch, sample.amp, sample.channels_last).step_s
+            points.append(
+                Point(model=model, batch=sample.batch, measured_s=sample.seconds, predicted_s=predicted)
+            )
+    return points
+
+
+def unseen_batches(
+    machine: str, steps: Sequence[StepSample], layers: Sequence[LayerSample]
+) -> tuple[list[Point], tuple[int, ...]]:
+    """Each interior batch size held out in turn, its step and layer measurements alike (interpolation)."""
+    sizes = sorted({s.batch for s in steps})
+    interior = tuple(sizes[1:-1])
+    points = []
+    for batch in interior:
+        fitted = fit_machine(
+            machine,
+            [s for s in steps if s.batch != batch],
+            [s for s in layers if s.config.batch != batch],
+            folds=0,
+        )
+        for sample in (s for s in steps if s.batch == batch):
+            predicted = fitted.predict(sample.table, sample.batch, sample.amp, sample.channels_last).step_s
+            points.append(
+                Point(model=sample.model, batch=batch, measured_s=sample.seconds, predicted_s=predicted)
+            )
+    return points, interior
+
+
+def memory_error(steps: Sequence[StepSample]) -> float | None:
+    errors = []
+    for model in sorted({s.model for s in steps}):
+        fitted = fit_memory([s for s in steps if s.model != model])
+        for sample in (s for s in steps if s.model == model and s.peak_memory_bytes):
+            measured = float(sample.peak_memory_bytes or 0)
+            errors.append(abs(fitted.predict(sample.table, sample.batch, sample.amp) - measured) / measured)
+    return sum(errors) / len(errors) if errors else None
+
+
+def evaluate_machine(
+    machine: str, steps: Sequence[StepSample], layers: Sequence[LayerSample]
+) -> MachineEvaluation:
+    lomo = leave_one_model_out(machine, steps, layers)
+    batches, interior = unseen_batches(machine, steps, layers)
+    return MachineEvaluation(
+        machine=machine,
+        lomo_mape=_mape(lomo),
+        lomo_mape_by_model={
+            m: _mape([p for p in lomo if p.model == m]) for m in sorted({p.model for p in lomo})
+        },
+        unseen_batch_mape=_mape(batches),
+        unseen_batches=interior,
+        memory_mape=memory_error(steps),
+        lomo_points=tuple(lomo),
+    )

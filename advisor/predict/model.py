@@ -1,0 +1,273 @@
+"""Fitting and applying one machine's predictors: layer times, step time (p50, p90) and peak memory.
+
+Both time models predict a log ratio to a physical baseline (a layer's FLOPs; for a step, a non-negative
+linear fit of its layer times, parameter count, op count and untimed bytes), so a tree ensemble, which is
+piecewise constant and cannot extrapolate, still scales smoothly with the batch size and the model's size.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from math import exp, log
+
+import numpy as np
+import xgboost as xgb
+from pydantic import BaseModel, ConfigDict, PrivateAttr
+from scipy.optimize import nnls  # type: ignore[import-untyped]
+
+from advisor.bench.records import LayerConfig
+from advisor.introspect import LayerTable, Optimizer, Precision, estimate_peak_memory
+from advisor.predict.features import StepFeatures, layer_features, layer_flops, step_features, timed_layers
+
+_LAYER_PARAMS = {"max_depth": 6, "eta": 0.1, "min_child_weight": 2.0, "subsample": 0.9}
+_LAYER_ROUNDS = 300
+_STEP_PARAMS = {"max_depth": 3, "eta": 0.05, "min_child_weight": 2.0, "subsample": 0.9, "lambda": 2.0}
+_STEP_ROUNDS = 400
+_COMMON = {"tree_method": "hist", "objective": "reg:squarederror", "nthread": 1, "seed": 0}
+P90 = 0.9
+MEMORY_MARGIN = 0.1
+"""A configuration fits when its predicted peak plus this share stays within the device's memory."""
+_MAX_BATCH = 1 << 20
+_TINY_S = 1e-9
+
+
+class NotEnoughDataError(ValueError):
+    """A machine whose benchmarks cannot train a model yet; the others are trained regardless."""
+
+
+@dataclass(frozen=True)
+class LayerSample:
+    config: LayerConfig
+    seconds: float
+
+
+@dataclass(frozen=True)
+class StepSample:
+    table: LayerTable
+    model: str
+    batch: int
+    amp: bool
+    channels_last: bool
+    seconds: float
+    peak_memory_bytes: int | None
+
+
+class StepPrediction(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    step_s: float
+    step_s_p90: float
+    peak_memory_bytes: int
+
+
+class MemoryFit(BaseModel):
+    """The measured peak as a weighted sum of introspection's terms: state, activations, a transient layer."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    coefficients: tuple[float, float, float, float] = (1.0, 1.0, 1.0, 0.0)
+
+    def predict(self, table: LayerTable, batch: int, amp: bool) -> float:
+        return float(np.dot(self.coefficients, memory_terms(table, batch, amp)))
+
+
+def memory_terms(table: LayerTable, batch: int, amp: bool) -> list[float]:
+    estimate = estimate_peak_memory(table, batch, Precision.BF16 if amp else Precision.FP32, Optimizer.SGD)
+    static = (
+        estimate.weights + estimate.gradients + estimate.optimizer_state + estimate.autocast_weight_copies
+    )
+    return [float(static), float(estimate.activations), float(estimate.transient), 1.0]
+
+
+def fit_memory(samples: Sequence[StepSample]) -> MemoryFit:
+    """Least squares on relative error: a 10% miss on a small model matters as much as on a large one."""
+    measured = [s for s in samples if s.peak_memory_bytes]
+    if len(measured) < 4:
+        return MemoryFit()
+    terms = np.asarray([memory_terms(s.table, s.batch, s.amp) for s in measured])
+    peaks = np.asarray([float(s.peak_memory_bytes or 0) for s in measured])
+    solution, *_ = np.linalg.lstsq(terms / peaks[:, None], np.ones(len(measured)), rcond=None)
+    a, b, c, d = (float(v) for v in solution)
+    return MemoryFit(coefficients=(a, b, c, d))
+
+
+def _train(
+    params: Mapping[str, float], rounds: int, rows: Sequence[Sequence[float]], y: Sequence[float]
+) -> str:
+    matrix = xgb.DMatrix(np.asarray(rows, dtype=float), label=np.asarray(y, dtype=float))
+    booster = xgb.train({**_COMMON, **params}, matrix, rounds)
+    return base64.b64encode(booster.save_raw("ubj")).decode()
+
+
+@lru_cache(maxsize=64)
+def _booster(encoded: str) -> xgb.Booster:
+    booster = xgb.Booster(params={"nthread": 1})
+    booster.load_model(bytearray(base64.b64decode(encoded)))
+    return booster
+
+
+def _apply(encoded: str, rows: Sequence[Sequence[float]]) -> list[float]:
+    matrix = xgb.DMatrix(np.asarray(rows, dtype=float).reshape(len(rows), -1))
+    return [float(v) for v in _booster(encoded).predict(matrix)]
+
+
+def _key(config: LayerConfig) -> LayerConfig:
+    """A layer's geometry and precision: CPUs have no cuDNN, so the benchmark flag does not matter."""
+    return config.model_copy(update={"batch": 1, "cudnn_benchmark": True})
+
+
+def _log_log(points: Sequence[tuple[float, float]], x: float) -> float:
+    """Piecewise-linear through ``points`` (sorted by x), extended along the end segments."""
+    index = next((i for i in range(1, len(points) - 1) if x <= points[i][0]), len(points) - 1)
+    (x0, y0), (x1, y1) = points[index - 1], points[index]
+    return y0 if x1 == x0 else y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+
+
+class MachineModel(BaseModel):
+    """Everything one machine's predictions need, serialisable as one JSON file."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    machine: str
+    layer_booster: str
+    measured_layers: tuple[tuple[LayerConfig, float], ...]
+    step_base: tuple[float, ...]
+    """Coefficients of ``StepFeatures.base_terms``."""
+    step_booster: str
+    p90_log_ratio: float
+    """The 90th percentile of log(measured / predicted) over held-out models."""
+    heldout_mape: float | None
+    memory: MemoryFit
+    architectures: tuple[str, ...]
+    """Hashes of the architectures measured whole on this machine: their predictions deserve more trust."""
+
+    _measured: dict[LayerConfig, list[tuple[float, float]]] = PrivateAttr(default_factory=dict)
+
+    def model_post_init(self, context: object, /) -> None:
+        for config, seconds in sorted(self.measured_layers, key=lambda pair: pair[0].batch):
+            self._measured.setdefault(_key(config), []).append((log(config.batch), log(seconds)))
+
+    def layer_seconds(self, configs: Sequence[LayerConfig]) -> dict[LayerConfig, float]:
+        """Measured times where the benchmark has the layer at two batch sizes or more (interpolated
+        between them in log-log, where time is close to linear), the layer model's elsewhere."""
+        seconds: dict[LayerConfig, float] = {}
+        for config in configs:
+            points = self._measured.get(_key(config), [])
+            if len(points) >= 2:
+                seconds[config] = exp(_log_log(points, log(config.batch)))
+        missing = sorted({c for c in configs if c not in seconds}, key=lambda c: c.key())
+        if missing:
+            ratios = _apply(self.layer_booster, [layer_features(c) for c in missing])
+            seconds.update((c, exp(r) * (layer_flops(c) + 1.0)) for c, r in zip(missing, ratios, strict=True))
+        return seconds
+
+    def features(self, table: LayerTable, batch: int, amp: bool, channels_last: bool) -> StepFeatures:
+        seconds = self.layer_seconds(timed_layers(table, batch, amp))
+        return step_features(table, batch, amp, channels_last, seconds)
+
+    def predict(self, table: LayerTable, batch: int, amp: bool, channels_last: bool) -> StepPrediction:
+        features = self.features(table, batch, amp, channels_last)
+        (log_s,) = _predict_steps(self.step_base, self.step_booster, [features])
+        step_s = exp(log_s)
+        return StepPrediction(
+            step_s=step_s,
+            step_s_p90=step_s * exp(max(self.p90_log_ratio, 0.0)),
+            peak_memory_bytes=round(self.memory.predict(table, batch, amp)),
+        )
+
+    def largest_batch(self, table: LayerTable, amp: bool, capacity_bytes: int) -> int:
+        """The largest micro-batch whose predicted peak, plus the margin, fits; 0 when none does."""
+
+        def fits(batch: int) -> bool:
+            return self.memory.predict(table, batch, amp) * (1 + MEMORY_MARGIN) <= capacity_bytes
+
+        low, high = 0, _MAX_BATCH
+        while low < high:
+            middle = (low + high + 1) // 2
+            low, high = (middle, high) if fits(middle) else (low, middle - 1)
+        return low
+
+
+def fit_machine(
+    machine: str, steps: Sequence[StepSample], layers: Sequence[LayerSample], *, folds: int
+) -> MachineModel:
+    """Fits every predictor of one machine; ``folds`` > 1 holds models out to calibrate the p90."""
+    if not steps or not layers:
+        raise NotEnoughDataError(f"machine {machine}: no step or no layer measurements to train on")
+    layer_booster = _train(
+        _LAYER_PARAMS,
+        _LAYER_ROUNDS,
+        [layer_features(s.config) for s in layers],
+        [log(s.seconds) - log(layer_flops(s.config) + 1.0) for s in layers],
+    )
+    base = MachineModel(
+        machine=machine,
+        layer_booster=layer_booster,
+        measured_layers=tuple((s.config, s.seconds) for s in layers),
+        step_base=(),
+        step_booster="",
+        p90_log_ratio=0.0,
+        heldout_mape=None,
+        memory=fit_memory(steps),
+        architectures=tuple(sorted({s.table.architecture_hash for s in steps})),
+    )
+    features = [base.features(s.table, s.batch, s.amp, s.channels_last) for s in steps]
+    coefficients, booster = _fit_steps(steps, features)
+    model = base.model_copy(update={"step_base": coefficients, "step_booster": booster})
+    if folds < 2:
+        return model
+    residuals = _heldout_residuals(steps, features, folds)
+    mape = float(np.mean([abs(exp(-r) - 1.0) for r in residuals]))
+    p90 = float(np.quantile(residuals, P90))
+    return model.model_copy(update={"p90_log_ratio": p90, "heldout_mape": mape})
+
+
+def _base(coefficients: Sequence[float], features: StepFeatures) -> float:
+    return max(float(np.dot(coefficients, features.base_terms())), _TINY_S)
+
+
+def _rows(coefficients: Sequence[float], features: Sequence[StepFeatures]) -> list[list[float]]:
+    return [[*f.vector(), log(_base(coefficients, f))] for f in features]
+
+
+def _fit_steps(
+    steps: Sequence[StepSample], features: Sequence[StepFeatures]
+) -> tuple[tuple[float, ...], str]:
+    """The linear base by relative least squares, then the booster on what the base leaves."""
+    terms = np.asarray([f.base_terms() for f in features])
+    seconds = np.asarray([s.seconds for s in steps])
+    scale = np.maximum(terms.max(axis=0), _TINY_S)
+    solution, _residual = nnls(terms / scale / seconds[:, None], np.ones(len(steps)))
+    coefficients = tuple(float(v) for v in solution / scale)
+    targets = [log(s.seconds) - log(_base(coefficients, f)) for s, f in zip(steps, features, strict=True)]
+    return coefficients, _train(_STEP_PARAMS, _STEP_ROUNDS, _rows(coefficients, features), targets)
+
+
+def _predict_steps(
+    coefficients: Sequence[float], booster: str, features: Sequence[StepFeatures]
+) -> list[float]:
+    """Log seconds."""
+    ratios = _apply(booster, _rows(coefficients, features))
+    return [r + log(_base(coefficients, f)) for r, f in zip(ratios, features, strict=True)]
+
+
+def _heldout_residuals(
+    steps: Sequence[StepSample], features: Sequence[StepFeatures], folds: int
+) -> list[float]:
+    """log(measured / predicted) for each sample, predicted by a step model that never saw its model."""
+    names = sorted({s.model for s in steps})
+    count = min(folds, len(names))
+    residuals: list[float] = []
+    for fold in range(count):
+        held = set(names[fold::count])
+        train = [i for i, s in enumerate(steps) if s.model not in held]
+        test = [i for i, s in enumerate(steps) if s.model in held]
+        if not train or not test:
+            continue
+        coefficients, booster = _fit_steps([steps[i] for i in train], [features[i] for i in train])
+        predicted = _predict_steps(coefficients, booster, [features[i] for i in test])
+        residuals += [log(steps[i].seconds) - p for i, p in zip(test, predicted, strict=True)]
+    return residuals or [0.0]

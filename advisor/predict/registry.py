@@ -1,0 +1,171 @@
+"""Training every machine's predictors from the database and swapping them in atomically.
+
+A new version is written to its own file (temporary name, fsync, rename over) before one transaction
+makes it active; a crash before that transaction leaves the previous version active and intact, a crash
+inside it changes nothing. Older files are kept, so any registered version can be served again.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from advisor.bench.records import LayerConfig
+from advisor.introspect import LayerTable
+from advisor.predict.model import LayerSample, MachineModel, StepSample, fit_machine
+from advisor.store import ModelRegistry, Store
+
+TableSource = Callable[[str, int], LayerTable]
+HELDOUT_FOLDS = 5
+
+
+class TrainedVersion(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    machine: str
+    version: int
+    path: Path
+    step_rows: int
+    layer_rows: int
+    heldout_mape: float | None
+    seconds: float
+
+
+def machines(store: Store) -> list[str]:
+    return sorted({row["machine"] for row in store.step_rows()})
+
+
+def _pair(text: str) -> tuple[int, int]:
+    first, second = text.split("x")
+    return int(first), int(second)
+
+
+def layer_samples(rows: Iterable[dict[str, Any]]) -> list[LayerSample]:
+    """One sample per configuration, the fastest over nights: a shared node's noise only adds time."""
+    times: dict[LayerConfig, list[float]] = {}
+    for row in rows:
+        if not row["fits"] or row["median_s"] is None:
+            continue
+        config = LayerConfig(
+            op=row["op"],
+            in_channels=row["in_channels"],
+            out_channels=row["out_channels"],
+            kernel=_pair(row["kernel"]),
+            stride=_pair(row["stride"]),
+            padding=_pair(row["padding"]),
+            dilation=_pair(row["dilation"]),
+            groups=row["groups"],
+            height=row["height"],
+            width=row["width"],
+            batch=row["batch"],
+            amp=bool(row["amp"]),
+            cudnn_benchmark=bool(row["cudnn_benchmark"]),
+        )
+        times.setdefault(config, []).append(float(row["median_s"]))
+    return [LayerSample(config, min(seconds)) for config, seconds in times.items()]
+
+
+def step_samples(rows: Iterable[dict[str, Any]], tables: TableSource) -> list[StepSample]:
+    """One sample per configuration, the fastest over nights like the layers'; the median peak memory."""
+    groups: dict[tuple[str, int, int, bool, bool], list[dict[str, Any]]] = {}
+    for row in rows:
+        if row["fits"] and row["median_s"] is not None:
+            key = (
+                row["model"],
+                row["input_size"],
+                row["batch"],
+                bool(row["amp"]),
+                bool(row["channels_last"]),
+            )
+            groups.setdefault(key, []).append(row)
+    samples = []
+    for (model, size, batch, amp, channels_last), members in groups.items():
+        peaks = [row["peak_memory_bytes"] for row in members if row["peak_memory_bytes"]]
+        samples.append(
+            StepSample(
+                table=tables(model, size),
+                model=model,
+                batch=batch,
+                amp=amp,
+                channels_last=channels_last,
+                seconds=min(float(row["median_s"]) for row in members),
+                peak_memory_bytes=round(median(peaks)) if peaks else None,
+            )
+        )
+    return samples
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    with temporary.open("w", encoding="utf-8") as file:
+        file.write(text)
+        file.flush()
+        os.fsync(file.fileno())
+    temporary.replace(path)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def train_machine(
+    store: Store,
+    machine: str,
+    models_dir: Path,
+    tables: TableSource,
+    *,
+    written: Callable[[Path], None] = lambda _path: None,
+) -> TrainedVersion:
+    """Fits, writes and activates one machine's new version; ``written`` runs between file and registry."""
+    began = time.monotonic()
+    rows = store.step_rows(machine)
+    steps = step_samples(rows, tables)
+    layers = layer_samples(store.layer_rows(machine))
+    model = fit_machine(machine, steps, layers, folds=HELDOUT_FOLDS)
+    registry = ModelRegistry(store)
+    version = registry.next_version(machine)
+    path = models_dir / machine / f"v{version}.json"
+    _write_atomically(path, model.model_dump_json())
+    written(path)
+    measured = sorted(row["measured_at"] for row in rows)
+    registry.activate(
+        {
+            "machine": machine,
+            "version": version,
+            "path": str(path),
+            "created_at": datetime.now(UTC).isoformat(),
+            "step_rows": len(steps),
+            "layer_rows": len(layers),
+            "models": ",".join(sorted({s.model for s in steps})),
+            "measured_from": measured[0],
+            "measured_to": measured[-1],
+            "heldout_mape": model.heldout_mape,
+        }
+    )
+    return TrainedVersion(
+        machine=machine,
+        version=version,
+        path=path,
+        step_rows=len(steps),
+        layer_rows=len(layers),
+        heldout_mape=model.heldout_mape,
+        seconds=time.monotonic() - began,
+    )
+
+
+def active_model(store: Store, machine: str) -> tuple[MachineModel, int] | None:
+    """The machine's active predictor and its version, or None when it has none."""
+    row = ModelRegistry(store).active(machine)
+    if row is None:
+        return None
+    model = MachineModel.model_validate_json(Path(row["path"]).read_text(encoding="utf-8"))
+    return model, int(row["version"])

@@ -1,0 +1,184 @@
+"""A prediction for a model on a partition: the partition's own machine when it was benchmarked, else a
+roofline scaling of a benchmarked machine's prediction, marked ``confidence: low``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from advisor.bench.records import Fingerprint
+from advisor.introspect import LayerTable
+from advisor.predict.model import MEMORY_MARGIN, MachineModel
+from advisor.predict.registry import active_model, machines
+from advisor.predict.scaling import ASSUMED_CPU_FLOPS, DeviceSpec, match_spec, roofline_ratio
+from advisor.store import Store
+
+Confidence = Literal["high", "medium", "low"]
+_GB = 10**9
+
+
+class Prediction(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    partition: str
+    machine: str
+    model_version: int
+    batch_size: int
+    amp: bool
+    channels_last: bool
+    step_s: float
+    step_s_p90: float
+    peak_memory_bytes: int
+    memory_bytes: int | None
+    """The device's memory; None on a CPU, whose host memory the fingerprint does not record."""
+    fits: bool
+    largest_batch: int | None
+    confidence: Confidence
+    scaled_from: str | None = None
+    note: str | None = None
+
+
+def load_specs(directory: Path) -> list[DeviceSpec]:
+    """NeuSight's device files: memory GB, bandwidth GB/s, FP32 GFLOP/s."""
+    specs = []
+    for path in sorted(directory.glob("*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        specs.append(
+            DeviceSpec(
+                name=str(data["Device"]),
+                # AMD's files split matrix and vector throughput; convolutions run on the matrix units.
+                flops=float(data.get("SingleFLOPs", data.get("SingleFLOPsMM", 0.0))) * 1e9,
+                bandwidth=float(data["Mem_Bw"]) * 1e9,
+                memory_bytes=int(float(data["Dev_Mem"]) * _GB),
+            )
+        )
+    return specs
+
+
+class NoModelError(LookupError):
+    """No machine has a trained predictor: run ``advisor models train`` first."""
+
+
+def predict(
+    store: Store,
+    partition: str,
+    table: LayerTable,
+    batch: int,
+    amp: bool,
+    channels_last: bool,
+    specs: list[DeviceSpec],
+    gpu: str | None = None,
+) -> Prediction:
+    fingerprints = {f.machine(): f for f in store.fingerprints()}
+    own = sorted(m for m, f in fingerprints.items() if f.partition == partition)
+    for machine in own:
+        loaded = active_model(store, machine)
+        if loaded is not None:
+            model, version = loaded
+            capacity = _capacity(fingerprints[machine])
+            confidence: Confidence = "high" if table.architecture_hash in model.architectures else "medium"
+            return _prediction(
+                partition, model, version, table, batch, amp, channels_last, capacity, confidence
+            )
+    return _scaled(store, partition, table, batch, amp, channels_last, specs, gpu or partition, fingerprints)
+
+
+def _capacity(fingerprint: Fingerprint) -> int | None:
+    if fingerprint.gpu_memory_mb is None:
+        return None
+    return fingerprint.gpu_memory_mb * 2**20
+
+
+def _prediction(
+    partition: str,
+    model: MachineModel,
+    version: int,
+    table: LayerTable,
+    batch: int,
+    amp: bool,
+    channels_last: bool,
+    capacity: int | None,
+    confidence: Confidence,
+) -> Prediction:
+    step = model.predict(table, batch, amp, channels_last)
+    return Prediction(
+        partition=partition,
+        machine=model.machine,
+        model_version=version,
+        batch_size=batch,
+        amp=amp,
+        channels_last=channels_last,
+        step_s=step.step_s,
+        step_s_p90=step.step_s_p90,
+        peak_memory_bytes=step.peak_memory_bytes,
+        memory_bytes=capacity,
+        fits=capacity is None or step.peak_memory_bytes * (1 + MEMORY_MARGIN) <= capacity,
+        largest_batch=None if capacity is None else model.largest_batch(table, amp, capacity),
+        confidence=confidence,
+    )
+
+
+def _scaled(
+    store: Store,
+    partition: str,
+    table: LayerTable,
+    batch: int,
+    amp: bool,
+    channels_last: bool,
+    specs: list[DeviceSpec],
+    gpu: str,
+    fingerprints: dict[str, Fingerprint],
+) -> Prediction:
+    """Scaled from the first benchmarked machine with a specification, a GPU before a CPU."""
+    candidates = []
+    for machine in machines(store):
+        fingerprint = fingerprints.get(machine)
+        loaded = active_model(store, machine)
+        if fingerprint is not None and loaded is not None:
+            candidates.append((fingerprint, *loaded))
+    if not candidates:
+        raise NoModelError(
+            f"no benchmarked machine has a trained model to predict partition {partition!r} from"
+        )
+    target = match_spec(gpu, specs)
+    ranked = sorted(candidates, key=lambda c: (c[0].device != "cuda", c[1].machine))
+    fingerprint, model, version = ranked[0]
+    base = _base_spec(fingerprint, specs)
+    own = _prediction(partition, model, version, table, batch, amp, channels_last, None, "low")
+    if target is None:
+        note = (
+            f"partition {partition!r} was never benchmarked and no GPU specification matches {gpu!r}: "
+            f"the time is machine {model.machine}'s "
+            f"({fingerprint.gpu_name or fingerprint.cpu_model}), unscaled"
+        )
+        return own.model_copy(update={"scaled_from": model.machine, "note": note})
+    costs = table.at_batch(batch).total
+    ratio = roofline_ratio(costs.train_flops, costs.bytes_read + costs.bytes_written, base, target)
+    capacity = target.memory_bytes
+    fits = capacity is None or own.peak_memory_bytes * (1 + MEMORY_MARGIN) <= capacity
+    note = (
+        f"partition {partition!r} was never benchmarked: scaled from {base.name} to {target.name} by their "
+        f"roofline (FP32 FLOP/s{', bandwidth' if base.bandwidth else ' only: a CPU has no bandwidth figure'})"
+    )
+    return own.model_copy(
+        update={
+            "step_s": own.step_s * ratio,
+            "step_s_p90": own.step_s_p90 * ratio,
+            "memory_bytes": capacity,
+            "fits": fits,
+            "largest_batch": None if capacity is None else model.largest_batch(table, amp, capacity),
+            "scaled_from": model.machine,
+            "note": note,
+        }
+    )
+
+
+def _base_spec(fingerprint: Fingerprint, specs: list[DeviceSpec]) -> DeviceSpec:
+    if fingerprint.gpu_name:
+        found = match_spec(fingerprint.gpu_name, specs)
+        if found is not None:
+            return found
+    return DeviceSpec(name=f"{fingerprint.cpu_model} (assumed)", flops=ASSUMED_CPU_FLOPS)

@@ -1,0 +1,111 @@
+"""Builds the CPU benchmark database the predictors are evaluated on: the CNN zoo at 32x32, batches 1-128.
+
+Run in the background (``nice -n 10``), one pass after the other: it measures with the bench engine's own
+plan and runner, writes JSON lines as it goes and ingests them at the end, so a cut run still leaves a
+usable database. A second ``--steps-only`` pass gives each step a second measurement (training keeps the
+faster: a shared machine's noise only adds time). Then ``advisor models train --db DB`` and
+``advisor models evaluate --db DB --json --plot FILE.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from advisor.bench.measure import zoo_table
+from advisor.bench.plan import DeviceProfile, Grid, Phase, Plan, PlanItem, build_plan, geometric
+from advisor.bench.records import LayerConfig
+from advisor.bench.results import jsonl_sink, read_jsonl
+from advisor.bench.run import run_plan, terminal_reporter
+from advisor.bench.zoo import SMALL
+from advisor.store import Store
+
+MODELS = (
+    "squeezenet1_1",
+    "shufflenet_v2_x0_5",
+    "mobilenet_v3_small",
+    "mnasnet0_5",
+    "resnet18",
+    "squeezenet1_0",
+    "shufflenet_v2_x1_0",
+    "mobilenet_v2",
+    "mobilenet_v3_large",
+    "mnasnet1_0",
+    "regnet_y_400mf",
+    "efficientnet_b0",
+    "resnet34",
+    "googlenet",
+    "regnet_x_1_6gf",
+    "regnet_y_1_6gf",
+    "resnet50",
+    "densenet121",
+    "resnext50_32x4d",
+    "vgg11_bn",
+)
+"""The twenty zoo CNNs that train at 32x32 on two CPU cores in minutes, cheapest first."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--db", type=Path, required=True)
+    parser.add_argument("--budget-minutes", type=float, default=22.0)
+    parser.add_argument("--threads", type=int, default=1, help="1 on a shared machine: fewer stalls")
+    parser.add_argument(
+        "--steps-only", action="store_true", help="a second pass over the step grid, 5 steps each"
+    )
+    parser.add_argument("--estimate", action="store_true", help="print the plan's estimate and stop")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    batches = geometric(128)
+    grid = Grid(
+        models=MODELS,
+        sizes=(SMALL,),
+        batches=batches,
+        coarse=batches[::2],
+        settings=(),
+        setting_batches=(),
+        workers=0,
+        layer_models=() if args.steps_only else MODELS,
+        layer_batches=(16, 1, 128),
+        steps=5 if args.steps_only else 3,
+        warmup=2 if args.steps_only else 1,
+        repeats=3,
+    )
+    plan = _reorder(build_plan(grid, DeviceProfile.assumed("cpu"), zoo_table))
+    print(f"{len(plan.items)} items, estimated {plan.estimate_s / 60:.1f} min", file=sys.stderr)
+    if args.estimate:
+        return 0
+    with terminal_reporter(len(plan.items), sys.stderr) as progress:
+        summary = run_plan(
+            plan,
+            device=torch.device("cpu"),
+            partition="cpu",
+            budget_s=args.budget_minutes * 60,
+            sink=jsonl_sink(args.out),
+            progress=progress,
+        )
+    stored = Store.open(args.db).ingest(read_jsonl(args.out))
+    print(summary.model_dump_json())
+    print(f"{stored} new rows in {args.db}", file=sys.stderr)
+    return 0
+
+
+def _reorder(plan: Plan) -> Plan:
+    """Every model and layer at a few batches before any large batch, so a cut run still spans the zoo."""
+
+    def rank(item: PlanItem) -> tuple[int, int]:
+        config = item.config
+        if isinstance(config, LayerConfig):
+            return (1 if config.batch == 16 else 2 if config.batch == 1 else 4, 0)
+        return (0 if item.phase is Phase.COARSE else 3, config.batch)
+
+    return plan.model_copy(update={"items": tuple(sorted(plan.items, key=rank))})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

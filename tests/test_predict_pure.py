@@ -1,0 +1,51 @@
+"""The pure parts of the predictors: features, whole-job time and device scaling."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from advisor.bench.measure import zoo_table
+from advisor.predict.features import STEP_FEATURES, LayerGroup, step_features, timed_layers
+from advisor.predict.jobtime import JobShape, job_time
+from advisor.predict.scaling import DeviceSpec, match_spec, roofline_ratio
+
+
+def test_the_pure_modules_import_neither_torch_nor_xgboost() -> None:
+    code = (
+        "import sys, advisor.predict.features, advisor.predict.jobtime, advisor.predict.scaling\n"
+        "assert not {'torch', 'xgboost'} & set(sys.modules), sorted({'torch', 'xgboost'} & set(sys.modules))"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_features_are_deterministic_and_sum_the_layer_times_by_group() -> None:
+    table = zoo_table("mobilenet_v3_small", 32)
+    configs = timed_layers(table, 8, False)
+    seconds = {config: 1e-3 * (i % 7 + 1) for i, config in enumerate(dict.fromkeys(configs))}
+    first = step_features(table, 8, False, False, seconds)
+    again = step_features(table, 8, False, False, dict(reversed(seconds.items())))
+    assert first == again
+    assert first.vector() == again.vector()
+    assert len(first.vector()) == len(STEP_FEATURES)
+    assert first.layers_s == pytest.approx(sum(seconds[c] for c in configs))
+    assert first.group_s[LayerGroup.DEPTHWISE] > 0 and first.group_s[LayerGroup.LINEAR] > 0
+    assert first.flops == table.at_batch(8).total.train_flops
+
+
+def test_accumulation_pays_the_optimizer_once_per_step() -> None:
+    shape = JobShape(steps=100, accumulation=4, optimizer_s=0.1, epochs=2, epoch_overhead_s=5, startup_s=30)
+    whole = job_time(1.0, 1.5, shape)
+    assert whole.p50_s == pytest.approx(30 + 2 * 5 + 100 * (4 * 1.0 - 3 * 0.1))
+    assert whole.p90_s == pytest.approx(30 + 2 * 5 + 100 * (4 * 1.5 - 3 * 0.1))
+
+
+def test_roofline_scaling_uses_the_bound_each_device_hits() -> None:
+    slow = DeviceSpec(name="Tesla T4", flops=8e12, bandwidth=320e9)
+    fast = DeviceSpec(name="NVIDIA A100-SXM4-40GB", flops=19.5e12, bandwidth=1555e9)
+    assert roofline_ratio(1e12, 1e6, slow, fast) == pytest.approx(8 / 19.5)
+    assert roofline_ratio(1e6, 1e12, slow, fast) == pytest.approx(320 / 1555)
+    assert match_spec("t4", [fast, slow]) == slow
+    assert match_spec("h100", [fast, slow]) is None

@@ -1,0 +1,97 @@
+"""Training, registry and prediction on real CPU measurements of five small zoo models.
+
+``tests/data/predict/cpu-zoo.jsonl`` holds the lines of one ``benchmarks/predict_zoo.py`` run on a shared
+2-core x86 VM (one thread) for five models: their steps (32x32, batches 1-128) and the micro-benchmarks of
+their layer geometries (batches 1, 16, 128). Measuring them here would take minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from advisor.bench.measure import zoo_table
+from advisor.bench.results import read_jsonl
+from advisor.predict.cli import add_commands
+from advisor.predict.evaluate import leave_one_model_out
+from advisor.predict.registry import active_model, layer_samples, machines, step_samples, train_machine
+from advisor.predict.scaling import DeviceSpec
+from advisor.predict.service import predict
+from advisor.store import ModelRegistry, Store
+
+FIXTURE = Path(__file__).parent / "data" / "predict" / "cpu-zoo.jsonl"
+T4 = DeviceSpec(name="Tesla T4", flops=8141e9, bandwidth=320e9, memory_bytes=15 * 10**9)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    store = Store.open(tmp_path / "advisor.db")
+    store.ingest(read_jsonl(FIXTURE))
+    return store
+
+
+def test_a_left_out_model_is_predicted_within_a_loose_bound(store: Store) -> None:
+    (machine,) = machines(store)
+    steps = step_samples(store.step_rows(machine), zoo_table)
+    points = leave_one_model_out(machine, steps, layer_samples(store.layer_rows(machine)))
+    assert {p.model for p in points} == {s.model for s in steps}
+    errors = [p.error for p in points]
+    assert sum(errors) / len(errors) < 0.35
+    assert max(errors) < 1.0
+
+
+def test_a_crash_between_file_and_registry_keeps_the_previous_version(store: Store, tmp_path: Path) -> None:
+    (machine,) = machines(store)
+    first = train_machine(store, machine, tmp_path / "models", zoo_table)
+
+    def die(path: Path) -> None:
+        assert path.exists()
+        raise KeyboardInterrupt("killed after the file, before the registry")
+
+    with pytest.raises(KeyboardInterrupt):
+        train_machine(store, machine, tmp_path / "models", zoo_table, written=die)
+    loaded = active_model(store, machine)
+    assert loaded is not None and loaded[1] == first.version
+    assert loaded[0].predict(zoo_table("resnet18", 32), 8, False, False).step_s > 0
+
+    second = train_machine(store, machine, tmp_path / "models", zoo_table)
+    assert second.version == first.version + 1
+    rows = ModelRegistry(store).versions(machine)
+    assert [(r["version"], r["active"]) for r in rows] == [(first.version, 0), (second.version, 1)]
+    assert first.path.exists() and second.path.exists()
+    assert not list((tmp_path / "models").rglob("*.tmp"))
+
+
+def test_a_partition_without_benchmarks_is_scaled_with_low_confidence(store: Store, tmp_path: Path) -> None:
+    (machine,) = machines(store)
+    train_machine(store, machine, tmp_path / "models", zoo_table)
+    table = zoo_table("resnet18", 32)
+    own = predict(store, "cpu", table, 32, False, False, [T4])
+    assert own.confidence == "high" and own.machine == machine and own.scaled_from is None
+    scaled = predict(store, "t4", table, 32, False, False, [T4])
+    assert scaled.confidence == "low" and scaled.scaled_from == machine
+    assert scaled.step_s < own.step_s and scaled.memory_bytes == T4.memory_bytes and scaled.fits
+    assert scaled.note is not None and "Tesla T4" in scaled.note
+    unknown = predict(store, "mystery", table, 32, False, False, [T4])
+    assert unknown.confidence == "low" and unknown.step_s == own.step_s
+    assert unknown.note is not None and "no GPU specification" in unknown.note
+
+
+def test_predict_prints_json(store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "advisor.db"
+    parser = argparse.ArgumentParser()
+    add_commands(parser.add_subparsers())
+    train = parser.parse_args(["models", "train", "--db", str(db), "--models-dir", str(tmp_path / "m")])
+    assert train.handler(train, Console(quiet=True)) == 0
+    words = ["predict", "--model", "mobilenet_v2", "--input-shape", "3,32,32", "--batch-size", "16"]
+    args = parser.parse_args([*words, "--partition", "cpu", "--db", str(db), "--json"])
+    assert args.handler(args, Console()) == 0
+    output = json.loads(capsys.readouterr().out)
+    assert output["confidence"] == "medium"
+    assert output["step_s"] < output["step_s_p90"]
+    expected = {"step_s", "step_s_p90", "peak_memory_bytes", "fits", "machine", "model_version", "confidence"}
+    assert expected <= set(output)
