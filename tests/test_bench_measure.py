@@ -6,27 +6,13 @@ import json
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 
 import pytest
-import torch
 
 from advisor.bench.measure import layer_configs, measure_layer, measure_step, zoo_table
-from advisor.bench.records import LayerConfig, StepConfig
+from advisor.bench.records import LayerConfig
 
-CPU = torch.device("cpu")
-TINY = StepConfig(
-    model="squeezenet1_1", input_size=32, batch=2, amp=False, channels_last=False, pinned=False, workers=0
-)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread() -> Iterator[None]:
-    """Two threads on two shared cores spend more time waiting for each other than computing."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+from .bench_support import CPU, TINY, one_thread  # noqa: F401 (an autouse fixture)
 
 
 @pytest.mark.parametrize(

@@ -13,26 +13,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import torch
 
 from advisor.bench.plan import Phase, Plan, PlanItem
-from advisor.bench.records import ResultLine, StepConfig
+from advisor.bench.records import ResultLine
 from advisor.bench.results import read_jsonl
 from advisor.bench.run import Event, run_plan
 
-CPU = torch.device("cpu")
-TINY = StepConfig(
-    model="squeezenet1_1", input_size=32, batch=2, amp=False, channels_last=False, pinned=False, workers=0
-)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread() -> Iterator[None]:
-    """Two threads on two shared cores spend more time waiting for each other than computing."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+from .bench_support import CPU, TINY, one_thread  # noqa: F401 (an autouse fixture)
 
 
 def _plan(*batches: int, estimate_s: float = 1.0) -> Plan:
