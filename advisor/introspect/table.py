@@ -118,12 +118,7 @@ class Layer(_Frozen):
         return self.window is not None and self.window.groups > 1 and not self.depthwise
 
     def at_batch(self, batch_size: int) -> Costs:
-        return Costs(
-            forward_flops=self.forward_flops.at(batch_size),
-            backward_flops=self.backward_flops.at(batch_size),
-            bytes_read=self.bytes_read.at(batch_size),
-            bytes_written=self.bytes_written.at(batch_size),
-        )
+        return _costs_at(self, batch_size)
 
 
 @dataclass(frozen=True)
@@ -221,17 +216,11 @@ class LayerTable(_Frozen):
         if batch_size < 1:
             raise ValueError(f"batch size must be positive, not {batch_size}")
         layers = tuple(layer.at_batch(batch_size) for layer in self.layers)
-        t = self.totals
         return BatchCosts(
             batch_size=batch_size,
             layers=layers,
-            total=Costs(
-                forward_flops=t.forward_flops.at(batch_size),
-                backward_flops=t.backward_flops.at(batch_size),
-                bytes_read=t.bytes_read.at(batch_size),
-                bytes_written=t.bytes_written.at(batch_size),
-            ),
-            saved_activation_bytes=t.saved_activation_bytes.at(batch_size),
+            total=_costs_at(self.totals, batch_size),
+            saved_activation_bytes=self.totals.saved_activation_bytes.at(batch_size),
         )
 
 
@@ -243,3 +232,13 @@ class BatchCosts:
     layers: tuple[Costs, ...]
     total: Costs
     saved_activation_bytes: int
+
+
+def _costs_at(source: Layer | Totals, batch_size: int) -> Costs:
+    """A layer's or the whole table's costs at one batch size: the same four scalings either way."""
+    return Costs(
+        forward_flops=source.forward_flops.at(batch_size),
+        backward_flops=source.backward_flops.at(batch_size),
+        bytes_read=source.bytes_read.at(batch_size),
+        bytes_written=source.bytes_written.at(batch_size),
+    )
