@@ -1,4 +1,4 @@
-"""The command line: `advisor sandbox`, `parse`, `inspect`, `bench`, `models`, `predict`."""
+"""The command line: `advisor sandbox`, `parse`, `inspect`, `bench`, `models`, `predict`, `report`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from advisor import argtypes, paths
+from advisor import argtypes, paths, report
 from advisor.bench import cli as bench_cli
 from advisor.introspect.errors import IntrospectionError
 from advisor.jobscript.errors import ScriptError
@@ -81,6 +81,7 @@ def _parser() -> argparse.ArgumentParser:
     inspect.set_defaults(handler=_inspect)
     bench_cli.add_commands(commands)
     predict_cli.add_commands(commands)
+    report.add_commands(commands)
     return parser
 
 

@@ -221,3 +221,45 @@ class ModelRegistry:
         where = None if machine is None else "machine = ?"
         table = self.db.table("model_versions")
         return list(table.rows_where(where, [machine] if machine else [], order_by="machine, version"))
+
+
+_ADVISED_COLUMNS: dict[str, Any] = {
+    "job_id": int,
+    "submitted_at": str,
+    "user": str,
+    "partition": str,
+    "machine": str,
+    "model_version": int,
+    "confidence": str,
+    "predicted_s": float,
+    "predicted_p90_s": float,
+    "time_limit_s": float,
+    "state": str,
+    "elapsed_s": float,
+    "ended_at": str,
+}
+
+
+class AdvisedJobs:
+    """Each advised job's prediction, and later what Slurm's history says it really took."""
+
+    def __init__(self, store: Store) -> None:
+        self.db = store.db
+        self.db.table("advised_jobs").create(_ADVISED_COLUMNS, pk="job_id", if_not_exists=True)
+
+    def record(self, row: dict[str, Any]) -> None:
+        """Idempotent: a job id is one job, recorded once however often the wrapper retries."""
+        with self.db.conn:
+            self.db.table("advised_jobs").upsert(row, pk="job_id")
+
+    def unfinished(self) -> list[dict[str, Any]]:
+        return list(self.db.table("advised_jobs").rows_where("state IS NULL", order_by="job_id"))
+
+    def finish(self, job_id: int, state: str, elapsed_s: float, ended_at: str) -> None:
+        with self.db.conn:
+            self.db.table("advised_jobs").update(
+                job_id, {"state": state, "elapsed_s": elapsed_s, "ended_at": ended_at}
+            )
+
+    def finished(self) -> list[dict[str, Any]]:
+        return list(self.db.table("advised_jobs").rows_where("state IS NOT NULL", order_by="job_id"))

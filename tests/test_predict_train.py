@@ -21,7 +21,7 @@ from advisor.predict.evaluate import leave_one_model_out
 from advisor.predict.registry import active_model, layer_samples, machines, step_samples, train_machine
 from advisor.predict.scaling import DeviceSpec
 from advisor.predict.service import predict
-from advisor.store import ModelRegistry, Store
+from advisor.store import AdvisedJobs, ModelRegistry, Store
 
 FIXTURE = Path(__file__).parent / "data" / "predict" / "cpu-zoo.jsonl"
 T4 = DeviceSpec(name="Tesla T4", flops=8141e9, bandwidth=320e9, memory_bytes=15 * 10**9)
@@ -95,3 +95,20 @@ def test_predict_prints_json(store: Store, tmp_path: Path, capsys: pytest.Captur
     assert output["step_s"] < output["step_s_p90"]
     expected = {"step_s", "step_s_p90", "peak_memory_bytes", "fits", "machine", "model_version", "confidence"}
     assert expected <= set(output)
+
+
+def test_finished_jobs_correct_their_machines_predictions(store: Store, tmp_path: Path) -> None:
+    (machine,) = machines(store)
+    train_machine(store, machine, tmp_path / "models", zoo_table)
+    table = zoo_table("resnet18", 32)
+    before = predict(store, "cpu", table, 32, False, False, [T4])
+    advised = AdvisedJobs(store)
+    for job_id in range(20):
+        row = {"job_id": job_id, "submitted_at": "2026-11-30T10:00:00+00:00", "partition": "cpu"}
+        advised.record({**row, "machine": machine, "predicted_s": 100.0, "predicted_p90_s": 120.0})
+        advised.finish(job_id, "COMPLETED", 150.0, "2026-11-30T11:00:00+00:00")
+    after = predict(store, "cpu", table, 32, False, False, [T4])
+    assert 1.3 < after.calibration < 1.5, "20 jobs ran 1.5x longer; the prior keeps a little doubt"
+    assert after.step_s == pytest.approx(before.step_s * after.calibration)
+    scaled = predict(store, "t4", table, 32, False, False, [T4])
+    assert scaled.calibration == 1.0, "jobs on the cpu partition say nothing about the scaled t4 estimate"

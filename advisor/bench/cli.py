@@ -6,7 +6,6 @@ torch is imported only by the commands that measure; `submit` and `ingest` run o
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,7 +17,6 @@ from advisor import paths
 from advisor.bench.results import read_jsonl
 from advisor.bench.submit import BenchRequest, ingest_results, submit_benchmarks, wait_for_jobs
 from advisor.slurm.client import SlurmClient
-from advisor.slurm.runner import LocalRunner
 from advisor.store import Store
 
 
@@ -98,8 +96,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
 
 
 def _submit(args: argparse.Namespace, console: Console) -> int:
-    env = {"SLURM_CONF": os.environ["SLURM_CONF"]} if "SLURM_CONF" in os.environ else {}
-    client = SlurmClient(LocalRunner(env=env))
+    client = SlurmClient.local()
     partitions = client.partitions()
     if args.partition:
         unknown = sorted(set(args.partition) - {p.name for p in partitions})

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict
 from advisor.bench.records import Fingerprint
 from advisor.introspect import LayerTable
 from advisor.predict.model import MEMORY_MARGIN, MachineModel
+from advisor.predict.outcomes import corrections
 from advisor.predict.registry import active_model, machines
 from advisor.predict.scaling import ASSUMED_CPU_FLOPS, DeviceSpec, match_spec, roofline_ratio
 from advisor.store import Store
@@ -37,8 +38,15 @@ class Prediction(BaseModel):
     fits: bool
     largest_batch: int | None
     confidence: Confidence
+    calibration: float = 1.0
+    """The machine's correction from finished jobs, already applied to the step times."""
     scaled_from: str | None = None
     note: str | None = None
+
+    @property
+    def calibration_key(self) -> str:
+        """Finished jobs correct the machine that made the prediction; a scaled one, its own partition."""
+        return self.machine if self.scaled_from is None else f"scaled:{self.partition}"
 
 
 def load_specs(directory: Path) -> list[DeviceSpec]:
@@ -80,10 +88,28 @@ def predict(
             model, version = loaded
             capacity = _capacity(fingerprints[machine])
             confidence: Confidence = "high" if table.architecture_hash in model.architectures else "medium"
-            return _prediction(
+            found = _prediction(
                 partition, model, version, table, batch, amp, channels_last, capacity, confidence
             )
-    return _scaled(store, partition, table, batch, amp, channels_last, specs, gpu or partition, fingerprints)
+            return _calibrated(found, store)
+    target = gpu or partition
+    scaled = _scaled(store, partition, table, batch, amp, channels_last, specs, target, fingerprints)
+    return _calibrated(scaled, store)
+
+
+def _calibrated(prediction: Prediction, store: Store) -> Prediction:
+    """Finished jobs on the machine the prediction came from say how far its step times run off."""
+    correction = corrections(store).get(prediction.calibration_key)
+    if correction is None:
+        return prediction
+    factor = correction.factor
+    return prediction.model_copy(
+        update={
+            "step_s": prediction.step_s * factor,
+            "step_s_p90": prediction.step_s_p90 * factor,
+            "calibration": factor,
+        }
+    )
 
 
 def _capacity(fingerprint: Fingerprint) -> int | None:

@@ -6,6 +6,7 @@ surfaces as ``SlurmError`` carrying the command and its output.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TypeVar
@@ -20,7 +21,7 @@ from advisor.slurm.parse import (
     parse_submit,
     parse_test_only,
 )
-from advisor.slurm.runner import CommandResult, Runner, SlurmError
+from advisor.slurm.runner import CommandResult, LocalRunner, Runner, SlurmError
 
 _T = TypeVar("_T")
 # sbatch --test-only prints, and sacct reads, wall-clock times in the local zone of wherever they run
@@ -54,6 +55,12 @@ class SlurmClient:
     def __init__(self, runner: Runner, timeout_s: float = 30) -> None:
         self._runner = runner
         self._timeout_s = timeout_s
+
+    @classmethod
+    def local(cls) -> SlurmClient:
+        """The cluster this shell's Slurm commands reach: ``SLURM_CONF`` is the one Slurm variable kept."""
+        conf = os.environ.get("SLURM_CONF")
+        return cls(LocalRunner(env={"SLURM_CONF": conf} if conf else {}))
 
     def nodes(self) -> list[Node]:
         return self._parse(self._run(["sinfo", "--json"]), parse_sinfo_json)

@@ -1,0 +1,45 @@
+"""What advised jobs really took: Slurm's history read into the store, and the store read as outcomes."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from advisor.predict.calibration import Correction, Outcome, fit_corrections
+from advisor.slurm.client import SlurmClient
+from advisor.store import AdvisedJobs, Store
+
+_CLOCK_SKEW = timedelta(minutes=5)
+
+
+def collect_outcomes(store: Store, client: SlurmClient) -> int:
+    """Marks every advised job that Slurm's history shows ended; returns how many."""
+    advised = AdvisedJobs(store)
+    waiting = {int(row["job_id"]): row for row in advised.unfinished()}
+    if not waiting:
+        return 0
+    since = min(datetime.fromisoformat(row["submitted_at"]) for row in waiting.values()) - _CLOCK_SKEW
+    finished = 0
+    for job in client.history(since, job_ids=sorted(waiting)):
+        if job.job_id in waiting and job.array_task_id is None:
+            advised.finish(job.job_id, job.state, job.elapsed.total_seconds(), job.end_time.isoformat())
+            finished += 1
+    return finished
+
+
+def load_outcomes(store: Store) -> list[Outcome]:
+    return [
+        Outcome(
+            job_id=row["job_id"],
+            partition=row["partition"],
+            machine=row["machine"],
+            state=row["state"],
+            predicted_s=row["predicted_s"],
+            predicted_p90_s=row["predicted_p90_s"],
+            actual_s=row["elapsed_s"],
+        )
+        for row in AdvisedJobs(store).finished()
+    ]
+
+
+def corrections(store: Store) -> dict[str, Correction]:
+    return fit_corrections(load_outcomes(store))
