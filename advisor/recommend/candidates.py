@@ -1,0 +1,142 @@
+"""Every configuration the advisor may propose for a job, before anything is predicted.
+
+A candidate keeps what the user trains: the samples per optimizer step stay the global batch (split into
+micro-batches and accumulation steps), unless the user declared a range of acceptable global batches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from advisor.jobscript.advisor_lines import JobDescription
+
+BatchRule = Literal["never", "keep-global-batch", "within-declared-range"]
+
+
+class Offer(BaseModel):
+    """A partition as the candidates see it: what one job may get there."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    gpu_type: str | None
+    gpus_per_node: int = Field(ge=0)
+    max_time: timedelta | None
+
+
+class Shape(BaseModel):
+    """One way to run the job: where, on how many devices, and how each optimizer step is split."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    partition: str
+    gpus: int = Field(ge=0)
+    """Devices used in data parallel (one node); 0 on a partition without GPUs."""
+    global_batch: int = Field(ge=1)
+    micro_batch: int = Field(ge=1)
+    accumulation: int = Field(ge=1)
+    amp: bool
+    channels_last: bool
+
+    @property
+    def devices(self) -> int:
+        return max(self.gpus, 1)
+
+
+class Limits(BaseModel):
+    """What the policy and the job's own description allow to change."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    batch_rule: BatchRule = "keep-global-batch"
+    allow_amp: bool = True
+    allow_channels_last: bool = True
+    max_gpus: int = Field(default=8, ge=1)
+
+
+def baseline(description: JobDescription, offer: Offer, gpus: int, amp: bool) -> Shape:
+    """The job exactly as submitted: the whole per-device batch at once, no accumulation."""
+    devices = max(gpus, 1)
+    return Shape(
+        partition=offer.name,
+        gpus=gpus,
+        global_batch=description.global_batch,
+        micro_batch=max(description.global_batch // devices, 1),
+        accumulation=1,
+        amp=amp,
+        channels_last=False,
+    )
+
+
+def shapes(
+    description: JobDescription,
+    offers: Sequence[Offer],
+    requested_gpus: int,
+    limits: Limits,
+    largest_batch: Mapping[tuple[str, bool], int | None],
+) -> list[Shape]:
+    """``largest_batch[(partition, amp)]`` is the biggest micro-batch that fits a device; None: unknown."""
+    found: list[Shape] = []
+    amps = [False, True] if description.amp and limits.allow_amp else [False]
+    layouts = [False, True] if limits.allow_channels_last else [False]
+    for offer in offers:
+        for gpus in _gpu_counts(offer, requested_gpus, limits.max_gpus):
+            for amp in amps:
+                largest = largest_batch.get((offer.name, amp))
+                for global_batch, micro, accumulation in _splits(description, gpus, largest, limits):
+                    for channels_last in layouts:
+                        found.append(
+                            Shape(
+                                partition=offer.name,
+                                gpus=gpus,
+                                global_batch=global_batch,
+                                micro_batch=micro,
+                                accumulation=accumulation,
+                                amp=amp,
+                                channels_last=channels_last,
+                            )
+                        )
+    return found
+
+
+def _gpu_counts(offer: Offer, requested: int, max_gpus: int) -> list[int]:
+    """Powers of two up to what the user asked for, on one node: fewer GPUs may start sooner."""
+    if offer.gpus_per_node == 0:
+        return [0] if requested == 0 else []
+    if requested == 0:
+        return []
+    ceiling = min(requested, offer.gpus_per_node, max_gpus)
+    counts = [n for n in (1, 2, 4, 8, 16) if n <= ceiling]
+    return sorted({*counts, ceiling})
+
+
+def _splits(
+    description: JobDescription, gpus: int, largest: int | None, limits: Limits
+) -> list[tuple[int, int, int]]:
+    """(global batch, micro-batch, accumulation) choices for this many devices."""
+    devices = max(gpus, 1)
+    found: set[tuple[int, int, int]] = set()
+    batches = [description.global_batch]
+    if limits.batch_rule == "within-declared-range" and description.batch_range and largest:
+        low, high = description.batch_range
+        widest = min(high, devices * largest) // devices * devices
+        if widest >= low:
+            batches.append(widest)
+    for global_batch in batches:
+        if global_batch % devices:
+            continue
+        per_device = global_batch // devices
+        if largest is None or per_device <= largest or limits.batch_rule == "never":
+            found.add((global_batch, per_device, 1))
+        elif description.grad_accum:
+            micro = max(d for d in _divisors(per_device) if d <= largest)
+            found.add((global_batch, micro, per_device // micro))
+    return sorted(found)
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]

@@ -1,0 +1,142 @@
+"""Candidates and the choice among them, with every prediction given: no cluster, no clock."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from advisor.jobscript.advisor_lines import JobDescription
+from advisor.recommend.candidates import Limits, Offer, Shape, baseline, shapes
+from advisor.recommend.choose import Estimate, Mode, Objective, Thresholds, advised_time_limit, choose
+
+A100 = Offer(name="a100", gpu_type="a100", gpus_per_node=4, max_time=timedelta(days=1))
+T4 = Offer(name="t4", gpu_type="t4", gpus_per_node=2, max_time=timedelta(hours=4))
+CPU = Offer(name="cpu", gpu_type=None, gpus_per_node=0, max_time=None)
+
+
+def describe(**fields: object) -> JobDescription:
+    return JobDescription.model_validate({"model": "resnet18", "global_batch": 256, "steps": 1000, **fields})
+
+
+def test_a_global_batch_too_big_for_a_device_becomes_micro_batches_with_the_same_product() -> None:
+    found = shapes(
+        describe(), [T4], 2, Limits(allow_channels_last=False), {("t4", False): 48, ("t4", True): 96}
+    )
+    assert {(s.gpus, s.amp, s.micro_batch, s.accumulation) for s in found} == {
+        (1, False, 32, 8),
+        (1, True, 64, 4),
+        (2, False, 32, 4),
+        (2, True, 64, 2),
+    }
+    assert all(s.devices * s.micro_batch * s.accumulation == 256 for s in found)
+
+
+def test_gpu_counts_stay_within_the_request_the_node_and_the_policy() -> None:
+    fits = {("a100", False): 1024, ("t4", False): 1024}
+    limits = Limits(allow_amp=False, allow_channels_last=False, max_gpus=2)
+    found = shapes(describe(global_batch=96), [A100, T4, CPU], 4, limits, fits)
+    assert sorted({(s.partition, s.gpus) for s in found}) == [("a100", 1), ("a100", 2), ("t4", 1), ("t4", 2)]
+    cpu_only = shapes(describe(), [A100, CPU], 0, limits, {("cpu", False): None})
+    assert [(s.partition, s.gpus, s.micro_batch) for s in cpu_only] == [("cpu", 0, 256)]
+
+
+def test_batch_rules() -> None:
+    small = {("t4", False): 50}
+    keep = Limits(allow_amp=False, allow_channels_last=False)
+    never = shapes(describe(), [T4], 1, keep.model_copy(update={"batch_rule": "never"}), small)
+    assert [(s.micro_batch, s.accumulation) for s in never] == [(256, 1)], "left as is; it will not fit"
+    no_accumulation = shapes(describe(grad_accum=False), [T4], 1, keep, small)
+    assert no_accumulation == [], "the user forbids accumulation and the batch does not fit"
+    ranged = describe(global_batch=256, batch_range=(128, 512))
+    within = shapes(ranged, [T4], 2, keep.model_copy(update={"batch_rule": "within-declared-range"}), small)
+    assert (2, 100, 50, 1) not in {(s.gpus, s.global_batch, s.micro_batch, s.accumulation) for s in within}
+    assert {(s.gpus, s.global_batch, s.micro_batch, s.accumulation) for s in within} >= {
+        (1, 256, 32, 8),
+        (2, 256, 32, 4),
+    }
+    assert not any(s.global_batch < 128 for s in within), "the range's floor holds"
+    amp_off = shapes(describe(amp=False), [T4], 1, Limits(allow_channels_last=False), small)
+    assert {s.amp for s in amp_off} == {False}, "the job said it cannot run mixed precision"
+
+
+def estimate(shape: Shape, run: float, wait: float, **fields: object) -> Estimate:
+    values: dict[str, object] = {
+        "shape": shape,
+        "run_s": run,
+        "run_p90_s": run * 1.2,
+        "peak_memory_bytes": 1,
+        "fits": True,
+        "confidence": "high",
+        "machine": f"m-{shape.partition}",
+        "model_version": 1,
+        "slurm_wait_s": wait,
+        "advisor_wait_s": wait,
+        "wait_source": "advisor",
+        "cost": None,
+        "time_limit": timedelta(hours=1),
+    }
+    return Estimate.model_validate({**values, **fields})
+
+
+REWRITE: dict[str, Mode] = {"a100": "rewrite", "t4": "rewrite"}
+
+
+def test_a_busy_fast_partition_loses_to_an_idle_slow_one() -> None:
+    asked = estimate(baseline(describe(), A100, 1, False), run=3600, wait=6 * 3600)
+    slow = estimate(asked.shape.model_copy(update={"partition": "t4"}), run=3 * 3600, wait=0)
+    decision = choose([asked, slow], asked, Objective(), Thresholds(), REWRITE)
+    assert decision.chosen.shape.partition == "t4" and decision.apply
+    assert "against 07:00:00 as submitted" in decision.reasons[0]
+    idle = estimate(asked.shape, run=3600, wait=0)
+    stays = choose(
+        [idle, slow.model_copy(update={"slurm_wait_s": 0.0})], idle, Objective(), Thresholds(), REWRITE
+    )
+    assert stays.chosen == idle and not stays.apply
+    assert stays.reasons == ["the job as submitted is already the best candidate"]
+
+
+def test_advise_mode_low_confidence_and_small_gains_never_rewrite() -> None:
+    asked = estimate(baseline(describe(), A100, 1, False), run=3600, wait=7200)
+    better = estimate(asked.shape.model_copy(update={"partition": "t4"}), run=3600, wait=0)
+    advise = choose([asked, better], asked, Objective(), Thresholds(), {"t4": "advise"})
+    assert advise.chosen == better and not advise.apply
+    assert "mode for partition t4 is advise" in advise.reasons[-1]
+    unsure = better.model_copy(update={"confidence": "low"})
+    low = choose([asked, unsure], asked, Objective(), Thresholds(), REWRITE)
+    assert low.chosen == asked and not low.apply
+    slight = better.model_copy(update={"run_s": 3600 + 6700})
+    small = choose([asked, slight], asked, Objective(), Thresholds(min_gain_fraction=0.01), REWRITE)
+    assert small.chosen == asked and not small.apply and "00:10:00" in small.reasons[-1]
+
+
+def test_a_job_that_does_not_fit_is_moved_whatever_the_gain() -> None:
+    asked = estimate(baseline(describe(), T4, 1, False), run=3600, wait=0, fits=False)
+    split = estimate(asked.shape.model_copy(update={"micro_batch": 32, "accumulation": 8}), run=3700, wait=0)
+    decision = choose([asked, split], asked, Objective(), Thresholds(), REWRITE)
+    assert decision.chosen == split and decision.apply and "more memory" in decision.reasons[0]
+    assert decision.ranked[-1] == asked, "what does not fit ranks last"
+
+
+def test_the_cost_objective_prefers_the_cheaper_run() -> None:
+    asked = estimate(baseline(describe(), A100, 1, False), run=3600, wait=0, cost=3.0)
+    cheap = estimate(asked.shape.model_copy(update={"partition": "t4"}), run=3 * 3600, wait=0, cost=1.5)
+    for kind, winner in (("completion", asked), ("cost", cheap)):
+        decision = choose([asked, cheap], asked, Objective(kind=kind), Thresholds(min_gain_s=0), REWRITE)
+        assert decision.chosen == winner, kind
+    mixed = Objective(kind="weighted", cost_weight=0.2)
+    assert choose([asked, cheap], asked, mixed, Thresholds(min_gain_s=0), REWRITE).chosen == asked
+
+
+@pytest.mark.parametrize(
+    ("p90_s", "ceiling", "expected"),
+    [
+        (3000, None, timedelta(minutes=70)),
+        (3000, timedelta(hours=1), timedelta(hours=1)),
+        (1, None, timedelta(minutes=11)),
+    ],
+)
+def test_the_time_limit_is_p90_times_factor_plus_margin_in_whole_minutes(
+    p90_s: float, ceiling: timedelta | None, expected: timedelta
+) -> None:
+    assert advised_time_limit(p90_s, 1.2, timedelta(minutes=10), ceiling) == expected
