@@ -1,4 +1,4 @@
-"""The command line: `advisor sandbox`, `parse`, `inspect`, `bench`, `models`, `predict`, `report`."""
+"""The command line: `advisor sandbox`, `parse`, `inspect`, `bench`, `models`, `predict`, `report`, `policy`."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from advisor.bench import cli as bench_cli
 from advisor.introspect.errors import IntrospectionError
 from advisor.jobscript.errors import ScriptError
 from advisor.jobscript.submission import parse_submission
+from advisor.policy import cli as policy_cli
 from advisor.predict import cli as predict_cli
 from advisor.sandbox.cluster import Sandbox, SandboxError, SandboxStatus
 from advisor.sandbox.spec import SandboxConfigError, load_spec
@@ -82,6 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     bench_cli.add_commands(commands)
     predict_cli.add_commands(commands)
     report.add_commands(commands)
+    policy_cli.add_commands(commands)
     return parser
 
 

@@ -7,8 +7,9 @@ from datetime import timedelta
 import pytest
 
 from advisor.jobscript.advisor_lines import JobDescription
-from advisor.recommend.candidates import Limits, Offer, Shape, baseline, shapes
-from advisor.recommend.choose import Estimate, Mode, Objective, Thresholds, advised_time_limit, choose
+from advisor.policy.model import Mode, Objective, RewriteRules, TimeLimitRule, Tuning
+from advisor.recommend.candidates import Offer, Shape, baseline, shapes
+from advisor.recommend.choose import Decision, Estimate, choose
 
 A100 = Offer(name="a100", gpu_type="a100", gpus_per_node=4, max_time=timedelta(days=1))
 T4 = Offer(name="t4", gpu_type="t4", gpus_per_node=2, max_time=timedelta(hours=4))
@@ -20,9 +21,7 @@ def describe(**fields: object) -> JobDescription:
 
 
 def test_a_global_batch_too_big_for_a_device_becomes_micro_batches_with_the_same_product() -> None:
-    found = shapes(
-        describe(), [T4], 2, Limits(allow_channels_last=False), {("t4", False): 48, ("t4", True): 96}
-    )
+    found = shapes(describe(), [T4], 2, Tuning(channels_last=False), {("t4", False): 48, ("t4", True): 96})
     assert {(s.gpus, s.amp, s.micro_batch, s.accumulation) for s in found} == {
         (1, False, 32, 8),
         (1, True, 64, 4),
@@ -34,7 +33,7 @@ def test_a_global_batch_too_big_for_a_device_becomes_micro_batches_with_the_same
 
 def test_gpu_counts_stay_within_the_request_the_node_and_the_policy() -> None:
     fits = {("a100", False): 1024, ("t4", False): 1024}
-    limits = Limits(allow_amp=False, allow_channels_last=False, max_gpus=2)
+    limits = Tuning(amp=False, channels_last=False, max_gpus=2)
     found = shapes(describe(global_batch=96), [A100, T4, CPU], 4, limits, fits)
     assert sorted({(s.partition, s.gpus) for s in found}) == [("a100", 1), ("a100", 2), ("t4", 1), ("t4", 2)]
     cpu_only = shapes(describe(), [A100, CPU], 0, limits, {("cpu", False): None})
@@ -43,20 +42,20 @@ def test_gpu_counts_stay_within_the_request_the_node_and_the_policy() -> None:
 
 def test_batch_rules() -> None:
     small = {("t4", False): 50}
-    keep = Limits(allow_amp=False, allow_channels_last=False)
-    never = shapes(describe(), [T4], 1, keep.model_copy(update={"batch_rule": "never"}), small)
+    keep = Tuning(amp=False, channels_last=False)
+    never = shapes(describe(), [T4], 1, keep.model_copy(update={"batch": "never"}), small)
     assert [(s.micro_batch, s.accumulation) for s in never] == [(256, 1)], "left as is; it will not fit"
     no_accumulation = shapes(describe(grad_accum=False), [T4], 1, keep, small)
     assert no_accumulation == [], "the user forbids accumulation and the batch does not fit"
     ranged = describe(global_batch=256, batch_range=(128, 512))
-    within = shapes(ranged, [T4], 2, keep.model_copy(update={"batch_rule": "within-declared-range"}), small)
+    within = shapes(ranged, [T4], 2, keep.model_copy(update={"batch": "within-declared-range"}), small)
     assert (2, 100, 50, 1) not in {(s.gpus, s.global_batch, s.micro_batch, s.accumulation) for s in within}
     assert {(s.gpus, s.global_batch, s.micro_batch, s.accumulation) for s in within} >= {
         (1, 256, 32, 8),
         (2, 256, 32, 4),
     }
     assert not any(s.global_batch < 128 for s in within), "the range's floor holds"
-    amp_off = shapes(describe(amp=False), [T4], 1, Limits(allow_channels_last=False), small)
+    amp_off = shapes(describe(amp=False), [T4], 1, Tuning(channels_last=False), small)
     assert {s.amp for s in amp_off} == {False}, "the job said it cannot run mixed precision"
 
 
@@ -70,6 +69,7 @@ def estimate(shape: Shape, run: float, wait: float, **fields: object) -> Estimat
         "confidence": "high",
         "machine": f"m-{shape.partition}",
         "model_version": 1,
+        "model_age": timedelta(days=1),
         "slurm_wait_s": wait,
         "advisor_wait_s": wait,
         "wait_source": "advisor",
@@ -82,16 +82,25 @@ def estimate(shape: Shape, run: float, wait: float, **fields: object) -> Estimat
 REWRITE: dict[str, Mode] = {"a100": "rewrite", "t4": "rewrite"}
 
 
+def decide(
+    estimates: list[Estimate],
+    asked: Estimate,
+    objective: Objective = "completion",
+    weight: float | None = None,
+    rules: RewriteRules | None = None,
+    modes: dict[str, Mode] = REWRITE,
+) -> Decision:
+    return choose(estimates, asked, objective, weight, rules or RewriteRules(), modes)
+
+
 def test_a_busy_fast_partition_loses_to_an_idle_slow_one() -> None:
     asked = estimate(baseline(describe(), A100, 1, False), run=3600, wait=6 * 3600)
     slow = estimate(asked.shape.model_copy(update={"partition": "t4"}), run=3 * 3600, wait=0)
-    decision = choose([asked, slow], asked, Objective(), Thresholds(), REWRITE)
+    decision = decide([asked, slow], asked)
     assert decision.chosen.shape.partition == "t4" and decision.apply
     assert "against 07:00:00 as submitted" in decision.reasons[0]
     idle = estimate(asked.shape, run=3600, wait=0)
-    stays = choose(
-        [idle, slow.model_copy(update={"slurm_wait_s": 0.0})], idle, Objective(), Thresholds(), REWRITE
-    )
+    stays = decide([idle, slow.model_copy(update={"slurm_wait_s": 0.0})], idle)
     assert stays.chosen == idle and not stays.apply
     assert stays.reasons == ["the job as submitted is already the best candidate"]
 
@@ -99,21 +108,21 @@ def test_a_busy_fast_partition_loses_to_an_idle_slow_one() -> None:
 def test_advise_mode_low_confidence_and_small_gains_never_rewrite() -> None:
     asked = estimate(baseline(describe(), A100, 1, False), run=3600, wait=7200)
     better = estimate(asked.shape.model_copy(update={"partition": "t4"}), run=3600, wait=0)
-    advise = choose([asked, better], asked, Objective(), Thresholds(), {"t4": "advise"})
+    advise = decide([asked, better], asked, modes={"t4": "advise"})
     assert advise.chosen == better and not advise.apply
     assert "mode for partition t4 is advise" in advise.reasons[-1]
     unsure = better.model_copy(update={"confidence": "low"})
-    low = choose([asked, unsure], asked, Objective(), Thresholds(), REWRITE)
+    low = decide([asked, unsure], asked)
     assert low.chosen == asked and not low.apply
     slight = better.model_copy(update={"run_s": 3600 + 6700})
-    small = choose([asked, slight], asked, Objective(), Thresholds(min_gain_fraction=0.01), REWRITE)
+    small = decide([asked, slight], asked, rules=RewriteRules(min_gain_fraction=0.01))
     assert small.chosen == asked and not small.apply and "00:10:00" in small.reasons[-1]
 
 
 def test_a_job_that_does_not_fit_is_moved_whatever_the_gain() -> None:
     asked = estimate(baseline(describe(), T4, 1, False), run=3600, wait=0, fits=False)
     split = estimate(asked.shape.model_copy(update={"micro_batch": 32, "accumulation": 8}), run=3700, wait=0)
-    decision = choose([asked, split], asked, Objective(), Thresholds(), REWRITE)
+    decision = decide([asked, split], asked)
     assert decision.chosen == split and decision.apply and "more memory" in decision.reasons[0]
     assert decision.ranked[-1] == asked, "what does not fit ranks last"
 
@@ -121,22 +130,40 @@ def test_a_job_that_does_not_fit_is_moved_whatever_the_gain() -> None:
 def test_the_cost_objective_prefers_the_cheaper_run() -> None:
     asked = estimate(baseline(describe(), A100, 1, False), run=3600, wait=0, cost=3.0)
     cheap = estimate(asked.shape.model_copy(update={"partition": "t4"}), run=3 * 3600, wait=0, cost=1.5)
-    for kind, winner in (("completion", asked), ("cost", cheap)):
-        decision = choose([asked, cheap], asked, Objective(kind=kind), Thresholds(min_gain_s=0), REWRITE)
-        assert decision.chosen == winner, kind
-    mixed = Objective(kind="weighted", cost_weight=0.2)
-    assert choose([asked, cheap], asked, mixed, Thresholds(min_gain_s=0), REWRITE).chosen == asked
+    anything = RewriteRules(min_gain_minutes=0)
+    objectives: list[tuple[Objective, float | None, Estimate]] = [
+        ("completion", None, asked),
+        ("cost", None, cheap),
+        ("weighted", 0.2, asked),
+        ("weighted", 0.8, cheap),
+    ]
+    for objective, weight, winner in objectives:
+        assert decide([asked, cheap], asked, objective, weight, anything).chosen == winner, (
+            objective,
+            weight,
+        )
+
+
+def test_stale_models_never_drive_a_rewrite() -> None:
+    asked = estimate(baseline(describe(), A100, 1, False), run=3600, wait=7200)
+    old = estimate(
+        asked.shape.model_copy(update={"partition": "t4"}), run=3600, wait=0, model_age=timedelta(days=30)
+    )
+    decision = decide([asked, old], asked)
+    assert decision.chosen == asked and not decision.apply, "the stale candidate is not eligible"
+    alone = decide([asked.model_copy(update={"model_age": timedelta(days=30)}), old], asked)
+    assert not alone.apply and "younger than 14 days" in alone.reasons[0]
 
 
 @pytest.mark.parametrize(
-    ("p90_s", "ceiling", "expected"),
+    ("p90", "requested", "expected"),
     [
-        (3000, None, timedelta(minutes=70)),
-        (3000, timedelta(hours=1), timedelta(hours=1)),
-        (1, None, timedelta(minutes=11)),
+        (timedelta(minutes=50), None, timedelta(minutes=75)),
+        (timedelta(seconds=1), timedelta(hours=1), timedelta(minutes=16)),
+        (timedelta(hours=10), timedelta(hours=1), None),
     ],
 )
 def test_the_time_limit_is_p90_times_factor_plus_margin_in_whole_minutes(
-    p90_s: float, ceiling: timedelta | None, expected: timedelta
+    p90: timedelta, requested: timedelta | None, expected: timedelta | None
 ) -> None:
-    assert advised_time_limit(p90_s, 1.2, timedelta(minutes=10), ceiling) == expected
+    assert TimeLimitRule().limit(p90, requested) == expected

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.jobscript.advisor_lines import JobDescription
-
-BatchRule = Literal["never", "keep-global-batch", "within-declared-range"]
+from advisor.policy.model import Tuning
 
 
 class Offer(BaseModel):
@@ -47,17 +45,6 @@ class Shape(BaseModel):
         return max(self.gpus, 1)
 
 
-class Limits(BaseModel):
-    """What the policy and the job's own description allow to change."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    batch_rule: BatchRule = "keep-global-batch"
-    allow_amp: bool = True
-    allow_channels_last: bool = True
-    max_gpus: int = Field(default=8, ge=1)
-
-
 def baseline(description: JobDescription, offer: Offer, gpus: int, amp: bool) -> Shape:
     """The job exactly as submitted: the whole per-device batch at once, no accumulation."""
     devices = max(gpus, 1)
@@ -76,18 +63,18 @@ def shapes(
     description: JobDescription,
     offers: Sequence[Offer],
     requested_gpus: int,
-    limits: Limits,
+    tuning: Tuning,
     largest_batch: Mapping[tuple[str, bool], int | None],
 ) -> list[Shape]:
     """``largest_batch[(partition, amp)]`` is the biggest micro-batch that fits a device; None: unknown."""
     found: list[Shape] = []
-    amps = [False, True] if description.amp and limits.allow_amp else [False]
-    layouts = [False, True] if limits.allow_channels_last else [False]
+    amps = [False, True] if description.amp and tuning.amp else [False]
+    layouts = [False, True] if tuning.channels_last else [False]
     for offer in offers:
-        for gpus in _gpu_counts(offer, requested_gpus, limits.max_gpus):
+        for gpus in _gpu_counts(offer, requested_gpus, tuning.max_gpus):
             for amp in amps:
                 largest = largest_batch.get((offer.name, amp))
-                for global_batch, micro, accumulation in _splits(description, gpus, largest, limits):
+                for global_batch, micro, accumulation in _splits(description, gpus, largest, tuning):
                     for channels_last in layouts:
                         found.append(
                             Shape(
@@ -103,25 +90,25 @@ def shapes(
     return found
 
 
-def _gpu_counts(offer: Offer, requested: int, max_gpus: int) -> list[int]:
+def _gpu_counts(offer: Offer, requested: int, max_gpus: int | None) -> list[int]:
     """Powers of two up to what the user asked for, on one node: fewer GPUs may start sooner."""
     if offer.gpus_per_node == 0:
         return [0] if requested == 0 else []
     if requested == 0:
         return []
-    ceiling = min(requested, offer.gpus_per_node, max_gpus)
+    ceiling = min(requested, offer.gpus_per_node, max_gpus or requested)
     counts = [n for n in (1, 2, 4, 8, 16) if n <= ceiling]
     return sorted({*counts, ceiling})
 
 
 def _splits(
-    description: JobDescription, gpus: int, largest: int | None, limits: Limits
+    description: JobDescription, gpus: int, largest: int | None, tuning: Tuning
 ) -> list[tuple[int, int, int]]:
     """(global batch, micro-batch, accumulation) choices for this many devices."""
     devices = max(gpus, 1)
     found: set[tuple[int, int, int]] = set()
     batches = [description.global_batch]
-    if limits.batch_rule == "within-declared-range" and description.batch_range and largest:
+    if tuning.batch == "within-declared-range" and description.batch_range and largest:
         low, high = description.batch_range
         widest = min(high, devices * largest) // devices * devices
         if widest >= low:
@@ -130,7 +117,7 @@ def _splits(
         if global_batch % devices:
             continue
         per_device = global_batch // devices
-        if largest is None or per_device <= largest or limits.batch_rule == "never":
+        if largest is None or per_device <= largest or tuning.batch == "never":
             found.add((global_batch, per_device, 1))
         elif description.grad_accum:
             micro = max(d for d in _divisors(per_device) if d <= largest)

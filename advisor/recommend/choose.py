@@ -7,19 +7,17 @@ ranks them by the policy's objective and decides whether the winner is worth cha
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from advisor.policy.model import Confidence, Mode, Objective, RewriteRules
 from advisor.recommend.candidates import Shape
 from advisor.slurm.values import format_duration
 
-Confidence = Literal["high", "medium", "low"]
-Mode = Literal["off", "advise", "rewrite"]
 WaitSource = Literal["slurm", "advisor"]
-_RANK: dict[Confidence, int] = {"low": 0, "medium": 1, "high": 2}
 
 
 class Estimate(BaseModel):
@@ -35,6 +33,7 @@ class Estimate(BaseModel):
     confidence: Confidence
     machine: str
     model_version: int
+    model_age: timedelta
     slurm_wait_s: float | None
     advisor_wait_s: float | None
     wait_source: WaitSource
@@ -55,23 +54,6 @@ class Estimate(BaseModel):
         return self.wait_s + self.run_s
 
 
-class Objective(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    kind: Literal["completion", "cost", "weighted"] = "completion"
-    cost_weight: float = Field(default=0.5, ge=0, le=1)
-    """Only for ``weighted``: 0 is pure completion time, 1 pure cost, each relative to the job as given."""
-
-
-class Thresholds(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    min_gain_fraction: float = Field(default=0.1, ge=0)
-    min_gain_s: float = Field(default=600.0, ge=0)
-    """Absolute gain for the completion objective (seconds of expected completion)."""
-    min_confidence: Confidence = "medium"
-
-
 class Decision(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -89,26 +71,25 @@ def choose(
     estimates: Sequence[Estimate],
     baseline: Estimate,
     objective: Objective,
-    thresholds: Thresholds,
+    cost_weight: float | None,
+    rules: RewriteRules,
     modes: Mapping[str, Mode],
 ) -> Decision:
-    """``modes`` maps each candidate partition to the caller's effective mode there."""
-
-    def score(estimate: Estimate) -> float:
-        return _score(estimate, baseline, objective)
-
+    """``modes`` maps each candidate partition to the caller's effective mode there; ``baseline`` (the job
+    as submitted) is one of ``estimates``."""
+    score = _scorer(estimates, objective, cost_weight or 0.0)
     ranked = sorted(estimates, key=lambda e: (not e.fits, score(e), _changes(e.shape, baseline.shape)))
     reasons: list[str] = []
-    eligible = [e for e in ranked if e.fits and _RANK[e.confidence] >= _RANK[thresholds.min_confidence]]
+    eligible = [e for e in ranked if e.fits and rules.trusts(e.confidence, e.model_age)]
     if not eligible:
-        reasons.append(_no_eligible(ranked, thresholds))
+        reasons.append(_no_eligible(ranked, rules))
         return Decision(ranked=ranked, baseline=baseline, chosen=baseline, apply=False, reasons=reasons)
     best = eligible[0]
     if best.shape == baseline.shape:
         reasons.append("the job as submitted is already the best candidate")
         return Decision(ranked=ranked, baseline=baseline, chosen=baseline, apply=False, reasons=reasons)
     reasons.append(_why_best(best, baseline, objective))
-    worth = _worth_it(best, baseline, objective, thresholds, score(best), score(baseline))
+    worth = _worth_it(best, baseline, objective, rules)
     mode = modes.get(best.shape.partition, "advise")
     if worth is not None:
         reasons.append(worth)
@@ -123,16 +104,29 @@ def choose(
     )
 
 
-def _score(estimate: Estimate, baseline: Estimate, objective: Objective) -> float:
-    if objective.kind == "completion":
-        return estimate.total_s
-    cost = estimate.cost if estimate.cost is not None else math.inf
-    if objective.kind == "cost":
-        return cost
-    reference_time = max(baseline.total_s, 1e-9)
-    reference_cost = baseline.cost if baseline.cost else 1.0
-    weight = objective.cost_weight
-    return (1 - weight) * estimate.total_s / reference_time + weight * cost / reference_cost
+def _scorer(
+    estimates: Sequence[Estimate], objective: Objective, weight: float
+) -> Callable[[Estimate], float]:
+    """Lower is better. Weighted: completion time and cost each scaled over the candidates from 0 (the
+    best) to 1 (the worst), so the weight means the same whatever the units."""
+    if objective == "completion":
+        return lambda e: e.total_s
+    if objective == "cost":
+        return _cost
+    times = [e.total_s for e in estimates]
+    costs = [_cost(e) for e in estimates if math.isfinite(_cost(e))]
+
+    def scaled(value: float, values: list[float]) -> float:
+        low, high = (min(values), max(values)) if values else (0.0, 0.0)
+        if not math.isfinite(value):
+            return 1.0
+        return 0.0 if high == low else (value - low) / (high - low)
+
+    return lambda e: (1 - weight) * scaled(e.total_s, times) + weight * scaled(_cost(e), costs)
+
+
+def _cost(estimate: Estimate) -> float:
+    return estimate.cost if estimate.cost is not None else math.inf
 
 
 def _changes(shape: Shape, baseline: Shape) -> int:
@@ -141,30 +135,30 @@ def _changes(shape: Shape, baseline: Shape) -> int:
     return sum(getattr(shape, name) != getattr(baseline, name) for name in fields)
 
 
-def _worth_it(
-    best: Estimate,
-    baseline: Estimate,
-    objective: Objective,
-    thresholds: Thresholds,
-    best_score: float,
-    baseline_score: float,
-) -> str | None:
-    """None when the gain clears the policy's bar, else why it does not."""
+def _worth_it(best: Estimate, baseline: Estimate, objective: Objective, rules: RewriteRules) -> str | None:
+    """None when the gain clears the policy's bar, else why it does not. A job that would not fit is
+    always worth moving. The bar is in completion time, in cost for the cost objective, and in either
+    for the weighted one (the winner already scores better on the mix)."""
     if not baseline.fits:
         return None
-    gain = baseline_score - best_score
-    fraction = gain / baseline_score if baseline_score > 0 and math.isfinite(baseline_score) else math.inf
-    if fraction < thresholds.min_gain_fraction:
+    current, proposed = _cost(baseline), _cost(best)
+    cheaper = (
+        current > 0 and math.isfinite(current) and (current - proposed) / current >= rules.min_gain_fraction
+    )
+    sooner = rules.gain_is_enough(baseline.total_s, best.total_s)
+    if objective == "cost":
         return (
-            f"kept as submitted: the gain of {fraction:.0%} is below the policy's minimum of "
-            f"{thresholds.min_gain_fraction:.0%}"
+            None
+            if cheaper
+            else f"kept as submitted: it saves less than {rules.min_gain_fraction:.0%} of the cost"
         )
-    if objective.kind == "completion" and gain < thresholds.min_gain_s:
-        return (
-            f"kept as submitted: {format_duration(timedelta(seconds=gain))} earlier is below the policy's "
-            f"minimum of {format_duration(timedelta(seconds=thresholds.min_gain_s))}"
-        )
-    return None
+    if sooner or (objective == "weighted" and cheaper):
+        return None
+    gain = baseline.total_s - best.total_s
+    return (
+        f"kept as submitted: finishing {_span(max(gain, 0))} earlier is below the policy's minimum of "
+        f"{rules.min_gain_fraction:.0%} and {_span(rules.min_gain_minutes * 60)}"
+    )
 
 
 def _why_best(best: Estimate, baseline: Estimate, objective: Objective) -> str:
@@ -172,7 +166,7 @@ def _why_best(best: Estimate, baseline: Estimate, objective: Objective) -> str:
     if not baseline.fits:
         where = baseline.shape.partition
         return f"{head}; as submitted the job needs more memory than a device of {where} has"
-    if objective.kind == "cost" and best.cost is not None and baseline.cost is not None:
+    if objective == "cost" and best.cost is not None and baseline.cost is not None:
         return f"{head}: costs {best.cost:.2f} against {baseline.cost:.2f} as submitted"
     return (
         f"{head}: expected to finish in {_span(best.total_s)} (wait {_span(best.wait_s)}, run "
@@ -181,12 +175,12 @@ def _why_best(best: Estimate, baseline: Estimate, objective: Objective) -> str:
     )
 
 
-def _no_eligible(ranked: Sequence[Estimate], thresholds: Thresholds) -> str:
+def _no_eligible(ranked: Sequence[Estimate], rules: RewriteRules) -> str:
     if not any(e.fits for e in ranked):
         return "kept as submitted: no candidate is predicted to fit in memory"
     return (
-        "kept as submitted: no candidate that fits has a prediction of at least "
-        f"{thresholds.min_confidence} confidence"
+        f"kept as submitted: no candidate that fits has a prediction of at least {rules.min_confidence} "
+        f"confidence from a model younger than {rules.max_model_age_days:g} days"
     )
 
 
@@ -201,13 +195,3 @@ def describe(shape: Shape) -> str:
 
 def _span(seconds: float) -> str:
     return format_duration(timedelta(seconds=round(seconds)))
-
-
-def advised_time_limit(
-    p90_s: float, factor: float, margin: timedelta, ceiling: timedelta | None
-) -> timedelta:
-    """p90 x factor + margin in whole minutes (Slurm's unit), never above the partition's maximum:
-    a tight limit lets the backfill scheduler fit the job, and everyone else's, into gaps."""
-    minutes = math.ceil((p90_s * factor + margin.total_seconds()) / 60)
-    limit = timedelta(minutes=max(minutes, 1))
-    return limit if ceiling is None else min(limit, ceiling)

@@ -1,0 +1,35 @@
+"""The policy in force for a long-running service: a broken edit never takes the service down, the last
+good policy stays in force and the error is kept for reporting.
+
+At start a missing file means no admin policy: the built-in default (advise only) applies and nothing is
+wrong. A broken file at start also leaves the built-in default in force, with the error recorded. Once a
+file has been read, a file that goes missing is an error like any other (the last good policy stays);
+an admin returns to the defaults with an empty file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from advisor.policy.load import PolicyError, load_policy
+from advisor.policy.model import Policy
+
+
+class PolicyHolder:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.current = Policy()
+        self.last_error: PolicyError | None = None
+        if path.exists():
+            self.reload()
+
+    def reload(self) -> PolicyError | None:
+        """Read the file again; on success the new policy replaces the old one and the error is cleared."""
+        try:
+            policy = load_policy(self.path)
+        except PolicyError as error:
+            self.last_error = error
+            return error
+        self.current = policy
+        self.last_error = None
+        return None

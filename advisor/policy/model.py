@@ -1,0 +1,128 @@
+"""The admin policy as validated data: strict types and no unknown keys, so a typo is an error, not a
+silently ignored setting. Every key is documented in ``policies/README.md``."""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+Mode = Literal["off", "advise", "rewrite"]
+Objective = Literal["completion", "cost", "weighted"]
+BatchRule = Literal["never", "keep-global-batch", "within-declared-range"]
+Confidence = Literal["high", "medium", "low"]
+"""The predictor's confidence levels (``advisor.predict.service``, not imported: it loads xgboost)."""
+
+MODE_RANK: dict[Mode, int] = {"off": 0, "advise": 1, "rewrite": 2}
+CONFIDENCE_RANK: dict[Confidence, int] = {"low": 0, "medium": 1, "high": 2}
+
+PartitionName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")]
+# Slurm stores account names in lower case, so an upper-case one here could never match.
+AccountName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_][a-z0-9_.-]*$")]
+UserName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.@-]*$")]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class RewriteRules(_Strict):
+    """When a recommendation is good and trustworthy enough to be applied rather than only shown."""
+
+    min_gain_fraction: Annotated[float, Field(ge=0, lt=1)] = 0.1
+    min_gain_minutes: Annotated[float, Field(ge=0)] = 10.0
+    max_model_age_days: Annotated[float, Field(gt=0)] = 14.0
+    min_confidence: Confidence = "medium"
+
+    def gain_is_enough(self, current_s: float, proposed_s: float) -> bool:
+        """Both thresholds must hold: a small relative gain on a long job, or a large one on a short job
+        worth seconds, is not worth surprising the user."""
+        gain = current_s - proposed_s
+        return gain >= self.min_gain_minutes * 60 and gain >= self.min_gain_fraction * current_s
+
+    def trusts(self, confidence: Confidence, model_age: timedelta) -> bool:
+        """A stale or low-confidence prediction may be shown but never acted upon."""
+        fresh = model_age <= timedelta(days=self.max_model_age_days)
+        return fresh and CONFIDENCE_RANK[confidence] >= CONFIDENCE_RANK[self.min_confidence]
+
+
+class TimeLimitRule(_Strict):
+    """A rewritten time limit: p90 x factor + margin, never far above what the user asked for."""
+
+    factor: Annotated[float, Field(ge=1, le=10)] = 1.2
+    margin_minutes: Annotated[float, Field(ge=0, le=24 * 60)] = 15.0
+    max_factor_of_request: Annotated[float, Field(ge=1)] | None = 4.0
+
+    def limit(self, p90: timedelta, requested: timedelta | None) -> timedelta | None:
+        """Whole minutes (Slurm's unit), rounded up; None when the limit would exceed the cap relative to
+        the user's own limit: such a job is advised, not rewritten, since the prediction may be wrong."""
+        minutes = math.ceil(p90.total_seconds() * self.factor / 60 + self.margin_minutes)
+        limit = timedelta(minutes=minutes)
+        cap = self.max_factor_of_request
+        if requested is not None and cap is not None and limit > requested * cap:
+            return None
+        return limit
+
+
+class Tuning(_Strict):
+    """What besides partition, GPU count and time limit the advisor may change (the user's ``#ADVISOR``
+    lines can refuse more)."""
+
+    batch: BatchRule = "keep-global-batch"
+    amp: bool = True
+    channels_last: bool = True
+    max_gpus: Annotated[int, Field(ge=1, le=4096)] | None = None
+
+
+class PartitionRules(_Strict):
+    """Prices make the cost objective possible; mode caps what any caller may get on this partition."""
+
+    price_per_gpu_hour: Annotated[float, Field(ge=0)] = 0.0
+    price_per_cpu_hour: Annotated[float, Field(ge=0)] = 0.0
+    mode: Mode | None = None
+
+
+class AccountRules(_Strict):
+    partitions: list[PartitionName] | None = None
+    mode: Mode | None = None
+
+
+class UserRules(_Strict):
+    partitions: list[PartitionName] | None = None
+    mode: Mode | None = None
+
+
+class Policy(_Strict):
+    """The whole file. All defaults together are the built-in policy: advise only, earliest completion."""
+
+    mode: Mode = "advise"
+    objective: Objective = "completion"
+    cost_weight: Annotated[float, Field(ge=0, le=1)] | None = None
+    rewrite: RewriteRules = RewriteRules()
+    time_limit: TimeLimitRule = TimeLimitRule()
+    tuning: Tuning = Tuning()
+    partitions: dict[PartitionName, PartitionRules] = {}
+    accounts: dict[AccountName, AccountRules] = {}
+    users: dict[UserName, UserRules] = {}
+
+    @model_validator(mode="after")
+    def _weight_goes_with_weighted(self) -> Policy:
+        """Each conflict is reported at the key that is written in the file, so it gets a line."""
+        if self.objective == "weighted" and self.cost_weight is None:
+            message = '"weighted" needs cost_weight (0 = completion only, 1 = cost only)'
+            raise _conflict("objective", self.objective, message)
+        if self.objective != "weighted" and self.cost_weight is not None:
+            message = f'cost_weight applies only to objective = "weighted", not "{self.objective}"'
+            raise _conflict("cost_weight", self.cost_weight, message)
+        return self
+
+
+def _conflict(key: str, value: object, message: str) -> ValidationError:
+    """A model validator names a key only through a ValidationError of its own (pydantic keeps its loc)."""
+    error = PydanticCustomError("policy_conflict", message)
+    return ValidationError.from_exception_data(
+        "Policy", [InitErrorDetails(type=error, loc=(key,), input=value)]
+    )
