@@ -1,4 +1,4 @@
-"""The command line: `advisor sandbox`, `parse`, `inspect`, `bench`, `models`, `predict`, `report`, `policy`."""
+"""The command line for admins and for trying things out; `advisor --help` lists the commands."""
 
 from __future__ import annotations
 
@@ -13,13 +13,15 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from advisor import argtypes, paths, report
+from advisor import admin, argtypes, paths, report
 from advisor.bench import cli as bench_cli
+from advisor.daemon import main as daemon_main
 from advisor.introspect.errors import IntrospectionError
 from advisor.jobscript.errors import ScriptError
 from advisor.jobscript.submission import parse_submission
 from advisor.policy import cli as policy_cli
 from advisor.predict import cli as predict_cli
+from advisor.recommend import cli as recommend_cli
 from advisor.sandbox.cluster import Sandbox, SandboxError, SandboxStatus
 from advisor.sandbox.spec import SandboxConfigError, load_spec
 from advisor.slurm.runner import SlurmError
@@ -84,6 +86,9 @@ def _parser() -> argparse.ArgumentParser:
     predict_cli.add_commands(commands)
     report.add_commands(commands)
     policy_cli.add_commands(commands)
+    recommend_cli.add_commands(commands)
+    daemon_main.add_commands(commands)
+    admin.add_commands(commands)
     return parser
 
 

@@ -20,3 +20,20 @@ def database() -> Path:
 
 def sandbox_dir() -> Path:
     return Path(os.environ.get("ADVISOR_SANDBOX_DIR", state_dir() / "sandbox"))
+
+
+def policy() -> Path:
+    """`$ADVISOR_POLICY`, else `/etc/advisor/policy.toml`: an admin's file, the same for every user."""
+    return Path(os.environ.get("ADVISOR_POLICY", "/etc/advisor/policy.toml"))
+
+
+def gpu_specs() -> Path:
+    """`$ADVISOR_GPU_SPECS`, else the specification files that ship with the package."""
+    return Path(
+        os.environ.get("ADVISOR_GPU_SPECS", Path(__file__).resolve().parent.parent / "etc" / "gpu-specs")
+    )
+
+
+def socket() -> Path:
+    """`$ADVISOR_SOCKET`, else where the systemd unit puts it."""
+    return Path(os.environ.get("ADVISOR_SOCKET", "/run/advisor/advisor.sock"))

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from sqlite_utils import Database
 
 from advisor.bench.records import Fingerprint, LayerMeasurement, ResultLine, StepMeasurement
+from advisor.wait.accuracy import WaitRecord
 
 BUSY_TIMEOUT_S = 30.0
 
@@ -234,7 +236,10 @@ _ADVISED_COLUMNS: dict[str, Any] = {
     "predicted_s": float,
     "predicted_p90_s": float,
     "time_limit_s": float,
+    "slurm_start": str,
+    "advisor_start": str,
     "state": str,
+    "started_at": str,
     "elapsed_s": float,
     "ended_at": str,
 }
@@ -255,11 +260,75 @@ class AdvisedJobs:
     def unfinished(self) -> list[dict[str, Any]]:
         return list(self.db.table("advised_jobs").rows_where("state IS NULL", order_by="job_id"))
 
-    def finish(self, job_id: int, state: str, elapsed_s: float, ended_at: str) -> None:
+    def finish(
+        self, job_id: int, state: str, elapsed_s: float, ended_at: datetime, started_at: datetime | None
+    ) -> None:
+        row = {
+            "state": state,
+            "elapsed_s": elapsed_s,
+            "ended_at": ended_at.isoformat(),
+            "started_at": None if started_at is None else started_at.isoformat(),
+        }
         with self.db.conn:
-            self.db.table("advised_jobs").update(
-                job_id, {"state": state, "elapsed_s": elapsed_s, "ended_at": ended_at}
-            )
+            self.db.table("advised_jobs").update(job_id, row)
 
     def finished(self) -> list[dict[str, Any]]:
         return list(self.db.table("advised_jobs").rows_where("state IS NOT NULL", order_by="job_id"))
+
+    def wait_records(self) -> list[WaitRecord]:
+        """Each estimator's predicted start of every advised job that started, beside the real start."""
+        records = []
+        for row in self.db.table("advised_jobs").rows_where("started_at IS NOT NULL"):
+            for estimator in ("slurm", "advisor"):
+                predicted = row[f"{estimator}_start"]
+                if predicted:
+                    records.append(
+                        WaitRecord(
+                            estimator=estimator,
+                            partition=row["partition"],
+                            predicted_start=datetime.fromisoformat(predicted),
+                            actual_start=datetime.fromisoformat(row["started_at"]),
+                        )
+                    )
+        return records
+
+
+_AUDIT_COLUMNS: dict[str, Any] = {
+    "request_id": str,
+    "at": str,
+    "uid": int,
+    "user": str,
+    "where": str,
+    "argv": str,
+    "request": str,
+    "recommendation": str,
+    "applied": int,
+    "latency_ms": float,
+    "job_id": int,
+}
+
+
+class Audit:
+    """One row per advice request: who asked (by uid), what they asked, every candidate, the choice,
+    whether it was applied, and the job it became."""
+
+    def __init__(self, store: Store) -> None:
+        self.db = store.db
+        table = self.db.table("audit")
+        table.create(_AUDIT_COLUMNS, pk="request_id", if_not_exists=True)
+        table.create_index(["job_id"], if_not_exists=True)
+
+    def record(self, row: dict[str, Any]) -> None:
+        with self.db.conn:
+            self.db.table("audit").insert(row)
+
+    def get(self, request_id: str) -> dict[str, Any] | None:
+        return next(iter(self.db.table("audit").rows_where("request_id = ?", [request_id])), None)
+
+    def attach_job(self, request_id: str, job_id: int) -> None:
+        with self.db.conn:
+            self.db.table("audit").update(request_id, {"job_id": job_id})
+
+    def by_job(self, job_id: int) -> dict[str, Any] | None:
+        rows = self.db.table("audit").rows_where("job_id = ?", [job_id], order_by="at desc", limit=1)
+        return next(iter(rows), None)

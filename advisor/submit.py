@@ -1,20 +1,212 @@
-"""`advise-submit`: sbatch's drop-in replacement.
+"""`advise-submit [advisor options] [#ADVISOR options] [sbatch options] SCRIPT [args]`: sbatch, advised.
 
-Until the daemon exists this is the fail-open path alone: the job goes to sbatch exactly as given, once,
-with sbatch's own output and exit status. It never imports torch or xgboost.
+It asks the daemon, shows the advice, then runs sbatch itself, as the user, exactly once: with the
+advised changes when the policy applies them (and the user agrees), otherwise unchanged. Whatever goes
+wrong on the advisor's side (no daemon, a slow one, an error, a bug here) the job is submitted unchanged
+with one warning line. sbatch's own output and exit status are the wrapper's.
+
+Advisor options: ``--dry-run`` (advise and ask Slurm with ``--test-only``, submit nothing), ``--json``
+(the advice as JSON on stdout), ``--yes`` (apply without asking on a terminal), ``--no-rewrite`` (submit
+unchanged, still advised), ``--explain`` (print the candidates and reasons even off a terminal).
+Environment: ``ADVISOR_SOCKET`` (the daemon), ``ADVISOR_TIMEOUT`` (seconds, default 2).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from advisor import paths
+from advisor.api import STDIN, AdviseRequest, AdviseResponse, Submitted
+from advisor.daemon.transport import UnixHTTPConnection
+from advisor.jobscript.advisor_lines import JobDescription, parse_description, split_command_line
+from advisor.jobscript.errors import ScriptError
+from advisor.jobscript.request import script_arguments
+from advisor.jobscript.rewrite import Submission
+
+OURS = ("--dry-run", "--json", "--yes", "--no-rewrite", "--explain")
+_SBATCH_ONLY = ("-h", "--help", "--usage", "-V", "--version", "--wrap", "--test-only")
+"""sbatch options that print something or build the script themselves: passed straight to sbatch."""
+DEFAULT_TIMEOUT_S = 2.0
+
+
+@dataclass(frozen=True)
+class Flags:
+    dry_run: bool = False
+    json: bool = False
+    yes: bool = False
+    no_rewrite: bool = False
+    explain: bool = False
+
+
+class AdvisorUnavailable(RuntimeError):
+    """Anything that keeps the advice from arriving; the job then goes to sbatch unchanged."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    arguments = list(sys.argv[1:] if argv is None else argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    flags, rest = _flags(words)
+    description_args, sbatch_argv = split_command_line(rest)
+    if any(word.split("=", 1)[0] in _SBATCH_ONLY for word in sbatch_argv):
+        return _sbatch(Submission(argv=rest), capture=False).returncode
     try:
-        os.execvp("sbatch", ["sbatch", *arguments])
-    except OSError as exc:
-        print(f"advise-submit: error: cannot run sbatch: {exc.strerror}", file=sys.stderr)
-        return 127
+        operands = script_arguments(sbatch_argv)
+        script = Path(operands[0]).read_bytes() if operands else sys.stdin.buffer.read()
+    except (ScriptError, OSError):
+        # sbatch says what is wrong with the command line or the file, in its own words.
+        return _sbatch(Submission(argv=sbatch_argv), capture=False).returncode
+    where = operands[0] if operands else STDIN
+    unchanged = Submission(
+        argv=sbatch_argv, stdin=None if operands else script.decode("utf-8", "surrogateescape")
+    )
+    try:
+        response = _advise(script, where, sbatch_argv, description_args)
+    except Exception as error:  # fail-open: nothing on the advisor's side may cost the user their job
+        print(f"advise-submit: warning: {_reason(error)}; submitting unchanged", file=sys.stderr)
+        return _finish(unchanged, flags, None)
+    _show(response, flags)
+    submission = response.submission
+    if not submission.rewritten or flags.no_rewrite or not _agreed(flags):
+        submission = unchanged
+    return _finish(submission, flags, response)
+
+
+def _flags(words: list[str]) -> tuple[Flags, list[str]]:
+    """Advisor options come first, before any #ADVISOR or sbatch option."""
+    seen: dict[str, bool] = {}
+    index = 0
+    while index < len(words) and words[index] in OURS:
+        seen[words[index].removeprefix("--").replace("-", "_")] = True
+        index += 1
+    return Flags(**seen), words[index:]
+
+
+def _advise(script: bytes, where: str, sbatch_argv: list[str], description_args: list[str]) -> AdviseResponse:
+    environ = {name: value for name, value in os.environ.items() if name.startswith("SBATCH_")}
+    table = _client_side_table(script, where, description_args)
+    request = AdviseRequest.of(
+        script,
+        where=where,
+        sbatch_argv=sbatch_argv,
+        description_args=description_args,
+        environ=environ,
+        table=table,
+    )
+    body = _call("POST", "/advise", request.model_dump_json().encode())
+    return AdviseResponse.model_validate_json(body)
+
+
+def _client_side_table(script: bytes, where: str, description_args: list[str]) -> dict[str, object] | None:
+    """A factory model (``package.module:factory``) is the user's code: only the user's process imports it."""
+    try:
+        description: JobDescription | None = parse_description(
+            script.decode("utf-8", "surrogateescape"), where, description_args
+        )
+    except ScriptError:
+        return None  # the daemon reports it, with the place
+    if description is None or ":" not in description.model:
+        return None
+    from advisor.introspect.run import introspect
+
+    table = introspect(
+        description.model, description.input_shape, description.model_kwargs, allow_factories=True
+    )
+    return dict(table.model_dump(mode="json"))
+
+
+def _call(method: str, path: str, body: bytes | None = None) -> bytes:
+    timeout = float(os.environ.get("ADVISOR_TIMEOUT", DEFAULT_TIMEOUT_S))
+    connection = UnixHTTPConnection(paths.socket(), timeout=timeout)
+    try:
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        connection.request(method, path, body=body, headers=headers)
+        response = connection.getresponse()
+        data = response.read()
+    except OSError as error:
+        raise AdvisorUnavailable(f"the advisor daemon did not answer ({error})") from error
+    finally:
+        connection.close()
+    if response.status != 200:
+        try:
+            detail = json.loads(data)["error"]
+        except (ValueError, KeyError, TypeError):
+            detail = data[:200].decode("utf-8", "replace")
+        raise AdvisorUnavailable(f"the advisor could not advise this job: {detail}")
+    return data
+
+
+def _reason(error: Exception) -> str:
+    if isinstance(error, AdvisorUnavailable):
+        return str(error)
+    return f"the advisor failed ({type(error).__name__}: {error})"
+
+
+def _show(response: AdviseResponse, flags: Flags) -> None:
+    if flags.json or not (flags.explain or sys.stderr.isatty()):
+        return
+    from rich.console import Console
+
+    from advisor.recommend.cli import show
+
+    show(response.recommendation, Console(stderr=True))
+
+
+def _agreed(flags: Flags) -> bool:
+    """On a terminal the user confirms a rewrite unless ``--yes``; elsewhere the policy decides."""
+    if flags.yes or flags.dry_run or not (sys.stdin.isatty() and sys.stderr.isatty()):
+        return True
+    answer = input("Submit with the advised changes? [Y/n] ").strip().lower()
+    return answer in ("", "y", "yes")
+
+
+def _finish(submission: Submission, flags: Flags, response: AdviseResponse | None) -> int:
+    if flags.dry_run:
+        submission = submission.model_copy(update={"argv": ["--test-only", *submission.argv]})
+    result = _sbatch(submission, capture=True)
+    if flags.json:
+        advice = None if response is None else json.loads(response.model_dump_json())
+        report = {"advice": advice, "sbatch": {"argv": submission.argv, "returncode": result.returncode}}
+        print(json.dumps({**report, "stdout": result.stdout, "stderr": result.stderr}, indent=2))
+    else:
+        sys.stdout.write(result.stdout)
+        sys.stderr.write(result.stderr)
+    job_id = _job_id(result.stdout) if result.returncode == 0 and not flags.dry_run else None
+    if response is not None and job_id is not None:
+        note = Submitted(request_id=response.request_id, job_id=job_id)
+        try:
+            _call("POST", "/submitted", note.model_dump_json().encode())
+        except Exception as error:  # the job is in; only the advisor's record of it is missing
+            print(f"advise-submit: note: the advisor did not record job {job_id}: {error}", file=sys.stderr)
+    return result.returncode
+
+
+def _sbatch(submission: Submission, capture: bool) -> subprocess.CompletedProcess[str]:
+    """The one place sbatch runs for a user: argv only, the user's own environment plus the advice's."""
+    env = {**os.environ, **submission.env}
+    try:
+        return subprocess.run(
+            ["sbatch", *submission.argv],
+            input=submission.stdin,
+            capture_output=capture,
+            text=True,
+            errors="surrogateescape",
+            env=env,
+            check=False,
+        )
+    except OSError as error:
+        return subprocess.CompletedProcess(
+            ["sbatch"], 127, "", f"advise-submit: error: cannot run sbatch: {error.strerror}\n"
+        )
+
+
+def _job_id(stdout: str) -> int | None:
+    """``Submitted batch job N`` or, with --parsable, ``N[;cluster]``."""
+    for word in stdout.replace(";", " ").split():
+        if word.isdigit():
+            return int(word)
+    return None

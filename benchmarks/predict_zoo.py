@@ -5,14 +5,21 @@ plan and runner, writes JSON lines as it goes and ingests them at the end, so a 
 usable database. A second ``--steps-only`` pass gives each step a second measurement (training keeps the
 faster: a shared machine's noise only adds time). Then ``advisor models train --db DB`` and
 ``advisor models evaluate --db DB --json --plot FILE.png``.
+
+``--spread`` prints how far repeated measurements of the same step lie apart, per batch size: the noise
+no predictor's held-out MAPE can get under, to read next to the evaluation's figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from math import log
 from pathlib import Path
+from statistics import mean
+from typing import Any
 
 import torch
 
@@ -51,7 +58,7 @@ MODELS = (
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--out", type=Path, help="JSON lines to write as it measures (required to measure)")
     parser.add_argument("--db", type=Path, required=True)
     parser.add_argument("--budget-minutes", type=float, default=22.0)
     parser.add_argument("--threads", type=int, default=1, help="1 on a shared machine: fewer stalls")
@@ -59,7 +66,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--steps-only", action="store_true", help="a second pass over the step grid, 5 steps each"
     )
     parser.add_argument("--estimate", action="store_true", help="print the plan's estimate and stop")
+    parser.add_argument("--spread", action="store_true", help="print the repeat spread of --db's steps")
     args = parser.parse_args(argv)
+    if args.spread:
+        print(json.dumps(repeat_spread(Store.open(args.db).step_rows()), indent=2))
+        return 0
     torch.set_num_threads(args.threads)
     batches = geometric(128)
     grid = Grid(
@@ -80,6 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{len(plan.items)} items, estimated {plan.estimate_s / 60:.1f} min", file=sys.stderr)
     if args.estimate:
         return 0
+    if args.out is None:
+        parser.error("--out is required to measure")
     with terminal_reporter(len(plan.items), sys.stderr) as progress:
         summary = run_plan(
             plan,
@@ -93,6 +106,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(summary.model_dump_json())
     print(f"{stored} new rows in {args.db}", file=sys.stderr)
     return 0
+
+
+def repeat_spread(rows: Iterable[dict[str, Any]]) -> dict[str, float]:
+    """Mean log(slowest / fastest) over steps measured more than once, overall and per batch size."""
+    times: dict[tuple[Any, ...], list[float]] = {}
+    for row in rows:
+        if row["fits"] and row["median_s"]:
+            key = (
+                row["machine"],
+                row["model"],
+                row["input_size"],
+                row["batch"],
+                row["amp"],
+                row["channels_last"],
+            )
+            times.setdefault(key, []).append(float(row["median_s"]))
+    spreads = [(key[3], log(max(t) / min(t))) for key, t in times.items() if len(t) > 1]
+    by_batch = {
+        f"batch {b}": mean(s for batch, s in spreads if batch == b) for b in sorted({b for b, _ in spreads})
+    }
+    return {
+        "configurations": len(spreads),
+        "all": mean(s for _, s in spreads) if spreads else 0.0,
+        **by_batch,
+    }
 
 
 def _reorder(plan: Plan) -> Plan:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -16,8 +18,11 @@ from rich.console import Console
 
 from advisor.bench.measure import zoo_table
 from advisor.bench.results import read_jsonl
+from advisor.predict import evaluate
 from advisor.predict.cli import add_commands
-from advisor.predict.evaluate import leave_one_model_out
+from advisor.predict.evaluate import leave_one_model_out, unseen_batches
+from advisor.predict.features import timed_layers
+from advisor.predict.model import LayerSample, MachineModel, StepSample, fit_machine
 from advisor.predict.registry import active_model, layer_samples, machines, step_samples, train_machine
 from advisor.predict.scaling import DeviceSpec
 from advisor.predict.service import predict
@@ -42,6 +47,53 @@ def test_a_left_out_model_is_predicted_within_a_loose_bound(store: Store) -> Non
     errors = [p.error for p in points]
     assert sum(errors) / len(errors) < 0.35
     assert max(errors) < 1.0
+
+
+def test_layer_times_are_lines_in_the_batch_size_measured_or_not(store: Store) -> None:
+    (machine,) = machines(store)
+    steps = step_samples(store.step_rows(machine), zoo_table)
+    layers = layer_samples(store.layer_rows(machine))
+    model = fit_machine(machine, steps, layers, folds=0)
+    measured = layers[0].config
+    unmeasured = measured.model_copy(update={"in_channels": 7, "out_channels": 11})
+    assert all(s.config.in_channels != 7 for s in layers)
+    for config in (measured, unmeasured):
+        at = {b: model.layer_seconds([config.model_copy(update={"batch": b})]) for b in (1, 16, 48, 128)}
+        t1, t16, t48, t128 = (next(iter(at[b].values())) for b in (1, 16, 48, 128))
+        assert 0 < t1 <= t16 <= t48 <= t128
+        assert t48 - t16 == pytest.approx((t128 - t16) * 32 / 112)
+
+
+def test_an_unseen_batch_size_is_never_trained_on(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    (machine,) = machines(store)
+    steps = step_samples(store.step_rows(machine), zoo_table)
+    layers = layer_samples(store.layer_rows(machine))
+    trained_on: list[set[int]] = []
+
+    def recording(
+        name: str, train: Sequence[StepSample], layer_list: Sequence[LayerSample], *, folds: int
+    ) -> MachineModel:
+        trained_on.append({s.batch for s in train})
+        return fit_machine(name, train, layer_list, folds=folds)
+
+    monkeypatch.setattr(evaluate, "fit_machine", recording)
+    points, held = unseen_batches(machine, steps, layers)
+    assert held == (2, 4, 8, 16, 32, 64)
+    assert [sorted({p.batch for p in points if p.batch == b}) for b in held] == [[b] for b in held]
+    assert all(b not in batches for b, batches in zip(held, trained_on, strict=True))
+    assert {p.model for p in points} == {s.model for s in steps}
+    assert sum(p.error for p in points) / len(points) < 0.35
+
+
+def test_a_model_predicts_every_geometry_of_a_new_model(store: Store) -> None:
+    (machine,) = machines(store)
+    steps = step_samples(store.step_rows(machine), zoo_table)
+    model = fit_machine(machine, steps, layer_samples(store.layer_rows(machine)), folds=0)
+    table = zoo_table("resnet50", 32)
+    seconds = model.layer_seconds(timed_layers(table, 24, False))
+    assert len(seconds) == len(set(timed_layers(table, 24, False))) and min(seconds.values()) > 0
+    small, large = (model.predict(table, b, False, False).step_s for b in (8, 64))
+    assert 0 < small < large
 
 
 def test_a_crash_between_file_and_registry_keeps_the_previous_version(store: Store, tmp_path: Path) -> None:
@@ -106,7 +158,7 @@ def test_finished_jobs_correct_their_machines_predictions(store: Store, tmp_path
     for job_id in range(20):
         row = {"job_id": job_id, "submitted_at": "2026-11-30T10:00:00+00:00", "partition": "cpu"}
         advised.record({**row, "machine": machine, "predicted_s": 100.0, "predicted_p90_s": 120.0})
-        advised.finish(job_id, "COMPLETED", 150.0, "2026-11-30T11:00:00+00:00")
+        advised.finish(job_id, "COMPLETED", 150.0, datetime(2026, 11, 30, 11, tzinfo=UTC), None)
     after = predict(store, "cpu", table, 32, False, False, [T4])
     assert 1.3 < after.calibration < 1.5, "20 jobs ran 1.5x longer; the prior keeps a little doubt"
     assert after.step_s == pytest.approx(before.step_s * after.calibration)

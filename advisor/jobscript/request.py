@@ -255,3 +255,8 @@ def _gpus(options: Mapping[str, Option]) -> GpuRequest | None:
         per=_GPU_PER[chosen[-1]],
         option=chosen[-1],
     )
+
+
+def script_arguments(argv: Sequence[str]) -> list[str]:
+    """What follows sbatch's options: the script's path and its arguments; empty when sbatch reads stdin."""
+    return _command_line(argv)[1]

@@ -40,6 +40,8 @@ class Advice(BaseModel):
     """In the unit of the user's own GPU request (per job, node or task)."""
     gpu_type: str | None = None
     time_limit: timedelta | None = None
+    global_batch: Annotated[int, Field(ge=1)] | None = None
+    """Only under a policy that lets the global batch move within the user's declared range."""
     micro_batch: Annotated[int, Field(ge=1)] | None = None
     grad_accum: Annotated[int, Field(ge=1)] | None = None
     amp: Literal["off", "bf16", "fp16"] | None = None
@@ -77,7 +79,7 @@ def apply_advice(
     if request.het_components > 1 or request.foreign_directives:
         kinds = ["hetjob"] if request.het_components > 1 else request.foreign_directives
         return unchanged(argv, stdin, f"advised only: scripts with {', '.join(kinds)} are never rewritten")
-    options = _options(request, advice, partitions)
+    options = advice_options(request, advice, partitions)
     env = _environment(description, advice)
     notes: list[str] = []
     substituted = _substitute_batch_flag(request, description, advice, notes)
@@ -98,7 +100,8 @@ def apply_advice(
     )
 
 
-def _options(request: JobRequest, advice: Advice, partitions: Collection[str]) -> list[str]:
+def advice_options(request: JobRequest, advice: Advice, partitions: Collection[str]) -> list[str]:
+    """The sbatch options that put `advice` in force over what the script and command line say."""
     options: list[str] = []
     if advice.partition is not None:
         if advice.partition not in partitions:
@@ -141,7 +144,9 @@ def _environment(description: JobDescription | None, advice: Advice) -> dict[str
         env[contract.MICRO_BATCH] = str(advice.micro_batch)
     if advice.grad_accum is not None:
         env[contract.GRAD_ACCUM] = str(advice.grad_accum)
-    if description is not None and (advice.micro_batch is not None or advice.grad_accum is not None):
+    if advice.global_batch is not None:
+        env[contract.GLOBAL_BATCH] = str(advice.global_batch)
+    elif description is not None and (advice.micro_batch is not None or advice.grad_accum is not None):
         env[contract.GLOBAL_BATCH] = str(description.global_batch)
     if advice.amp is not None:
         env[contract.AMP] = advice.amp

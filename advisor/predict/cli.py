@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,8 +20,6 @@ from advisor.store import Store
 
 if TYPE_CHECKING:
     from advisor.predict.evaluate import MachineEvaluation
-
-_SPECS = Path(__file__).resolve().parents[3] / "shared" / "data" / "gpu-specs"
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -58,7 +55,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     predict.add_argument(
         "--gpu-specs",
         type=Path,
-        default=Path(os.environ.get("ADVISOR_GPU_SPECS", _SPECS)),
+        default=paths.gpu_specs(),
         help="folder of GPU specification files (default: %(default)s, or $ADVISOR_GPU_SPECS)",
     )
     predict.add_argument("--json", action="store_true")

@@ -1,8 +1,12 @@
 """Fitting and applying one machine's predictors: layer times, step time (p50, p90) and peak memory.
 
-Both time models predict a log ratio to a physical baseline (a layer's FLOPs; for a step, a non-negative
-linear fit of its layer times, parameter count, op count and untimed bytes), so a tree ensemble, which is
-piecewise constant and cannot extrapolate, still scales smoothly with the batch size and the model's size.
+Trees are piecewise constant, so none is asked to interpolate in the batch size. A layer's time is a line
+``a + c * batch`` (a fixed and a per-sample cost) through its micro-benchmarks; a geometry never benchmarked
+gets the layer booster's times at the benchmarked batch sizes and the line through those. A step's time is
+a non-negative linear base (layer times, op count, parameters, untimed bytes), times a correction that
+depends on the batch size alone and is shared by all models (kernels switch algorithms with the batch; the
+curve is interpolated in log batch, so an unmeasured batch lies between its neighbours), times the step
+booster's correction from the model's features.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import pairwise
 from math import exp, log
 
 import numpy as np
@@ -25,13 +30,14 @@ from advisor.predict.features import StepFeatures, layer_features, layer_flops, 
 _LAYER_PARAMS = {"max_depth": 6, "eta": 0.1, "min_child_weight": 2.0, "subsample": 0.9}
 _LAYER_ROUNDS = 300
 _STEP_PARAMS = {"max_depth": 3, "eta": 0.05, "min_child_weight": 2.0, "subsample": 0.9, "lambda": 2.0}
-_STEP_ROUNDS = 400
+_STEP_ROUNDS = 200
 _COMMON = {"tree_method": "hist", "objective": "reg:squarederror", "nthread": 1, "seed": 0}
 P90 = 0.9
 MEMORY_MARGIN = 0.1
 """A configuration fits when its predicted peak plus this share stays within the device's memory."""
 _MAX_BATCH = 1 << 20
 _TINY_S = 1e-9
+_CURVE_ROUNDS = 3
 
 
 class NotEnoughDataError(ValueError):
@@ -119,11 +125,43 @@ def _key(config: LayerConfig) -> LayerConfig:
     return config.model_copy(update={"batch": 1, "cudnn_benchmark": True})
 
 
-def _log_log(points: Sequence[tuple[float, float]], x: float) -> float:
-    """Piecewise-linear through ``points`` (sorted by x), extended along the end segments."""
-    index = next((i for i in range(1, len(points) - 1) if x <= points[i][0]), len(points) - 1)
-    (x0, y0), (x1, y1) = points[index - 1], points[index]
-    return y0 if x1 == x0 else y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+def _line(points: Sequence[tuple[int, float]]) -> tuple[float, float]:
+    """``(a, c)`` of ``seconds = a + c * batch`` through (batch, seconds), both non-negative, by least
+    squares on relative error; one point or one batch size gives a line through the origin."""
+    batches = np.asarray([float(b) for b, _ in points])
+    seconds = np.asarray([t for _, t in points])
+    if len(set(batches)) < 2:
+        return 0.0, float(np.mean(seconds / batches))
+    terms = np.stack([np.ones_like(batches), batches], axis=1) / seconds[:, None]
+    (a, c), _residual = nnls(terms, np.ones(len(points)))
+    return float(a), float(c)
+
+
+def _interpolate(points: Sequence[tuple[float, float]], x: float) -> float:
+    """Piecewise-linear through ``points`` (sorted by x), held constant beyond the ends."""
+    if not points:
+        return 0.0
+    if x <= points[0][0]:
+        return points[0][1]
+    for (x0, y0), (x1, y1) in pairwise(points):
+        if x <= x1:
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    return points[-1][1]
+
+
+@dataclass(frozen=True)
+class StepFit:
+    coefficients: tuple[float, ...]
+    curve: tuple[tuple[float, float], ...]
+    booster: str
+
+    def base(self, features: StepFeatures) -> float:
+        """Seconds: the linear base times the shared correction at this batch size."""
+        return _linear(self.coefficients, features) * exp(_interpolate(self.curve, log(features.batch)))
+
+
+def _linear(coefficients: Sequence[float], features: StepFeatures) -> float:
+    return max(float(np.dot(coefficients, features.base_terms())), _TINY_S)
 
 
 class MachineModel(BaseModel):
@@ -136,6 +174,8 @@ class MachineModel(BaseModel):
     measured_layers: tuple[tuple[LayerConfig, float], ...]
     step_base: tuple[float, ...]
     """Coefficients of ``StepFeatures.base_terms``."""
+    batch_curve: tuple[tuple[float, float], ...] = ()
+    """(log batch, log ratio of measured to base) shared by all models; empty in versions before it."""
     step_booster: str
     p90_log_ratio: float
     """The 90th percentile of log(measured / predicted) over held-out models."""
@@ -144,25 +184,33 @@ class MachineModel(BaseModel):
     architectures: tuple[str, ...]
     """Hashes of the architectures measured whole on this machine: their predictions deserve more trust."""
 
-    _measured: dict[LayerConfig, list[tuple[float, float]]] = PrivateAttr(default_factory=dict)
+    _lines: dict[LayerConfig, tuple[float, float]] = PrivateAttr(default_factory=dict)
+    _grid: tuple[int, ...] = PrivateAttr(default=())
 
     def model_post_init(self, context: object, /) -> None:
-        for config, seconds in sorted(self.measured_layers, key=lambda pair: pair[0].batch):
-            self._measured.setdefault(_key(config), []).append((log(config.batch), log(seconds)))
+        points: dict[LayerConfig, list[tuple[int, float]]] = {}
+        for config, seconds in self.measured_layers:
+            points.setdefault(_key(config), []).append((config.batch, seconds))
+        self._lines = {key: _line(pairs) for key, pairs in points.items() if len(pairs) >= 2}
+        self._grid = tuple(sorted({config.batch for config, _ in self.measured_layers}))
 
     def layer_seconds(self, configs: Sequence[LayerConfig]) -> dict[LayerConfig, float]:
-        """Measured times where the benchmark has the layer at two batch sizes or more (interpolated
-        between them in log-log, where time is close to linear), the layer model's elsewhere."""
-        seconds: dict[LayerConfig, float] = {}
-        for config in configs:
-            points = self._measured.get(_key(config), [])
-            if len(points) >= 2:
-                seconds[config] = exp(_log_log(points, log(config.batch)))
-        missing = sorted({c for c in configs if c not in seconds}, key=lambda c: c.key())
-        if missing:
-            ratios = _apply(self.layer_booster, [layer_features(c) for c in missing])
-            seconds.update((c, exp(r) * (layer_flops(c) + 1.0)) for c, r in zip(missing, ratios, strict=True))
-        return seconds
+        """Each layer's line at its batch: through its micro-benchmarks where it has two or more, else
+        through the layer booster's times at the benchmarked batch sizes."""
+        missing = sorted({_key(c) for c in configs} - self._lines.keys(), key=lambda c: c.key())
+        lines = {**self._lines, **self._predicted_lines(missing)}
+        return {c: lines[_key(c)][0] + lines[_key(c)][1] * c.batch for c in configs}
+
+    def _predicted_lines(self, keys: Sequence[LayerConfig]) -> dict[LayerConfig, tuple[float, float]]:
+        if not keys:
+            return {}
+        grid = [[key.model_copy(update={"batch": batch}) for batch in self._grid or (1,)] for key in keys]
+        flat = [config for row in grid for config in row]
+        ratios = _apply(self.layer_booster, [layer_features(c) for c in flat])
+        seconds = iter(exp(r) * (layer_flops(c) + 1.0) for c, r in zip(flat, ratios, strict=True))
+        return {
+            key: _line([(c.batch, next(seconds)) for c in row]) for key, row in zip(keys, grid, strict=True)
+        }
 
     def features(self, table: LayerTable, batch: int, amp: bool, channels_last: bool) -> StepFeatures:
         seconds = self.layer_seconds(timed_layers(table, batch, amp))
@@ -170,13 +218,16 @@ class MachineModel(BaseModel):
 
     def predict(self, table: LayerTable, batch: int, amp: bool, channels_last: bool) -> StepPrediction:
         features = self.features(table, batch, amp, channels_last)
-        (log_s,) = _predict_steps(self.step_base, self.step_booster, [features])
+        (log_s,) = _predict_steps(self._step_fit(), [features])
         step_s = exp(log_s)
         return StepPrediction(
             step_s=step_s,
             step_s_p90=step_s * exp(max(self.p90_log_ratio, 0.0)),
             peak_memory_bytes=round(self.memory.predict(table, batch, amp)),
         )
+
+    def _step_fit(self) -> StepFit:
+        return StepFit(coefficients=self.step_base, curve=self.batch_curve, booster=self.step_booster)
 
     def largest_batch(self, table: LayerTable, amp: bool, capacity_bytes: int) -> int:
         """The largest micro-batch whose predicted peak, plus the margin, fits; 0 when none does."""
@@ -215,8 +266,10 @@ def fit_machine(
         architectures=tuple(sorted({s.table.architecture_hash for s in steps})),
     )
     features = [base.features(s.table, s.batch, s.amp, s.channels_last) for s in steps]
-    coefficients, booster = _fit_steps(steps, features)
-    model = base.model_copy(update={"step_base": coefficients, "step_booster": booster})
+    fit = _fit_steps(steps, features)
+    model = base.model_copy(
+        update={"step_base": fit.coefficients, "batch_curve": fit.curve, "step_booster": fit.booster}
+    )
     if folds < 2:
         return model
     residuals = _heldout_residuals(steps, features, folds)
@@ -225,33 +278,35 @@ def fit_machine(
     return model.model_copy(update={"p90_log_ratio": p90, "heldout_mape": mape})
 
 
-def _base(coefficients: Sequence[float], features: StepFeatures) -> float:
-    return max(float(np.dot(coefficients, features.base_terms())), _TINY_S)
+def _rows(fit: StepFit, features: Sequence[StepFeatures]) -> list[list[float]]:
+    return [[*f.vector(), log(fit.base(f))] for f in features]
 
 
-def _rows(coefficients: Sequence[float], features: Sequence[StepFeatures]) -> list[list[float]]:
-    return [[*f.vector(), log(_base(coefficients, f))] for f in features]
-
-
-def _fit_steps(
-    steps: Sequence[StepSample], features: Sequence[StepFeatures]
-) -> tuple[tuple[float, ...], str]:
-    """The linear base by relative least squares, then the booster on what the base leaves."""
+def _fit_steps(steps: Sequence[StepSample], features: Sequence[StepFeatures]) -> StepFit:
+    """The linear base by relative least squares and the batch curve (the median log ratio at each
+    measured batch size), alternated a few times; then the booster on what both leave."""
     terms = np.asarray([f.base_terms() for f in features])
     seconds = np.asarray([s.seconds for s in steps])
     scale = np.maximum(terms.max(axis=0), _TINY_S)
-    solution, _residual = nnls(terms / scale / seconds[:, None], np.ones(len(steps)))
-    coefficients = tuple(float(v) for v in solution / scale)
-    targets = [log(s.seconds) - log(_base(coefficients, f)) for s, f in zip(steps, features, strict=True)]
-    return coefficients, _train(_STEP_PARAMS, _STEP_ROUNDS, _rows(coefficients, features), targets)
+    fit = StepFit(coefficients=(), curve=(), booster="")
+    for _round in range(_CURVE_ROUNDS):
+        shared = np.asarray([exp(_interpolate(fit.curve, log(f.batch))) for f in features])
+        solution, _residual = nnls(terms / scale / (seconds / shared)[:, None], np.ones(len(steps)))
+        coefficients = tuple(float(v) for v in solution / scale)
+        ratios: dict[int, list[float]] = {}
+        for sample, f in zip(steps, features, strict=True):
+            ratios.setdefault(f.batch, []).append(log(sample.seconds) - log(_linear(coefficients, f)))
+        curve = tuple(sorted((log(batch), float(np.median(r))) for batch, r in ratios.items()))
+        fit = StepFit(coefficients=coefficients, curve=curve, booster="")
+    targets = [log(s.seconds) - log(fit.base(f)) for s, f in zip(steps, features, strict=True)]
+    booster = _train(_STEP_PARAMS, _STEP_ROUNDS, _rows(fit, features), targets)
+    return StepFit(coefficients=fit.coefficients, curve=fit.curve, booster=booster)
 
 
-def _predict_steps(
-    coefficients: Sequence[float], booster: str, features: Sequence[StepFeatures]
-) -> list[float]:
+def _predict_steps(fit: StepFit, features: Sequence[StepFeatures]) -> list[float]:
     """Log seconds."""
-    ratios = _apply(booster, _rows(coefficients, features))
-    return [r + log(_base(coefficients, f)) for r, f in zip(ratios, features, strict=True)]
+    ratios = _apply(fit.booster, _rows(fit, features))
+    return [r + log(fit.base(f)) for r, f in zip(ratios, features, strict=True)]
 
 
 def _heldout_residuals(
@@ -267,7 +322,7 @@ def _heldout_residuals(
         test = [i for i, s in enumerate(steps) if s.model in held]
         if not train or not test:
             continue
-        coefficients, booster = _fit_steps([steps[i] for i in train], [features[i] for i in train])
-        predicted = _predict_steps(coefficients, booster, [features[i] for i in test])
+        fit = _fit_steps([steps[i] for i in train], [features[i] for i in train])
+        predicted = _predict_steps(fit, [features[i] for i in test])
         residuals += [log(steps[i].seconds) - p for i, p in zip(test, predicted, strict=True)]
     return residuals or [0.0]

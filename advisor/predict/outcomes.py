@@ -21,7 +21,7 @@ def collect_outcomes(store: Store, client: SlurmClient) -> int:
     finished = 0
     for job in client.history(since, job_ids=sorted(waiting)):
         if job.job_id in waiting and job.array_task_id is None:
-            advised.finish(job.job_id, job.state, job.elapsed.total_seconds(), job.end_time.isoformat())
+            advised.finish(job.job_id, job.state, job.elapsed.total_seconds(), job.end_time, job.start_time)
             finished += 1
     return finished
 

@@ -11,6 +11,7 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
+from functools import lru_cache
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -167,5 +168,18 @@ def active_model(store: Store, machine: str) -> tuple[MachineModel, int] | None:
     row = ModelRegistry(store).active(machine)
     if row is None:
         return None
-    model = MachineModel.model_validate_json(Path(row["path"]).read_text(encoding="utf-8"))
-    return model, int(row["version"])
+    return _load(row["path"]), int(row["version"])
+
+
+@lru_cache(maxsize=64)
+def _load(path: str) -> MachineModel:
+    """Version files are written once and never changed (a retrain writes a new file), so a path is a key."""
+    return MachineModel.model_validate_json(Path(path).read_text(encoding="utf-8"))
+
+
+def model_created_at(store: Store, machine: str, version: int) -> datetime | None:
+    """When a version was trained: the policy trusts a model only while it is young."""
+    for row in ModelRegistry(store).versions(machine):
+        if row["version"] == version:
+            return datetime.fromisoformat(row["created_at"])
+    return None

@@ -6,8 +6,10 @@ micro-batches and accumulation steps), unless the user declared a range of accep
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -119,7 +121,7 @@ def _splits(
         per_device = global_batch // devices
         if largest is None or per_device <= largest or tuning.batch == "never":
             found.add((global_batch, per_device, 1))
-        elif description.grad_accum:
+        elif description.grad_accum and largest >= 1:
             micro = max(d for d in _divisors(per_device) if d <= largest)
             found.add((global_batch, micro, per_device // micro))
     return sorted(found)
@@ -127,3 +129,19 @@ def _splits(
 
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def optimizer_steps(description: JobDescription, global_batch: int) -> int:
+    """The job's optimizer steps at this global batch: the same epochs, or the same samples."""
+    if description.epochs is not None and description.dataset_size is not None:
+        return math.ceil(description.epochs * math.ceil(description.dataset_size / global_batch))
+    return math.ceil(description.total_steps * description.global_batch / global_batch)
+
+
+_FP16_ONLY = ("v100", "t4", "p100", "k80", "2080", "1080", "titan")
+"""GPUs before Ampere have no fast bfloat16; mixed precision there means float16 with a loss scaler."""
+
+
+def amp_dtype(gpu_type: str | None) -> Literal["bf16", "fp16"]:
+    name = (gpu_type or "").lower()
+    return "fp16" if any(old in name for old in _FP16_ONLY) else "bf16"

@@ -13,6 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from advisor.jobscript.rewrite import Advice
 from advisor.policy.model import Confidence, Mode, Objective, RewriteRules
 from advisor.recommend.candidates import Shape
 from advisor.slurm.values import format_duration
@@ -64,6 +65,21 @@ class Decision(BaseModel):
     """The winner, or the baseline when nothing is worth changing."""
     apply: bool
     """True only when the policy's mode for the winner's partition is rewrite and every threshold holds."""
+    reasons: list[str]
+
+
+class Recommendation(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    user: str
+    account: str | None
+    mode: Mode
+    candidates: list[Estimate]
+    baseline: Estimate | None
+    chosen: Estimate | None
+    apply: bool
+    advice: Advice | None
+    """The change to make (or to show, when ``apply`` is false); None when the job stays as it is."""
     reasons: list[str]
 
 

@@ -133,6 +133,15 @@ class SlurmClient:
         argv.append(f"--user={','.join(users)}" if users else "--allusers")
         return self._parse(self._run(argv), parse_sacct_json)
 
+    def default_account(self, user: str) -> str | None:
+        """The account Slurm charges when a job names none; None on a cluster without accounting."""
+        argv = ["sacctmgr", "--noheader", "--parsable2", "show", "user", user, "format=DefaultAccount"]
+        try:
+            lines = self._run(argv).stdout.split()
+        except SlurmError:
+            return None
+        return lines[0] if lines else None
+
     def cancel(self, job_id: int | str, signal: str | None = None) -> None:
         self._run(["scancel", *([f"--signal={signal}"] if signal else []), str(job_id)])
 

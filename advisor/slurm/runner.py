@@ -15,11 +15,12 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, Self
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Self
 
-import paramiko
-from fabric import Connection
 from pydantic import BaseModel, ConfigDict, model_validator
+
+if TYPE_CHECKING:
+    from fabric import Connection
 
 #: Variables that silently change what Slurm commands do or print (default partition, output format...).
 _SLURM_PREFIXES = ("SBATCH_", "SLURM_", "SALLOC_", "SRUN_", "SQUEUE_", "SINFO_", "SACCT_")
@@ -154,6 +155,9 @@ class SshRunner:
         self._connection: Connection | None = None
 
     def run(self, argv: Sequence[str], *, stdin: str | None = None, timeout: float) -> CommandResult:
+        # paramiko and fabric load on first use: advise-submit and local Slurm never pay for them.
+        import paramiko
+
         args = tuple(argv)
         command = shlex.join(["env", *(f"{name}={value}" for name, value in self._env.items()), *args])
         try:
@@ -184,6 +188,9 @@ class SshRunner:
 
     def _connect(self, timeout: float) -> Any:
         """Open (or reuse) the fabric connection and return its paramiko transport."""
+        import paramiko
+        from fabric import Connection
+
         if self._connection is None:
             connection = Connection(
                 self._host,

@@ -1,0 +1,129 @@
+"""`advisor status` and `advisor explain JOBID`: what the service is doing and why a job was advised so.
+
+`explain` asks the daemon, which answers only the job's owner (or root, or the service's own user);
+`status` reads the daemon's health over its socket and the database the admin can read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from advisor import paths
+from advisor.api import Explanation, Health
+from advisor.daemon.transport import UnixHTTPConnection
+from advisor.store import ModelRegistry, Store
+
+TIMEOUT_S = 10.0
+
+
+class DaemonError(RuntimeError):
+    """The daemon did not answer, or refused."""
+
+
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    status = commands.add_parser("status", help="daemon health, models, last benchmarks")
+    status.add_argument("--db", type=Path, default=paths.database())
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(handler=_status)
+    explain = commands.add_parser("explain", help="the candidates and reasons behind an advised job")
+    explain.add_argument("job_id", type=int)
+    explain.add_argument("--json", action="store_true")
+    explain.set_defaults(handler=_explain)
+
+
+def ask(path: str) -> bytes:
+    """GET from the daemon on ``$ADVISOR_SOCKET``."""
+    connection = UnixHTTPConnection(
+        paths.socket(), timeout=float(os.environ.get("ADVISOR_TIMEOUT", TIMEOUT_S))
+    )
+    try:
+        connection.request("GET", path)
+        response = connection.getresponse()
+        body = response.read()
+    except OSError as error:
+        raise DaemonError(f"the advisor daemon at {paths.socket()} did not answer: {error}") from error
+    finally:
+        connection.close()
+    if response.status != 200:
+        try:
+            detail = json.loads(body)["error"]
+        except (ValueError, KeyError, TypeError):
+            detail = body[:200].decode("utf-8", "replace")
+        raise DaemonError(detail)
+    return body
+
+
+def _explain(args: argparse.Namespace, console: Console) -> int:
+    from advisor.recommend.cli import show
+
+    try:
+        explanation = Explanation.model_validate_json(ask(f"/explain/{args.job_id}"))
+    except DaemonError as error:
+        console.print(f"advisor: error: {error}", highlight=False)
+        return 1
+    if args.json:
+        print(explanation.model_dump_json(indent=2))
+        return 0
+    verb = "applied" if explanation.applied else "not applied"
+    console.print(f"job {explanation.job_id} of {explanation.user}: advice {verb}", highlight=False)
+    show(explanation.recommendation, console)
+    return 0
+
+
+def _status(args: argparse.Namespace, console: Console) -> int:
+    try:
+        health: Health | None = Health.model_validate_json(ask("/health"))
+        problem = None
+    except DaemonError as error:
+        health, problem = None, str(error)
+    store = Store.open(args.db)
+    now = datetime.now(UTC)
+    models = [
+        {
+            "machine": row["machine"],
+            "version": row["version"],
+            "age_hours": round((now - datetime.fromisoformat(row["created_at"])).total_seconds() / 3600, 1),
+            "heldout_mape": row["heldout_mape"],
+            "steps": row["step_rows"],
+        }
+        for row in ModelRegistry(store).versions()
+        if row["active"]
+    ]
+    benchmarks = [
+        {"partition": row[0], "machine": row[1], "last": row[2], "rows": row[3]}
+        for row in store.db.execute(
+            "SELECT f.partition, s.machine, MAX(s.measured_at), COUNT(*) FROM step_measurements s "
+            "JOIN fingerprints f ON f.key = s.fingerprint GROUP BY f.partition, s.machine ORDER BY 1"
+        ).fetchall()
+    ]
+    report = {
+        "daemon": None if health is None else health.model_dump(),
+        "daemon_error": problem,
+        "models": models,
+        "benchmarks": benchmarks,
+    }
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0 if health is not None else 3
+    console.print(
+        f"daemon: {'up, version ' + health.version if health else 'down: ' + str(problem)}", highlight=False
+    )
+    if health is not None and health.policy_error:
+        console.print(
+            f"policy error (the previous policy stays in force): {health.policy_error}", highlight=False
+        )
+    for title, rows in (("models", models), ("benchmarks", benchmarks)):
+        table = Table(title=title)
+        for column in rows[0] if rows else ["(none)"]:
+            table.add_column(column)
+        for row in rows:
+            table.add_row(*(str(value) for value in row.values()))
+        console.print(table)
+    return 0 if health is not None else 3

@@ -1,0 +1,96 @@
+"""The daemon's HTTP API, as data: what `advise-submit` sends and what it gets back.
+
+Endpoints (JSON bodies, on the daemon's Unix socket):
+- ``GET /health`` -> `Health`
+- ``POST /advise`` `AdviseRequest` -> `AdviseResponse`: the recommendation and the exact submission to make
+- ``POST /submitted`` `Submitted` -> `Health`: the job id the caller's sbatch printed, so the prediction
+  can be compared with what really happens (the daemon checks the job belongs to the caller)
+- ``GET /explain/JOBID`` -> `Explanation`
+
+Nothing here names the caller: the daemon takes the uid from the socket (SO_PEERCRED).
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from advisor.jobscript.rewrite import Submission
+from advisor.recommend.choose import Recommendation
+
+MAX_SCRIPT_BYTES = 4 * 2**20
+"""sbatch refuses scripts over 4 MB (its batch-script size limit, max_script_size), so the daemon does too."""
+
+
+STDIN = "<stdin>"
+"""``where`` of a script that sbatch would read from its standard input."""
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class AdviseRequest(_Message):
+    """Unknown fields are dropped, not refused: a body that claims a uid or user name is served as the
+    caller the kernel reports, like any other."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    script_b64: str = Field(max_length=(MAX_SCRIPT_BYTES * 4) // 3 + 8)
+    """The batch script's exact bytes; the daemon never opens a user's files."""
+    where: str
+    """The script's path (or ``<stdin>``), for messages."""
+    sbatch_argv: list[str]
+    """sbatch's arguments as the user gave them: options, the script path and the script's arguments."""
+    description_args: list[str] = []
+    """`#ADVISOR` options given on the command line."""
+    environ: dict[str, str] = {}
+    """The caller's ``SBATCH_*`` variables, which sbatch reads as options."""
+    table: dict[str, Any] | None = None
+    """The layer table of a factory model, introspected in the user's own process (the daemon imports no
+    user code); the daemon validates it before use."""
+
+    @property
+    def script(self) -> bytes:
+        return base64.b64decode(self.script_b64, validate=True)
+
+    @classmethod
+    def of(cls, script: bytes, **fields: Any) -> AdviseRequest:
+        return cls(script_b64=base64.b64encode(script).decode("ascii"), **fields)
+
+
+class AdviseResponse(_Message):
+    request_id: str
+    recommendation: Recommendation
+    submission: Submission
+    """What to hand to sbatch: the job unchanged unless ``submission.rewritten``."""
+    latency_ms: float
+
+
+class Submitted(_Message):
+    request_id: str
+    job_id: int
+
+
+class Health(_Message):
+    ok: bool
+    version: str
+    policy_error: str | None = None
+    """The last policy edit that failed to load (the previous policy stays in force)."""
+    detail: str | None = None
+
+
+class Explanation(_Message):
+    job_id: int
+    request_id: str
+    user: str
+    applied: bool
+    recommendation: Recommendation
+
+
+class Problem(_Message):
+    """Every error response: what went wrong, and where when a file or field is to blame."""
+
+    error: str

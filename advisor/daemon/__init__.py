@@ -1,0 +1,1 @@
+"""The advisor daemon: HTTP over a Unix socket, its scheduled jobs, and its client transport."""

@@ -1,0 +1,209 @@
+"""What the daemon does for each request, apart from HTTP: parse, predict, recommend, audit.
+
+The caller is a `Peer` from the kernel. The daemon never runs sbatch for anyone: it answers with the
+submission to make, and the caller's own `advise-submit` makes it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from advisor import __version__
+from advisor.api import STDIN, AdviseRequest, AdviseResponse, Explanation, Health, Submitted
+from advisor.daemon.transport import Peer
+from advisor.introspect import LayerTable
+from advisor.introspect.run import introspect
+from advisor.jobscript.rewrite import AdviceError, Submission, apply_advice, unchanged
+from advisor.jobscript.submission import ParsedSubmission, parse_job
+from advisor.policy.holder import PolicyHolder
+from advisor.predict.scaling import DeviceSpec
+from advisor.recommend.choose import Recommendation
+from advisor.recommend.cluster import ClusterView
+from advisor.recommend.edges import recommend_now
+from advisor.slurm.client import SlurmClient
+from advisor.store import AdvisedJobs, Audit, Store
+
+
+class RequestError(ValueError):
+    """The request cannot be advised; the caller submits the job unchanged."""
+
+
+class Forbidden(PermissionError):
+    """The caller asked about something that is not theirs."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    database: Path
+    policy: Path
+    specs: list[DeviceSpec]
+
+
+class Advisor:
+    def __init__(self, settings: Settings, client: SlurmClient, clock: Callable[[], datetime]) -> None:
+        self.settings = settings
+        self.client = client
+        self.cluster = ClusterView(client, clock)
+        self.clock = clock
+        self.policy = PolicyHolder(settings.policy)
+        self._local = threading.local()
+
+    def store(self) -> Store:
+        """One SQLite connection per thread: the server answers each request on its own thread."""
+        store: Store | None = getattr(self._local, "store", None)
+        if store is None:
+            store = Store.open(self.settings.database)
+            self._local.store = store
+        return store
+
+    def reload(self) -> None:
+        self.policy.reload()
+
+    def health(self) -> Health:
+        error = self.policy.last_error
+        return Health(ok=True, version=__version__, policy_error=None if error is None else str(error))
+
+    def advise(self, peer: Peer, request: AdviseRequest) -> AdviseResponse:
+        began = time.perf_counter()
+        user = _user_name(peer.uid)
+        parsed = parse_job(
+            request.script, request.where, request.sbatch_argv, request.environ, request.description_args
+        )
+        table = _table(parsed, request)
+        now = self.clock()
+        store = self.store()
+        recommendation = recommend_now(
+            self.cluster, store, self.policy.current, self.settings.specs, parsed, table, user, now
+        )
+        submission = _submission(parsed, request, recommendation)
+        request_id = uuid.uuid4().hex
+        latency_ms = (time.perf_counter() - began) * 1000
+        Audit(store).record(
+            {
+                "request_id": request_id,
+                "at": now.isoformat(),
+                "uid": peer.uid,
+                "user": user,
+                "where": request.where,
+                "argv": json.dumps(request.sbatch_argv),
+                "request": parsed.request.model_dump_json(exclude={"script"}),
+                "recommendation": recommendation.model_dump_json(),
+                "applied": int(submission.rewritten),
+                "latency_ms": latency_ms,
+            }
+        )
+        return AdviseResponse(
+            request_id=request_id, recommendation=recommendation, submission=submission, latency_ms=latency_ms
+        )
+
+    def submitted(self, peer: Peer, message: Submitted) -> Health:
+        """Links the job to its advice once Slurm confirms the job is the caller's."""
+        store = self.store()
+        audit = Audit(store)
+        row = audit.get(message.request_id)
+        if row is None or row["uid"] != peer.uid:
+            raise Forbidden(f"request {message.request_id} is not yours")
+        if not self._owns(peer.uid, message.job_id):
+            raise Forbidden(f"job {message.job_id} does not belong to uid {peer.uid}")
+        audit.attach_job(message.request_id, message.job_id)
+        recommendation = Recommendation.model_validate_json(row["recommendation"])
+        chosen = recommendation.chosen if row["applied"] else recommendation.baseline
+        if chosen is None:
+            return self.health()
+        submitted_at = datetime.fromisoformat(row["at"])
+
+        def start(wait_s: float | None) -> str | None:
+            return None if wait_s is None else (submitted_at + timedelta(seconds=wait_s)).isoformat()
+
+        AdvisedJobs(store).record(
+            {
+                "job_id": message.job_id,
+                "submitted_at": row["at"],
+                "user": row["user"],
+                "partition": chosen.shape.partition,
+                "machine": chosen.machine,
+                "model_version": chosen.model_version,
+                "confidence": chosen.confidence,
+                "predicted_s": chosen.run_s,
+                "predicted_p90_s": chosen.run_p90_s,
+                "time_limit_s": chosen.time_limit.total_seconds(),
+                "slurm_start": start(chosen.slurm_wait_s),
+                "advisor_start": start(chosen.advisor_wait_s),
+            }
+        )
+        return self.health()
+
+    def explain(self, peer: Peer, job_id: int) -> Explanation:
+        row = Audit(self.store()).by_job(job_id)
+        if row is None:
+            raise LookupError(f"no advice was given for job {job_id}")
+        if peer.uid not in (row["uid"], 0, os.geteuid()):
+            raise Forbidden(f"job {job_id} is not yours")
+        return Explanation(
+            job_id=job_id,
+            request_id=row["request_id"],
+            user=row["user"],
+            applied=bool(row["applied"]),
+            recommendation=Recommendation.model_validate_json(row["recommendation"]),
+        )
+
+    def _owns(self, uid: int, job_id: int) -> bool:
+        queued = [job for job in self.client.jobs() if job.job_id == job_id]
+        if queued:
+            return queued[0].uid == uid
+        finished = self.client.history(self.clock() - timedelta(days=1), job_ids=[job_id])
+        return any(job.user == _user_name(uid) for job in finished)
+
+
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def _table(parsed: ParsedSubmission, request: AdviseRequest) -> LayerTable | None:
+    if parsed.description is None:
+        return None
+    if request.table is not None:
+        return LayerTable.model_validate(request.table)
+    description = parsed.description
+    if ":" in description.model:
+        raise RequestError(
+            f"model {description.model} is a factory: the daemon imports no user code, so advise-submit "
+            "introspects it and sends the layer table"
+        )
+    return introspect(
+        description.model, description.input_shape, description.model_kwargs, allow_factories=False
+    )
+
+
+def _submission(
+    parsed: ParsedSubmission, request: AdviseRequest, recommendation: Recommendation
+) -> Submission:
+    stdin = parsed.request.script if request.where == STDIN else None
+    if not recommendation.apply or recommendation.advice is None:
+        return unchanged(request.sbatch_argv, stdin)
+    try:
+        return apply_advice(
+            parsed.request,
+            parsed.description,
+            request.sbatch_argv,
+            recommendation.advice,
+            {candidate.shape.partition for candidate in recommendation.candidates},
+        )
+    except AdviceError as error:
+        return unchanged(request.sbatch_argv, stdin, f"advice not applied: {error}")
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,104 @@
+"""`advisor daemon`: the service, with its background jobs on an APScheduler 3 scheduler.
+
+Background jobs: every few minutes read finished advised jobs from Slurm's history (calibration and the
+wait estimators' track record); every few minutes retrain the per-machine predictors when the benchmark
+database has new rows (the nightly run adds them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from apscheduler.schedulers.background import BackgroundScheduler  # type: ignore[import-untyped]
+from rich.console import Console
+
+from advisor import paths
+from advisor.slurm.client import SlurmClient
+from advisor.store import Store
+
+if TYPE_CHECKING:
+    from advisor.daemon.app import Advisor
+
+log = logging.getLogger("advisor.daemon")
+OUTCOME_MINUTES = 5
+RETRAIN_MINUTES = 10
+
+
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    daemon = commands.add_parser(
+        "daemon", help="serve advice on a Unix socket (run as the advisor's own user)"
+    )
+    daemon.add_argument("--socket", type=Path, default=paths.socket(), help="default: %(default)s")
+    daemon.add_argument("--db", type=Path, default=paths.database())
+    daemon.add_argument("--policy", type=Path, default=paths.policy())
+    daemon.add_argument("--gpu-specs", type=Path, default=paths.gpu_specs())
+    daemon.add_argument("--models-dir", type=Path, default=paths.state_dir() / "models")
+    daemon.add_argument("--log-level", default="INFO")
+    daemon.set_defaults(handler=_daemon)
+
+
+def _daemon(args: argparse.Namespace, console: Console) -> int:
+    if os.geteuid() == 0 and not os.environ.get("ADVISOR_ALLOW_ROOT"):
+        console.print(
+            "advisor: error: the daemon never runs as root; run it as the advisor user", highlight=False
+        )
+        return 1
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    # The service needs torch (introspection) and xgboost (predictors); other commands start without them.
+    from advisor.daemon.app import Advisor, Settings, utc_now
+    from advisor.daemon.server import serve
+    from advisor.predict.service import load_specs
+
+    specs = load_specs(args.gpu_specs) if args.gpu_specs.is_dir() else []
+    settings = Settings(database=args.db, policy=args.policy, specs=specs)
+    advisor = Advisor(settings, SlurmClient.local(), utc_now)
+    if advisor.policy.last_error is not None:
+        log.error("policy not loaded, the built-in default is in force: %s", advisor.policy.last_error)
+    scheduler = BackgroundScheduler(timezone="UTC")
+    scheduler.add_job(_collect, "interval", minutes=OUTCOME_MINUTES, args=[advisor], id="outcomes")
+    retrain = _Retrainer(args.db, args.models_dir)
+    scheduler.add_job(retrain, "interval", minutes=RETRAIN_MINUTES, id="retrain")
+    scheduler.start()
+    try:
+        serve(advisor, args.socket)
+    finally:
+        scheduler.shutdown(wait=False)
+    return 0
+
+
+def _collect(advisor: Advisor) -> None:
+    from advisor.predict.outcomes import collect_outcomes
+
+    finished = collect_outcomes(advisor.store(), advisor.client)
+    if finished:
+        log.info("%d advised jobs finished", finished)
+
+
+class _Retrainer:
+    """Retrains when the benchmark tables grew since the last look; the first look only takes note."""
+
+    def __init__(self, database: Path, models_dir: Path) -> None:
+        self.database = database
+        self.models_dir = models_dir
+        self.seen: int | None = None
+
+    def __call__(self) -> None:
+        from advisor.bench.measure import zoo_table
+        from advisor.predict.model import NotEnoughDataError
+        from advisor.predict.registry import machines, train_machine
+
+        store = Store.open(self.database)
+        rows = store.count()
+        if self.seen is not None and rows > self.seen:
+            for machine in machines(store):
+                try:
+                    trained = train_machine(store, machine, self.models_dir, zoo_table)
+                except NotEnoughDataError as error:
+                    log.warning("%s", error)
+                    continue
+                log.info("retrained %s: version %d", machine, trained.version)
+        self.seen = rows

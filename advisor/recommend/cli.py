@@ -1,0 +1,129 @@
+"""`advisor recommend SCRIPT [job description options] [sbatch options]`: the advice, without submitting."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from advisor import paths
+from advisor.jobscript.submission import parse_submission
+from advisor.policy.holder import PolicyHolder
+from advisor.recommend.choose import Estimate, Recommendation, describe
+from advisor.slurm.values import format_duration
+
+
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "recommend",
+        help="candidates, choice and explanation for a batch script, without submitting it",
+        usage="advisor recommend [--policy FILE] [--db DB] SCRIPT [job description options] [sbatch options]"
+        " [--json]",
+    )
+    parser.add_argument("--policy", type=Path, default=paths.policy(), help="default: %(default)s")
+    parser.add_argument("--db", type=Path, default=paths.database())
+    parser.add_argument("--gpu-specs", type=Path, default=paths.gpu_specs())
+    parser.add_argument("script", type=Path)
+    parser.add_argument("words", nargs=argparse.REMAINDER, help="#ADVISOR options, then sbatch options")
+    parser.set_defaults(handler=_recommend)
+
+
+def _recommend(args: argparse.Namespace, console: Console) -> int:
+    # torch and xgboost load here only: introspection and the predictors need them.
+    from advisor.introspect.run import introspect
+    from advisor.predict.service import load_specs
+    from advisor.recommend.cluster import ClusterView
+    from advisor.recommend.edges import recommend_now
+    from advisor.slurm.client import SlurmClient
+    from advisor.store import Store
+
+    as_json = "--json" in args.words
+    words = [word for word in args.words if word != "--json"]
+    parsed = parse_submission(args.script, words, os.environ)
+    description = parsed.description
+    table = None
+    if description is not None:
+        table = introspect(
+            description.model, description.input_shape, description.model_kwargs, allow_factories=True
+        )
+    holder = PolicyHolder(args.policy)
+    if holder.last_error is not None:
+        console.print(f"advisor: warning: policy not used: {holder.last_error}", highlight=False)
+    specs = load_specs(args.gpu_specs) if args.gpu_specs.is_dir() else []
+    now = datetime.now(UTC)
+    result = recommend_now(
+        ClusterView(SlurmClient.local(), lambda: now),
+        Store.open(args.db),
+        holder.current,
+        specs,
+        parsed,
+        table,
+        getpass.getuser(),
+        now,
+    )
+    if as_json:
+        print(result.model_dump_json(indent=2))
+    else:
+        show(result, console)
+    return 0
+
+
+def show(result: Recommendation, console: Console) -> None:
+    """The candidates as a table, the chosen one marked, then the reasons."""
+    if result.candidates:
+        table = Table(title="candidates, best first")
+        for column in (
+            "",
+            "configuration",
+            "wait",
+            "run (p50)",
+            "run (p90)",
+            "total",
+            "cost",
+            "fits",
+            "confidence",
+        ):
+            table.add_column(column)
+        for estimate in result.candidates:
+            table.add_row(
+                _mark(estimate, result),
+                describe(estimate.shape),
+                _wait(estimate.slurm_wait_s, estimate.wait_source == "slurm"),
+                _wait(estimate.advisor_wait_s, estimate.wait_source == "advisor"),
+                _span(estimate.run_s),
+                _span(estimate.run_p90_s),
+                _span(estimate.total_s),
+                "-" if estimate.cost is None else f"{estimate.cost:.2f}",
+                "yes" if estimate.fits else "no",
+                estimate.confidence,
+            )
+        console.print(table)
+    for reason in result.reasons:
+        console.print(reason, highlight=False)
+    if result.advice is not None:
+        verb = "applies" if result.apply else "suggests (not applied)"
+        changes = {
+            name: format_duration(value) if isinstance(value, timedelta) else value
+            for name, value in result.advice.model_dump(exclude_none=True).items()
+        }
+        console.print(f"the advisor {verb}: {changes}", highlight=False)
+    console.print("waits marked * come from the estimator with the smaller measured error", highlight=False)
+
+
+def _mark(estimate: Estimate, result: Recommendation) -> str:
+    if estimate == result.chosen:
+        return "chosen"
+    return "as submitted" if estimate == result.baseline else ""
+
+
+def _span(seconds: float) -> str:
+    return format_duration(timedelta(seconds=round(seconds)))
+
+
+def _wait(seconds: float | None, used: bool) -> str:
+    return "-" if seconds is None else _span(seconds) + (" *" if used else "")

@@ -1,0 +1,73 @@
+"""The recommender wired to the real world: Slurm for partitions, queue, history and ``--test-only``; the
+store for predictors and the advisor's own predictions of jobs still running."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from advisor.introspect import LayerTable
+from advisor.jobscript.render import render_script
+from advisor.jobscript.request import JobRequest
+from advisor.jobscript.submission import ParsedSubmission
+from advisor.policy.model import Policy
+from advisor.predict.scaling import DeviceSpec
+from advisor.recommend.choose import Recommendation
+from advisor.recommend.cluster import ClusterView
+from advisor.recommend.service import Context, WaitQuery, Waits, recommend
+from advisor.store import AdvisedJobs, Store
+from advisor.wait.estimate import PLACEHOLDER_SCRIPT, Candidate, estimate_waits
+from advisor.wait.snapshot import JobRequest as SlotRequest
+
+
+def recommend_now(
+    cluster: ClusterView,
+    store: Store,
+    policy: Policy,
+    specs: list[DeviceSpec],
+    parsed: ParsedSubmission,
+    table: LayerTable | None,
+    user: str,
+    now: datetime,
+) -> Recommendation:
+    request = parsed.request
+    account = request.account or cluster.default_account(user)
+    context = Context(
+        store=store,
+        policy=policy,
+        partitions=cluster.partitions(),
+        specs=specs,
+        waits=lambda queries: queue_waits(cluster, store, request, queries, now),
+    )
+    return recommend(context, request, parsed.description, table, user, account, now)
+
+
+def queue_waits(
+    cluster: ClusterView, store: Store, request: JobRequest, queries: Sequence[WaitQuery], now: datetime
+) -> list[Waits]:
+    """Slurm's ``--test-only`` start and the advisor's replay of the queue, for each query."""
+    advised = AdvisedJobs(store)
+    predicted = {int(row["job_id"]): float(row["predicted_s"]) for row in advised.unfinished()}
+    try:
+        # Account, QOS and the rest of the user's options, as directives; the candidate's resources win.
+        script = render_script(request)
+    except ValueError:
+        script = PLACEHOLDER_SCRIPT
+    cpus = (request.cpus_per_task or 1) * (request.ntasks_per_node or request.ntasks or 1)
+    candidates = [
+        Candidate(
+            request=SlotRequest(
+                partitions=[query.partition],
+                gpus_per_node=query.gpus,
+                cpus_per_node=cpus,
+                time_limit=query.time_limit,
+            ),
+            script=script,
+        )
+        for query in queries
+    ]
+    records = advised.wait_records()
+    estimates = estimate_waits(cluster.client, candidates, now, predicted, cluster.history(), records=records)
+    return [
+        Waits(slurm_s=e.slurm_wait_s, advisor_s=e.advisor_wait_s, preferred=e.preferred) for e in estimates
+    ]

@@ -1,0 +1,264 @@
+"""A recommendation for one submission: candidates, their predicted run, wait and cost, and the choice.
+
+The edges come in through `Context`: the store with the predictors, the policy, GPU specifications and a
+wait estimator (Slurm's ``--test-only`` and the advisor's own queue replay); the clock is an argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from pydantic import BaseModel, ConfigDict
+
+from advisor.introspect import LayerTable
+from advisor.jobscript.advisor_lines import JobDescription
+from advisor.jobscript.request import JobRequest
+from advisor.jobscript.rewrite import Advice
+from advisor.policy.model import Mode, Policy
+from advisor.policy.resolve import Effective, resolve
+from advisor.predict.jobtime import JobShape, job_time
+from advisor.predict.registry import model_created_at
+from advisor.predict.scaling import DeviceSpec
+from advisor.predict.service import Prediction, predict
+from advisor.recommend.candidates import Offer, Shape, amp_dtype, baseline, optimizer_steps, shapes
+from advisor.recommend.choose import Decision, Estimate, Recommendation, WaitSource, choose
+from advisor.slurm.models import Partition
+from advisor.slurm.values import format_duration
+from advisor.store import Store
+
+LINK_BYTES_S = 12e9
+"""Gradient all-reduce bandwidth between a node's GPUs: PCIe-class, the conservative case."""
+
+
+class WaitQuery(BaseModel):
+    """The resources a candidate asks Slurm for, which is all its queue wait depends on."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    partition: str
+    gpus: int
+    gpu_type: str | None
+    time_limit: timedelta
+
+
+class Waits(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    slurm_s: float | None
+    advisor_s: float | None
+    preferred: WaitSource
+    """The estimator with the smaller measured error on this partition."""
+
+
+WaitEstimator = Callable[[Sequence[WaitQuery]], list[Waits]]
+"""Both estimators' waits for each query, in order; None where one could not say."""
+
+
+@dataclass(frozen=True)
+class Context:
+    store: Store
+    policy: Policy
+    partitions: list[Partition]
+    specs: list[DeviceSpec]
+    waits: WaitEstimator
+
+
+def recommend(
+    context: Context,
+    request: JobRequest,
+    description: JobDescription | None,
+    table: LayerTable | None,
+    user: str,
+    account: str | None,
+    now: datetime,
+) -> Recommendation:
+    effective = resolve(context.policy, user, account, [p.name for p in context.partitions])
+
+    def nothing(reason: str) -> Recommendation:
+        return Recommendation(
+            user=user,
+            account=account,
+            mode=effective.mode,
+            candidates=[],
+            baseline=None,
+            chosen=None,
+            apply=False,
+            advice=None,
+            reasons=[reason],
+        )
+
+    if effective.mode == "off":
+        return nothing("the policy turns the advisor off for this user")
+    if description is None or table is None:
+        return nothing("no #ADVISOR job description: nothing to predict")
+    if (request.nodes_min or 1) > 1:
+        return nothing("multi-node jobs are passed through as submitted")
+    offers = {p.name: _offer(p) for p in context.partitions}
+    asked_partition = _asked_partition(request, context.partitions)
+    if asked_partition is None or asked_partition not in offers:
+        return nothing("the job's partition is not one of the cluster's")
+    gpus = _requested_gpus(request)
+    estimator = _Estimator(context, effective, request, description, table, now)
+    asked = baseline(description, offers[asked_partition], gpus, amp=False)
+    allowed = [offers[name] for name in effective.partitions if name in offers]
+    largest = {(o.name, amp): estimator.largest_batch(o.name, amp) for o in allowed for amp in (False, True)}
+    found = [s for s in shapes(description, allowed, gpus, effective.tuning, largest) if s != asked]
+    estimates = estimator.estimate([asked, *found])
+    modes: dict[str, Mode] = {name: terms.mode for name, terms in effective.partitions.items()}
+    rules = effective.rewrite
+    decision = choose(estimates, estimates[0], effective.objective, effective.cost_weight, rules, modes)
+    return Recommendation(
+        user=user,
+        account=account,
+        mode=effective.mode,
+        candidates=decision.ranked,
+        baseline=decision.baseline,
+        chosen=decision.chosen,
+        apply=decision.apply,
+        advice=_advice(decision, request, offers),
+        reasons=decision.reasons,
+    )
+
+
+@dataclass(frozen=True)
+class _Run:
+    shape: Shape
+    prediction: Prediction
+    run_s: float
+    p90_s: float
+    query: WaitQuery
+
+
+class _Estimator:
+    """Predictions are cached per (partition, micro-batch, AMP, layout): many candidates share them."""
+
+    def __init__(
+        self,
+        context: Context,
+        effective: Effective,
+        request: JobRequest,
+        description: JobDescription,
+        table: LayerTable,
+        now: datetime,
+    ) -> None:
+        self.context = context
+        self.effective = effective
+        self.request = request
+        self.description = description
+        self.table = table
+        self.now = now
+        self.partitions = {p.name: p for p in context.partitions}
+        self._cache: dict[tuple[str, int, bool, bool], Prediction] = {}
+
+    def prediction(self, partition: str, batch: int, amp: bool, channels_last: bool) -> Prediction:
+        key = (partition, batch, amp, channels_last)
+        if key not in self._cache:
+            gpu = self.partitions[partition].gpu_type
+            store, specs = self.context.store, self.context.specs
+            self._cache[key] = predict(store, partition, self.table, batch, amp, channels_last, specs, gpu)
+        return self._cache[key]
+
+    def largest_batch(self, partition: str, amp: bool) -> int | None:
+        return self.prediction(partition, 1, amp, False).largest_batch
+
+    def estimate(self, candidates: list[Shape]) -> list[Estimate]:
+        runs = [self._run(shape) for shape in candidates]
+        unique = sorted({run.query for run in runs}, key=lambda q: (q.partition, q.gpus, q.time_limit))
+        waits = dict(zip(unique, self.context.waits(unique), strict=True))
+        return [self._estimate(run, waits[run.query]) for run in runs]
+
+    def _run(self, shape: Shape) -> _Run:
+        prediction = self.prediction(shape.partition, shape.micro_batch, shape.amp, shape.channels_last)
+        steps = optimizer_steps(self.description, shape.global_batch)
+        whole = job_time(
+            prediction.step_s, prediction.step_s_p90, JobShape(steps=steps, accumulation=shape.accumulation)
+        )
+        devices = shape.devices
+        all_reduce_s = steps * 2 * (devices - 1) / devices * self.table.totals.parameters * 4 / LINK_BYTES_S
+        p90_s = whole.p90_s + all_reduce_s
+        limit = self._time_limit(shape, p90_s)
+        gpu_type = self.partitions[shape.partition].gpu_type
+        query = WaitQuery(partition=shape.partition, gpus=shape.gpus, gpu_type=gpu_type, time_limit=limit)
+        return _Run(shape, prediction, whole.p50_s + all_reduce_s, p90_s, query)
+
+    def _time_limit(self, shape: Shape, p90_s: float) -> timedelta:
+        partition = self.partitions[shape.partition]
+        requested = self.request.time_limit
+        limit = self.effective.time_limit.limit(timedelta(seconds=p90_s), requested)
+        if limit is None:
+            limit = requested or partition.default_time or partition.max_time or timedelta(days=1)
+        return limit if partition.max_time is None else min(limit, partition.max_time)
+
+    def _estimate(self, run: _Run, waits: Waits) -> Estimate:
+        shape, prediction, limit = run.shape, run.prediction, run.query.time_limit
+        terms = self.effective.partitions.get(shape.partition)
+        cpus = self.request.cpus_per_task or 1
+        cost = None if terms is None else terms.cost(shape.gpus, cpus if shape.gpus == 0 else 0, run.run_s)
+        notes = [prediction.note] if prediction.note else []
+        if run.p90_s > limit.total_seconds():
+            notes.append(f"the p90 run outlasts the time limit of {format_duration(limit)}")
+        created = model_created_at(self.context.store, prediction.machine, prediction.model_version)
+        return Estimate(
+            shape=shape,
+            run_s=run.run_s,
+            run_p90_s=run.p90_s,
+            peak_memory_bytes=prediction.peak_memory_bytes,
+            fits=prediction.fits,
+            confidence=prediction.confidence,
+            machine=prediction.machine,
+            model_version=prediction.model_version,
+            model_age=self.now - (created or self.now),
+            slurm_wait_s=waits.slurm_s,
+            advisor_wait_s=waits.advisor_s,
+            wait_source=waits.preferred,
+            cost=cost,
+            time_limit=limit,
+            note="; ".join(notes) or None,
+        )
+
+
+def _offer(partition: Partition) -> Offer:
+    return Offer(
+        name=partition.name,
+        gpu_type=partition.gpu_type,
+        gpus_per_node=partition.gpus_per_node,
+        max_time=partition.max_time,
+    )
+
+
+def _asked_partition(request: JobRequest, partitions: list[Partition]) -> str | None:
+    if request.partitions:
+        return request.partitions[0]
+    return next((p.name for p in partitions if p.is_default), None)
+
+
+def _requested_gpus(request: JobRequest) -> int:
+    """GPUs per job on one node, whatever form the user wrote them in."""
+    if request.gpus is None:
+        return 0
+    if request.gpus.per == "task":
+        return request.gpus.count * (request.ntasks_per_node or request.ntasks or 1)
+    return request.gpus.count
+
+
+def _advice(decision: Decision, request: JobRequest, offers: dict[str, Offer]) -> Advice | None:
+    chosen, asked = decision.chosen.shape, decision.baseline.shape
+    if decision.chosen == decision.baseline:
+        return None
+    target = offers[chosen.partition]
+    moved = chosen.partition != asked.partition
+    typed = moved and request.gpus is not None and request.gpus.type is not None
+    same_unit = request.gpus is not None and request.gpus.per != "task"
+    return Advice(
+        partition=chosen.partition if moved else None,
+        gpus=chosen.gpus if same_unit and chosen.gpus != asked.gpus and chosen.gpus > 0 else None,
+        gpu_type=target.gpu_type if typed else None,
+        time_limit=decision.chosen.time_limit,
+        global_batch=chosen.global_batch if chosen.global_batch != asked.global_batch else None,
+        micro_batch=chosen.micro_batch,
+        grad_accum=chosen.accumulation,
+        amp=amp_dtype(target.gpu_type) if chosen.amp else "off",
+        channels_last=chosen.channels_last,
+    )

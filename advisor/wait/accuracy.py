@@ -1,0 +1,79 @@
+"""Which wait estimator to trust, per partition, judged by how far each has been from real starts."""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+Estimator = Literal["slurm", "advisor"]
+#: Slurm's own estimate is the default: it is what users already see, so it needs no track record.
+DEFAULT_ESTIMATOR: Estimator = "slurm"
+#: Fewer records than this per estimator and partition say too little to switch away from the default.
+MIN_RECORDS = 5
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class WaitRecord(_Frozen):
+    """One estimate set against what happened: the job's predicted and actual start."""
+
+    estimator: Estimator
+    partition: str
+    predicted_start: datetime
+    actual_start: datetime
+
+    @property
+    def error_s(self) -> float:
+        return abs((self.predicted_start - self.actual_start).total_seconds())
+
+
+class EstimatorError(_Frozen):
+    estimator: Estimator
+    partition: str
+    records: int
+    median_abs_error_s: float
+
+
+def estimator_errors(records: Iterable[WaitRecord]) -> list[EstimatorError]:
+    """Median absolute start error per estimator and partition, sorted by partition then estimator."""
+    errors: dict[tuple[str, Estimator], list[float]] = defaultdict(list)
+    for record in records:
+        errors[record.partition, record.estimator].append(record.error_s)
+    return [
+        EstimatorError(
+            estimator=estimator,
+            partition=partition,
+            records=len(values),
+            median_abs_error_s=statistics.median(values),
+        )
+        for (partition, estimator), values in sorted(errors.items())
+    ]
+
+
+def preferred_estimators(
+    records: Iterable[WaitRecord], min_records: int = MIN_RECORDS
+) -> dict[str, Estimator]:
+    """Per partition with records, the estimator with the smaller median error.
+
+    Both need ``min_records`` records to be compared; otherwise, and on a tie, Slurm's stays.
+    """
+    by_partition: dict[str, dict[Estimator, EstimatorError]] = defaultdict(dict)
+    for error in estimator_errors(records):
+        by_partition[error.partition][error.estimator] = error
+    return {
+        partition: _better(errors.get("slurm"), errors.get("advisor"), min_records)
+        for partition, errors in by_partition.items()
+    }
+
+
+def _better(slurm: EstimatorError | None, advisor: EstimatorError | None, min_records: int) -> Estimator:
+    if slurm is None or advisor is None or min(slurm.records, advisor.records) < min_records:
+        return DEFAULT_ESTIMATOR
+    return "advisor" if advisor.median_abs_error_s < slurm.median_abs_error_s else "slurm"

@@ -1,0 +1,129 @@
+"""Both wait estimates for each candidate: Slurm's ``--test-only`` answer and the advisor's replay."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from advisor.slurm.client import SlurmClient
+from advisor.slurm.models import FinishedJob
+from advisor.slurm.runner import SlurmError
+from advisor.slurm.values import format_duration
+from advisor.wait.accuracy import DEFAULT_ESTIMATOR, Estimator, WaitRecord, preferred_estimators
+from advisor.wait.collect import take_snapshot
+from advisor.wait.remaining import estimate_runtimes, historical_ratios
+from advisor.wait.simulate import BACKFILL_WINDOW, predict_starts
+from advisor.wait.snapshot import JobRequest
+
+#: ``sbatch --test-only`` needs a script; the scheduler only reads the options.
+PLACEHOLDER_SCRIPT = "#!/bin/sh\ntrue\n"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Candidate(_Frozen):
+    """One way to run the job: its request in one partition, and the script and other sbatch options
+    (account, QOS) Slurm should judge it with; the request's own options come last and win."""
+
+    request: JobRequest
+    script: str = PLACEHOLDER_SCRIPT
+    options: list[str] = []
+
+    @field_validator("request")
+    @classmethod
+    def _one_partition(cls, request: JobRequest) -> JobRequest:
+        if len(request.partitions) != 1:
+            raise ValueError(f"a candidate runs in exactly one partition, not {request.partitions}")
+        return request
+
+
+class WaitEstimate(_Frozen):
+    """Both estimators' start times (None: no estimate) and which one has been right more often here."""
+
+    partition: str
+    slurm_start: datetime | None
+    slurm_error: str | None
+    advisor_start: datetime | None
+    slurm_wait_s: float | None
+    advisor_wait_s: float | None
+    preferred: Estimator
+
+    @property
+    def wait_s(self) -> float | None:
+        """The preferred estimator's wait, or the other's where it has none."""
+        ranked = (self.slurm_wait_s, self.advisor_wait_s)
+        first, second = ranked if self.preferred == "slurm" else ranked[::-1]
+        return first if first is not None else second
+
+
+def sbatch_options(request: JobRequest) -> list[str]:
+    """The request as sbatch options, one task per node holding all of that node's CPUs."""
+    options = [
+        f"--partition={request.partitions[0]}",
+        f"--nodes={request.nodes}",
+        "--ntasks-per-node=1",
+        f"--cpus-per-task={request.cpus_per_node}",
+    ]
+    if request.gpus_per_node:
+        options.append(f"--gres=gpu:{request.gpus_per_node}")
+    if request.memory_mb_per_node:
+        options.append(f"--mem={request.memory_mb_per_node}")
+    if request.time_limit is not None:
+        options.append(f"--time={format_duration(request.time_limit)}")
+    return options
+
+
+def estimate_waits(
+    client: SlurmClient,
+    candidates: Sequence[Candidate],
+    now: datetime,
+    advisor_predictions: Mapping[int, float],
+    history: Sequence[FinishedJob],
+    *,
+    records: Sequence[WaitRecord] = (),
+    window: timedelta = BACKFILL_WINDOW,
+) -> list[WaitEstimate]:
+    """One estimate per candidate, in order.
+
+    ``advisor_predictions`` maps job ids the advisor advised to their predicted run time in seconds;
+    ``history`` (finished jobs) calibrates everyone else's; ``records`` choose the preferred estimator.
+    """
+    snapshot = take_snapshot(client, now)
+    runtimes = estimate_runtimes(snapshot, now, historical_ratios(history), advisor_predictions)
+    advisor_starts = predict_starts(
+        snapshot, runtimes, [candidate.request for candidate in candidates], now, window
+    )
+    choice = preferred_estimators(records)
+    estimates: list[WaitEstimate] = []
+    for candidate, advisor_start in zip(candidates, advisor_starts, strict=True):
+        partition = candidate.request.partitions[0]
+        slurm_start, slurm_error = _test_only(client, candidate)
+        estimates.append(
+            WaitEstimate(
+                partition=partition,
+                slurm_start=slurm_start,
+                slurm_error=slurm_error,
+                advisor_start=advisor_start,
+                slurm_wait_s=_wait(slurm_start, now),
+                advisor_wait_s=_wait(advisor_start, now),
+                preferred=choice.get(partition, DEFAULT_ESTIMATOR),
+            )
+        )
+    return estimates
+
+
+def _test_only(client: SlurmClient, candidate: Candidate) -> tuple[datetime | None, str | None]:
+    """Slurm's start estimate, or why it has none (a request it refuses, an unreachable controller)."""
+    try:
+        result = client.test_only(candidate.script, [*candidate.options, *sbatch_options(candidate.request)])
+    except SlurmError as error:
+        return None, str(error)
+    return result.start_time, None
+
+
+def _wait(start: datetime | None, now: datetime) -> float | None:
+    return None if start is None else max((start - now).total_seconds(), 0.0)

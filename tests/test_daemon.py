@@ -1,0 +1,248 @@
+"""The daemon and `advise-submit` as users meet them: real processes, a real socket, the sandbox's Slurm.
+
+Every test counts the jobs Slurm really received: a job the user asked for is submitted exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from advisor.api import AdviseRequest
+from advisor.daemon.transport import UnixHTTPConnection
+from advisor.sandbox.cluster import Sandbox
+from advisor.slurm.client import SlurmClient
+from advisor.slurm.runner import LocalRunner
+
+from .recommend_support import trained_store
+
+BIN = Path(sys.executable).parent
+POLICY = 'mode = "rewrite"\n[rewrite]\nmin_gain_minutes = 5\n[tuning]\nchannels_last = false\n'
+SCRIPT = """#!/bin/sh
+#SBATCH --partition=t4
+#SBATCH --gres=gpu:1
+#SBATCH --time=12:00:00
+#SBATCH --job-name={name}
+#SBATCH --output=/dev/null
+#ADVISOR --model=resnet18 --num-classes=10 --input-shape=3,32,32 --global-batch=64 --steps=100000
+sleep 600
+"""
+
+
+class Daemon:
+    def __init__(self, root: Path, env: dict[str, str]) -> None:
+        self.root = root
+        self.env = env
+        self.socket = root / "advisor.sock"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        argv = [
+            str(BIN / "advisor"),
+            "daemon",
+            "--socket",
+            str(self.socket),
+            "--db",
+            str(self.root / "advisor.db"),
+        ]
+        argv += ["--policy", str(self.root / "policy.toml"), "--models-dir", str(self.root / "models")]
+        log = (self.root / "daemon.log").open("ab")
+        self.process = subprocess.Popen(argv, env=self.env, stdout=log, stderr=log)
+        deadline = time.monotonic() + 120
+        while not self.socket.exists():
+            assert self.process.poll() is None, (self.root / "daemon.log").read_text()
+            assert time.monotonic() < deadline, "the daemon never listened"
+            time.sleep(0.2)
+
+    def stop(self, how: int = signal.SIGTERM) -> int:
+        assert self.process is not None
+        self.process.send_signal(how)
+        return self.process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def daemon(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    root = tmp_path_factory.mktemp("daemon")
+    trained_store(root)
+    (root / "policy.toml").write_text(POLICY, encoding="utf-8")
+    env = {
+        "PATH": f"{BIN}:/usr/bin:/bin",
+        "SLURM_CONF": sandbox.client_env()["SLURM_CONF"],
+        "ADVISOR_ALLOW_ROOT": "1",  # the suite runs as root in CI; the service itself runs as its own user
+        "ADVISOR_SOCKET": str(root / "advisor.sock"),
+        "ADVISOR_TIMEOUT": "20",  # a loaded CI machine: the fail-open tests set their own
+    }
+    server = Daemon(root, env)
+    server.start()
+    yield server
+    if server.process is not None and server.process.poll() is None:
+        server.stop()
+
+
+@pytest.fixture
+def slurm(sandbox: Sandbox) -> Iterator[SlurmClient]:
+    client = SlurmClient(LocalRunner(env=sandbox.client_env()))
+    yield client
+    for job in client.jobs():
+        client.cancel(job.job_id)
+
+
+def submit(
+    daemon: Daemon, tmp_path: Path, *words: str, name: str = "train", **env: str
+) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / f"{name}.sbatch"
+    if not script.exists():
+        script.write_text(SCRIPT.format(name=name), encoding="utf-8")
+    argv = [str(BIN / "advise-submit"), *words, str(script)]
+    return subprocess.run(
+        argv, env={**daemon.env, **env}, cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+
+
+def jobs_named(slurm: SlurmClient, name: str) -> list[str]:
+    return [job.partition for job in slurm.jobs() if job.name == name]
+
+
+def test_an_advised_job_is_rewritten_submitted_once_and_explained(
+    daemon: Daemon, slurm: SlurmClient, tmp_path: Path
+) -> None:
+    result = submit(daemon, tmp_path, "--yes", name="advised")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("Submitted batch job "), result.stdout
+    job_id = int(result.stdout.split()[-1])
+    assert jobs_named(slurm, "advised") == ["a100"], "moved to the fastest idle partition, once"
+    explained = subprocess.run(
+        [str(BIN / "advisor"), "explain", str(job_id), "--json"],
+        env=daemon.env,
+        capture_output=True,
+        text=True,
+    )
+    assert explained.returncode == 0, explained.stderr
+    explanation = json.loads(explained.stdout)
+    assert explanation["applied"] and explanation["recommendation"]["chosen"]["shape"]["partition"] == "a100"
+
+
+def test_parsable_output_and_exit_codes_match_sbatch(
+    daemon: Daemon, slurm: SlurmClient, tmp_path: Path
+) -> None:
+    ours = submit(daemon, tmp_path, "--no-rewrite", "--parsable", name="parsable")
+    theirs = subprocess.run(
+        ["sbatch", "--parsable", str(tmp_path / "parsable.sbatch")],
+        env=daemon.env,
+        capture_output=True,
+        text=True,
+    )
+    assert ours.returncode == theirs.returncode == 0
+    assert ours.stdout.strip().isdigit() and theirs.stdout.strip().isdigit()
+    assert jobs_named(slurm, "parsable") == ["t4", "t4"], "--no-rewrite keeps the user's partition"
+    rejected = submit(daemon, tmp_path, "--partition=nosuch", name="rejected")
+    plain = subprocess.run(
+        ["sbatch", "--partition=nosuch", str(tmp_path / "rejected.sbatch")],
+        env=daemon.env,
+        capture_output=True,
+        text=True,
+    )
+    assert rejected.returncode == plain.returncode != 0
+    assert plain.stderr.strip() in rejected.stderr
+    assert jobs_named(slurm, "rejected") == []
+
+
+def test_bad_scripts_get_a_clear_error_and_go_to_sbatch_unchanged(
+    daemon: Daemon, slurm: SlurmClient, tmp_path: Path
+) -> None:
+    (tmp_path / "typo.sbatch").write_text(
+        SCRIPT.format(name="typo").replace("--global-batch=64", "--global-batch=many"), encoding="utf-8"
+    )
+    typo = submit(daemon, tmp_path, name="typo")
+    assert typo.returncode == 0 and "typo.sbatch:7" in typo.stderr and "submitting unchanged" in typo.stderr
+    assert jobs_named(slurm, "typo") == ["t4"]
+
+    (tmp_path / "binary.sbatch").write_bytes(b"#!/bin/sh\n\0\xff\xfe")
+    binary = submit(daemon, tmp_path, name="binary")
+    plain = subprocess.run(
+        ["sbatch", str(tmp_path / "binary.sbatch")], env=daemon.env, capture_output=True, text=True
+    )
+    assert binary.returncode == plain.returncode != 0, (
+        "sbatch refuses it; so does the wrapper, with sbatch's words"
+    )
+    assert plain.stderr.strip() in binary.stderr
+
+    huge = (
+        "#!/bin/sh\n#SBATCH --job-name=huge\n#SBATCH --output=/dev/null\n"
+        + "# padding\n" * 500_000
+        + "true\n"
+    )
+    (tmp_path / "huge.sbatch").write_text(huge, encoding="utf-8")
+    big = submit(daemon, tmp_path, name="huge")
+    plain = subprocess.run(
+        ["sbatch", "--test-only", str(tmp_path / "huge.sbatch")],
+        env=daemon.env,
+        capture_output=True,
+        text=True,
+    )
+    assert "submitting unchanged" in big.stderr
+    assert (big.returncode == 0) == (plain.returncode == 0)
+    assert len(jobs_named(slurm, "huge")) == (1 if big.returncode == 0 else 0)
+
+
+def test_a_claimed_uid_in_the_body_is_ignored(daemon: Daemon, tmp_path: Path) -> None:
+    script = SCRIPT.format(name="claim").encode()
+    request = json.loads(
+        AdviseRequest.of(script, where="claim.sbatch", sbatch_argv=["claim.sbatch"]).model_dump_json()
+    )
+    connection = UnixHTTPConnection(daemon.socket, timeout=60)
+    connection.request(
+        "POST", "/advise", body=json.dumps({**request, "uid": 4242, "user": "mallory"}).encode()
+    )
+    response = connection.getresponse()
+    assert response.status == 200, response.read()
+    request_id = json.loads(response.read())["request_id"]
+    with sqlite3.connect(daemon.root / "advisor.db") as db:
+        uid, user = db.execute("SELECT uid, user FROM audit WHERE request_id = ?", [request_id]).fetchone()
+    assert (uid, user) == (os.getuid(), pwd.getpwuid(os.getuid()).pw_name)
+
+
+def test_a_daemon_killed_mid_request_costs_nothing_and_the_audit_survives_a_restart(
+    daemon: Daemon, slurm: SlurmClient, tmp_path: Path
+) -> None:
+    assert daemon.process is not None
+    (tmp_path / "killed.sbatch").write_text(SCRIPT.format(name="killed"), encoding="utf-8")
+    daemon.process.send_signal(signal.SIGSTOP)  # it accepts the connection, then never answers
+    waiting = subprocess.Popen(
+        [str(BIN / "advise-submit"), str(tmp_path / "killed.sbatch")],
+        env=daemon.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(1.0)
+    daemon.stop(signal.SIGKILL)
+    out, err = waiting.communicate(timeout=60)
+    assert waiting.returncode == 0 and out.startswith("Submitted batch job"), err
+    assert "submitting unchanged" in err
+    assert jobs_named(slurm, "killed") == ["t4"], "exactly once, unchanged"
+
+    slow = submit(daemon, tmp_path, name="absent", ADVISOR_TIMEOUT="2")
+    assert slow.returncode == 0 and "did not answer" in slow.stderr
+    assert jobs_named(slurm, "absent") == ["t4"]
+
+    before = _audit_rows(daemon)
+    daemon.start()
+    with sqlite3.connect(daemon.root / "advisor.db") as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    assert _audit_rows(daemon) == before > 0
+
+
+def _audit_rows(daemon: Daemon) -> int:
+    with sqlite3.connect(daemon.root / "advisor.db") as db:
+        return int(db.execute("SELECT COUNT(*) FROM audit").fetchone()[0])

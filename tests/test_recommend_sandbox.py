@@ -1,0 +1,167 @@
+"""The recommender on the real sandbox cluster: its partitions, its queue, `sbatch --test-only`, with
+predictors from `tests/recommend_support.py`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from advisor.cli import main
+from advisor.introspect.run import introspect
+from advisor.jobscript.submission import parse_submission
+from advisor.policy.load import parse_policy
+from advisor.policy.model import Policy
+from advisor.recommend.choose import Recommendation
+from advisor.recommend.cluster import ClusterView
+from advisor.recommend.edges import recommend_now
+from advisor.sandbox.cluster import Sandbox
+from advisor.slurm.client import SlurmClient
+from advisor.slurm.runner import LocalRunner
+from advisor.store import Store
+
+from .recommend_support import trained_store
+
+POLICY = """
+mode = "rewrite"
+[rewrite]
+min_gain_fraction = 0.1
+min_gain_minutes = 5
+[tuning]
+channels_last = false
+[partitions.a100]
+price_per_gpu_hour = 3.0
+[partitions.v100]
+price_per_gpu_hour = 1.5
+[partitions.t4]
+price_per_gpu_hour = 0.5
+[users.student]
+partitions = ["v100", "t4"]
+[users.careful]
+mode = "advise"
+"""
+
+SCRIPT = """#!/bin/sh
+#SBATCH --partition={partition}
+#SBATCH --gres=gpu:1
+#SBATCH --time=2-00:00:00
+#SBATCH --output=/dev/null
+#ADVISOR --model=resnet18 --num-classes=10 --input-shape=3,32,32 --global-batch={batch} --steps={steps}
+python train.py
+"""
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    return trained_store(tmp_path_factory.mktemp("recommend"))
+
+
+@pytest.fixture
+def client(sandbox: Sandbox) -> Iterator[SlurmClient]:
+    client = SlurmClient(LocalRunner(env=sandbox.client_env()))
+    yield client
+    for job in client.jobs():
+        client.cancel(job.job_id)
+
+
+def advise(
+    client: SlurmClient,
+    store: Store,
+    tmp_path: Path,
+    partition: str = "t4",
+    batch: int = 32,
+    steps: int = 100_000,
+    user: str = "alice",
+    policy: Policy | None = None,
+) -> Recommendation:
+    script = tmp_path / "train.sbatch"
+    script.write_text(SCRIPT.format(partition=partition, batch=batch, steps=steps), encoding="utf-8")
+    parsed = parse_submission(script, [], {})
+    assert parsed.description is not None
+    table = introspect(parsed.description.model, (3, 32, 32), {"num_classes": 10}, allow_factories=False)
+    chosen_policy = policy or parse_policy(POLICY, "policy.toml")
+    now = datetime.now(UTC)
+    return recommend_now(ClusterView(client, lambda: now), store, chosen_policy, [], parsed, table, user, now)
+
+
+def fill(client: SlurmClient, partition: str, gpus_per_node: int, nodes: int, minutes: int) -> None:
+    for _ in range(nodes):
+        options = [f"--partition={partition}", f"--gres=gpu:{gpus_per_node}", f"--time={minutes}"]
+        client.submit("#!/bin/sh\nsleep 3000\n", [*options, "--output=/dev/null"])
+
+
+def test_with_every_partition_idle_the_fastest_wins(
+    client: SlurmClient, store: Store, tmp_path: Path
+) -> None:
+    result = advise(client, store, tmp_path)
+    assert result.chosen is not None and result.chosen.shape.partition == "a100"
+    assert result.apply and result.advice is not None and result.advice.partition == "a100"
+    assert {c.shape.partition for c in result.candidates} == {"a100", "v100", "t4"}, "cpu has no GPUs"
+    assert result.baseline is not None and result.baseline.shape.partition == "t4"
+    assert result.chosen.wait_s < 60 and result.chosen.run_s < result.baseline.run_s / 3
+    assert "against" in result.reasons[0], result.reasons
+
+
+def test_a_busy_partition_loses_to_a_slower_free_one_only_when_the_total_is_lower(
+    client: SlurmClient, store: Store, tmp_path: Path
+) -> None:
+    fill(client, "a100", 4, 2, minutes=2 * 24 * 60)
+    long_wait = advise(client, store, tmp_path, partition="a100")
+    assert long_wait.chosen is not None and long_wait.chosen.shape.partition == "v100", long_wait.reasons
+    busy = next(c for c in long_wait.candidates if c.shape.partition == "a100" and c.shape.amp is False)
+    assert busy.slurm_wait_s is not None and busy.slurm_wait_s > 24 * 3600, "held until the limits end"
+    assert busy.advisor_wait_s is not None
+    for job in client.jobs():
+        client.cancel(job.job_id)
+
+    fill(client, "a100", 4, 2, minutes=5)
+    short_wait = advise(client, store, tmp_path, partition="a100")
+    assert short_wait.chosen is not None and short_wait.chosen.shape.partition == "a100", short_wait.reasons
+    assert short_wait.advice is None or short_wait.advice.partition is None
+
+
+def test_a_global_batch_that_does_not_fit_becomes_micro_batches(
+    client: SlurmClient, store: Store, tmp_path: Path
+) -> None:
+    result = advise(client, store, tmp_path, batch=256, user="student")
+    t4 = [c for c in result.candidates if c.shape.partition == "t4" and c.fits]
+    assert t4, "some split of the batch fits the small t4"
+    for candidate in t4:
+        shape = candidate.shape
+        assert shape.accumulation > 1 and shape.micro_batch * shape.accumulation * shape.devices == 256
+    assert result.baseline is not None and not result.baseline.fits
+
+
+def test_forbidden_partitions_are_never_chosen_and_advise_mode_changes_nothing(
+    client: SlurmClient, store: Store, tmp_path: Path
+) -> None:
+    student = advise(client, store, tmp_path, user="student")
+    assert {c.shape.partition for c in student.candidates} <= {"v100", "t4"}
+    assert student.chosen is not None and student.chosen.shape.partition == "v100"
+    careful = advise(client, store, tmp_path, user="careful")
+    assert careful.chosen is not None and careful.chosen.shape.partition == "a100"
+    assert not careful.apply and careful.advice is not None, "shown, never applied"
+    assert "mode for partition a100 is advise" in careful.reasons[-1]
+
+
+def test_recommend_command_prints_candidates_choice_and_explanation(
+    sandbox: Sandbox,
+    store: Store,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("SLURM_CONF", sandbox.client_env()["SLURM_CONF"])
+    script = tmp_path / "train.sbatch"
+    script.write_text(SCRIPT.format(partition="t4", batch=32, steps=100_000), encoding="utf-8")
+    policy = tmp_path / "policy.toml"
+    policy.write_text(POLICY, encoding="utf-8")
+    db = store.db.conn.execute("PRAGMA database_list").fetchone()[2]
+    assert main(["recommend", "--policy", str(policy), "--db", db, str(script), "--json"]) == 0
+    output = json.loads(capsys.readouterr().out)
+    assert output["chosen"]["shape"]["partition"] == "a100"
+    assert output["advice"]["partition"] == "a100" and output["apply"] is True
+    assert len(output["candidates"]) >= 3 and output["reasons"]
