@@ -164,3 +164,19 @@ def test_finished_jobs_correct_their_machines_predictions(store: Store, tmp_path
     assert after.step_s == pytest.approx(before.step_s * after.calibration)
     scaled = predict(store, "t4", table, 32, False, False, [T4])
     assert scaled.calibration == 1.0, "jobs on the cpu partition say nothing about the scaled t4 estimate"
+
+
+def test_partitions_of_identical_nodes_share_one_machine_and_its_predictor(
+    store: Store, tmp_path: Path
+) -> None:
+    twins = [
+        line.model_copy(update={"fingerprint": line.fingerprint.model_copy(update={"partition": "twin"})})
+        for line in read_jsonl(FIXTURE)
+    ]
+    store.ingest(twins)
+    (machine,) = machines(store)
+    train_machine(store, machine, tmp_path / "models", zoo_table)
+    table = zoo_table("resnet18", 32)
+    for partition in ("cpu", "twin"):
+        found = predict(store, partition, table, 32, False, False, [T4])
+        assert found.machine == machine and found.scaled_from is None and found.confidence == "high"

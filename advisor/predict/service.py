@@ -81,13 +81,15 @@ def predict(
     specs: list[DeviceSpec],
     gpu: str | None = None,
 ) -> Prediction:
-    fingerprints = {f.machine(): f for f in store.fingerprints()}
-    own = sorted(m for m, f in fingerprints.items() if f.partition == partition)
-    for machine in own:
+    # Partitions of identical nodes share a machine type, so a machine has many fingerprints.
+    every = store.fingerprints()
+    fingerprints = {f.machine(): f for f in every}
+    own = {f.machine(): f for f in sorted(every, key=lambda f: f.node) if f.partition == partition}
+    for machine, fingerprint in sorted(own.items()):
         loaded = active_model(store, machine)
         if loaded is not None:
             model, version = loaded
-            capacity = _capacity(fingerprints[machine])
+            capacity = _capacity(fingerprint)
             confidence: Confidence = "high" if table.architecture_hash in model.architectures else "medium"
             found = _prediction(
                 partition, model, version, table, batch, amp, channels_last, capacity, confidence
@@ -132,19 +134,22 @@ def _prediction(
 ) -> Prediction:
     """Memoised: a version file never changes, so the same question gets the same answer until a new
     version is trained; the daemon asks the same few questions many times a second."""
-    key = (partition, model.machine, version, table.architecture_hash, batch, amp, channels_last, capacity)
+    key = (partition, id(model), table.architecture_hash, batch, amp, channels_last, capacity)
     with _MEMO_LOCK:
-        found = _MEMO.get(key)
-    if found is None:
+        memo = _MEMO.get(key)
+    # The entry keeps its model alive, so an equal id is the same model, never a new one at that address.
+    if memo is not None and memo[0] is model:
+        found = memo[1]
+    else:
         found = _predict_once(partition, model, version, table, batch, amp, channels_last, capacity)
         with _MEMO_LOCK:
             if len(_MEMO) >= _MEMO_SIZE:
                 _MEMO.clear()
-            _MEMO[key] = found
+            _MEMO[key] = (model, found)
     return found.model_copy(update={"confidence": confidence})
 
 
-_MEMO: dict[tuple[object, ...], Prediction] = {}
+_MEMO: dict[tuple[object, ...], tuple[MachineModel, Prediction]] = {}
 _MEMO_LOCK = threading.Lock()
 _MEMO_SIZE = 8192
 
