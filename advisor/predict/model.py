@@ -30,7 +30,7 @@ from advisor.predict.features import StepFeatures, layer_features, layer_flops, 
 _LAYER_PARAMS = {"max_depth": 6, "eta": 0.1, "min_child_weight": 2.0, "subsample": 0.9}
 _LAYER_ROUNDS = 300
 _STEP_PARAMS = {"max_depth": 3, "eta": 0.05, "min_child_weight": 2.0, "subsample": 0.9, "lambda": 2.0}
-_STEP_ROUNDS = 200
+_STEP_ROUNDS = 100
 _COMMON = {"tree_method": "hist", "objective": "reg:squarederror", "nthread": 1, "seed": 0}
 P90 = 0.9
 MEMORY_MARGIN = 0.1
