@@ -35,7 +35,7 @@ fi
 advisor status
 
 echo "== advise-submit examples/demo.sbatch"
-output=$(advise-submit --yes --explain examples/demo.sbatch)
+output=$(advise-submit --yes --explain --output="$ADVISOR_STATE_DIR/demo-%j.out" examples/demo.sbatch)
 echo "$output"
 job_id=${output##* }
 echo "== the queue, and the prediction for job $job_id"

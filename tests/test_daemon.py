@@ -59,10 +59,21 @@ class Daemon:
         log = (self.root / "daemon.log").open("ab")
         self.process = subprocess.Popen(argv, env=self.env, stdout=log, stderr=log)
         deadline = time.monotonic() + 120
-        while not self.socket.exists():
+        while not self._healthy():
             assert self.process.poll() is None, (self.root / "daemon.log").read_text()
-            assert time.monotonic() < deadline, "the daemon never listened"
+            assert time.monotonic() < deadline, "the daemon never answered"
             time.sleep(0.2)
+
+    def _healthy(self) -> bool:
+        """A socket file may be a dead daemon's; only an answer says this one listens."""
+        connection = UnixHTTPConnection(self.socket, timeout=5)
+        try:
+            connection.request("GET", "/health")
+            return connection.getresponse().status == 200
+        except OSError:
+            return False
+        finally:
+            connection.close()
 
     def stop(self, how: int = signal.SIGTERM) -> int:
         assert self.process is not None
@@ -246,3 +257,42 @@ def test_a_daemon_killed_mid_request_costs_nothing_and_the_audit_survives_a_rest
 def _audit_rows(daemon: Daemon) -> int:
     with sqlite3.connect(daemon.root / "advisor.db") as db:
         return int(db.execute("SELECT COUNT(*) FROM audit").fetchone()[0])
+
+
+def test_a_broken_policy_edit_is_reported_and_the_previous_policy_stays(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    assert daemon.process is not None and daemon.process.poll() is None
+    policy = daemon.root / "policy.toml"
+    good = policy.read_text(encoding="utf-8")
+    try:
+        policy.write_text(good + "\n[tuning]\nbatch = 'sometimes'\n", encoding="utf-8")
+        daemon.process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 30
+        while "policy error" not in (status := _status(daemon)):
+            assert time.monotonic() < deadline, status
+            time.sleep(0.2)
+        assert "policy.toml:" in status
+        advised = submit(daemon, tmp_path, "--dry-run", "--json", name="still")
+        assert json.loads(advised.stdout)["advice"]["recommendation"]["mode"] == "rewrite", (
+            "the last good one"
+        )
+    finally:
+        policy.write_text(good, encoding="utf-8")
+        daemon.process.send_signal(signal.SIGHUP)
+
+
+def _status(daemon: Daemon) -> str:
+    argv = [str(BIN / "advisor"), "status", "--db", str(daemon.root / "advisor.db")]
+    return subprocess.run(argv, env=daemon.env, capture_output=True, text=True, timeout=60).stdout
+
+
+def test_the_daemon_refuses_a_socket_folder_others_can_swap(daemon: Daemon, tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    socket = shared / "advisor.sock"
+    argv = [str(BIN / "advisor"), "daemon", "--socket", str(socket), "--db", str(tmp_path / "x.db")]
+    refused = subprocess.run(argv, env=daemon.env, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 1 and "without the sticky bit" in refused.stdout + refused.stderr
+    assert not socket.exists()

@@ -17,6 +17,7 @@ from apscheduler.schedulers.background import BackgroundScheduler  # type: ignor
 from rich.console import Console
 
 from advisor import paths
+from advisor.daemon.transport import UnsafeSocketDirectory
 from advisor.slurm.client import SlurmClient
 from advisor.store import Store
 
@@ -65,6 +66,9 @@ def _daemon(args: argparse.Namespace, console: Console) -> int:
     scheduler.start()
     try:
         serve(advisor, args.socket)
+    except (UnsafeSocketDirectory, OSError) as error:
+        console.print(f"advisor: error: cannot listen on {args.socket}: {error}", highlight=False)
+        return 1
     finally:
         scheduler.shutdown(wait=False)
     return 0

@@ -105,17 +105,11 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug(format, *args)
 
 
-def serve(advisor: Advisor, socket_path: Path, ready: threading.Event | None = None) -> None:
+def serve(advisor: Advisor, socket_path: Path) -> None:
     """Listens until SIGTERM or SIGINT; the socket is connectable by every user (callers are told apart
     by SO_PEERCRED, not by file permissions)."""
     check_socket_directory(socket_path.parent)
-    if socket_path.exists() or socket_path.is_symlink():
-        if not stat.S_ISSOCK(socket_path.lstat().st_mode):
-            raise FileExistsError(f"{socket_path} exists and is not a socket")
-        socket_path.unlink()
-    server = _Server(str(socket_path), _Handler)
-    server.advisor = advisor
-    socket_path.chmod(0o666)
+    # Handlers first: a SIGHUP that arrives once the socket exists must reload, not kill.
     stop = threading.Event()
 
     def on_signal(number: int, _frame: FrameType | None) -> None:
@@ -129,11 +123,16 @@ def serve(advisor: Advisor, socket_path: Path, ready: threading.Event | None = N
 
     for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(number, on_signal)
+    if socket_path.exists() or socket_path.is_symlink():
+        if not stat.S_ISSOCK(socket_path.lstat().st_mode):
+            raise FileExistsError(f"{socket_path} exists and is not a socket")
+        socket_path.unlink()
+    server = _Server(str(socket_path), _Handler)
+    server.advisor = advisor
+    socket_path.chmod(0o666)
     thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
     thread.start()
     log.info("listening on %s", socket_path)
-    if ready is not None:
-        ready.set()
     try:
         while not stop.wait(1.0):
             pass
