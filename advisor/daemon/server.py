@@ -33,6 +33,8 @@ _MAX_BODY = 2 * MAX_SCRIPT_BYTES
 
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
+    request_queue_size = 1024
+    """A burst of submissions queues in the kernel instead of being refused (the default is 5)."""
     block_on_close = True
     advisor: Advisor
 

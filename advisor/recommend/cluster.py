@@ -2,7 +2,8 @@
 
 The daemon answers many requests a second at peak; asking sinfo, sacct and sacctmgr for each would
 cost hundreds of milliseconds per request and load the controller. Partitions and accounts change
-rarely, finished-job history slowly; the queue itself is fetched per request by the wait estimator.
+rarely, finished-job history slowly; queue waits are reused for a few seconds only, and only by requests
+for exactly the same resources.
 """
 
 from __future__ import annotations
@@ -37,17 +38,20 @@ class ClusterView:
         self._cache: dict[str, tuple[datetime, object]] = {}
 
     def partitions(self) -> list[Partition]:
-        return self._get("partitions", self.fresh_for, self.client.partitions)
+        return self.cached("partitions", self.fresh_for, self.client.partitions)
 
     def history(self) -> list[FinishedJob]:
-        return self._get(
+        return self.cached(
             "history", self.history_fresh_for, lambda: self.client.history(self.clock() - HISTORY)
         )
 
     def default_account(self, user: str) -> str | None:
-        return self._get(f"account:{user}", self.history_fresh_for, lambda: self.client.default_account(user))
+        return self.cached(
+            f"account:{user}", self.history_fresh_for, lambda: self.client.default_account(user)
+        )
 
-    def _get(self, key: str, fresh_for: timedelta, fetch: Callable[[], _T]) -> _T:
+    def cached(self, key: str, fresh_for: timedelta, fetch: Callable[[], _T]) -> _T:
+        """``fetch()``'s value, reused while younger than ``fresh_for`` (zero: always fetched)."""
         now = self.clock()
         with self._lock:
             cached = self._cache.get(key)

@@ -3,8 +3,10 @@ store for predictors and the advisor's own predictions of jobs still running."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from advisor.introspect import LayerTable
 from advisor.jobscript.render import render_script
@@ -37,9 +39,22 @@ def recommend_now(
         policy=policy,
         partitions=cluster.partitions(),
         specs=specs,
-        waits=lambda queries: queue_waits(cluster, store, request, queries, now),
+        waits=lambda queries: cluster.cached(
+            _wait_key(request, queries),
+            WAITS_FRESH_FOR,
+            lambda: queue_waits(cluster, store, request, queries, now),
+        ),
     )
     return recommend(context, request, parsed.description, table, user, account, now)
+
+
+WAITS_FRESH_FOR = timedelta(seconds=10)
+"""A burst of identical submissions (an array of sweeps, a retry) sees one queue, not one each."""
+
+
+def _wait_key(request: JobRequest, queries: Sequence[WaitQuery]) -> str:
+    options = json.dumps(request.options, sort_keys=True)
+    return "waits:" + hashlib.sha256((options + repr(list(queries))).encode()).hexdigest()
 
 
 def queue_waits(
