@@ -11,7 +11,13 @@ from hypothesis import strategies as st
 
 from advisor.slurm.models import FinishedJob
 from advisor.wait.accuracy import WaitRecord, estimator_errors, preferred_estimators
-from advisor.wait.remaining import RatioTable, RuntimeEstimates, estimate_runtimes, historical_ratios, remaining_seconds
+from advisor.wait.remaining import (
+    RatioTable,
+    RuntimeEstimates,
+    estimate_runtimes,
+    historical_ratios,
+    remaining_seconds,
+)
 from advisor.wait.simulate import predict_starts
 from advisor.wait.snapshot import Allocation, JobRequest, PendingJob, QueueSnapshot, RunningJob, SnapshotNode
 
@@ -24,7 +30,9 @@ def minutes(count: float) -> timedelta:
 
 
 def gpu_nodes(prefix: str, count: int, gpus: int = 4) -> list[SnapshotNode]:
-    return [SnapshotNode(name=f"{prefix}-{i}", gpus=gpus, cpus=32, memory_mb=64000) for i in range(1, count + 1)]
+    return [
+        SnapshotNode(name=f"{prefix}-{i}", gpus=gpus, cpus=32, memory_mb=64000) for i in range(1, count + 1)
+    ]
 
 
 def running(job_id: int, node: str, gpus: int, started: timedelta, limit: timedelta) -> RunningJob:
@@ -40,14 +48,18 @@ def running(job_id: int, node: str, gpus: int, started: timedelta, limit: timede
 
 
 def request(partition: str, gpus: int, limit: timedelta | None, nodes: int = 1) -> JobRequest:
-    return JobRequest(partitions=[partition], nodes=nodes, gpus_per_node=gpus, cpus_per_node=gpus or 1, time_limit=limit)
+    return JobRequest(
+        partitions=[partition], nodes=nodes, gpus_per_node=gpus, cpus_per_node=gpus or 1, time_limit=limit
+    )
 
 
 def pending(job_id: int, partition: str, gpus: int, limit: timedelta, nodes: int = 1) -> PendingJob:
     return PendingJob(job_id=job_id, user="bob", request=request(partition, gpus, limit, nodes))
 
 
-def snapshot(nodes: list[SnapshotNode], jobs: list[RunningJob], queue: list[PendingJob] = ()) -> QueueSnapshot:  # type: ignore[assignment]
+def snapshot(
+    nodes: list[SnapshotNode], jobs: list[RunningJob], queue: Sequence[PendingJob] = ()
+) -> QueueSnapshot:
     partitions: dict[str, list[str]] = {}
     for node in nodes:
         partitions.setdefault(node.name.split("-")[0], []).append(node.name)
@@ -100,7 +112,10 @@ def backfill_state(queue: list[PendingJob]) -> QueueSnapshot:
     """t4-1 busy for an hour, one of t4-2's two GPUs for three; a two-node job waits for both."""
     return snapshot(
         gpu_nodes("t4", 2, gpus=2),
-        [running(1, "t4-1", 2, started=timedelta(0), limit=HOUR), running(2, "t4-2", 1, timedelta(0), 3 * HOUR)],
+        [
+            running(1, "t4-1", 2, started=timedelta(0), limit=HOUR),
+            running(2, "t4-2", 1, timedelta(0), 3 * HOUR),
+        ],
         [pending(10, "t4", 2, 2 * HOUR, nodes=2), *queue],
     )
 
@@ -134,7 +149,9 @@ def test_a_request_larger_than_any_node_never_starts() -> None:
 
 def test_drained_nodes_take_no_new_jobs() -> None:
     first, second = gpu_nodes("a100", 2)
-    state = snapshot([first.model_copy(update={"usable": False}), second], [running(1, "a100-2", 4, HOUR, 2 * HOUR)])
+    state = snapshot(
+        [first.model_copy(update={"usable": False}), second], [running(1, "a100-2", 4, HOUR, 2 * HOUR)]
+    )
     assert start_in(state, at_limits(state), request("a100", 1, HOUR)) == HOUR
 
 
@@ -171,7 +188,13 @@ def reference_starts(
         held = [(held.node, (held.gpus, held.cpus, held.memory_mb)) for held in job.allocations]
         jobs.append((max(end, 0.0), max(limit_end, 0.0), held))
     waiting = [
-        (job.request, min(seconds(runtimes.runtime_s.get(job.job_id, seconds(job.request.time_limit))), seconds(job.request.time_limit)))
+        (
+            job.request,
+            min(
+                seconds(runtimes.runtime_s.get(job.job_id, seconds(job.request.time_limit))),
+                seconds(job.request.time_limit),
+            ),
+        )
         for job in state.pending
     ]
 
@@ -191,7 +214,11 @@ def reference_starts(
             for start in sorted({now} | {e for _, _, e, _ in table if now < e < math.inf}):
                 if start >= best[0]:
                     break
-                fitting = [node for node in usable.get(partition, []) if fits(table, node, start, start + limit, amount)]
+                fitting = [
+                    node
+                    for node in usable.get(partition, [])
+                    if fits(table, node, start, start + limit, amount)
+                ]
                 if len(fitting) >= job.nodes:
                     best = (start, fitting[: job.nodes])
                     break
@@ -206,10 +233,20 @@ def reference_starts(
         for job, runtime in waiting:
             start, nodes = earliest(table, job, now)
             if start <= now + window.total_seconds():
-                table += [(node, start, start + seconds(job.time_limit), (job.gpus_per_node, job.cpus_per_node, job.memory_mb_per_node)) for node in nodes]
+                table += [
+                    (
+                        node,
+                        start,
+                        start + seconds(job.time_limit),
+                        (job.gpus_per_node, job.cpus_per_node, job.memory_mb_per_node),
+                    )
+                    for node in nodes
+                ]
             if start == now:
                 amount = (job.gpus_per_node, job.cpus_per_node, job.memory_mb_per_node)
-                jobs.append((now + runtime, now + seconds(job.time_limit), [(node, amount) for node in nodes]))
+                jobs.append(
+                    (now + runtime, now + seconds(job.time_limit), [(node, amount) for node in nodes])
+                )
             else:
                 still.append((job, runtime))
         waiting = still
@@ -256,7 +293,7 @@ def queues(draw: st.DrawFn) -> tuple[QueueSnapshot, RuntimeEstimates, list[JobRe
     partitions = {"p": names[:split], "q": names[split - draw(st.integers(0, split)) :]}
     free = {node.name: [node.gpus, node.cpus, node.memory_mb] for node in nodes}
     jobs = []
-    for job_id in range(draw(st.integers(0, 5))):
+    for job_id in range(draw(st.integers(0, 6))):
         node = draw(st.sampled_from(names))
         used = [draw(st.integers(0, have)) for have in free[node]]
         free[node] = [have - taken for have, taken in zip(free[node], used, strict=True)]
@@ -270,7 +307,9 @@ def queues(draw: st.DrawFn) -> tuple[QueueSnapshot, RuntimeEstimates, list[JobRe
                 allocations=[Allocation(node=node, gpus=used[0], cpus=used[1], memory_mb=used[2])],
             )
         )
-    queue = [PendingJob(job_id=100 + i, user="u", request=draw(SHAPES)) for i in range(draw(st.integers(1, 10)))]
+    queue = [
+        PendingJob(job_id=100 + i, user="u", request=draw(SHAPES)) for i in range(draw(st.integers(1, 12)))
+    ]
     estimates = RuntimeEstimates(
         remaining_s={job.job_id: draw(RUNTIMES) for job in jobs},
         runtime_s={job.job_id: draw(RUNTIMES) for job in queue},
@@ -280,10 +319,124 @@ def queues(draw: st.DrawFn) -> tuple[QueueSnapshot, RuntimeEstimates, list[JobRe
     return state, estimates, draw(st.lists(SHAPES, min_size=1, max_size=2)), window
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(queues())
 def test_the_incremental_replay_plans_exactly_like_planning_from_scratch(
     case: tuple[QueueSnapshot, RuntimeEstimates, list[JobRequest], timedelta],
 ) -> None:
     state, runtimes, candidates, window = case
-    assert predict_starts(state, runtimes, candidates, NOW, window) == reference_starts(state, runtimes, candidates, window)
+    assert predict_starts(state, runtimes, candidates, NOW, window) == reference_starts(
+        state, runtimes, candidates, window
+    )
+
+
+# --- remaining run times --------------------------------------------------------------------------------
+
+
+def finished(
+    partition: str, user: str, elapsed_min: float, limit_min: float | None, started: bool = True
+) -> FinishedJob:
+    return FinishedJob(
+        job_id=1,
+        array_job_id=None,
+        array_task_id=None,
+        name="job",
+        user=user,
+        partition=partition,
+        state="COMPLETED",
+        submit_time=NOW - 2 * HOUR,
+        start_time=NOW - HOUR if started else None,
+        end_time=NOW,
+        elapsed=minutes(elapsed_min),
+        time_limit=None if limit_min is None else minutes(limit_min),
+        node_count=1,
+        alloc_tres={},
+        gpus=1,
+        exit_code=0,
+    )
+
+
+def test_historical_ratios_take_medians_per_user_and_partition_and_fall_back_when_history_is_thin() -> None:
+    history = [
+        *[finished("a100", "alice", elapsed, 100) for elapsed in (10, 20, 30, 40, 50)],
+        *[finished("a100", "bob", elapsed, 100) for elapsed in (90, 90, 90, 150)],  # overran: counts as 1.0
+        finished("a100", "bob", 0, 100, started=False),  # cancelled while pending: never ran
+        finished("a100", "bob", 5, None),  # no limit: no ratio
+        *[finished("t4", "carol", 60, 100) for _ in range(2)],
+    ]
+    table = historical_ratios(history, min_jobs=5)
+    assert table.by_user == {"a100": {"alice": 0.3}}
+    assert table.by_partition == {"a100": 0.5}  # of 0.1 to 0.5, 0.9 three times and 1.0
+    assert table.overall == 0.6
+    assert table.ratio("alice", "a100") == 0.3
+    assert table.ratio("bob", "a100") == 0.5
+    assert table.ratio("carol", "t4") == 0.6  # two t4 jobs are too few for a t4 median
+    assert historical_ratios([]).ratio("anyone", "a100") == 1.0  # no history: Slurm's own assumption
+
+
+def test_remaining_time_prefers_the_advisors_prediction_and_never_passes_the_limit() -> None:
+    def left(
+        predicted: float | None, elapsed_min: float, limit_min: float | None = 60, ratio: float = 0.5
+    ) -> float | None:
+        limit = None if limit_min is None else minutes(limit_min)
+        return remaining_seconds(
+            time_limit=limit, elapsed=minutes(elapsed_min), ratio=ratio, predicted_total_s=predicted
+        )
+
+    assert left(predicted=1200, elapsed_min=5) == 900  # the prediction, minus what already ran
+    assert left(predicted=1200, elapsed_min=19.5) == 60  # overran by a little: at least the minimum
+    assert left(predicted=7200, elapsed_min=5) == 3300  # beyond the limit: the limit
+    assert left(predicted=None, elapsed_min=10) == 1200  # half of a one-hour limit, minus ten minutes
+    assert left(predicted=None, elapsed_min=59.5) == 30  # the limit comes before the minimum
+    assert left(predicted=None, elapsed_min=70) == 0  # past its limit: ending now
+    assert left(predicted=None, elapsed_min=10, limit_min=None) is None  # may run forever
+    assert left(predicted=600, elapsed_min=0, limit_min=None) == 600
+
+
+def test_runtime_estimates_cover_running_and_pending_jobs() -> None:
+    state = snapshot(
+        gpu_nodes("t4", 1, gpus=2),
+        [running(1, "t4-1", 1, started=minutes(10), limit=HOUR), running(2, "t4-1", 1, minutes(10), HOUR)],
+        [pending(3, "t4", 2, 2 * HOUR), pending(4, "t4", 2, 2 * HOUR)],
+    )
+    table = RatioTable(by_user={"t4": {"bob": 0.25}}, by_partition={"t4": 0.5})
+    estimates = estimate_runtimes(state, NOW, table, {2: 900.0, 4: 1800.0})
+    assert estimates.remaining_s == {1: 1200.0, 2: 300.0}  # alice: half an hour total; job 2 as predicted
+    assert estimates.runtime_s == {3: 1800.0, 4: 1800.0}  # bob: a quarter of two hours; job 4 as predicted
+
+
+# --- which estimator to trust ---------------------------------------------------------------------------
+
+
+def record(estimator: str, partition: str, error_min: float) -> WaitRecord:
+    return WaitRecord.model_validate(
+        {
+            "estimator": estimator,
+            "partition": partition,
+            "predicted_start": NOW + minutes(error_min),
+            "actual_start": NOW,
+        }
+    )
+
+
+def test_the_estimator_with_the_smaller_median_error_is_preferred_per_partition() -> None:
+    records = [
+        *[record("slurm", "a100", error) for error in (30, -40, 50, 60, 70)],
+        *[record("advisor", "a100", error) for error in (5, -10, 15, 200, 300)],
+        *[record("slurm", "t4", error) for error in (1, 2, 3, 4, 5)],
+        *[record("advisor", "t4", error) for error in (1, 2, 30, 40, 50)],
+        *[record("advisor", "v100", 0) for _ in range(5)],  # Slurm's has no record here
+        *[record(name, "cpu", error) for name in ("slurm", "advisor") for error in (60, 0, 0)],  # too few
+    ]
+    errors = {(error.partition, error.estimator): error for error in estimator_errors(records)}
+    assert errors["a100", "slurm"].median_abs_error_s == 50 * 60
+    assert errors["a100", "advisor"].median_abs_error_s == 15 * 60
+    assert errors["a100", "advisor"].records == 5
+    assert preferred_estimators(records) == {
+        "a100": "advisor",
+        "t4": "slurm",
+        "v100": "slurm",
+        "cpu": "slurm",
+    }
+    assert preferred_estimators(records, min_records=3)["cpu"] == "slurm"  # a tie keeps Slurm's
+    assert preferred_estimators([]) == {}

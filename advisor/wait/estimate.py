@@ -61,11 +61,15 @@ class WaitEstimate(_Frozen):
 
 
 def sbatch_options(request: JobRequest) -> list[str]:
-    """The request as sbatch options, one task per node holding all of that node's CPUs."""
+    """The request as sbatch options: one task per node, holding all of that node's CPUs.
+
+    ``--ntasks`` rather than ``--ntasks-per-node`` so that it replaces a script's own task count, which
+    would otherwise contradict it.
+    """
     options = [
         f"--partition={request.partitions[0]}",
         f"--nodes={request.nodes}",
-        "--ntasks-per-node=1",
+        f"--ntasks={request.nodes}",
         f"--cpus-per-task={request.cpus_per_node}",
     ]
     if request.gpus_per_node:

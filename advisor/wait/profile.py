@@ -87,8 +87,8 @@ class Profile:
     ) -> tuple[float, list[int]]:
         """First start at which ``count`` of ``nodes`` all fit, and those nodes (the first in order).
 
-        ``floors[node]`` is a start known not to be too late for that node (the search begins there);
-        the search raises it to what it learns.
+        ``floors[node]`` is a time before which nothing fits on that node; the search begins there and
+        raises it to what it finds.
         """
         if count == 1:
             # Nodes by how soon they might fit; once a node's floor is past the best start, all are.

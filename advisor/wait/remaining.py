@@ -52,7 +52,7 @@ def historical_ratios(history: Sequence[FinishedJob], min_jobs: int = MIN_HISTOR
     ratios: list[tuple[str, str, float]] = [
         (job.partition, job.user, min(job.elapsed / job.time_limit, 1.0))
         for job in history
-        if job.start_time is not None and job.time_limit and job.time_limit > timedelta(0)
+        if job.start_time is not None and job.time_limit
     ]
     by_partition: dict[str, list[float]] = defaultdict(list)
     by_user: dict[tuple[str, str], list[float]] = defaultdict(list)

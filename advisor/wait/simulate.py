@@ -37,7 +37,7 @@ class _Job:
     runtime: float
     #: position in priority order
     rank: int
-    #: per node of the group, a start known not to be too late there (see ``Profile.earliest_on``)
+    #: per node of the group, a time before which the job cannot start there (see ``Profile.earliest_on``)
     floors: list[float]
     #: every node the job may run on
     members: frozenset[int]
@@ -203,7 +203,7 @@ class _Replay:
         """The job's earliest slot. While nothing was taken inside last pass's slot it stays possible,
         and only nodes where resources were freed can offer an earlier one (or a tie earlier in order)."""
         start = job.start
-        if start is None or start < now :
+        if start is None or start < now or (taken and _overlaps(taken, job, start)):
             return _place(profile, job, now, INF)
         touched = sorted(
             node for node, since in freed.items() if since < start + job.limit and node in job.members
