@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict, field_validator
@@ -102,10 +103,14 @@ def estimate_waits(
         snapshot, runtimes, [candidate.request for candidate in candidates], now, window
     )
     choice = preferred_estimators(records)
+    # Each --test-only is a round trip to slurmctld; asked side by side they cost about one.
+    with ThreadPoolExecutor(max_workers=min(8, max(len(candidates), 1))) as pool:
+        answers = list(pool.map(lambda candidate: _test_only(client, candidate), candidates))
     estimates: list[WaitEstimate] = []
-    for candidate, advisor_start in zip(candidates, advisor_starts, strict=True):
+    for candidate, advisor_start, (slurm_start, slurm_error) in zip(
+        candidates, advisor_starts, answers, strict=True
+    ):
         partition = candidate.request.partitions[0]
-        slurm_start, slurm_error = _test_only(client, candidate)
         estimates.append(
             WaitEstimate(
                 partition=partition,
