@@ -1,7 +1,7 @@
 """`advisor status` and `advisor explain JOBID`: what the service is doing and why a job was advised so.
 
 `explain` asks the daemon, which answers only the job's owner (or root, or the service's own user);
-`status` reads the daemon's health over its socket and the database the admin can read.
+`status` reads the daemon's health over its socket, the database the admin can read, and the queue.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from rich.table import Table
 from advisor import paths
 from advisor.api import Explanation, Health
 from advisor.daemon.transport import UnixHTTPConnection
+from advisor.slurm.client import SlurmClient
+from advisor.slurm.runner import SlurmError
 from advisor.store import ModelRegistry, Store
 
 TIMEOUT_S = 10.0
@@ -77,6 +79,24 @@ def _explain(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _queue(client: SlurmClient) -> list[dict[str, object]]:
+    """Per partition: GPUs in use of all, jobs running and pending (empty when Slurm cannot be reached)."""
+    try:
+        partitions, jobs = client.partitions(), client.jobs()
+    except SlurmError:
+        return []
+    return [
+        {
+            "partition": partition.name,
+            "gpus_used": sum(node.gpus_used for node in partition.nodes),
+            "gpus": sum(node.gpus.count for node in partition.nodes if node.gpus),
+            "running": sum(job.partition == partition.name and job.state == "RUNNING" for job in jobs),
+            "pending": sum(job.partition == partition.name and job.state == "PENDING" for job in jobs),
+        }
+        for partition in partitions
+    ]
+
+
 def _status(args: argparse.Namespace, console: Console) -> int:
     try:
         health: Health | None = Health.model_validate_json(ask("/health"))
@@ -103,11 +123,13 @@ def _status(args: argparse.Namespace, console: Console) -> int:
             "JOIN fingerprints f ON f.key = s.fingerprint GROUP BY f.partition, s.machine ORDER BY 1"
         ).fetchall()
     ]
+    queue = _queue(SlurmClient.local())
     report = {
         "daemon": None if health is None else health.model_dump(),
         "daemon_error": problem,
         "models": models,
         "benchmarks": benchmarks,
+        "queue": queue,
     }
     if args.json:
         print(json.dumps(report, indent=2))
@@ -119,7 +141,7 @@ def _status(args: argparse.Namespace, console: Console) -> int:
         console.print(
             f"policy error (the previous policy stays in force): {health.policy_error}", highlight=False
         )
-    for title, rows in (("models", models), ("benchmarks", benchmarks)):
+    for title, rows in (("models", models), ("benchmarks", benchmarks), ("queue", queue)):
         table = Table(title=title)
         for column in rows[0] if rows else ["(none)"]:
             table.add_column(column)

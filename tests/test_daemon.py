@@ -273,6 +273,11 @@ def test_a_broken_policy_edit_is_reported_and_the_previous_policy_stays(
             assert time.monotonic() < deadline, status
             time.sleep(0.2)
         assert "policy.toml:" in status
+        argv = [str(BIN / "advisor"), "status", "--db", str(daemon.root / "advisor.db"), "--json"]
+        shown = json.loads(subprocess.run(argv, env=daemon.env, capture_output=True, text=True).stdout)
+        assert shown["daemon"]["policy_error"] and {m["machine"] for m in shown["models"]}
+        gpus = {q["partition"]: q["gpus"] for q in shown["queue"]}
+        assert gpus == {"a100": 8, "v100": 8, "t4": 4, "cpu": 0}
         advised = submit(daemon, tmp_path, "--dry-run", "--json", name="still")
         assert json.loads(advised.stdout)["advice"]["recommendation"]["mode"] == "rewrite", (
             "the last good one"
