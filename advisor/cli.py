@@ -15,6 +15,7 @@ from rich.table import Table
 
 from advisor import admin, argtypes, paths, report
 from advisor.bench import cli as bench_cli
+from advisor.compress import cli as compress_cli
 from advisor.daemon import main as daemon_main
 from advisor.introspect.errors import IntrospectionError
 from advisor.jobscript.errors import ScriptError
@@ -89,6 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     recommend_cli.add_commands(commands)
     daemon_main.add_commands(commands)
     admin.add_commands(commands)
+    compress_cli.add_commands(commands)
     return parser
 
 

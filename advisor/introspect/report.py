@@ -8,6 +8,7 @@ from pydantic import JsonValue
 from rich.console import Console
 from rich.table import Table
 
+from advisor.compress.estimate import render_savings
 from advisor.introspect.memory import Optimizer, Precision, estimate_peak_memory, optimizer_state_bytes
 from advisor.introspect.run import introspect
 from advisor.introspect.table import Layer, LayerTable, TensorShape
@@ -78,6 +79,7 @@ def render(table: LayerTable, batch_size: int, console: Console) -> None:
         estimates = (estimate_peak_memory(table, batch_size, precision, o).total for o in Optimizer)
         memory.add_row(str(precision), *(_si(total, "B") for total in estimates))
     console.print(memory)
+    render_savings(table, console)
 
 
 def _kind(layer: Layer) -> str:
