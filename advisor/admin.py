@@ -17,7 +17,7 @@ from rich.table import Table
 
 from advisor import paths
 from advisor.api import Explanation, Health
-from advisor.daemon.transport import UnixHTTPConnection
+from advisor.daemon.transport import DaemonRefused, DaemonUnreachable, call
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.runner import SlurmError
 from advisor.store import ModelRegistry, Store
@@ -42,24 +42,11 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def ask(path: str) -> bytes:
     """GET from the daemon on ``$ADVISOR_SOCKET``."""
-    connection = UnixHTTPConnection(
-        paths.socket(), timeout=float(os.environ.get("ADVISOR_TIMEOUT", TIMEOUT_S))
-    )
+    timeout = float(os.environ.get("ADVISOR_TIMEOUT", TIMEOUT_S))
     try:
-        connection.request("GET", path)
-        response = connection.getresponse()
-        body = response.read()
-    except OSError as error:
-        raise DaemonError(f"the advisor daemon at {paths.socket()} did not answer: {error}") from error
-    finally:
-        connection.close()
-    if response.status != 200:
-        try:
-            detail = json.loads(body)["error"]
-        except (ValueError, KeyError, TypeError):
-            detail = body[:200].decode("utf-8", "replace")
-        raise DaemonError(detail)
-    return body
+        return call(paths.socket(), "GET", path, None, timeout)
+    except (DaemonUnreachable, DaemonRefused) as error:
+        raise DaemonError(str(error)) from error
 
 
 def _explain(args: argparse.Namespace, console: Console) -> int:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from advisor import paths
 from advisor.api import STDIN, AdviseRequest, AdviseResponse, Submitted
-from advisor.daemon.transport import UnixHTTPConnection
+from advisor.daemon.transport import DaemonRefused, DaemonUnreachable, call
 from advisor.jobscript.advisor_lines import JobDescription, parse_description, split_command_line
 from advisor.jobscript.errors import ScriptError
 from advisor.jobscript.request import script_arguments
@@ -121,23 +121,12 @@ def _client_side_table(script: bytes, where: str, description_args: list[str]) -
 
 def _call(method: str, path: str, body: bytes | None = None) -> bytes:
     timeout = float(os.environ.get("ADVISOR_TIMEOUT", DEFAULT_TIMEOUT_S))
-    connection = UnixHTTPConnection(paths.socket(), timeout=timeout)
     try:
-        headers = {"Content-Type": "application/json"} if body is not None else {}
-        connection.request(method, path, body=body, headers=headers)
-        response = connection.getresponse()
-        data = response.read()
-    except OSError as error:
-        raise AdvisorUnavailable(f"the advisor daemon did not answer ({error})") from error
-    finally:
-        connection.close()
-    if response.status != 200:
-        try:
-            detail = json.loads(data)["error"]
-        except (ValueError, KeyError, TypeError):
-            detail = data[:200].decode("utf-8", "replace")
-        raise AdvisorUnavailable(f"the advisor could not advise this job: {detail}")
-    return data
+        return call(paths.socket(), method, path, body, timeout)
+    except DaemonUnreachable as error:
+        raise AdvisorUnavailable(str(error)) from error
+    except DaemonRefused as error:
+        raise AdvisorUnavailable(f"the advisor could not advise this job: {error}") from error
 
 
 def _reason(error: Exception) -> str:

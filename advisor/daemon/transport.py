@@ -7,6 +7,7 @@ The server learns who is calling from the kernel (SO_PEERCRED), never from the r
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import socket
 import stat
@@ -66,3 +67,32 @@ class UnixHTTPConnection(http.client.HTTPConnection):
             sock.close()
             raise
         self.sock = sock
+
+
+class DaemonUnreachable(OSError):
+    """No answer: no daemon, a dead one, or one slower than the timeout."""
+
+
+class DaemonRefused(RuntimeError):
+    """The daemon answered with an error; the message is its own."""
+
+
+def call(socket_path: Path, method: str, path: str, body: bytes | None, timeout: float) -> bytes:
+    """One request to the daemon; the body of a 200 answer, else one of the two errors above."""
+    connection = UnixHTTPConnection(socket_path, timeout=timeout)
+    try:
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        connection.request(method, path, body=body, headers=headers)
+        response = connection.getresponse()
+        data = response.read()
+    except OSError as error:
+        raise DaemonUnreachable(f"the advisor daemon at {socket_path} did not answer ({error})") from error
+    finally:
+        connection.close()
+    if response.status != 200:
+        try:
+            detail = json.loads(data)["error"]
+        except (ValueError, KeyError, TypeError):
+            detail = data[:200].decode("utf-8", "replace")
+        raise DaemonRefused(str(detail))
+    return data
