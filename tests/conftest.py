@@ -123,6 +123,15 @@ def slurm(request: pytest.FixtureRequest, sandbox: Sandbox) -> Iterator[SlurmCli
     runner.close()
 
 
+@pytest.fixture
+def local_slurm(sandbox: Sandbox) -> Iterator[SlurmClient]:
+    """A local client to the sandbox that cancels every job when the test ends, so tests leave no queue."""
+    client = SlurmClient(LocalRunner(env=sandbox.client_env()))
+    yield client
+    for job in client.jobs():
+        client.cancel(job.job_id)
+
+
 @pytest.fixture(autouse=True)
 def _run_in_a_scratch_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Jobs write slurm-N.out into the submitting folder: keep that out of the repository."""

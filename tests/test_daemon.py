@@ -22,7 +22,6 @@ from advisor.api import AdviseRequest
 from advisor.daemon.transport import UnixHTTPConnection
 from advisor.sandbox.cluster import Sandbox
 from advisor.slurm.client import SlurmClient
-from advisor.slurm.runner import LocalRunner
 
 from .recommend_support import trained_store
 
@@ -100,14 +99,6 @@ def daemon(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         server.stop()
 
 
-@pytest.fixture
-def slurm(sandbox: Sandbox) -> Iterator[SlurmClient]:
-    client = SlurmClient(LocalRunner(env=sandbox.client_env()))
-    yield client
-    for job in client.jobs():
-        client.cancel(job.job_id)
-
-
 def submit(
     daemon: Daemon, tmp_path: Path, *words: str, name: str = "train", **env: str
 ) -> subprocess.CompletedProcess[str]:
@@ -125,13 +116,13 @@ def jobs_named(slurm: SlurmClient, name: str) -> list[str]:
 
 
 def test_an_advised_job_is_rewritten_submitted_once_and_explained(
-    daemon: Daemon, slurm: SlurmClient, tmp_path: Path
+    daemon: Daemon, local_slurm: SlurmClient, tmp_path: Path
 ) -> None:
     result = submit(daemon, tmp_path, "--yes", name="advised")
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("Submitted batch job "), result.stdout
     job_id = int(result.stdout.split()[-1])
-    assert jobs_named(slurm, "advised") == ["a100"], "moved to the fastest idle partition, once"
+    assert jobs_named(local_slurm, "advised") == ["a100"], "moved to the fastest idle partition, once"
     explained = subprocess.run(
         [str(BIN / "advisor"), "explain", str(job_id), "--json"],
         env=daemon.env,
@@ -144,7 +135,7 @@ def test_an_advised_job_is_rewritten_submitted_once_and_explained(
 
 
 def test_parsable_output_and_exit_codes_match_sbatch(
-    daemon: Daemon, slurm: SlurmClient, tmp_path: Path
+    daemon: Daemon, local_slurm: SlurmClient, tmp_path: Path
 ) -> None:
     ours = submit(daemon, tmp_path, "--no-rewrite", "--parsable", name="parsable")
     theirs = subprocess.run(
@@ -155,7 +146,7 @@ def test_parsable_output_and_exit_codes_match_sbatch(
     )
     assert ours.returncode == theirs.returncode == 0
     assert ours.stdout.strip().isdigit() and theirs.stdout.strip().isdigit()
-    assert jobs_named(slurm, "parsable") == ["t4", "t4"], "--no-rewrite keeps the user's partition"
+    assert jobs_named(local_slurm, "parsable") == ["t4", "t4"], "--no-rewrite keeps the user's partition"
     rejected = submit(daemon, tmp_path, "--partition=nosuch", name="rejected")
     plain = subprocess.run(
         ["sbatch", "--partition=nosuch", str(tmp_path / "rejected.sbatch")],
@@ -165,18 +156,18 @@ def test_parsable_output_and_exit_codes_match_sbatch(
     )
     assert rejected.returncode == plain.returncode != 0
     assert plain.stderr.strip() in rejected.stderr
-    assert jobs_named(slurm, "rejected") == []
+    assert jobs_named(local_slurm, "rejected") == []
 
 
 def test_bad_scripts_get_a_clear_error_and_go_to_sbatch_unchanged(
-    daemon: Daemon, slurm: SlurmClient, tmp_path: Path
+    daemon: Daemon, local_slurm: SlurmClient, tmp_path: Path
 ) -> None:
     (tmp_path / "typo.sbatch").write_text(
         SCRIPT.format(name="typo").replace("--global-batch=64", "--global-batch=many"), encoding="utf-8"
     )
     typo = submit(daemon, tmp_path, name="typo")
     assert typo.returncode == 0 and "typo.sbatch:7" in typo.stderr and "submitting unchanged" in typo.stderr
-    assert jobs_named(slurm, "typo") == ["t4"]
+    assert jobs_named(local_slurm, "typo") == ["t4"]
 
     (tmp_path / "binary.sbatch").write_bytes(b"#!/bin/sh\n\0\xff\xfe")
     binary = submit(daemon, tmp_path, name="binary")
@@ -203,7 +194,7 @@ def test_bad_scripts_get_a_clear_error_and_go_to_sbatch_unchanged(
     )
     assert "submitting unchanged" in big.stderr
     assert (big.returncode == 0) == (plain.returncode == 0)
-    assert len(jobs_named(slurm, "huge")) == (1 if big.returncode == 0 else 0)
+    assert len(jobs_named(local_slurm, "huge")) == (1 if big.returncode == 0 else 0)
 
 
 def test_a_claimed_uid_in_the_body_is_ignored(daemon: Daemon, tmp_path: Path) -> None:
@@ -224,7 +215,7 @@ def test_a_claimed_uid_in_the_body_is_ignored(daemon: Daemon, tmp_path: Path) ->
 
 
 def test_a_daemon_killed_mid_request_costs_nothing_and_the_audit_survives_a_restart(
-    daemon: Daemon, slurm: SlurmClient, tmp_path: Path
+    daemon: Daemon, local_slurm: SlurmClient, tmp_path: Path
 ) -> None:
     assert daemon.process is not None
     (tmp_path / "killed.sbatch").write_text(SCRIPT.format(name="killed"), encoding="utf-8")
@@ -241,11 +232,11 @@ def test_a_daemon_killed_mid_request_costs_nothing_and_the_audit_survives_a_rest
     out, err = waiting.communicate(timeout=60)
     assert waiting.returncode == 0 and out.startswith("Submitted batch job"), err
     assert "submitting unchanged" in err
-    assert jobs_named(slurm, "killed") == ["t4"], "exactly once, unchanged"
+    assert jobs_named(local_slurm, "killed") == ["t4"], "exactly once, unchanged"
 
     slow = submit(daemon, tmp_path, name="absent", ADVISOR_TIMEOUT="2")
     assert slow.returncode == 0 and "did not answer" in slow.stderr
-    assert jobs_named(slurm, "absent") == ["t4"]
+    assert jobs_named(local_slurm, "absent") == ["t4"]
 
     before = _audit_rows(daemon)
     daemon.start()

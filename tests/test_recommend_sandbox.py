@@ -4,7 +4,6 @@ predictors from `tests/recommend_support.py`."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,7 +19,6 @@ from advisor.recommend.cluster import ClusterView
 from advisor.recommend.edges import recommend_now
 from advisor.sandbox.cluster import Sandbox
 from advisor.slurm.client import SlurmClient
-from advisor.slurm.runner import LocalRunner
 from advisor.store import Store
 
 from .recommend_support import trained_store
@@ -60,11 +58,8 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
 
 
 @pytest.fixture
-def client(sandbox: Sandbox) -> Iterator[SlurmClient]:
-    client = SlurmClient(LocalRunner(env=sandbox.client_env()))
-    yield client
-    for job in client.jobs():
-        client.cancel(job.job_id)
+def client(local_slurm: SlurmClient) -> SlurmClient:
+    return local_slurm
 
 
 def advise(
