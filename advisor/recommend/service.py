@@ -151,6 +151,7 @@ class _Estimator:
         self.now = now
         self.partitions = {p.name: p for p in context.partitions}
         self._cache: dict[tuple[str, int, bool, bool], Prediction] = {}
+        self._trained_at: dict[tuple[str, int], datetime | None] = {}
 
     def prediction(self, partition: str, batch: int, amp: bool, channels_last: bool) -> Prediction:
         key = (partition, batch, amp, channels_last)
@@ -199,7 +200,10 @@ class _Estimator:
         notes = [prediction.note] if prediction.note else []
         if run.p90_s > limit.total_seconds():
             notes.append(f"the p90 run outlasts the time limit of {format_duration(limit)}")
-        created = model_created_at(self.context.store, prediction.machine, prediction.model_version)
+        version = (prediction.machine, prediction.model_version)
+        if version not in self._trained_at:  # a few model versions serve every candidate
+            self._trained_at[version] = model_created_at(self.context.store, *version)
+        created = self._trained_at[version]
         return Estimate(
             shape=shape,
             run_s=run.run_s,
