@@ -160,3 +160,12 @@ def test_recommend_command_prints_candidates_choice_and_explanation(
     assert output["chosen"]["shape"]["partition"] == "a100"
     assert output["advice"]["partition"] == "a100" and output["apply"] is True
     assert len(output["candidates"]) >= 3 and output["reasons"]
+
+
+def test_a_cluster_without_trained_predictors_leaves_the_job_as_it_is(
+    client: SlurmClient, tmp_path: Path
+) -> None:
+    empty = Store.open(tmp_path / "empty.db")
+    result = advise(client, empty, tmp_path)
+    assert result.candidates == [] and result.advice is None and not result.apply
+    assert "advisor models train" in result.reasons[0]

@@ -21,13 +21,14 @@ from advisor.policy.resolve import Effective, resolve
 from advisor.predict.jobtime import JobShape, job_time
 from advisor.predict.registry import model_created_at
 from advisor.predict.scaling import DeviceSpec
-from advisor.predict.service import Prediction, predict
+from advisor.predict.service import NoModelError, Prediction, predict
 from advisor.recommend.candidates import Offer, Shape, amp_dtype, baseline, optimizer_steps, shapes
 from advisor.recommend.choose import Decision, Estimate, Recommendation, WaitSource, choose
 from advisor.slurm.models import Partition
 from advisor.slurm.values import format_duration
 from advisor.store import Store
 
+BOTH = (False, True)
 LINK_BYTES_S = 12e9
 """Gradient all-reduce bandwidth between a node's GPUs: PCIe-class, the conservative case."""
 
@@ -103,9 +104,12 @@ def recommend(
     estimator = _Estimator(context, effective, request, description, table, now)
     asked = baseline(description, offers[asked_partition], gpus, amp=False)
     allowed = [offers[name] for name in effective.partitions if name in offers]
-    largest = {(o.name, amp): estimator.largest_batch(o.name, amp) for o in allowed for amp in (False, True)}
-    found = [s for s in shapes(description, allowed, gpus, effective.tuning, largest) if s != asked]
-    estimates = estimator.estimate([asked, *found])
+    try:
+        largest = {(o.name, amp): estimator.largest_batch(o.name, amp) for o in allowed for amp in BOTH}
+        found = [s for s in shapes(description, allowed, gpus, effective.tuning, largest) if s != asked]
+        estimates = estimator.estimate([asked, *found])
+    except NoModelError as error:
+        return nothing(f"nothing to predict with ({error}): benchmark, then run advisor models train")
     modes: dict[str, Mode] = {name: terms.mode for name, terms in effective.partitions.items()}
     rules = effective.rewrite
     decision = choose(estimates, estimates[0], effective.objective, effective.cost_weight, rules, modes)
