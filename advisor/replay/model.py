@@ -1,0 +1,113 @@
+"""The types a replay passes between its parts: arrivals, jobs, decisions and outcomes.
+
+All times are simulated seconds (the workload's clock); only the real-Slurm runner compresses them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ArmName = Literal["habits", "slurm", "advisor"]
+"""(A) users' habits, (B) Slurm's ``--test-only`` estimate only, (C) the advisor in rewrite mode."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Arrival(_Frozen):
+    """One row of a Sia workload: when the job arrives and what the user asked for."""
+
+    name: str
+    time_s: float = Field(ge=0)
+    application: str
+    gpus: int = Field(ge=1)
+    global_batch: int = Field(ge=1)
+
+
+class Job(_Frozen):
+    """An arrival with what the workload does not say, fixed (seeded) before any arm decides."""
+
+    arrival: Arrival
+    steps: int = Field(ge=1)
+    """Optimizer steps to finish: the job's length, the same whatever the arm does with it."""
+    user_gpu_type: str
+    """The GPU type the user habitually asks for (arm A's partition, and the type its length came from)."""
+    user_limit_s: float = Field(gt=0)
+    """The time limit the user habitually writes (arms A and B keep it)."""
+
+
+class Config(_Frozen):
+    """How a job runs: GPU type, GPUs over how many nodes, micro-batch per GPU and accumulation."""
+
+    gpu_type: str
+    gpus: int = Field(ge=1)
+    nodes: int = Field(ge=1)
+    micro_batch: int = Field(ge=1)
+    accumulation: int = Field(ge=1)
+
+
+class Pool(_Frozen):
+    """One partition of the replayed cluster: identical nodes of one GPU type."""
+
+    partition: str
+    gpu_type: str
+    nodes: int = Field(ge=1)
+    gpus_per_node: int = Field(ge=1)
+
+
+class Inventory(_Frozen):
+    pools: list[Pool] = Field(min_length=1)
+
+
+class WaitQuery(_Frozen):
+    """What a job would ask Slurm for in one partition, which is all its queue wait depends on."""
+
+    partition: str
+    gpus: int
+    nodes: int
+    time_limit_s: float
+
+
+class Decision(_Frozen):
+    """What an arm submits for a job, and what the estimators said at that moment (for the report)."""
+
+    partition: str
+    config: Config
+    time_limit_s: float
+    predicted_run_s: float | None = None
+    """The run time the arm expected (the advisor's prediction; None for arms that do not predict)."""
+    slurm_wait_s: float | None = None
+    """``--test-only``'s wait for the submitted request, asked at submission."""
+    advisor_wait_s: float | None = None
+    """The advisor's queue replay's wait for the submitted request, asked at submission."""
+
+
+class Outcome(_Frozen):
+    name: str
+    arm: ArmName
+    arrival_s: float
+    start_s: float
+    end_s: float
+    decision: Decision
+    true_run_s: float
+    timed_out: bool
+    """Killed by its time limit; the report counts these apart."""
+
+
+class QueueView(Protocol):
+    """The queue as an arm sees it at a submission: both wait estimators, seconds from now (None: never)."""
+
+    def slurm_waits(self, queries: Sequence[WaitQuery]) -> list[float | None]: ...
+
+    def advisor_waits(self, queries: Sequence[WaitQuery]) -> list[float | None]: ...
+
+
+Arm = Callable[[Job, QueueView], Decision]
+"""An arm's decision for one arriving job, given the queue at that moment."""
+
+TrueRunTime = Callable[[Job, Config], float]
+"""Ground truth: how long the job really runs in that configuration (steps x measured step time)."""
