@@ -24,10 +24,6 @@ MAX_SCRIPT_BYTES = 4 * 2**20
 """sbatch refuses scripts over 4 MB (its batch-script size limit, max_script_size), so the daemon does too."""
 
 
-STDIN = "<stdin>"
-"""``where`` of a script that sbatch would read from its standard input."""
-
-
 class _Message(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -9,25 +9,30 @@ Advisor options: ``--dry-run`` (advise and ask Slurm with ``--test-only``, submi
 (the advice as JSON on stdout), ``--yes`` (apply without asking on a terminal), ``--no-rewrite`` (submit
 unchanged, still advised), ``--explain`` (print the candidates and reasons even off a terminal).
 Environment: ``ADVISOR_SOCKET`` (the daemon), ``ADVISOR_TIMEOUT`` (seconds, default 2).
+
+It starts fast because it imports only the standard library on its way to sbatch: it speaks the API of
+`advisor.api` as plain JSON (the daemon validates what it receives; this side checks the few fields it uses),
+and loads pydantic, rich or torch only to show a table or to introspect a factory model.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from advisor import paths
-from advisor.api import STDIN, AdviseRequest, AdviseResponse, Submitted
 from advisor.daemon.transport import DaemonRefused, DaemonUnreachable, call
-from advisor.jobscript.advisor_lines import JobDescription, parse_description, split_command_line
+from advisor.jobscript.advisor_words import description_values, names_a_factory, split_command_line
 from advisor.jobscript.errors import ScriptError
-from advisor.jobscript.request import script_arguments
-from advisor.jobscript.rewrite import Submission
+from advisor.jobscript.lexer import STDIN
+from advisor.jobscript.options import script_arguments
 
 OURS = ("--dry-run", "--json", "--yes", "--no-rewrite", "--explain")
 _SBATCH_ONLY = ("-h", "--help", "--usage", "-V", "--version", "--wrap", "--test-only")
@@ -46,6 +51,38 @@ class Flags:
 
 class AdvisorUnavailable(RuntimeError):
     """Anything that keeps the advice from arriving; the job then goes to sbatch unchanged."""
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What goes to sbatch: the response's ``submission`` (`advisor.jobscript.rewrite.Submission`), or the
+    job as the user gave it."""
+
+    argv: list[str]
+    stdin: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    rewritten: bool = False
+
+    @classmethod
+    def from_json(cls, data: Any) -> Submission:
+        """Refuses anything but the shape sbatch needs: a wrong field is the advisor's failure (fail-open)."""
+        argv, stdin, env = data["argv"], data.get("stdin"), data.get("env", {})
+        if not (isinstance(argv, list) and all(isinstance(word, str) for word in argv)):
+            raise ValueError("submission.argv is not a list of strings")
+        if not (stdin is None or isinstance(stdin, str)):
+            raise ValueError("submission.stdin is not a string")
+        if not (isinstance(env, dict) and all(isinstance(v, str) for v in env.values())):
+            raise ValueError("submission.env is not a map of strings")
+        return cls(argv=argv, stdin=stdin, env=env, rewritten=data.get("rewritten") is True)
+
+
+@dataclass(frozen=True)
+class Advice:
+    """The daemon's answer: the request id to report the job under, the submission, and the whole body."""
+
+    request_id: str
+    submission: Submission
+    body: dict[str, Any]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -86,31 +123,36 @@ def _flags(words: list[str]) -> tuple[Flags, list[str]]:
     return Flags(**seen), words[index:]
 
 
-def _advise(script: bytes, where: str, sbatch_argv: list[str], description_args: list[str]) -> AdviseResponse:
+def _advise(script: bytes, where: str, sbatch_argv: list[str], description_args: list[str]) -> Advice:
     environ = {name: value for name, value in os.environ.items() if name.startswith("SBATCH_")}
     table = _client_side_table(script, where, description_args)
-    request = AdviseRequest.of(
-        script,
-        where=where,
-        sbatch_argv=sbatch_argv,
-        description_args=description_args,
-        environ=environ,
-        table=table,
-    )
-    body = _call("POST", "/advise", request.model_dump_json().encode())
-    return AdviseResponse.model_validate_json(body)
+    request = {
+        "script_b64": base64.b64encode(script).decode("ascii"),
+        "where": where,
+        "sbatch_argv": sbatch_argv,
+        "description_args": description_args,
+        "environ": environ,
+        "table": table,
+    }
+    body = json.loads(_call("POST", "/advise", json.dumps(request).encode()))
+    request_id = body["request_id"]
+    if not isinstance(request_id, str):
+        raise ValueError("request_id is not a string")
+    return Advice(request_id=request_id, submission=Submission.from_json(body["submission"]), body=body)
 
 
 def _client_side_table(script: bytes, where: str, description_args: list[str]) -> dict[str, object] | None:
     """A factory model (``package.module:factory``) is the user's code: only the user's process imports it."""
+    text = script.decode("utf-8", "surrogateescape")
     try:
-        description: JobDescription | None = parse_description(
-            script.decode("utf-8", "surrogateescape"), where, description_args
-        )
+        if not names_a_factory(description_values(text, where, description_args)[0]):
+            return None
+        from advisor.jobscript.advisor_lines import parse_description
+
+        description = parse_description(text, where, description_args)
     except ScriptError:
         return None  # the daemon reports it, with the place
-    if description is None or ":" not in description.model:
-        return None
+    assert description is not None
     from advisor.introspect.run import introspect
 
     table = introspect(
@@ -135,14 +177,15 @@ def _reason(error: Exception) -> str:
     return f"the advisor failed ({type(error).__name__}: {error})"
 
 
-def _show(response: AdviseResponse, flags: Flags) -> None:
+def _show(advice: Advice, flags: Flags) -> None:
     if flags.json or not (flags.explain or sys.stderr.isatty()):
         return
     from rich.console import Console
 
+    from advisor.recommend.choose import Recommendation
     from advisor.recommend.cli import show
 
-    show(response.recommendation, Console(stderr=True))
+    show(Recommendation.model_validate(advice.body["recommendation"]), Console(stderr=True))
 
 
 def _agreed(flags: Flags) -> bool:
@@ -153,12 +196,12 @@ def _agreed(flags: Flags) -> bool:
     return answer in ("", "y", "yes")
 
 
-def _finish(submission: Submission, flags: Flags, response: AdviseResponse | None) -> int:
+def _finish(submission: Submission, flags: Flags, response: Advice | None) -> int:
     if flags.dry_run:
-        submission = submission.model_copy(update={"argv": ["--test-only", *submission.argv]})
+        submission = replace(submission, argv=["--test-only", *submission.argv])
     result = _sbatch(submission, capture=True)
     if flags.json:
-        advice = None if response is None else json.loads(response.model_dump_json())
+        advice = None if response is None else response.body
         report = {"advice": advice, "sbatch": {"argv": submission.argv, "returncode": result.returncode}}
         print(json.dumps({**report, "stdout": result.stdout, "stderr": result.stderr}, indent=2))
     else:
@@ -166,9 +209,9 @@ def _finish(submission: Submission, flags: Flags, response: AdviseResponse | Non
         sys.stderr.write(result.stderr)
     job_id = _job_id(result.stdout) if result.returncode == 0 and not flags.dry_run else None
     if response is not None and job_id is not None:
-        note = Submitted(request_id=response.request_id, job_id=job_id)
+        note = {"request_id": response.request_id, "job_id": job_id}
         try:
-            _call("POST", "/submitted", note.model_dump_json().encode())
+            _call("POST", "/submitted", json.dumps(note).encode())
         except Exception as error:  # the job is in; only the advisor's record of it is missing
             print(f"advise-submit: note: the advisor did not record job {job_id}: {error}", file=sys.stderr)
     return result.returncode

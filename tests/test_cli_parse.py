@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -44,3 +45,20 @@ def test_the_command_lines_start_without_torch_or_xgboost() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
     )
     assert result.stdout.strip() == "[]"
+
+
+def test_advise_submit_reaches_sbatch_on_the_standard_library_alone(tmp_path: Path) -> None:
+    """Its start-up is every job's overhead: pydantic, rich, torch and xgboost stay unloaded (no daemon here,
+    so the job goes to sbatch unchanged; a real daemon's answer is read as plain JSON too)."""
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/sh\n#SBATCH -p t4\n#ADVISOR --model=resnet18 --global-batch=64 --steps=10\ntrue\n")
+    probe = (
+        "import sys, advisor.submit; advisor.submit.main(['--dry-run', sys.argv[1]]); "
+        "print('loaded:', sorted({'pydantic', 'rich', 'torch', 'xgboost'} & set(sys.modules)))"
+    )
+    env = {**os.environ, "ADVISOR_SOCKET": str(tmp_path / "absent.sock")}
+    result = subprocess.run(
+        [sys.executable, "-c", probe, str(script)], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert "submitting unchanged" in result.stderr
+    assert result.stdout.splitlines()[-1] == "loaded: []"

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from advisor.jobscript.advisor_lines import JobDescription, parse_description, split_command_line
+from advisor.jobscript.advisor_lines import JobDescription, parse_description
+from advisor.jobscript.advisor_words import split_command_line
 from advisor.jobscript.errors import ScriptError
 from advisor.jobscript.submission import parse_submission
 

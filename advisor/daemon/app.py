@@ -18,10 +18,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from advisor import __version__
-from advisor.api import STDIN, AdviseRequest, AdviseResponse, Explanation, Health, Submitted
+from advisor.api import AdviseRequest, AdviseResponse, Explanation, Health, Submitted
 from advisor.daemon.transport import Peer
 from advisor.introspect import LayerTable
 from advisor.introspect.run import introspect
+from advisor.jobscript.lexer import STDIN
 from advisor.jobscript.rewrite import AdviceError, Submission, apply_advice, unchanged
 from advisor.jobscript.submission import ParsedSubmission, parse_job
 from advisor.policy.holder import PolicyHolder

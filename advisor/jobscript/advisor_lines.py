@@ -7,18 +7,16 @@ The same options are accepted by `advise-submit` before the sbatch options, and 
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from advisor.jobscript.advisor_words import OPTIONS, description_values
 from advisor.jobscript.errors import ScriptError
-from advisor.jobscript.lexer import read_directives
 
-PREFIX = "#ADVISOR"
 _MODEL = re.compile(r"^(?:[a-z][a-z0-9_]*|[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*)$")
 _FLAG = re.compile(r"^--?[A-Za-z][\w-]*$")
 PositiveInt = Annotated[int, Field(ge=1)]
@@ -82,60 +80,12 @@ class JobDescription(BaseModel):
         return math.ceil(self.epochs * math.ceil(self.dataset_size / self.global_batch))
 
 
-def _shape(text: str) -> list[str]:
-    return re.split(r"[x,]", text)
-
-
-def _pair(text: str) -> list[str]:
-    return text.split(":", 1) if ":" in text else [text, ""]
-
-
-def _boolean(text: str) -> bool:
-    lowered = text.lower()
-    if lowered in {"yes", "true", "on", "1", "allow", "allowed"}:
-        return True
-    if lowered in {"no", "false", "off", "0", "forbid", "forbidden"}:
-        return False
-    raise ValueError(f"expected yes or no, not {text!r}")
-
-
-# Each option and the field it sets; pydantic validates every value in one place.
-_OPTIONS: dict[str, str] = {
-    "--model": "model",
-    "--model-arg": "model_kwargs",
-    "--num-classes": "model_kwargs",
-    "--input-shape": "input_shape",
-    "--global-batch": "global_batch",
-    "--epochs": "epochs",
-    "--steps": "steps",
-    "--dataset-size": "dataset_size",
-    "--batch-range": "batch_range",
-    "--amp": "amp",
-    "--grad-accum": "grad_accum",
-    "--workers": "workers",
-    "--batch-flag": "batch_flag",
-}
-
-
-def split_command_line(words: Sequence[str]) -> tuple[list[str], list[str]]:
-    """Leading job-description options (ours) and the sbatch command line that follows them."""
-    index = 0
-    while index < len(words) and words[index].split("=", 1)[0] in _OPTIONS:
-        index += 1 if "=" in words[index] else 2
-    index = min(index, len(words))
-    return list(words[:index]), list(words[index:])
-
-
 def parse_description(script: str, where: str, command_line: Sequence[str] = ()) -> JobDescription | None:
     """The job description from the script's `#ADVISOR` lines, overridden by command-line options.
 
     None when neither says anything: the job is then submitted as it is, without a prediction.
     """
-    values: dict[str, Any] = {}
-    origin: dict[str, str] = {}
-    for directive in read_directives(script, PREFIX, where):
-        _apply(directive.args, f"{where}:{directive.line}", values, origin)
-    _apply(command_line, "command line", values, origin)
+    values, origin = description_values(script, where, command_line)
     if not values:
         return None
     if "batch_flag" in values:
@@ -146,52 +96,8 @@ def parse_description(script: str, where: str, command_line: Sequence[str] = ())
         error = exc.errors()[0]
         field = str(error["loc"][0]) if error["loc"] else ""
         place = origin.get(field, where)
-        option = next((name for name, target in _OPTIONS.items() if target == field), "")
+        option = next((name for name, target in OPTIONS.items() if target == field), "")
         label = f"{option}: " if option else ""
         raise ScriptError(place, f"{label}{error['msg']}") from None
 
 
-def _apply(args: Sequence[str], place: str, values: dict[str, Any], origin: dict[str, str]) -> None:
-    pending = list(args)
-    while pending:
-        word = pending.pop(0)
-        name, has_value, value = word.partition("=")
-        if name not in _OPTIONS:
-            raise ScriptError(place, f"unknown #ADVISOR option {name!r}")
-        if not has_value:
-            if not pending:
-                raise ScriptError(place, f"option {name} needs a value")
-            value = pending.pop(0)
-        field = _OPTIONS[name]
-        try:
-            _store(name, field, value, values)
-        except ValueError as exc:
-            raise ScriptError(place, f"{name}: {exc}") from None
-        origin[field] = place
-
-
-def _store(name: str, field: str, value: str, values: dict[str, Any]) -> None:
-    if name == "--num-classes":
-        values.setdefault(field, {})["num_classes"] = _literal(value)
-    elif name == "--model-arg":
-        key, has_value, literal = value.partition("=")
-        if not has_value or not key.isidentifier():
-            raise ValueError(f"expected KEY=VALUE, not {value!r}")
-        values.setdefault(field, {})[key] = _literal(literal)
-    elif name == "--input-shape":
-        values[field] = _shape(value)
-    elif name == "--batch-range":
-        values[field] = _pair(value)
-    elif name in {"--amp", "--grad-accum"}:
-        values[field] = _boolean(value)
-    else:
-        values[field] = value
-
-
-def _literal(text: str) -> int | float | bool | str:
-    """A keyword argument's value: a JSON number or boolean, otherwise the text itself."""
-    try:
-        parsed = json.loads(text)
-    except json.JSONDecodeError:
-        return text
-    return parsed if isinstance(parsed, int | float | bool | str) else text

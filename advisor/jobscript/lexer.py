@@ -19,6 +19,8 @@ _C_SPACE = " \t\n\v\f\r"
 _HET_SEPARATORS = ("hetjob", "packjob")
 #: sbatch still reads the pre-2.x ``#SLURM`` prefix (with a warning).
 SBATCH_PREFIXES = ("#SBATCH", "#SLURM")
+STDIN = "<stdin>"
+"""``where`` of a script that sbatch reads from its standard input."""
 _NO_SHEBANG = (
     "This does not look like a batch script.  The first line must start with #! followed by the path "
     "to an interpreter. For instance: #!/bin/sh"

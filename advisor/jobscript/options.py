@@ -45,6 +45,23 @@ def parse_options(args: Sequence[str], where: str | Callable[[int], str]) -> tup
     return options, list(args[index:])
 
 
+def command_line_segments(argv: Sequence[str]) -> tuple[list[list[Option]], list[str]]:
+    """Option segments separated by ``:`` (one per hetjob component), then the script and its args."""
+    segments: list[list[Option]] = []
+    rest = list(argv)
+    while True:
+        options, rest = parse_options(rest, "command line")
+        segments.append(options)
+        if not rest or rest[0] != ":":
+            return segments, rest
+        rest = rest[1:]
+
+
+def script_arguments(argv: Sequence[str]) -> list[str]:
+    """What follows sbatch's options: the script's path and its arguments; empty when sbatch reads stdin."""
+    return command_line_segments(argv)[1]
+
+
 def options_from_environment(environ: Mapping[str, str]) -> list[Option]:
     """The SBATCH_* variables sbatch reads, in its order; flags ignore the value as sbatch does."""
     return [

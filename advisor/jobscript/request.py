@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from advisor.jobscript import values
 from advisor.jobscript.errors import ScriptError
 from advisor.jobscript.lexer import SBATCH_PREFIXES, Directive, check_script, header_lines, read_directives
-from advisor.jobscript.options import Option, options_from_environment, parse_options
+from advisor.jobscript.options import Option, command_line_segments, options_from_environment, parse_options
 
 _T = TypeVar("_T")
 _FOREIGN_PREFIXES = ("#PBS", "#BSUB")
@@ -91,7 +91,7 @@ def build_request(script: str, argv: Sequence[str], environ: Mapping[str, str], 
     """``argv`` is what follows ``sbatch``: options, then the script path and its own arguments."""
     check_script(script.encode("utf-8", errors="surrogateescape"), where)
     # sbatch's order: the command line's first pass, then per component script, environment, command line.
-    segments, rest = _command_line(argv)
+    segments, rest = command_line_segments(argv)
     from_script = _script_components(read_directives(script, SBATCH_PREFIXES, where), where)
     from_environment = options_from_environment(environ)
     for source in [*from_script, from_environment, *segments]:
@@ -129,18 +129,6 @@ def _script_components(directives: list[Directive], where: str) -> list[list[Opt
             raise ScriptError(place, f"Invalid directive found in batch script: {rest[0]}")
         components.append(options)
     return components
-
-
-def _command_line(argv: Sequence[str]) -> tuple[list[list[Option]], list[str]]:
-    """Option segments separated by ``:`` (one per hetjob component), then the script and its args."""
-    segments: list[list[Option]] = []
-    rest = list(argv)
-    while True:
-        options, rest = parse_options(rest, "command line")
-        segments.append(options)
-        if not rest or rest[0] != ":":
-            return segments, rest
-        rest = rest[1:]
 
 
 def _effective(
@@ -255,8 +243,3 @@ def _gpus(options: Mapping[str, Option]) -> GpuRequest | None:
         per=_GPU_PER[chosen[-1]],
         option=chosen[-1],
     )
-
-
-def script_arguments(argv: Sequence[str]) -> list[str]:
-    """What follows sbatch's options: the script's path and its arguments; empty when sbatch reads stdin."""
-    return _command_line(argv)[1]

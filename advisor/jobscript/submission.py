@@ -7,7 +7,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from advisor.jobscript.advisor_lines import JobDescription, parse_description, split_command_line
+from advisor.jobscript.advisor_lines import JobDescription, parse_description
+from advisor.jobscript.advisor_words import split_command_line
 from advisor.jobscript.errors import ScriptError
 from advisor.jobscript.lexer import check_script
 from advisor.jobscript.request import JobRequest, build_request
