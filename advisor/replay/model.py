@@ -96,6 +96,8 @@ class Outcome(_Frozen):
     true_run_s: float
     timed_out: bool
     """Killed by its time limit; the report counts these apart."""
+    killed_start_s: float | None = None
+    """When the killed first attempt started, for a job that timed out and reran (start_s is the rerun's)."""
 
 
 class QueueView(Protocol):

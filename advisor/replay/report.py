@@ -1,0 +1,274 @@
+"""What a replay measured, per arm, against the targets of the replay benchmark; and the files it writes.
+
+Completion time (JCT) runs from a job's first arrival to its final end, so a job killed by its limit
+pays for the rerun; its wait is to the final start, but the wait estimators are judged on the first
+attempt, the one they were asked about.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from advisor.replay.model import ArmName, Outcome
+from advisor.replay.scheduler import per_node_gpus
+
+Estimator = Literal["slurm", "advisor"]
+
+#: The benchmark's targets: the advisor's mean JCT reduction against each arm, and its wait error
+#: as a fraction of ``--test-only``'s.
+TARGET_REDUCTION: dict[ArmName, float] = {"habits": 0.30, "slurm": 0.10}
+TARGET_WAIT_ERROR_RATIO = 0.5
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ArmSummary(_Frozen):
+    arm: ArmName
+    jobs: int
+    mean_jct_s: float
+    p90_jct_s: float
+    mean_wait_s: float
+    makespan_s: float
+    """Last end minus first arrival."""
+    gpu_hours: float
+    """GPUs held times time held, killed attempts included."""
+    timeouts: int
+
+
+class WaitError(_Frozen):
+    """How far one estimator's waits, asked at submission, were from the actual ones."""
+
+    jobs: int
+    median_abs_error_s: float | None
+
+
+class Reductions(_Frozen):
+    """Relative reduction of the advisor arm's mean JCT against each other arm (None: arm missing)."""
+
+    vs_habits: float | None
+    vs_slurm: float | None
+
+
+def summarize(arm: ArmName, outcomes: Sequence[Outcome]) -> ArmSummary:
+    if not outcomes:
+        raise ValueError(f"arm {arm} has no outcomes to summarize")
+    jcts = [outcome.end_s - outcome.arrival_s for outcome in outcomes]
+    return ArmSummary(
+        arm=arm,
+        jobs=len(outcomes),
+        mean_jct_s=statistics.fmean(jcts),
+        p90_jct_s=float(np.percentile(jcts, 90)),
+        mean_wait_s=statistics.fmean(outcome.start_s - outcome.arrival_s for outcome in outcomes),
+        makespan_s=max(o.end_s for o in outcomes) - min(o.arrival_s for o in outcomes),
+        gpu_hours=sum(map(_gpu_seconds, outcomes)) / 3600,
+        timeouts=sum(outcome.timed_out for outcome in outcomes),
+    )
+
+
+def wait_errors(outcomes: Sequence[Outcome]) -> dict[Estimator, WaitError]:
+    """Each estimator's median absolute error over the jobs it gave an estimate for."""
+    pairs: dict[Estimator, list[tuple[float | None, float]]] = {
+        "slurm": [(o.decision.slurm_wait_s, _first_wait(o)) for o in outcomes],
+        "advisor": [(o.decision.advisor_wait_s, _first_wait(o)) for o in outcomes],
+    }
+    errors: dict[Estimator, WaitError] = {}
+    for estimator, estimates in pairs.items():
+        misses = [abs(estimate - actual) for estimate, actual in estimates if estimate is not None]
+        errors[estimator] = WaitError(
+            jobs=len(misses), median_abs_error_s=statistics.median(misses) if misses else None
+        )
+    return errors
+
+
+def compare(summaries: Mapping[ArmName, ArmSummary]) -> Reductions:
+    def reduction(baseline: ArmName) -> float | None:
+        if "advisor" not in summaries or baseline not in summaries:
+            return None
+        return 1 - summaries["advisor"].mean_jct_s / summaries[baseline].mean_jct_s
+
+    return Reductions(vs_habits=reduction("habits"), vs_slurm=reduction("slurm"))
+
+
+def agreement(sim: Sequence[Outcome], real: Sequence[Outcome]) -> float:
+    """Relative difference of the simulated run's mean JCT from the real-Slurm run's, same arm and
+    workload; the fast mode is trusted where this stays within 10%."""
+    real_mean = statistics.fmean(o.end_s - o.arrival_s for o in real)
+    return statistics.fmean(o.end_s - o.arrival_s for o in sim) / real_mean - 1
+
+
+def write_report(
+    results: Mapping[ArmName, list[Outcome]], out_dir: Path, title: str, notes: list[str]
+) -> Path:
+    """``report.md``, ``report.json``, ``completion_cdf.png`` and ``completion_bars.png`` in ``out_dir``;
+    returns the markdown's path."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summaries = {arm: summarize(arm, outcomes) for arm, outcomes in results.items()}
+    errors: dict[str, dict[Estimator, WaitError]] = {arm: wait_errors(o) for arm, o in results.items()}
+    errors_all = wait_errors([outcome for outcomes in results.values() for outcome in outcomes])
+    reductions = compare(summaries)
+    _plot(results, summaries, out_dir)
+    payload = {
+        "title": title,
+        "arms": {arm: summary.model_dump() for arm, summary in summaries.items()},
+        "reductions": reductions.model_dump(),
+        "wait_errors": {arm: _dump(by_estimator) for arm, by_estimator in errors.items()},
+        "wait_errors_all_arms": _dump(errors_all),
+        "notes": notes,
+    }
+    (out_dir / "report.json").write_text(json.dumps(payload, indent=2) + "\n")
+    markdown = out_dir / "report.md"
+    markdown.write_text(_markdown(title, summaries, reductions, {**errors, "all arms": errors_all}, notes))
+    return markdown
+
+
+def _gpu_seconds(outcome: Outcome) -> float:
+    config = outcome.decision.config
+    held = config.nodes * per_node_gpus(config.gpus, config.nodes)
+    killed = outcome.decision.time_limit_s if outcome.killed_start_s is not None else 0.0
+    return held * (outcome.end_s - outcome.start_s + killed)
+
+
+def _first_wait(outcome: Outcome) -> float:
+    first_start = outcome.start_s if outcome.killed_start_s is None else outcome.killed_start_s
+    return first_start - outcome.arrival_s
+
+
+def _dump(errors: Mapping[Estimator, WaitError]) -> dict[str, dict[str, object]]:
+    return {estimator: error.model_dump() for estimator, error in errors.items()}
+
+
+def _markdown(
+    title: str,
+    summaries: Mapping[ArmName, ArmSummary],
+    reductions: Reductions,
+    errors: Mapping[str, Mapping[Estimator, WaitError]],
+    notes: list[str],
+) -> str:
+    lines = [f"# {title}", "", "## Job completion per arm", ""]
+    lines += _table(
+        [
+            "arm",
+            "jobs",
+            "mean JCT (s)",
+            "p90 JCT (s)",
+            "mean wait (s)",
+            "makespan (s)",
+            "GPU-hours",
+            "timeouts",
+        ],
+        [
+            [
+                s.arm,
+                str(s.jobs),
+                *map(_number, (s.mean_jct_s, s.p90_jct_s, s.mean_wait_s, s.makespan_s)),
+                f"{s.gpu_hours:.1f}",
+                str(s.timeouts),
+            ]
+            for s in summaries.values()
+        ],
+    )
+    lines += ["", "![CDF of completion times](completion_cdf.png)", "", "![JCT](completion_bars.png)", ""]
+    lines += ["## Advisor against the other arms (mean JCT reduction)", ""]
+    lines += _table(
+        ["against", "reduction", "target"],
+        [
+            [arm, _percent(value), f">= {target:.0%}: {_verdict(None if value is None else value >= target)}"]
+            for arm, value, target in (
+                ("habits", reductions.vs_habits, TARGET_REDUCTION["habits"]),
+                ("slurm", reductions.vs_slurm, TARGET_REDUCTION["slurm"]),
+            )
+        ],
+    )
+    lines += ["", "## Wait prediction at submission (median absolute error against the actual wait)", ""]
+    rows = []
+    for arm, by_estimator in errors.items():
+        slurm, advisor = by_estimator["slurm"], by_estimator["advisor"]
+        ratio = _ratio(advisor.median_abs_error_s, slurm.median_abs_error_s)
+        met = None if ratio is None else ratio <= TARGET_WAIT_ERROR_RATIO
+        rows.append(
+            [
+                arm,
+                _error(slurm),
+                _error(advisor),
+                "-" if ratio is None else f"{ratio:.2f}",
+                f"<= {TARGET_WAIT_ERROR_RATIO}: {_verdict(met)}",
+            ]
+        )
+    lines += _table(["arm", "--test-only", "advisor", "advisor / --test-only", "target"], rows)
+    if notes:
+        lines += ["", "## Notes", "", *(f"- {note}" for note in notes)]
+    return "\n".join(lines) + "\n"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return [
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+        *("| " + " | ".join(row) + " |" for row in rows),
+    ]
+
+
+def _ratio(numerator: float | None, denominator: float | None) -> float | None:
+    if numerator is None or not denominator:
+        return None
+    return numerator / denominator
+
+
+def _verdict(met: bool | None) -> str:
+    return "not measured" if met is None else "met" if met else "missed"
+
+
+def _error(error: WaitError) -> str:
+    return (
+        "-"
+        if error.median_abs_error_s is None
+        else f"{_number(error.median_abs_error_s)} s ({error.jobs} jobs)"
+    )
+
+
+def _number(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def _plot(
+    results: Mapping[ArmName, list[Outcome]], summaries: Mapping[ArmName, ArmSummary], out_dir: Path
+) -> None:
+    """The CDF of completion times, and mean and p90 bars, per arm."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(7, 4.5))
+    for arm, outcomes in results.items():
+        jcts = np.sort([o.end_s - o.arrival_s for o in outcomes])
+        axis.step(jcts, np.arange(1, len(jcts) + 1) / len(jcts), where="post", label=arm)
+    axis.set(xscale="log", xlabel="job completion time (s)", ylabel="fraction of jobs", title="JCT CDF")
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(out_dir / "completion_cdf.png", dpi=120)
+    plt.close(figure)
+
+    figure, axis = plt.subplots(figsize=(6, 4))
+    positions = np.arange(len(summaries))
+    axis.bar(positions - 0.2, [s.mean_jct_s for s in summaries.values()], width=0.4, label="mean")
+    axis.bar(positions + 0.2, [s.p90_jct_s for s in summaries.values()], width=0.4, label="p90")
+    axis.set_xticks(positions, list(summaries))
+    axis.set(ylabel="job completion time (s)", title="JCT per arm")
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(out_dir / "completion_bars.png", dpi=120)
+    plt.close(figure)

@@ -1,0 +1,213 @@
+"""The fast replay: the same arms and policies as on the real sandbox, on a discrete-event clock.
+
+Events are job ends and arrivals (arrivals in time order; at one instant, ends first). After every event
+the partition it touched gets a scheduling pass (see ``scheduler``), like Slurm's event-triggered
+scheduling; real Slurm also runs periodic passes (``sched_interval``, ``bf_interval``) and counts in whole
+seconds, which this clock does not, so a real replay starts some jobs a little later than this one.
+A job killed by its time limit is resubmitted once, at that moment, with the user's own limit.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from advisor.replay.model import Arm, ArmName, Inventory, Job, Outcome, TrueRunTime, WaitQuery
+from advisor.replay.scheduler import Attempt, Partition, per_node_gpus
+from advisor.wait.remaining import RatioTable, estimate_runtimes
+from advisor.wait.simulate import BACKFILL_WINDOW, predict_starts
+from advisor.wait.snapshot import (
+    Allocation,
+    JobRequest,
+    PendingJob,
+    QueueSnapshot,
+    RunningJob,
+    SnapshotNode,
+)
+
+#: Where the simulated clock's second 0 falls, for the advisor's datetime-based queue replay.
+EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+
+Cluster = Mapping[str, Partition]
+"""Partition name -> its state."""
+
+
+def simulate(
+    jobs: Sequence[Job],
+    arm: Arm,
+    arm_name: ArmName,
+    inventory: Inventory,
+    truth: TrueRunTime,
+    *,
+    window_s: float = BACKFILL_WINDOW.total_seconds(),
+) -> list[Outcome]:
+    """Every job's outcome under one arm, in arrival order."""
+    cluster = {pool.partition: Partition(pool) for pool in inventory.pools}
+    arrivals = sorted(jobs, key=lambda job: job.arrival.time_s)
+    orders = itertools.count()
+    ends: list[tuple[float, int, Attempt]] = []
+    outcomes: dict[int, Outcome] = {}  # by id of the job: names need not be unique
+
+    def run_pass(partition: Partition, now: float) -> None:
+        for attempt in partition.schedule(now, window_s):
+            heapq.heappush(ends, (attempt.end_s, attempt.order, attempt))
+
+    position = 0
+    while position < len(arrivals) or ends:
+        now = min(
+            ends[0][0] if ends else math.inf,
+            arrivals[position].arrival.time_s if position < len(arrivals) else math.inf,
+        )
+        touched: dict[str, Partition] = {}
+        while ends and ends[0][0] == now:
+            attempt = heapq.heappop(ends)[2]
+            partition = cluster[attempt.decision.partition]
+            partition.finish(attempt)
+            touched[partition.pool.partition] = partition
+            if attempt.killed and attempt.killed_start_s is None:
+                partition.submit(_rerun(attempt, next(orders), now))
+            else:
+                outcomes[id(attempt.job)] = _outcome(attempt, arm_name)
+        for partition in touched.values():
+            run_pass(partition, now)
+        while position < len(arrivals) and arrivals[position].arrival.time_s == now:
+            job = arrivals[position]
+            position += 1
+            decision = arm(job, SimulatedQueue(cluster, now, window_s))
+            partition = _partition(cluster, decision.partition)
+            true_run_s = truth(job, decision.config)
+            partition.submit(Attempt(next(orders), job, decision, decision.time_limit_s, now, true_run_s))
+            run_pass(partition, now)
+    return [outcomes[id(job)] for job in arrivals]
+
+
+@dataclass(frozen=True, slots=True)
+class SimulatedQueue:
+    """The ``QueueView`` an arm gets at a submission: both estimators over the simulator's state."""
+
+    cluster: Cluster
+    now: float
+    window_s: float
+
+    def slurm_waits(self, queries: Sequence[WaitQuery]) -> list[float | None]:
+        starts = [
+            _partition(self.cluster, query.partition).test_only(query, self.now, self.window_s)
+            for query in queries
+        ]
+        return [None if start is None else start - self.now for start in starts]
+
+    def advisor_waits(self, queries: Sequence[WaitQuery]) -> list[float | None]:
+        """The advisor's own backfill replay on a snapshot of this instant, the same function the
+        real-Slurm runner calls on a real snapshot."""
+        snapshot = snapshot_of(self.cluster, self.now)
+        runtimes = estimate_runtimes(snapshot, snapshot.taken_at, RatioTable(), predictions_of(self.cluster))
+        requests = [_request(query) for query in queries]
+        window = timedelta(seconds=self.window_s)
+        starts = predict_starts(snapshot, runtimes, requests, snapshot.taken_at, window)
+        return [None if start is None else (start - snapshot.taken_at).total_seconds() for start in starts]
+
+
+def snapshot_of(cluster: Cluster, now: float) -> QueueSnapshot:
+    """The queue at ``now`` as the advisor's wait estimator reads it from Slurm; node ``i`` of a
+    partition is ``<partition>-<i>``, job ids are submission orders and users are job names."""
+    return QueueSnapshot(
+        taken_at=_clock(now),
+        nodes=[
+            SnapshotNode(
+                name=node, gpus=partition.pool.gpus_per_node, cpus=partition.pool.gpus_per_node, memory_mb=0
+            )
+            for partition in cluster.values()
+            for node in _node_names(partition)
+        ],
+        partitions={name: _node_names(partition) for name, partition in cluster.items()},
+        running=[_running(attempt) for partition in cluster.values() for attempt in partition.running],
+        pending=[
+            PendingJob(job_id=attempt.order, user=attempt.job.arrival.name, request=_request(attempt.query))
+            for attempt in sorted(
+                (attempt for partition in cluster.values() for attempt in partition.pending),
+                key=lambda attempt: attempt.order,
+            )
+        ],
+    )
+
+
+def predictions_of(cluster: Cluster) -> dict[int, float]:
+    """Run times the arms predicted, by snapshot job id: what the advisor knows of the jobs it advised."""
+    return {
+        attempt.order: attempt.decision.predicted_run_s
+        for partition in cluster.values()
+        for attempt in [*partition.running, *partition.pending]
+        if attempt.decision.predicted_run_s is not None
+    }
+
+
+def _node_names(partition: Partition) -> list[str]:
+    return [f"{partition.pool.partition}-{index}" for index in range(partition.pool.nodes)]
+
+
+def _running(attempt: Attempt) -> RunningJob:
+    assert attempt.start_s is not None, "a running attempt has started"
+    partition = attempt.decision.partition
+    _, gpus = attempt.ask
+    return RunningJob(
+        job_id=attempt.order,
+        user=attempt.job.arrival.name,
+        partition=partition,
+        start_time=_clock(attempt.start_s),
+        time_limit=timedelta(seconds=attempt.limit_s),
+        allocations=[
+            Allocation(node=f"{partition}-{node}", gpus=gpus, cpus=1, memory_mb=0) for node in attempt.nodes
+        ],
+    )
+
+
+def _request(query: WaitQuery) -> JobRequest:
+    return JobRequest(
+        partitions=[query.partition],
+        nodes=query.nodes,
+        gpus_per_node=per_node_gpus(query.gpus, query.nodes),
+        time_limit=timedelta(seconds=query.time_limit_s),
+    )
+
+
+def _partition(cluster: Cluster, name: str) -> Partition:
+    if name not in cluster:
+        raise ValueError(f"no partition {name!r} in the inventory ({', '.join(cluster)})")
+    return cluster[name]
+
+
+def _rerun(killed: Attempt, order: int, now: float) -> Attempt:
+    """The user resubmits the killed job from the start, with the limit they usually write."""
+    return Attempt(
+        order,
+        killed.job,
+        killed.decision,
+        killed.job.user_limit_s,
+        now,
+        killed.true_run_s,
+        killed_start_s=killed.start_s,
+    )
+
+
+def _outcome(attempt: Attempt, arm_name: ArmName) -> Outcome:
+    assert attempt.start_s is not None
+    return Outcome(
+        name=attempt.job.arrival.name,
+        arm=arm_name,
+        arrival_s=attempt.job.arrival.time_s,
+        start_s=attempt.start_s,
+        end_s=attempt.end_s,
+        decision=attempt.decision,
+        true_run_s=attempt.true_run_s,
+        timed_out=attempt.killed or attempt.killed_start_s is not None,
+        killed_start_s=attempt.killed_start_s,
+    )
+
+
+def _clock(seconds: float | None) -> datetime:
+    assert seconds is not None
+    return EPOCH + timedelta(seconds=seconds)

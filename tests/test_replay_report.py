@@ -1,0 +1,107 @@
+"""The replay report's figures on a three-job example small enough to check by hand, and its files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from advisor.replay.model import ArmName, Config, Decision, Outcome
+from advisor.replay.report import ArmSummary, agreement, compare, summarize, wait_errors, write_report
+
+
+def outcome(
+    name: str,
+    arrival: float,
+    start: float,
+    end: float,
+    *,
+    arm: ArmName = "advisor",
+    killed_start: float | None = None,
+    limit: float = 200.0,
+    slurm_wait: float | None = None,
+    advisor_wait: float | None = None,
+) -> Outcome:
+    decision = Decision(
+        partition="v100",
+        config=Config(gpu_type="v100", gpus=2, nodes=1, micro_batch=32, accumulation=1),
+        time_limit_s=limit,
+        slurm_wait_s=slurm_wait,
+        advisor_wait_s=advisor_wait,
+    )
+    return Outcome(
+        name=name,
+        arm=arm,
+        arrival_s=arrival,
+        start_s=start,
+        end_s=end,
+        decision=decision,
+        true_run_s=end - start,
+        timed_out=killed_start is not None,
+        killed_start_s=killed_start,
+    )
+
+
+def three_jobs(arm: ArmName = "advisor", shift: float = 0.0) -> list[Outcome]:
+    """JCTs 100, 100 and 190 (+ shift); the third was killed after 30 s and reran from 110."""
+    return [
+        outcome("a", 0, 0, 100 + shift, arm=arm, slurm_wait=10, advisor_wait=0),
+        outcome("b", 10, 50, 110 + shift, arm=arm, slurm_wait=50),
+        outcome("c", 20, 110, 210 + shift, arm=arm, killed_start=20, limit=30, slurm_wait=60, advisor_wait=4),
+    ]
+
+
+def test_summary_of_three_jobs() -> None:
+    summary = summarize("advisor", three_jobs())
+    assert summary.jobs == 3
+    assert summary.mean_jct_s == pytest.approx(130)
+    assert summary.p90_jct_s == pytest.approx(172)  # 100 + 0.8 x (190 - 100), between the 2nd and 3rd
+    assert summary.mean_wait_s == pytest.approx((0 + 40 + 90) / 3)
+    assert summary.makespan_s == 210
+    # 2 GPUs for 100 + 60 + (30 killed + 100 rerun) seconds
+    assert summary.gpu_hours == pytest.approx(2 * 290 / 3600)
+    assert summary.timeouts == 1
+
+
+def test_wait_errors_count_only_jobs_with_an_estimate_and_judge_the_first_attempt() -> None:
+    errors = wait_errors(three_jobs())
+    # actual first waits 0, 40, 0 (c's killed attempt started at arrival)
+    assert (errors["slurm"].jobs, errors["slurm"].median_abs_error_s) == (3, 10)
+    assert (errors["advisor"].jobs, errors["advisor"].median_abs_error_s) == (2, 2)
+
+
+def test_compare_gives_the_advisors_reduction_against_each_present_arm() -> None:
+    summaries: dict[ArmName, ArmSummary] = {
+        "habits": summarize("habits", three_jobs("habits", shift=60)),
+        "advisor": summarize("advisor", three_jobs()),
+    }
+    reductions = compare(summaries)
+    assert reductions.vs_habits == pytest.approx(1 - 130 / 190)
+    assert reductions.vs_slurm is None
+
+
+def test_agreement_is_the_relative_difference_of_mean_completion() -> None:
+    assert agreement(three_jobs(shift=13), three_jobs()) == pytest.approx(0.1)
+
+
+def test_write_report_writes_markdown_json_and_plots_with_the_figures(tmp_path: Path) -> None:
+    results: dict[ArmName, list[Outcome]] = {
+        "habits": three_jobs("habits", shift=60),
+        "slurm": three_jobs("slurm", shift=30),
+        "advisor": three_jobs(),
+    }
+    markdown = write_report(results, tmp_path / "out", "saturn 1", ["1 s of Slurm = 1 min of workload"])
+    text = markdown.read_text()
+    assert text.startswith("# saturn 1")
+    assert "| advisor | 3 | 130 | 172 | 43 | 210 | 0.2 | 1 |" in text
+    assert "| habits | 31.6% | >= 30%: met |" in text
+    assert "| slurm | 18.8% | >= 10%: met |" in text
+    assert "- 1 s of Slurm = 1 min of workload" in text
+    figures = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert figures["arms"]["habits"]["mean_jct_s"] == pytest.approx(190)
+    assert figures["reductions"]["vs_slurm"] == pytest.approx(1 - 130 / 160)
+    assert figures["wait_errors"]["advisor"]["advisor"] == {"jobs": 2, "median_abs_error_s": 2}
+    for plot in ("completion_cdf.png", "completion_bars.png"):
+        assert (tmp_path / "out" / plot).read_bytes().startswith(b"\x89PNG")
+        assert f"]({plot})" in text

@@ -1,0 +1,163 @@
+"""The discrete-event replay: Slurm-like passes, backfill, kills and reruns, and both wait estimators.
+
+Jobs run ``steps`` seconds in any configuration, so every start and end below can be checked by hand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from advisor.replay.model import (
+    Arm,
+    Arrival,
+    Config,
+    Decision,
+    Inventory,
+    Job,
+    Outcome,
+    Pool,
+    QueueView,
+    WaitQuery,
+)
+from advisor.replay.simulate import simulate
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What the test's arm submits for one job."""
+
+    gpus: int
+    limit_s: float
+    nodes: int = 1
+    predicted_run_s: float | None = None
+
+
+def job(name: str, at: float, run_s: int, user_limit_s: float = 1000.0) -> Job:
+    return Job(
+        arrival=Arrival(name=name, time_s=at, application="cifar10", gpus=1, global_batch=64),
+        steps=run_s,
+        user_gpu_type="t4",
+        user_limit_s=user_limit_s,
+    )
+
+
+def seconds_per_step(job: Job, config: Config) -> float:
+    return float(job.steps)
+
+
+def planned_arm(asks: dict[str, Ask]) -> Arm:
+    """Submits each job as ``asks`` says, recording both estimators' waits for that request."""
+
+    def decide(job: Job, queue: QueueView) -> Decision:
+        ask = asks[job.arrival.name]
+        query = WaitQuery(partition="p", gpus=ask.gpus, nodes=ask.nodes, time_limit_s=ask.limit_s)
+        return Decision(
+            partition="p",
+            config=Config(gpu_type="t4", gpus=ask.gpus, nodes=ask.nodes, micro_batch=8, accumulation=1),
+            time_limit_s=ask.limit_s,
+            predicted_run_s=ask.predicted_run_s,
+            slurm_wait_s=queue.slurm_waits([query])[0],
+            advisor_wait_s=queue.advisor_waits([query])[0],
+        )
+
+    return decide
+
+
+def run(jobs: list[Job], asks: dict[str, Ask], nodes: int = 1, gpus_per_node: int = 4) -> dict[str, Outcome]:
+    inventory = Inventory(
+        pools=[Pool(partition="p", gpu_type="t4", nodes=nodes, gpus_per_node=gpus_per_node)]
+    )
+    outcomes = simulate(jobs, planned_arm(asks), "advisor", inventory, seconds_per_step)
+    return {outcome.name: outcome for outcome in outcomes}
+
+
+def test_a_job_that_fits_starts_at_arrival_and_runs_its_true_time() -> None:
+    outcomes = run([job("a", 5.0, 30)], {"a": Ask(gpus=2, limit_s=100)})
+    assert (outcomes["a"].start_s, outcomes["a"].end_s, outcomes["a"].timed_out) == (5.0, 35.0, False)
+
+
+def test_a_full_pool_starts_jobs_in_submission_order_as_others_end() -> None:
+    jobs = [job("a", 0, 100), job("b", 1, 40), job("c", 2, 10)]
+    outcomes = run(jobs, {name: Ask(gpus=4, limit_s=200) for name in "abc"})
+    assert [(outcomes[n].start_s, outcomes[n].end_s) for n in "abc"] == [(0, 100), (100, 140), (140, 150)]
+
+
+def test_backfill_fills_a_gap_without_delaying_the_head_job() -> None:
+    asks = {
+        "running": Ask(gpus=2, limit_s=100),
+        "head": Ask(gpus=4, limit_s=100),
+        "short": Ask(gpus=1, limit_s=60),
+        "long": Ask(gpus=1, limit_s=200),
+    }
+    jobs = [job("running", 0, 100), job("head", 1, 50), job("short", 2, 50), job("long", 3, 20)]
+    outcomes = run(jobs, asks)
+    head = outcomes["head"]
+    # The head's planned start when it was submitted: the running job's limit.
+    assert head.decision.slurm_wait_s == 99
+    assert head.start_s == head.arrival_s + head.decision.slurm_wait_s
+    assert outcomes["short"].start_s == 2
+    # A GPU is free from the start, but a 200 s limit would run into the head's slot.
+    assert outcomes["long"].start_s == head.end_s == 150
+
+
+def test_a_job_ending_before_its_limit_lets_the_queue_start_early() -> None:
+    jobs = [job("a", 0, 30), job("b", 1, 10)]
+    outcomes = run(jobs, {"a": Ask(gpus=4, limit_s=100), "b": Ask(gpus=4, limit_s=100)})
+    assert outcomes["b"].start_s == 30
+
+
+def test_a_too_short_limit_kills_the_job_and_the_user_reruns_it_at_the_back_of_the_queue() -> None:
+    jobs = [job("a", 0, 80, user_limit_s=200), job("b", 10, 30)]
+    outcomes = run(jobs, {"a": Ask(gpus=4, limit_s=50), "b": Ask(gpus=4, limit_s=30)})
+    assert (outcomes["b"].start_s, outcomes["b"].end_s) == (50, 80)
+    a = outcomes["a"]
+    assert (a.arrival_s, a.killed_start_s, a.start_s, a.end_s) == (0, 0, 80, 160)
+    assert a.timed_out and not outcomes["b"].timed_out
+
+
+def test_slurm_waits_are_zero_on_an_empty_cluster_and_the_earliest_limit_end_on_a_full_one() -> None:
+    asks = {"a": Ask(gpus=4, limit_s=300), "b": Ask(gpus=4, limit_s=200), "c": Ask(gpus=4, limit_s=100)}
+    outcomes = run([job("a", 0, 50), job("b", 0, 50), job("c", 10, 5)], asks, nodes=2)
+    assert outcomes["a"].decision.slurm_wait_s == 0
+    assert outcomes["c"].decision.slurm_wait_s == 190
+
+
+def test_slurm_waits_place_the_request_after_every_pending_job() -> None:
+    asks = {"a": Ask(gpus=4, limit_s=100), "b": Ask(gpus=4, limit_s=100), "c": Ask(gpus=1, limit_s=10)}
+    outcomes = run([job("a", 0, 100), job("b", 1, 100), job("c", 2, 10)], asks)
+    # One GPU would be free only after b's slot: a's limit (100) plus b's (100).
+    assert outcomes["c"].decision.slurm_wait_s == 198
+
+
+def test_advisor_waits_end_running_jobs_at_their_predicted_run_times() -> None:
+    asks = {
+        "a": Ask(gpus=4, limit_s=300, predicted_run_s=100),
+        "b": Ask(gpus=4, limit_s=200, predicted_run_s=100),
+        "c": Ask(gpus=4, limit_s=100),
+    }
+    outcomes = run([job("a", 0, 100), job("b", 0, 100), job("c", 10, 5)], asks, nodes=2)
+    decision = outcomes["c"].decision
+    assert decision.advisor_wait_s == 90
+    assert decision.slurm_wait_s == 190
+    assert outcomes["c"].start_s - outcomes["c"].arrival_s == 90
+
+
+def test_multi_node_jobs_take_the_gpus_they_ask_on_each_node() -> None:
+    asks = {
+        "spread": Ask(gpus=6, nodes=2, limit_s=100),
+        "whole": Ask(gpus=4, limit_s=100),
+        "pair": Ask(gpus=2, nodes=2, limit_s=100),
+        "one": Ask(gpus=1, limit_s=100),
+    }
+    jobs = [job("spread", 0, 100), job("whole", 1, 100), job("pair", 2, 100), job("one", 3, 10)]
+    outcomes = run(jobs, asks, nodes=3)
+    # 3 GPUs on each of two nodes leave one free on each: the pair fits there, the whole node elsewhere.
+    assert [outcomes[name].start_s for name in ("spread", "whole", "pair")] == [0, 1, 2]
+    assert outcomes["one"].start_s == 100
+
+
+def test_a_request_larger_than_the_partition_is_the_arms_error() -> None:
+    with pytest.raises(ValueError, match="asks 1 node"):
+        run([job("a", 0, 10)], {"a": Ask(gpus=8, limit_s=100)})
