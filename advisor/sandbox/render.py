@@ -114,7 +114,7 @@ def render_slurm_conf(spec: SandboxSpec, layout: Layout, identity: Identity) -> 
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core_Memory",
         "SchedulerType=sched/backfill",
-        "SchedulerParameters=bf_interval=2",
+        f"SchedulerParameters={spec.scheduler.parameters()}",
         # Nodes declare more CPUs, memory and GPUs than this host has: trust the configuration.
         "SlurmdParameters=config_overrides",
         "GresTypes=gpu",
@@ -129,7 +129,7 @@ def render_slurm_conf(spec: SandboxSpec, layout: Layout, identity: Identity) -> 
         "MpiDefault=none",
         "MailProg=/bin/true",
         "ReturnToService=2",
-        "MinJobAge=300",
+        f"MinJobAge={spec.scheduler.min_job_age_s}",
         "KillWait=2",
         "SlurmctldTimeout=30",
         "SlurmdTimeout=30",

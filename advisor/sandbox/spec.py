@@ -46,12 +46,40 @@ class PartitionSpec(BaseModel):
         return [f"{self.name}-{index}" for index in range(1, self.nodes + 1)]
 
 
+class SchedulerSpec(BaseModel):
+    """Scheduler timing; the defaults suit interactive use, a replay in compressed time tightens them.
+
+    Unset options are left out of slurm.conf, so Slurm's own defaults apply.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    sched_interval_s: Annotated[int, Field(ge=1)] | None = None
+    bf_interval_s: Annotated[int, Field(ge=1, le=10800)] = 2
+    bf_resolution_s: Annotated[int, Field(ge=1, le=3600)] | None = None
+    bf_window_min: Annotated[int, Field(ge=1, le=43200)] | None = None
+    bf_continue: bool = False
+    min_job_age_s: Annotated[int, Field(ge=0)] = 300
+
+    def parameters(self) -> str:
+        """The value of ``SchedulerParameters``."""
+        options = {
+            "sched_interval": self.sched_interval_s,
+            "bf_interval": self.bf_interval_s,
+            "bf_resolution": self.bf_resolution_s,
+            "bf_window": self.bf_window_min,
+        }
+        words = [f"{name}={value}" for name, value in options.items() if value is not None]
+        return ",".join([*words, *(["bf_continue"] if self.bf_continue else [])])
+
+
 class SandboxSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: Annotated[str, Field(pattern=_NAME, max_length=20)] = "sandbox"
     base_port: Annotated[int, Field(ge=1024, le=65000)] = 16817
     partition: Annotated[list[PartitionSpec], Field(min_length=1)]
+    scheduler: SchedulerSpec = SchedulerSpec()
 
     @model_validator(mode="after")
     def _consistent(self) -> SandboxSpec:

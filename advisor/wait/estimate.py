@@ -103,9 +103,7 @@ def estimate_waits(
         snapshot, runtimes, [candidate.request for candidate in candidates], now, window
     )
     choice = preferred_estimators(records)
-    # Each --test-only is a round trip to slurmctld; asked side by side they cost about one.
-    with ThreadPoolExecutor(max_workers=min(8, max(len(candidates), 1))) as pool:
-        answers = list(pool.map(lambda candidate: _test_only(client, candidate), candidates))
+    answers = slurm_start_estimates(client, candidates)
     estimates: list[WaitEstimate] = []
     for candidate, advisor_start, (slurm_start, slurm_error) in zip(
         candidates, advisor_starts, answers, strict=True
@@ -125,8 +123,19 @@ def estimate_waits(
     return estimates
 
 
+def slurm_start_estimates(
+    client: SlurmClient, candidates: Sequence[Candidate]
+) -> list[tuple[datetime | None, str | None]]:
+    """Slurm's start estimate for each candidate, or why it has none.
+
+    Each ``--test-only`` is a round trip to slurmctld; asked side by side they cost about one.
+    """
+    with ThreadPoolExecutor(max_workers=min(8, max(len(candidates), 1))) as pool:
+        return list(pool.map(lambda candidate: _test_only(client, candidate), candidates))
+
+
 def _test_only(client: SlurmClient, candidate: Candidate) -> tuple[datetime | None, str | None]:
-    """Slurm's start estimate, or why it has none (a request it refuses, an unreachable controller)."""
+    """One start estimate, or why none (a request Slurm refuses, an unreachable controller)."""
     try:
         result = client.test_only(candidate.script, [*candidate.options, *sbatch_options(candidate.request)])
     except SlurmError as error:

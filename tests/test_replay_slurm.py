@@ -1,0 +1,135 @@
+"""The real-Slurm replay: sleep jobs on a sandbox of the replay's own, in time compressed 60-fold."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from advisor.replay.model import (
+    Arrival,
+    Config,
+    Decision,
+    Inventory,
+    Job,
+    Outcome,
+    Pool,
+    QueueView,
+    WaitQuery,
+)
+from advisor.replay.slurm import real_limit, replay_spec, run_on_slurm
+from advisor.sandbox.render import Identity, Layout, render_slurm_conf
+
+from .conftest import free_port_block
+
+COMPRESSION = 60.0  # a real second is a simulated minute
+INVENTORY = Inventory(
+    pools=[
+        Pool(partition="t4", gpu_type="t4", nodes=1, gpus_per_node=2),
+        Pool(partition="v100", gpu_type="v100", nodes=2, gpus_per_node=2),
+    ]
+)
+SECONDS_PER_STEP = {"t4": 2.0, "v100": 1.0}
+#: name -> (arrival, GPUs, nodes, steps); every job runs where its user habitually goes.
+WORKLOAD = {
+    # Fills t4 for 20 simulated minutes under a limit of an hour.
+    "first": (0.0, 2, 1, 600, "t4"),
+    # Two-node job whose arm gives it 5 minutes for a 15-minute run: killed, then rerun under the user's hour.
+    "short": (60.0, 4, 2, 900, "v100"),
+    # Arrives while "first" holds t4: Slurm expects it to wait out first's limit, the advisor its run.
+    "queued": (300.0, 2, 1, 300, "t4"),
+    "late": (1200.0, 1, 1, 300, "v100"),
+}
+ARM_LIMITS = {"short": 300.0}
+
+
+def truth(job: Job, config: Config) -> float:
+    return job.steps * SECONDS_PER_STEP[config.gpu_type]
+
+
+def jobs() -> list[Job]:
+    return [
+        Job(
+            arrival=Arrival(name=name, time_s=time_s, application="toy", gpus=gpus, global_batch=64),
+            steps=steps,
+            user_gpu_type=gpu_type,
+            user_limit_s=3600.0,
+        )
+        for name, (time_s, gpus, _, steps, gpu_type) in WORKLOAD.items()
+    ]
+
+
+def habit_arm(job: Job, queue: QueueView) -> Decision:
+    """The user's partition and request, a known run time, and what both estimators said of it."""
+    _, gpus, nodes, _, _ = WORKLOAD[job.arrival.name]
+    config = Config(gpu_type=job.user_gpu_type, gpus=gpus, nodes=nodes, micro_batch=32, accumulation=1)
+    limit_s = ARM_LIMITS.get(job.arrival.name, job.user_limit_s)
+    query = WaitQuery(partition=job.user_gpu_type, gpus=gpus, nodes=nodes, time_limit_s=limit_s)
+    (slurm_wait,) = queue.slurm_waits([query])
+    (advisor_wait,) = queue.advisor_waits([query])
+    return Decision(
+        partition=job.user_gpu_type,
+        config=config,
+        time_limit_s=limit_s,
+        predicted_run_s=truth(job, config),
+        slurm_wait_s=slurm_wait,
+        advisor_wait_s=advisor_wait,
+    )
+
+
+def test_the_replay_sandbox_schedules_every_second_and_plans_a_day_ahead() -> None:
+    spec = replay_spec(INVENTORY, base_port=19000)
+    conf = render_slurm_conf(spec, Layout(Path("/srv/replay")), Identity(user="u", hostname="h"))
+    assert (
+        "SchedulerParameters=sched_interval=1,bf_interval=1,bf_resolution=1,bf_window=1440,bf_continue\n"
+        in conf
+    )
+    assert "MinJobAge=30\n" in conf
+    assert "NodeName=v100-2 " in conf and "CPUs=2 RealMemory=200 Gres=gpu:v100:2" in conf
+    assert "PartitionName=t4 Nodes=t4-1 " in conf
+
+
+def test_a_simulated_limit_becomes_whole_real_minutes_rounded_up() -> None:
+    assert real_limit(3600, COMPRESSION) == timedelta(minutes=1)
+    assert real_limit(3601, COMPRESSION) == timedelta(minutes=2)
+    assert real_limit(5, COMPRESSION) == timedelta(minutes=1)
+
+
+@pytest.mark.slurm
+def test_each_job_runs_its_true_time_after_arrival_and_a_killed_one_is_rerun(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    port = free_port_block(replay_spec(INVENTORY, base_port=19000).port_count())
+    root = tmp_path_factory.mktemp("replay")
+    outcomes = run_on_slurm(jobs(), habit_arm, "habits", INVENTORY, truth, COMPRESSION, root, port)
+
+    by_name = {outcome.name: outcome for outcome in outcomes}
+    assert sorted(by_name) == sorted(WORKLOAD)
+    # Slurm's clock ticks in seconds and launching takes one or two: a few real seconds of slack.
+    slack = 4 * COMPRESSION
+    for outcome in outcomes:
+        assert outcome.arm == "habits"
+        assert outcome.start_s >= outcome.arrival_s - COMPRESSION
+        assert outcome.timed_out == (outcome.name == "short")
+        assert outcome.end_s - outcome.start_s == pytest.approx(outcome.true_run_s, abs=slack)
+    short = by_name["short"]
+    # Killed after its five minutes, then run again in full.
+    assert short.killed_start_s is not None and short.killed_start_s >= short.arrival_s - COMPRESSION
+    assert short.start_s >= short.killed_start_s + 300 - slack
+    assert all(outcome.killed_start_s is None for outcome in outcomes if outcome is not short)
+
+    first, queued = by_name["first"], by_name["queued"]
+    assert queued.start_s >= first.end_s - slack
+    assert_estimates(first, queued)
+    assert not Layout(root).record.exists(), "the sandbox was taken down"
+
+
+def assert_estimates(first: Outcome, queued: Outcome) -> None:
+    """On an idle cluster both estimators say now; behind "first" Slurm waits for its limit, the advisor
+    for its predicted end."""
+    assert first.decision.slurm_wait_s is not None and first.decision.slurm_wait_s <= 2 * COMPRESSION
+    assert first.decision.advisor_wait_s is not None and first.decision.advisor_wait_s <= 2 * COMPRESSION
+    waited = queued.arrival_s - first.start_s
+    assert queued.decision.slurm_wait_s == pytest.approx(3600 - waited, abs=3 * COMPRESSION)
+    assert queued.decision.advisor_wait_s == pytest.approx(first.true_run_s - waited, abs=3 * COMPRESSION)
