@@ -21,7 +21,8 @@ from advisor.replay.model import (
     QueueView,
     WaitQuery,
 )
-from advisor.replay.simulate import simulate
+from advisor.replay.scheduler import Backfill
+from advisor.replay.simulate import SLURM_DEFAULTS, simulate
 
 
 @dataclass(frozen=True)
@@ -65,11 +66,11 @@ def planned_arm(asks: dict[str, Ask]) -> Arm:
     return decide
 
 
-def run(jobs: list[Job], asks: dict[str, Ask], nodes: int = 1, gpus_per_node: int = 4) -> dict[str, Outcome]:
-    inventory = Inventory(
-        pools=[Pool(partition="p", gpu_type="t4", nodes=nodes, gpus_per_node=gpus_per_node)]
-    )
-    outcomes = simulate(jobs, planned_arm(asks), "advisor", inventory, seconds_per_step)
+def run(
+    jobs: list[Job], asks: dict[str, Ask], nodes: int = 1, backfill: Backfill = SLURM_DEFAULTS
+) -> dict[str, Outcome]:
+    inventory = Inventory(pools=[Pool(partition="p", gpu_type="t4", nodes=nodes, gpus_per_node=4)])
+    outcomes = simulate(jobs, planned_arm(asks), "advisor", inventory, seconds_per_step, backfill=backfill)
     return {outcome.name: outcome for outcome in outcomes}
 
 
@@ -100,6 +101,27 @@ def test_backfill_fills_a_gap_without_delaying_the_head_job() -> None:
     assert outcomes["short"].start_s == 2
     # A GPU is free from the start, but a 200 s limit would run into the head's slot.
     assert outcomes["long"].start_s == head.end_s == 150
+
+
+def test_a_head_job_planned_past_the_window_holds_no_reservation() -> None:
+    asks = {
+        "running": Ask(gpus=2, limit_s=100),
+        "head": Ask(gpus=4, limit_s=100),
+        "long": Ask(gpus=1, limit_s=200),
+    }
+    jobs = [job("running", 0, 100), job("head", 1, 50), job("long", 3, 20)]
+    outcomes = run(jobs, asks, backfill=Backfill(window_s=50))
+    assert outcomes["long"].start_s == 3
+    assert outcomes["head"].start_s == 100
+
+
+def test_a_pass_looks_at_the_first_jobs_of_the_queue_only() -> None:
+    asks = {"a": Ask(gpus=2, limit_s=100), "b": Ask(gpus=4, limit_s=100), "c": Ask(gpus=1, limit_s=10)}
+    jobs = [job("a", 0, 50), job("b", 1, 50), job("c", 2, 10)]
+    assert run(jobs, asks)["c"].start_s == 2
+    # Looking at the head job only, the pass never sees that c would fit beside a.
+    outcomes = run(jobs, asks, backfill=Backfill(max_jobs=1))
+    assert (outcomes["b"].start_s, outcomes["c"].start_s) == (50, 100)
 
 
 def test_a_job_ending_before_its_limit_lets_the_queue_start_early() -> None:

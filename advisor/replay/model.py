@@ -97,7 +97,8 @@ class Outcome(_Frozen):
     timed_out: bool
     """Killed by its time limit; the report counts these apart."""
     killed_start_s: float | None = None
-    """When the killed first attempt started, for a job that timed out and reran (start_s is the rerun's)."""
+    """When the first attempt started, for a job its limit killed and that reran (start_s is then the
+    rerun's); None for a job that ran once."""
 
 
 class QueueView(Protocol):

@@ -5,7 +5,8 @@ end at start + limit, as far as Slurm knows): each job takes the earliest slot w
 touching the slots of the jobs before it, and starts if that slot begins now. That is the main
 scheduler (jobs in order while they fit) and conservative backfill (a later job starts only where it
 delays no earlier one's planned start) in one sweep. Like Slurm's ``bf_window``, a slot that begins
-after the window holds no reservation. Nodes are chosen first-fit in index order.
+after the window holds no reservation, and like ``bf_max_job_test`` a pass looks at the first jobs of the
+queue only (per partition here; Slurm counts over all). Nodes are chosen first-fit in index order.
 """
 
 from __future__ import annotations
@@ -13,8 +14,24 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from advisor.replay.model import Decision, Job, Pool, WaitQuery
 from advisor.wait.profile import INF, Amount, Profile
+from advisor.wait.simulate import BACKFILL_WINDOW
+
+
+class Backfill(BaseModel):
+    """How far a pass plans: Slurm's ``bf_window`` (in the workload's seconds) and ``bf_max_job_test``.
+
+    A replay compared with a real-Slurm one must use that cluster's window in simulated time (its real
+    window times the compression).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    window_s: float = Field(default=BACKFILL_WINDOW.total_seconds(), gt=0)
+    max_jobs: int = Field(default=500, ge=1)
 
 
 def per_node_gpus(gpus: int, nodes: int) -> int:
@@ -84,15 +101,15 @@ class Partition:
     def finish(self, attempt: Attempt) -> None:
         self.running.remove(attempt)
 
-    def schedule(self, now: float, window_s: float) -> list[Attempt]:
+    def schedule(self, now: float, backfill: Backfill) -> list[Attempt]:
         """One scheduling pass at ``now``; returns the attempts it started."""
         profile, free_now = self._profile(now)
         started: list[Attempt] = []
-        for attempt in self.pending:
+        for attempt in self.pending[: backfill.max_jobs]:
             if not any(free_now):
                 # Nothing can start now, and later slots change nobody's start in this pass.
                 break
-            begin, nodes = self._reserve(profile, attempt.ask, attempt.limit_s, now, window_s)
+            begin, nodes = self._reserve(profile, attempt.ask, attempt.limit_s, now, backfill.window_s)
             if begin == now:
                 attempt.start_s, attempt.nodes = now, nodes
                 for node in nodes:
@@ -102,12 +119,12 @@ class Partition:
         self.running.extend(started)
         return started
 
-    def test_only(self, query: WaitQuery, now: float, window_s: float) -> float | None:
-        """The start ``sbatch --test-only`` reports: after every pending job's slot, planned on limits;
-        None when the request never fits the partition."""
+    def test_only(self, query: WaitQuery, now: float, backfill: Backfill) -> float | None:
+        """The start ``sbatch --test-only`` reports: after the slots of the pending jobs a pass plans,
+        planned on limits; None when the request never fits the partition."""
         profile, _ = self._profile(now)
-        for attempt in self.pending:
-            self._reserve(profile, attempt.ask, attempt.limit_s, now, window_s)
+        for attempt in self.pending[: backfill.max_jobs]:
+            self._reserve(profile, attempt.ask, attempt.limit_s, now, backfill.window_s)
         ask = (query.nodes, per_node_gpus(query.gpus, query.nodes))
         begin, _ = self._earliest(profile, ask, query.time_limit_s, now)
         return None if begin == INF else begin

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from advisor.replay.model import Arm, ArmName, Inventory, Job, Outcome, TrueRunTime, WaitQuery
-from advisor.replay.scheduler import Attempt, Partition, per_node_gpus
+from advisor.replay.scheduler import Attempt, Backfill, Partition, per_node_gpus
 from advisor.wait.remaining import RatioTable, estimate_runtimes
-from advisor.wait.simulate import BACKFILL_WINDOW, predict_starts
+from advisor.wait.simulate import predict_starts
 from advisor.wait.snapshot import (
     Allocation,
     JobRequest,
@@ -32,6 +32,9 @@ from advisor.wait.snapshot import (
 #: Where the simulated clock's second 0 falls, for the advisor's datetime-based queue replay.
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 
+#: Slurm's own backfill settings.
+SLURM_DEFAULTS = Backfill()
+
 Cluster = Mapping[str, Partition]
 """Partition name -> its state."""
 
@@ -43,7 +46,7 @@ def simulate(
     inventory: Inventory,
     truth: TrueRunTime,
     *,
-    window_s: float = BACKFILL_WINDOW.total_seconds(),
+    backfill: Backfill = SLURM_DEFAULTS,
 ) -> list[Outcome]:
     """Every job's outcome under one arm, in arrival order."""
     cluster = {pool.partition: Partition(pool) for pool in inventory.pools}
@@ -53,7 +56,7 @@ def simulate(
     outcomes: dict[int, Outcome] = {}  # by id of the job: names need not be unique
 
     def run_pass(partition: Partition, now: float) -> None:
-        for attempt in partition.schedule(now, window_s):
+        for attempt in partition.schedule(now, backfill):
             heapq.heappush(ends, (attempt.end_s, attempt.order, attempt))
 
     position = 0
@@ -77,7 +80,7 @@ def simulate(
         while position < len(arrivals) and arrivals[position].arrival.time_s == now:
             job = arrivals[position]
             position += 1
-            decision = arm(job, SimulatedQueue(cluster, now, window_s))
+            decision = arm(job, SimulatedQueue(cluster, now, backfill))
             partition = _partition(cluster, decision.partition)
             true_run_s = truth(job, decision.config)
             partition.submit(Attempt(next(orders), job, decision, decision.time_limit_s, now, true_run_s))
@@ -91,11 +94,11 @@ class SimulatedQueue:
 
     cluster: Cluster
     now: float
-    window_s: float
+    backfill: Backfill
 
     def slurm_waits(self, queries: Sequence[WaitQuery]) -> list[float | None]:
         starts = [
-            _partition(self.cluster, query.partition).test_only(query, self.now, self.window_s)
+            _partition(self.cluster, query.partition).test_only(query, self.now, self.backfill)
             for query in queries
         ]
         return [None if start is None else start - self.now for start in starts]
@@ -106,7 +109,7 @@ class SimulatedQueue:
         snapshot = snapshot_of(self.cluster, self.now)
         runtimes = estimate_runtimes(snapshot, snapshot.taken_at, RatioTable(), predictions_of(self.cluster))
         requests = [_request(query) for query in queries]
-        window = timedelta(seconds=self.window_s)
+        window = timedelta(seconds=self.backfill.window_s)
         starts = predict_starts(snapshot, runtimes, requests, snapshot.taken_at, window)
         return [None if start is None else (start - snapshot.taken_at).total_seconds() for start in starts]
 
