@@ -92,6 +92,9 @@ class Store:
         db = Database(connection)
         db.enable_wal()
         db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        # In WAL mode NORMAL still survives any crash of a process; only a power cut may drop the last
+        # commits (never corrupting the file), and the daemon's audit write no longer waits for a disk flush.
+        db.execute("PRAGMA synchronous = NORMAL")
         return cls(db)
 
     def ingest(self, lines: Iterable[ResultLine]) -> int:
@@ -126,11 +129,16 @@ class Store:
         return list(self.db.table("layer_measurements").rows_where(where, [machine] if machine else []))
 
     def _create_tables(self) -> None:
+        """The whole schema, once per connection: the wrappers below only read and write."""
         self.db.table("fingerprints").create(_FINGERPRINT_COLUMNS, pk="key", if_not_exists=True)
         self.db.table("step_measurements").create(_STEP_COLUMNS, pk="key", if_not_exists=True)
         self.db.table("layer_measurements").create(_LAYER_COLUMNS, pk="key", if_not_exists=True)
         for table in ("step_measurements", "layer_measurements"):
             self.db.table(table).create_index(["machine"], if_not_exists=True)
+        self.db.table("model_versions").create(_MODEL_COLUMNS, pk=("machine", "version"), if_not_exists=True)
+        self.db.table("advised_jobs").create(_ADVISED_COLUMNS, pk="job_id", if_not_exists=True)
+        self.db.table("audit").create(_AUDIT_COLUMNS, pk="request_id", if_not_exists=True)
+        self.db.table("audit").create_index(["job_id"], if_not_exists=True)
 
 
 def _fingerprint_row(fingerprint: Fingerprint) -> dict[str, Any]:
@@ -202,7 +210,6 @@ class ModelRegistry:
 
     def __init__(self, store: Store) -> None:
         self.db = store.db
-        self.db.table("model_versions").create(_MODEL_COLUMNS, pk=("machine", "version"), if_not_exists=True)
 
     def next_version(self, machine: str) -> int:
         rows = self.db.execute("SELECT MAX(version) FROM model_versions WHERE machine = ?", [machine])
@@ -218,6 +225,9 @@ class ModelRegistry:
     def active(self, machine: str) -> dict[str, Any] | None:
         rows = self.db.table("model_versions").rows_where("machine = ? AND active = 1", [machine])
         return next(iter(rows), None)
+
+    def all_active(self) -> list[dict[str, Any]]:
+        return list(self.db.table("model_versions").rows_where("active = 1", order_by="machine"))
 
     def versions(self, machine: str | None = None) -> list[dict[str, Any]]:
         where = None if machine is None else "machine = ?"
@@ -250,7 +260,6 @@ class AdvisedJobs:
 
     def __init__(self, store: Store) -> None:
         self.db = store.db
-        self.db.table("advised_jobs").create(_ADVISED_COLUMNS, pk="job_id", if_not_exists=True)
 
     def record(self, row: dict[str, Any]) -> None:
         """Idempotent: a job id is one job, recorded once however often the wrapper retries."""
@@ -314,9 +323,6 @@ class Audit:
 
     def __init__(self, store: Store) -> None:
         self.db = store.db
-        table = self.db.table("audit")
-        table.create(_AUDIT_COLUMNS, pk="request_id", if_not_exists=True)
-        table.create_index(["job_id"], if_not_exists=True)
 
     def record(self, row: dict[str, Any]) -> None:
         with self.db.conn:

@@ -146,7 +146,7 @@ def _plot(results: list[MachineEvaluation], path: Path) -> None:
 def _predict(args: argparse.Namespace, console: Console) -> int:
     from advisor.bench.zoo import zoo_model
     from advisor.introspect.run import introspect
-    from advisor.predict.service import NoModelError, load_specs, predict
+    from advisor.predict.service import NoModelError, Predictors, load_specs, predict
 
     _channels, height, width = args.input_shape
     kwargs = {} if args.num_classes is None else {"num_classes": args.num_classes}
@@ -159,8 +159,9 @@ def _predict(args: argparse.Namespace, console: Console) -> int:
     specs = load_specs(args.gpu_specs) if args.gpu_specs.is_dir() else []
     store = Store.open(args.db)
     try:
+        predictors = Predictors.load(store)
         prediction = predict(
-            store, args.partition, table, args.batch_size, args.amp, args.channels_last, specs, args.gpu
+            predictors, args.partition, table, args.batch_size, args.amp, args.channels_last, specs, args.gpu
         )
     except NoModelError as error:
         console.print(f"advisor: error: {error}", highlight=False)

@@ -163,12 +163,10 @@ def train_machine(
     )
 
 
-def active_model(store: Store, machine: str) -> tuple[MachineModel, int] | None:
-    """The machine's active predictor and its version, or None when it has none."""
-    row = ModelRegistry(store).active(machine)
-    if row is None:
-        return None
-    return _load(row["path"]), int(row["version"])
+def active_models(store: Store) -> dict[str, tuple[MachineModel, int]]:
+    """Every machine's active predictor and version, by machine, in one query."""
+    rows = ModelRegistry(store).all_active()
+    return {row["machine"]: (_load(row["path"]), int(row["version"])) for row in rows}
 
 
 @lru_cache(maxsize=64)

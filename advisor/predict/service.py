@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -12,9 +13,10 @@ from pydantic import BaseModel, ConfigDict
 
 from advisor.bench.records import Fingerprint
 from advisor.introspect import LayerTable
+from advisor.predict.calibration import Correction
 from advisor.predict.model import MEMORY_MARGIN, MachineModel
 from advisor.predict.outcomes import corrections
-from advisor.predict.registry import active_model, machines
+from advisor.predict.registry import active_models
 from advisor.predict.scaling import ASSUMED_CPU_FLOPS, DeviceSpec, match_spec, roofline_ratio
 from advisor.store import Store
 
@@ -71,8 +73,24 @@ class NoModelError(LookupError):
     """No machine has a trained predictor: run ``advisor models train`` first."""
 
 
+@dataclass(frozen=True)
+class Predictors:
+    """All a prediction reads from the database, read at once: a recommendation makes dozens of predictions,
+    and the daemon shares one reading between requests for a little while."""
+
+    fingerprints: list[Fingerprint]
+    models: dict[str, tuple[MachineModel, int]]
+    """Each machine's active predictor and its version."""
+    corrections: dict[str, Correction]
+    """Calibration from finished jobs, by `Prediction.calibration_key`."""
+
+    @classmethod
+    def load(cls, store: Store) -> Predictors:
+        return cls(store.fingerprints(), active_models(store), corrections(store))
+
+
 def predict(
-    store: Store,
+    predictors: Predictors,
     partition: str,
     table: LayerTable,
     batch: int,
@@ -82,11 +100,11 @@ def predict(
     gpu: str | None = None,
 ) -> Prediction:
     # Partitions of identical nodes share a machine type, so a machine has many fingerprints.
-    every = store.fingerprints()
+    every = predictors.fingerprints
     fingerprints = {f.machine(): f for f in every}
     own = {f.machine(): f for f in sorted(every, key=lambda f: f.node) if f.partition == partition}
     for machine, fingerprint in sorted(own.items()):
-        loaded = active_model(store, machine)
+        loaded = predictors.models.get(machine)
         if loaded is not None:
             model, version = loaded
             capacity = _capacity(fingerprint)
@@ -94,15 +112,15 @@ def predict(
             found = _prediction(
                 partition, model, version, table, batch, amp, channels_last, capacity, confidence
             )
-            return _calibrated(found, store)
+            return _calibrated(found, predictors)
     target = gpu or partition
-    scaled = _scaled(store, partition, table, batch, amp, channels_last, specs, target, fingerprints)
-    return _calibrated(scaled, store)
+    scaled = _scaled(predictors, partition, table, batch, amp, channels_last, specs, target, fingerprints)
+    return _calibrated(scaled, predictors)
 
 
-def _calibrated(prediction: Prediction, store: Store) -> Prediction:
+def _calibrated(prediction: Prediction, predictors: Predictors) -> Prediction:
     """Finished jobs on the machine the prediction came from say how far its step times run off."""
-    correction = corrections(store).get(prediction.calibration_key)
+    correction = predictors.corrections.get(prediction.calibration_key)
     if correction is None:
         return prediction
     factor = correction.factor
@@ -183,7 +201,7 @@ def _predict_once(
 
 
 def _scaled(
-    store: Store,
+    predictors: Predictors,
     partition: str,
     table: LayerTable,
     batch: int,
@@ -194,12 +212,11 @@ def _scaled(
     fingerprints: dict[str, Fingerprint],
 ) -> Prediction:
     """Scaled from the first benchmarked machine with a specification, a GPU before a CPU."""
-    candidates = []
-    for machine in machines(store):
-        fingerprint = fingerprints.get(machine)
-        loaded = active_model(store, machine)
-        if fingerprint is not None and loaded is not None:
-            candidates.append((fingerprint, *loaded))
+    candidates = [
+        (fingerprints[machine], *loaded)
+        for machine, loaded in predictors.models.items()
+        if machine in fingerprints
+    ]
     if not candidates:
         raise NoModelError(
             f"no benchmarked machine has a trained model to predict partition {partition!r} from"

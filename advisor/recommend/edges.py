@@ -14,6 +14,7 @@ from advisor.jobscript.request import JobRequest
 from advisor.jobscript.submission import ParsedSubmission
 from advisor.policy.model import Policy
 from advisor.predict.scaling import DeviceSpec
+from advisor.predict.service import Predictors
 from advisor.recommend.choose import Recommendation
 from advisor.recommend.cluster import ClusterView
 from advisor.recommend.service import Context, WaitQuery, Waits, recommend
@@ -36,6 +37,7 @@ def recommend_now(
     account = request.account or cluster.default_account(user)
     context = Context(
         store=store,
+        predictors=cluster.cached("predictors", PREDICTORS_FRESH_FOR, lambda: Predictors.load(store)),
         policy=policy,
         partitions=cluster.partitions(),
         specs=specs,
@@ -48,13 +50,16 @@ def recommend_now(
     return recommend(context, request, parsed.description, table, user, account, now)
 
 
+PREDICTORS_FRESH_FOR = timedelta(seconds=30)
+"""A retrained model or new calibration serves within this long; meanwhile requests share one reading."""
 WAITS_FRESH_FOR = timedelta(seconds=10)
 """A burst of identical submissions (an array of sweeps, a retry) sees one queue, not one each."""
 
 
 def _wait_key(request: JobRequest, queries: Sequence[WaitQuery]) -> str:
     options = json.dumps(request.options, sort_keys=True)
-    return "waits:" + hashlib.sha256((options + repr(list(queries))).encode()).hexdigest()
+    asked = json.dumps([query.model_dump(mode="json") for query in queries])
+    return "waits:" + hashlib.sha256((options + asked).encode()).hexdigest()
 
 
 def queue_waits(

@@ -21,7 +21,7 @@ from advisor.policy.resolve import Effective, resolve
 from advisor.predict.jobtime import JobShape, job_time
 from advisor.predict.registry import model_created_at
 from advisor.predict.scaling import DeviceSpec
-from advisor.predict.service import NoModelError, Prediction, predict
+from advisor.predict.service import NoModelError, Prediction, Predictors, predict
 from advisor.recommend.candidates import Offer, Shape, amp_dtype, baseline, optimizer_steps, shapes
 from advisor.recommend.choose import Decision, Estimate, Recommendation, WaitSource, choose
 from advisor.slurm.models import Partition
@@ -60,6 +60,7 @@ WaitEstimator = Callable[[Sequence[WaitQuery]], list[Waits]]
 @dataclass(frozen=True)
 class Context:
     store: Store
+    predictors: Predictors
     policy: Policy
     partitions: list[Partition]
     specs: list[DeviceSpec]
@@ -161,8 +162,9 @@ class _Estimator:
         key = (partition, batch, amp, channels_last)
         if key not in self._cache:
             gpu = self.partitions[partition].gpu_type
-            store, specs = self.context.store, self.context.specs
-            self._cache[key] = predict(store, partition, self.table, batch, amp, channels_last, specs, gpu)
+            predictors, specs = self.context.predictors, self.context.specs
+            found = predict(predictors, partition, self.table, batch, amp, channels_last, specs, gpu)
+            self._cache[key] = found
         return self._cache[key]
 
     def largest_batch(self, partition: str, amp: bool) -> int | None:

@@ -182,6 +182,10 @@ class Sandbox:
         """MariaDB for slurmdbd: created on first start, kept under the sandbox folder afterwards."""
         layout = self.layout
         datadir = layout.db / "data"
+        # Its own temporary folder: MariaDB names temporary tables by pid, which collide in a shared /tmp
+        # when sandboxes start side by side (seen as "Unknown table 'mysql.tmp_proxies_priv'").
+        tmpdir = layout.db / "tmp"
+        tmpdir.mkdir(exist_ok=True)
         running_as_root = os.geteuid() == 0
         if not (datadir / "mysql").exists():
             self._command(
@@ -189,6 +193,7 @@ class Sandbox:
                     "mariadb-install-db",
                     "--no-defaults",
                     f"--datadir={datadir}",
+                    f"--tmpdir={tmpdir}",
                     f"--auth-root-socket-user={self.identity.user}",
                     "--skip-test-db",
                     *(["--user=root"] if running_as_root else []),
@@ -202,6 +207,7 @@ class Sandbox:
                 "mariadbd",
                 "--no-defaults",
                 f"--datadir={datadir}",
+                f"--tmpdir={tmpdir}",
                 f"--socket={layout.mysql_socket}",
                 f"--pid-file={layout.run}/mariadbd.pid",
                 f"--port={self.spec.mariadb_port}",
