@@ -112,21 +112,22 @@ def write_report(
     returns the markdown's path."""
     out_dir.mkdir(parents=True, exist_ok=True)
     summaries = {arm: summarize(arm, outcomes) for arm, outcomes in results.items()}
-    errors: dict[str, dict[Estimator, WaitError]] = {arm: wait_errors(o) for arm, o in results.items()}
-    errors_all = wait_errors([outcome for outcomes in results.values() for outcome in outcomes])
+    errors = {arm: wait_errors(outcomes) for arm, outcomes in results.items()}
     reductions = compare(summaries)
     _plot(results, summaries, out_dir)
     payload = {
         "title": title,
         "arms": {arm: summary.model_dump() for arm, summary in summaries.items()},
         "reductions": reductions.model_dump(),
-        "wait_errors": {arm: _dump(by_estimator) for arm, by_estimator in errors.items()},
-        "wait_errors_all_arms": _dump(errors_all),
+        "wait_errors": {
+            arm: {estimator: error.model_dump() for estimator, error in by_estimator.items()}
+            for arm, by_estimator in errors.items()
+        },
         "notes": notes,
     }
     (out_dir / "report.json").write_text(json.dumps(payload, indent=2) + "\n")
     markdown = out_dir / "report.md"
-    markdown.write_text(_markdown(title, summaries, reductions, {**errors, "all arms": errors_all}, notes))
+    markdown.write_text(_markdown(title, summaries, reductions, errors, notes))
     return markdown
 
 
@@ -142,15 +143,11 @@ def _first_wait(outcome: Outcome) -> float:
     return first_start - outcome.arrival_s
 
 
-def _dump(errors: Mapping[Estimator, WaitError]) -> dict[str, dict[str, object]]:
-    return {estimator: error.model_dump() for estimator, error in errors.items()}
-
-
 def _markdown(
     title: str,
     summaries: Mapping[ArmName, ArmSummary],
     reductions: Reductions,
-    errors: Mapping[str, Mapping[Estimator, WaitError]],
+    errors: Mapping[ArmName, Mapping[Estimator, WaitError]],
     notes: list[str],
 ) -> str:
     lines = [f"# {title}", "", "## Job completion per arm", ""]
@@ -189,6 +186,7 @@ def _markdown(
         ],
     )
     lines += ["", "## Wait prediction at submission (median absolute error against the actual wait)", ""]
+    lines += ["Each arm's jobs, for the estimates its decisions asked for.", ""]
     rows = []
     for arm, by_estimator in errors.items():
         slurm, advisor = by_estimator["slurm"], by_estimator["advisor"]
