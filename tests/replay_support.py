@@ -38,6 +38,16 @@ def smooth_step(application: str, cluster: str, gpus: int, nodes: int, batch: in
     return (0.05 + per_sample * batch) / SPEED[cluster] + 0.01 * (nodes - 1) + 0.001 * gpus
 
 
+def spiked_at(spike_batch: int) -> StepTime:
+    """The smooth table with one batch of "toy" ten times slower: only a model that saw it predicts it."""
+
+    def step_time(application: str, cluster: str, gpus: int, nodes: int, batch: int) -> float:
+        spike = 10.0 if (application, batch) == ("toy", spike_batch) else 1.0
+        return smooth_step(application, cluster, gpus, nodes, batch) * spike
+
+    return step_time
+
+
 def step_rows(
     step_time: StepTime = smooth_step, applications: Iterable[str] = ("toy", "big")
 ) -> list[list[str]]:

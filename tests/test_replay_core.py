@@ -16,6 +16,7 @@ from advisor.replay.workload import Habits, WorkloadError, load_arrivals, load_d
 from tests.replay_support import (
     STEP_COLUMNS,
     smooth_step,
+    spiked_at,
     write_csv,
     write_philly,
     write_steps,
@@ -162,23 +163,18 @@ def test_habits_reject_a_duration_cap_above_the_partition_maximum() -> None:
         Habits(max_duration_s=30 * 3600)
 
 
-def spiked(application: str, cluster: str, gpus: int, nodes: int, batch: int) -> float:
-    """A smooth table with one batch of one application ten times slower: only a model that saw it could
-    predict it."""
-    spike = 10.0 if (application, batch) == ("toy", 32) else 1.0
-    return smooth_step(application, cluster, gpus, nodes, batch) * spike
-
-
 def test_held_out_batches_are_unseen_by_the_advisor(tmp_path: Path) -> None:
-    table = StepTable.load(write_steps(tmp_path / "steps.csv", spiked))
+    table = StepTable.load(write_steps(tmp_path / "steps.csv", spiked_at(32)))
     held_out = held_out_batches([arrival(gpus=4, global_batch=128)])
     assert held_out == {("toy", 32)}
     blind = train_predictors(table, held_out)
     sighted = train_predictors(table, set())
-    measured = spiked("toy", "aws", 2, 1, 32)
+    measured = spiked_at(32)("toy", "aws", 2, 1, 32)
     assert blind.predict("toy", "t4", 2, 1, 32)[0] < measured / 3
     assert sighted.predict("toy", "t4", 2, 1, 32)[0] == pytest.approx(measured, rel=0.3)
-    assert blind.predict("big", "t4", 2, 1, 32)[0] == pytest.approx(spiked("big", "aws", 2, 1, 32), rel=0.3)
+    assert blind.predict("big", "t4", 2, 1, 32)[0] == pytest.approx(
+        smooth_step("big", "aws", 2, 1, 32), rel=0.3
+    )
 
 
 def test_the_largest_batch_the_advisor_trusts_is_the_largest_it_trained_on(table: StepTable) -> None:

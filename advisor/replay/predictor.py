@@ -3,27 +3,30 @@
 They learn from the step table with the replayed jobs' batch sizes taken out, so arm C predicts the
 configurations it is asked about from other batch sizes, as it would for a real user's unseen job; the
 held-out rows (ground truth is known there) measure how well. The p90 is the p50 times the 90th percentile
-of the K-fold out-of-fold errors on the training rows.
+of the K-fold out-of-fold errors on the training rows. Only placements (GPUs, nodes) the advisor measured
+are predicted: a step's all-reduce depends on them, and extrapolating it is the wrong risk for a limit.
 """
 
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import xgboost as xgb
 from pydantic import BaseModel, ConfigDict
 
+from advisor.predict.model import _line as fit_line
 from advisor.replay.model import Arrival
 from advisor.replay.truth import StepRow, StepTable
 
 _PARAMS = {
     "tree_method": "exact",
     "objective": "reg:squarederror",
-    "max_depth": 6,
-    "eta": 0.15,
+    "max_depth": 4,
+    "eta": 0.1,
     "min_child_weight": 1.0,
     "nthread": 1,
     "seed": 0,
@@ -31,6 +34,7 @@ _PARAMS = {
 _ROUNDS = 150
 FOLDS = 5
 P90 = 0.9
+_TINY_S = 1e-9
 _Key = tuple[str, int, int, int]
 """(application, GPUs, nodes, local batch): what a prediction depends on for one GPU type."""
 SAME_BATCH = 0.01
@@ -50,27 +54,43 @@ def is_held_out(row: StepRow, held_out: Collection[tuple[str, int]]) -> bool:
 
 
 @dataclass(frozen=True)
-class MachineModel:
-    """One GPU type's regressor, its applications (one-hot order), p90 factor and what it has seen."""
+class SeenCurve:
+    """What the advisor knows of one (application, GPUs, nodes): its measured batch range, and the line
+    ``fixed + per_sample x batch`` through those measurements that the booster corrects."""
 
-    gpu_type: str
+    low: int
+    high: int
+    fixed_s: float
+    per_sample_s: float
+
+    def log_line_s(self, batch: int) -> float:
+        return math.log(max(self.fixed_s + self.per_sample_s * batch, _TINY_S))
+
+
+@dataclass(frozen=True)
+class MachineModel:
+    """One GPU type: the lines through its curves, the regressor on top, and the p90 factor.
+
+    Trees are piecewise constant, so the booster is not asked to interpolate in the batch: it starts from
+    the line of the job's placement (XGBoost's base margin) and learns what the line misses.
+    """
+
     applications: tuple[str, ...]
+    curves: dict[tuple[str, int, int], SeenCurve]
     booster: xgb.Booster
-    p90_factor: float
-    ranges: dict[tuple[str, int, int], tuple[int, int]]
-    """(application, GPUs, nodes) -> the smallest and largest local batch in the training rows."""
+    p90_factor: float = 1.0
 
     def log_predict(self, rows: Sequence[_Key]) -> np.ndarray:
-        return np.asarray(self.booster.predict(xgb.DMatrix(_features(self.applications, rows))))
+        return np.asarray(self.booster.predict(self.matrix(rows)))
 
-
-def _features(applications: Sequence[str], rows: Sequence[_Key]) -> np.ndarray:
-    """One-hot application, log local batch, GPUs, nodes."""
-    matrix = np.zeros((len(rows), len(applications) + 3))
-    for index, (application, gpus, nodes, batch) in enumerate(rows):
-        matrix[index, applications.index(application)] = 1.0
-        matrix[index, -3:] = (math.log(batch), gpus, nodes)
-    return matrix
+    def matrix(self, rows: Sequence[_Key], target: np.ndarray | None = None) -> xgb.DMatrix:
+        """One-hot application, log local batch, GPUs, nodes; the placement's line as the base margin."""
+        features = np.zeros((len(rows), len(self.applications) + 3))
+        for index, (application, gpus, nodes, batch) in enumerate(rows):
+            features[index, self.applications.index(application)] = 1.0
+            features[index, -3:] = (math.log(batch), gpus, nodes)
+        margin = [self.curves[(app, gpus, nodes)].log_line_s(batch) for app, gpus, nodes, batch in rows]
+        return xgb.DMatrix(features, label=target, base_margin=np.asarray(margin))
 
 
 @dataclass(frozen=True)
@@ -83,12 +103,11 @@ class Predictors:
     def predict(
         self, application: str, gpu_type: str, gpus: int, nodes: int, micro_batch: int
     ) -> tuple[float, float]:
-        """(p50, p90) of one micro-step in seconds; memoised, since a replay asks the same few often."""
+        """(p50, p90) of one micro-step in seconds, for a placement the advisor has seen (see
+        ``batch_range``); memoised, since a replay asks the same few often."""
         key = (application, gpu_type, gpus, nodes, micro_batch)
         if key not in self._memo:
             machine = self.machines[gpu_type]
-            if application not in machine.applications:
-                raise KeyError(f"no {gpu_type} training rows for {application}")
             p50 = math.exp(float(machine.log_predict([(application, gpus, nodes, micro_batch)])[0]))
             self._memo[key] = (p50, p50 * machine.p90_factor)
         return self._memo[key]
@@ -97,38 +116,50 @@ class Predictors:
         """The local batches the advisor trusts for a placement: nothing larger fits, as far as it knows,
         and nothing smaller was measured. None: it never saw this placement."""
         machine = self.machines.get(gpu_type)
-        return None if machine is None else machine.ranges.get((application, gpus, nodes))
+        curve = None if machine is None else machine.curves.get((application, gpus, nodes))
+        return None if curve is None else (curve.low, curve.high)
 
 
 def train_predictors(table: StepTable, held_out: Collection[tuple[str, int]]) -> Predictors:
     """One model per GPU type of the table, trained on every row not held out."""
     training = [row for row in table.rows if not is_held_out(row, held_out)]
     types = sorted({row.gpu_type for row in training})
-    return Predictors({t: _train_machine(t, [r for r in training if r.gpu_type == t]) for t in types})
+    return Predictors({t: _train_machine([r for r in training if r.gpu_type == t]) for t in types})
 
 
-def _train_machine(gpu_type: str, rows: Sequence[StepRow]) -> MachineModel:
-    applications = tuple(sorted({row.application for row in rows}))
-    ranges: dict[tuple[str, int, int], tuple[int, int]] = {}
-    for row in rows:
-        placement = (row.application, row.gpus, row.nodes)
-        low, high = ranges.get(placement, (row.local_batch, row.local_batch))
-        ranges[placement] = (min(low, row.local_batch), max(high, row.local_batch))
-    keys = [(row.application, row.gpus, row.nodes, row.local_batch) for row in rows]
-    target = np.log([row.step_s for row in rows])
-    features = _features(applications, keys)
+def _train_machine(rows: Sequence[StepRow]) -> MachineModel:
+    """The model on every row; its p90 factor from K folds, each fitted (lines too) without its rows."""
     folds = np.random.default_rng(0).permutation(len(rows)) % FOLDS
-    residuals = np.empty(len(rows))
+    residuals: list[float] = []
     for fold in range(FOLDS):
-        test = folds == fold
-        booster = _fit(features[~test], target[~test])
-        residuals[test] = target[test] - booster.predict(xgb.DMatrix(features[test]))
-    p90_factor = max(1.0, math.exp(float(np.quantile(residuals, P90))))
-    return MachineModel(gpu_type, applications, _fit(features, target), p90_factor, ranges)
+        fitted = _fit([row for row, f in zip(rows, folds, strict=True) if f != fold])
+        unseen = [
+            row
+            for row, f in zip(rows, folds, strict=True)
+            if f == fold and (row.application, row.gpus, row.nodes) in fitted.curves
+        ]
+        predicted = fitted.log_predict([_key(row) for row in unseen])
+        residuals.extend(np.log([row.step_s for row in unseen]) - predicted)
+    return replace(_fit(rows), p90_factor=max(1.0, math.exp(float(np.quantile(residuals, P90)))))
 
 
-def _fit(features: np.ndarray, target: np.ndarray) -> xgb.Booster:
-    return xgb.train(_PARAMS, xgb.DMatrix(features, label=target), _ROUNDS)
+def _key(row: StepRow) -> _Key:
+    return row.application, row.gpus, row.nodes, row.local_batch
+
+
+def _fit(rows: Sequence[StepRow]) -> MachineModel:
+    points: dict[tuple[str, int, int], list[tuple[int, float]]] = defaultdict(list)
+    for row in rows:
+        points[(row.application, row.gpus, row.nodes)].append((row.local_batch, row.step_s))
+    curves = {}
+    for placement, pairs in points.items():
+        fixed_s, per_sample_s = fit_line(pairs)
+        batches = [batch for batch, _ in pairs]
+        curves[placement] = SeenCurve(min(batches), max(batches), fixed_s, per_sample_s)
+    lines_only = MachineModel(tuple(sorted({row.application for row in rows})), curves, xgb.Booster())
+    target = np.log([row.step_s for row in rows])
+    booster = xgb.train(_PARAMS, lines_only.matrix([_key(row) for row in rows], target), _ROUNDS)
+    return replace(lines_only, booster=booster)
 
 
 class HeldOutError(BaseModel):
@@ -147,12 +178,12 @@ class HeldOutError(BaseModel):
 def held_out_error(
     predictors: Predictors, table: StepTable, held_out: Collection[tuple[str, int]]
 ) -> HeldOutError:
-    """Scores the rows ``train_predictors`` left out, for the GPU types and applications it learned."""
+    """Scores the rows ``train_predictors`` left out, on the placements it learned."""
     errors: dict[str, list[float]] = {}
     covered = 0
     for row in table.rows:
-        machine = predictors.machines.get(row.gpu_type)
-        if not is_held_out(row, held_out) or machine is None or row.application not in machine.applications:
+        seen = predictors.batch_range(row.application, row.gpu_type, row.gpus, row.nodes)
+        if not is_held_out(row, held_out) or seen is None:
             continue
         p50, p90 = predictors.predict(row.application, row.gpu_type, row.gpus, row.nodes, row.local_batch)
         errors.setdefault(row.gpu_type, []).append(abs(p50 - row.step_s) / row.step_s)
