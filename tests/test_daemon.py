@@ -292,3 +292,34 @@ def test_the_daemon_refuses_a_socket_folder_others_can_swap(daemon: Daemon, tmp_
     refused = subprocess.run(argv, env=daemon.env, capture_output=True, text=True, timeout=120)
     assert refused.returncode == 1 and "without the sticky bit" in refused.stdout + refused.stderr
     assert not socket.exists()
+
+
+def test_a_repeated_request_is_audited_each_time_and_a_new_policy_answers_at_once(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    """Identical requests share one answer while its queue waits are fresh, never across a policy change."""
+    assert daemon.process is not None
+    policy = daemon.root / "policy.toml"
+    good = policy.read_text(encoding="utf-8")
+    first = json.loads(submit(daemon, tmp_path, "--dry-run", "--json", name="again").stdout)["advice"]
+    second = json.loads(submit(daemon, tmp_path, "--dry-run", "--json", name="again").stdout)["advice"]
+    assert first["request_id"] != second["request_id"]
+    assert first["recommendation"] == second["recommendation"]
+    with sqlite3.connect(daemon.root / "advisor.db") as db:
+        ids = {row[0] for row in db.execute("SELECT request_id FROM audit WHERE \"where\" LIKE '%again%'")}
+    assert {first["request_id"], second["request_id"]} <= ids
+    try:
+        policy.write_text(good.replace('mode = "rewrite"', 'mode = "advise"'), encoding="utf-8")
+        daemon.process.send_signal(signal.SIGHUP)
+        # Sooner than the cached answer would expire (10 s after the first request).
+        deadline = time.monotonic() + 8
+        while True:
+            third = json.loads(submit(daemon, tmp_path, "--dry-run", "--json", name="again").stdout)["advice"]
+            if third["recommendation"]["mode"] == "advise":
+                break
+            assert time.monotonic() < deadline, "the answer cached under the previous policy was served"
+            time.sleep(0.2)
+        assert not third["recommendation"]["apply"]
+    finally:
+        policy.write_text(good, encoding="utf-8")
+        daemon.process.send_signal(signal.SIGHUP)

@@ -6,6 +6,7 @@ submission to make, and the caller's own `advise-submit` makes it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pwd
@@ -29,7 +30,7 @@ from advisor.policy.holder import PolicyHolder
 from advisor.predict.scaling import DeviceSpec
 from advisor.recommend.choose import Recommendation
 from advisor.recommend.cluster import ClusterView
-from advisor.recommend.edges import recommend_now
+from advisor.recommend.edges import WAITS_FRESH_FOR, recommend_now
 from advisor.slurm.client import SlurmClient
 from advisor.store import AdvisedJobs, Audit, Store
 
@@ -47,6 +48,15 @@ class Settings:
     database: Path
     policy: Path
     specs: list[DeviceSpec]
+
+
+@dataclass(frozen=True)
+class _Answer:
+    recommendation: Recommendation
+    submission: Submission
+    request_json: str
+    recommendation_json: str
+    """Serialised once for the audit: a burst of identical requests shares it."""
 
 
 class Advisor:
@@ -74,18 +84,14 @@ class Advisor:
         return Health(ok=True, version=__version__, policy_error=None if error is None else str(error))
 
     def advise(self, peer: Peer, request: AdviseRequest) -> AdviseResponse:
+        """The same request from the same caller under the same policy gets the same answer while the queue
+        waits it rests on are fresh; each request is still audited on its own."""
         began = time.perf_counter()
-        user = _user_name(peer.uid)
-        parsed = parse_job(
-            request.script, request.where, request.sbatch_argv, request.environ, request.description_args
-        )
-        table = _table(parsed, request)
         now = self.clock()
         store = self.store()
-        recommendation = recommend_now(
-            self.cluster, store, self.policy.current, self.settings.specs, parsed, table, user, now
-        )
-        submission = _submission(parsed, request, recommendation)
+        user = _user_name(peer.uid)
+        key = f"advice:{peer.uid}:{self.policy.generation}:{_digest(request)}"
+        answer = self.cluster.cached(key, WAITS_FRESH_FOR, lambda: self._answer(request, user, now))
         request_id = uuid.uuid4().hex
         latency_ms = (time.perf_counter() - began) * 1000
         Audit(store).record(
@@ -96,14 +102,32 @@ class Advisor:
                 "user": user,
                 "where": request.where,
                 "argv": json.dumps(request.sbatch_argv),
-                "request": parsed.request.model_dump_json(exclude={"script"}),
-                "recommendation": recommendation.model_dump_json(),
-                "applied": int(submission.rewritten),
+                "request": answer.request_json,
+                "recommendation": answer.recommendation_json,
+                "applied": int(answer.submission.rewritten),
                 "latency_ms": latency_ms,
             }
         )
         return AdviseResponse(
-            request_id=request_id, recommendation=recommendation, submission=submission, latency_ms=latency_ms
+            request_id=request_id,
+            recommendation=answer.recommendation,
+            submission=answer.submission,
+            latency_ms=latency_ms,
+        )
+
+    def _answer(self, request: AdviseRequest, user: str, now: datetime) -> _Answer:
+        parsed = parse_job(
+            request.script, request.where, request.sbatch_argv, request.environ, request.description_args
+        )
+        table = _table(parsed, request)
+        recommendation = recommend_now(
+            self.cluster, self.store(), self.policy.current, self.settings.specs, parsed, table, user, now
+        )
+        return _Answer(
+            recommendation=recommendation,
+            submission=_submission(parsed, request, recommendation),
+            request_json=parsed.request.model_dump_json(exclude={"script"}),
+            recommendation_json=recommendation.model_dump_json(),
         )
 
     def submitted(self, peer: Peer, message: Submitted) -> Health:
@@ -163,6 +187,10 @@ class Advisor:
             return queued[0].uid == uid
         finished = self.client.history(self.clock() - timedelta(days=1), job_ids=[job_id])
         return any(job.user == _user_name(uid) for job in finished)
+
+
+def _digest(request: AdviseRequest) -> str:
+    return hashlib.sha256(request.model_dump_json().encode()).hexdigest()
 
 
 def _user_name(uid: int) -> str:

@@ -19,6 +19,8 @@ class PolicyHolder:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.current = Policy()
+        self.generation = 0
+        """Counts the policies put in force, so that answers cached under an older one are not reused."""
         self.last_error: PolicyError | None = None
         if path.exists():
             self.reload()
@@ -31,5 +33,6 @@ class PolicyHolder:
             self.last_error = error
             return error
         self.current = policy
+        self.generation += 1
         self.last_error = None
         return None

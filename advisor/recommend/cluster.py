@@ -20,6 +20,8 @@ HISTORY = timedelta(days=14)
 """How far back finished jobs inform the actual/limit ratios of jobs the advisor did not predict."""
 
 _T = TypeVar("_T")
+_MAX_ENTRIES = 4096
+"""Past this many entries the stale ones go: every distinct request adds its own keys."""
 
 
 class ClusterView:
@@ -35,7 +37,7 @@ class ClusterView:
         self.fresh_for = fresh_for
         self.history_fresh_for = history_fresh_for
         self._lock = threading.Lock()
-        self._cache: dict[str, tuple[datetime, object]] = {}
+        self._cache: dict[str, tuple[datetime, timedelta, object]] = {}
 
     def partitions(self) -> list[Partition]:
         return self.cached("partitions", self.fresh_for, self.client.partitions)
@@ -56,8 +58,10 @@ class ClusterView:
         with self._lock:
             cached = self._cache.get(key)
         if cached is not None and now - cached[0] < fresh_for:
-            return cast(_T, cached[1])
+            return cast(_T, cached[2])
         value = fetch()
         with self._lock:
-            self._cache[key] = (now, value)
+            if len(self._cache) >= _MAX_ENTRIES:
+                self._cache = {k: e for k, e in self._cache.items() if now - e[0] < e[1]}
+            self._cache[key] = (now, fresh_for, value)
         return value
