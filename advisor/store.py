@@ -86,9 +86,10 @@ class Store:
         self._create_tables()
 
     @classmethod
-    def open(cls, path: Path) -> Store:
+    def open(cls, path: Path, any_thread: bool = False) -> Store:
+        """``any_thread``: for a pool whose connections serve one thread at a time, each time another."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S)
+        connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, check_same_thread=not any_thread)
         db = Database(connection)
         db.enable_wal()
         db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")

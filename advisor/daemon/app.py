@@ -10,10 +10,11 @@ import hashlib
 import json
 import os
 import pwd
-import threading
+import queue
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -66,15 +67,20 @@ class Advisor:
         self.cluster = ClusterView(client, clock)
         self.clock = clock
         self.policy = PolicyHolder(settings.policy)
-        self._local = threading.local()
+        self._stores: queue.SimpleQueue[Store] = queue.SimpleQueue()
 
-    def store(self) -> Store:
-        """One SQLite connection per thread: the server answers each request on its own thread."""
-        store: Store | None = getattr(self._local, "store", None)
-        if store is None:
-            store = Store.open(self.settings.database)
-            self._local.store = store
-        return store
+    @contextmanager
+    def store(self) -> Iterator[Store]:
+        """A pooled SQLite connection, used by one thread at a time: the server answers each request on a
+        thread of its own, and opening a connection (with its schema check) costs more than the answer."""
+        try:
+            store = self._stores.get_nowait()
+        except queue.Empty:
+            store = Store.open(self.settings.database, any_thread=True)
+        try:
+            yield store
+        finally:
+            self._stores.put(store)
 
     def reload(self) -> None:
         self.policy.reload()
@@ -88,26 +94,26 @@ class Advisor:
         waits it rests on are fresh; each request is still audited on its own."""
         began = time.perf_counter()
         now = self.clock()
-        store = self.store()
         user = _user_name(peer.uid)
         key = f"advice:{peer.uid}:{self.policy.generation}:{_digest(request)}"
         answer = self.cluster.cached(key, WAITS_FRESH_FOR, lambda: self._answer(request, user, now))
         request_id = uuid.uuid4().hex
         latency_ms = (time.perf_counter() - began) * 1000
-        Audit(store).record(
-            {
-                "request_id": request_id,
-                "at": now.isoformat(),
-                "uid": peer.uid,
-                "user": user,
-                "where": request.where,
-                "argv": json.dumps(request.sbatch_argv),
-                "request": answer.request_json,
-                "recommendation": answer.recommendation_json,
-                "applied": int(answer.submission.rewritten),
-                "latency_ms": latency_ms,
-            }
-        )
+        with self.store() as store:
+            Audit(store).record(
+                {
+                    "request_id": request_id,
+                    "at": now.isoformat(),
+                    "uid": peer.uid,
+                    "user": user,
+                    "where": request.where,
+                    "argv": json.dumps(request.sbatch_argv),
+                    "request": answer.request_json,
+                    "recommendation": answer.recommendation_json,
+                    "applied": int(answer.submission.rewritten),
+                    "latency_ms": latency_ms,
+                }
+            )
         return AdviseResponse(
             request_id=request_id,
             recommendation=answer.recommendation,
@@ -120,9 +126,10 @@ class Advisor:
             request.script, request.where, request.sbatch_argv, request.environ, request.description_args
         )
         table = _table(parsed, request)
-        recommendation = recommend_now(
-            self.cluster, self.store(), self.policy.current, self.settings.specs, parsed, table, user, now
-        )
+        with self.store() as store:
+            recommendation = recommend_now(
+                self.cluster, store, self.policy.current, self.settings.specs, parsed, table, user, now
+            )
         return _Answer(
             recommendation=recommendation,
             submission=_submission(parsed, request, recommendation),
@@ -132,7 +139,10 @@ class Advisor:
 
     def submitted(self, peer: Peer, message: Submitted) -> Health:
         """Links the job to its advice once Slurm confirms the job is the caller's."""
-        store = self.store()
+        with self.store() as store:
+            return self._link(store, peer, message)
+
+    def _link(self, store: Store, peer: Peer, message: Submitted) -> Health:
         audit = Audit(store)
         row = audit.get(message.request_id)
         if row is None or row["uid"] != peer.uid:
@@ -168,7 +178,8 @@ class Advisor:
         return self.health()
 
     def explain(self, peer: Peer, job_id: int) -> Explanation:
-        row = Audit(self.store()).by_job(job_id)
+        with self.store() as store:
+            row = Audit(store).by_job(job_id)
         if row is None:
             raise LookupError(f"no advice was given for job {job_id}")
         if peer.uid not in (row["uid"], 0, os.geteuid()):

@@ -77,7 +77,8 @@ def _daemon(args: argparse.Namespace, console: Console) -> int:
 def _collect(advisor: Advisor) -> None:
     from advisor.predict.outcomes import collect_outcomes
 
-    finished = collect_outcomes(advisor.store(), advisor.client)
+    with advisor.store() as store:
+        finished = collect_outcomes(store, advisor.client)
     if finished:
         log.info("%d advised jobs finished", finished)
 
