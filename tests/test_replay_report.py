@@ -71,6 +71,16 @@ def test_wait_errors_count_only_jobs_with_an_estimate_and_judge_the_first_attemp
     assert (errors["advisor"].jobs, errors["advisor"].median_abs_error_s) == (2, 2)
 
 
+def test_queued_wait_errors_leave_out_jobs_nobody_expected_to_wait_and_that_did_not() -> None:
+    idle = outcome("d", 30, 30, 100, slurm_wait=0, advisor_wait=0)
+    errors = wait_errors([*three_jobs(), idle])
+    # misses: slurm 10, 10, 60, 0; advisor 0, 4, 0 (b has none)
+    assert errors["slurm"].mean_abs_error_s == pytest.approx(20)
+    assert (errors["slurm"].queued_jobs, errors["slurm"].queued_median_abs_error_s) == (3, 10)
+    assert errors["advisor"].median_abs_error_s == 0
+    assert (errors["advisor"].queued_jobs, errors["advisor"].queued_median_abs_error_s) == (2, 2)
+
+
 def test_compare_gives_the_advisors_reduction_against_each_present_arm() -> None:
     summaries: dict[ArmName, ArmSummary] = {
         "habits": summarize("habits", three_jobs("habits", shift=60)),
@@ -101,7 +111,13 @@ def test_write_report_writes_markdown_json_and_plots_with_the_figures(tmp_path: 
     figures = json.loads((tmp_path / "out" / "report.json").read_text())
     assert figures["arms"]["habits"]["mean_jct_s"] == pytest.approx(190)
     assert figures["reductions"]["vs_slurm"] == pytest.approx(1 - 130 / 160)
-    assert figures["wait_errors"]["advisor"]["advisor"] == {"jobs": 2, "median_abs_error_s": 2}
+    assert figures["wait_errors"]["advisor"]["advisor"] == {
+        "jobs": 2,
+        "median_abs_error_s": 2,
+        "mean_abs_error_s": 2,
+        "queued_jobs": 2,
+        "queued_median_abs_error_s": 2,
+    }
     for plot in ("completion_cdf.png", "completion_bars.png"):
         assert (tmp_path / "out" / plot).read_bytes().startswith(b"\x89PNG")
         assert f"]({plot})" in text

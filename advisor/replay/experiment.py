@@ -1,0 +1,89 @@
+"""One replay experiment from files to outcomes: the jobs of a workload, the three arms, and either mode.
+
+Every arm sees the same jobs (seeded); arm C's predictors are trained with the workload's own batch sizes
+held out, so it predicts them as it would a job it never saw benchmarked.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from advisor.replay.arms import advisor_arm, habits_arm, slurm_arm
+from advisor.replay.model import Arm, ArmName, Inventory, Job, Outcome
+from advisor.replay.predictor import HeldOutError, held_out_batches, held_out_error, train_predictors
+from advisor.replay.scheduler import Backfill
+from advisor.replay.simulate import SLURM_DEFAULTS, simulate
+from advisor.replay.slurm import BACKFILL_WINDOW_MIN, run_arms_on_slurm
+from advisor.replay.truth import StepTable
+from advisor.replay.workload import Habits, load_arrivals, load_durations, make_jobs
+
+ARMS: tuple[ArmName, ...] = ("habits", "slurm", "advisor")
+
+
+class InventoryError(ValueError):
+    """An inventory file that does not describe a cluster; the message names the file."""
+
+
+def load_inventory(path: Path) -> Inventory:
+    try:
+        return Inventory.model_validate(tomllib.loads(path.read_text(encoding="utf-8")))
+    except OSError as error:
+        raise InventoryError(f"{path}: cannot read: {error.strerror}") from error
+    except tomllib.TOMLDecodeError as error:
+        raise InventoryError(f"{path}: not valid TOML: {error}") from error
+    except ValidationError as error:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+        raise InventoryError(f"{path}: {problems}") from error
+
+
+@dataclass(frozen=True)
+class Experiment:
+    table: StepTable
+    jobs: list[Job]
+    arms: dict[ArmName, Arm]
+    predictor_error: HeldOutError
+
+
+def prepare(
+    data: Path, workload: Path, inventory: Inventory, seed: int, habits: Habits | None = None
+) -> Experiment:
+    """``data`` is the public data folder (``sia/step_times.csv``, ``philly/jobs.csv``)."""
+    table = StepTable.load(data / "sia" / "step_times.csv")
+    arrivals = load_arrivals(workload)
+    jobs = make_jobs(arrivals, table, load_durations(data / "philly" / "jobs.csv"), habits or Habits(), seed)
+    held_out = held_out_batches(arrivals)
+    predictors = train_predictors(table, held_out)
+    arms: dict[ArmName, Arm] = {
+        "habits": habits_arm(inventory, table),
+        "slurm": slurm_arm(inventory, table),
+        "advisor": advisor_arm(inventory, predictors),
+    }
+    return Experiment(table, jobs, arms, held_out_error(predictors, table, held_out))
+
+
+def run_simulated(
+    experiment: Experiment, inventory: Inventory, backfill: Backfill = SLURM_DEFAULTS
+) -> dict[ArmName, list[Outcome]]:
+    truth = experiment.table.true_run_s
+    return {
+        name: simulate(experiment.jobs, arm, name, inventory, truth, backfill=backfill)
+        for name, arm in experiment.arms.items()
+    }
+
+
+def run_real(
+    experiment: Experiment, inventory: Inventory, compression: float, root: Path, base_port: int
+) -> dict[ArmName, list[Outcome]]:
+    """All arms at once, each on a sandbox of its own."""
+    arms = list(experiment.arms.items())
+    truth = experiment.table.true_run_s
+    return run_arms_on_slurm(experiment.jobs, arms, inventory, truth, compression, root, base_port)
+
+
+def matching_backfill(compression: float) -> Backfill:
+    """The simulated twin of the real replay's scheduler: its backfill window in the workload's seconds."""
+    return Backfill(window_s=BACKFILL_WINDOW_MIN * 60 * compression)
