@@ -146,6 +146,17 @@ def test_slurm_waits_are_zero_on_an_empty_cluster_and_the_earliest_limit_end_on_
     assert outcomes["c"].decision.slurm_wait_s == 190
 
 
+def test_the_twin_of_a_compressed_run_plans_on_whole_minute_limits_yet_ends_jobs_on_time() -> None:
+    """At compression 10 Slurm's one-minute limit step is 600 workload seconds."""
+    asks = {"a": Ask(gpus=4, limit_s=300), "b": Ask(gpus=4, limit_s=100)}
+    twin = Backfill(limit_resolution_s=600)
+    outcomes = run([job("a", 0, 50), job("b", 10, 5)], asks, backfill=twin)
+    assert outcomes["b"].decision.slurm_wait_s == 590, "a's limit of 300 s is planned as 600"
+    assert outcomes["b"].decision.advisor_wait_s == 590, "without a prediction, the limit as Slurm keeps it"
+    assert outcomes["b"].start_s == 50, "a still ends after its true run"
+    assert not outcomes["a"].timed_out
+
+
 def test_slurm_waits_place_the_request_after_every_pending_job() -> None:
     asks = {"a": Ask(gpus=4, limit_s=100), "b": Ask(gpus=4, limit_s=100), "c": Ask(gpus=1, limit_s=10)}
     outcomes = run([job("a", 0, 100), job("b", 1, 100), job("c", 2, 10)], asks)

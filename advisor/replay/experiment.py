@@ -21,8 +21,6 @@ from advisor.replay.slurm import BACKFILL_WINDOW_MIN, run_arms_on_slurm
 from advisor.replay.truth import StepTable
 from advisor.replay.workload import Habits, load_arrivals, load_durations, make_jobs
 
-ARMS: tuple[ArmName, ...] = ("habits", "slurm", "advisor")
-
 
 class InventoryError(ValueError):
     """An inventory file that does not describe a cluster; the message names the file."""
@@ -85,5 +83,6 @@ def run_real(
 
 
 def matching_backfill(compression: float) -> Backfill:
-    """The simulated twin of the real replay's scheduler: its backfill window in the workload's seconds."""
-    return Backfill(window_s=BACKFILL_WINDOW_MIN * 60 * compression)
+    """The simulated twin of the real replay's scheduler: its backfill window and its whole-minute time
+    limits, in the workload's seconds."""
+    return Backfill(window_s=BACKFILL_WINDOW_MIN * 60 * compression, limit_resolution_s=60 * compression)

@@ -99,7 +99,10 @@ def wait_errors(outcomes: Sequence[Outcome]) -> dict[Estimator, WaitError]:
 
 
 def _estimates(outcome: Outcome) -> dict[Estimator, float]:
-    found = {"slurm": outcome.decision.slurm_wait_s, "advisor": outcome.decision.advisor_wait_s}
+    found: dict[Estimator, float | None] = {
+        "slurm": outcome.decision.slurm_wait_s,
+        "advisor": outcome.decision.advisor_wait_s,
+    }
     return {estimator: wait for estimator, wait in found.items() if wait is not None}
 
 

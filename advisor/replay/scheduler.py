@@ -32,6 +32,15 @@ class Backfill(BaseModel):
 
     window_s: float = Field(default=BACKFILL_WINDOW.total_seconds(), gt=0)
     max_jobs: int = Field(default=500, ge=1)
+    limit_resolution_s: float = Field(default=0.0, ge=0)
+    """Slurm keeps time limits in whole minutes; in a replay compressed c times a minute is 60c workload
+    seconds, so the twin of a compressed run plans on limits rounded up to that (jobs still end at their
+    own limit). Zero: limits as given."""
+
+    def planned(self, limit_s: float) -> float:
+        """The limit the scheduler plans with."""
+        step = self.limit_resolution_s
+        return limit_s if step == 0 else math.ceil(limit_s / step - 1e-9) * step
 
 
 def per_node_gpus(gpus: int, nodes: int) -> int:
@@ -103,13 +112,13 @@ class Partition:
 
     def schedule(self, now: float, backfill: Backfill) -> list[Attempt]:
         """One scheduling pass at ``now``; returns the attempts it started."""
-        profile, free_now = self._profile(now)
+        profile, free_now = self._profile(now, backfill)
         started: list[Attempt] = []
         for attempt in self.pending[: backfill.max_jobs]:
             if not any(free_now):
                 # Nothing can start now, and later slots change nobody's start in this pass.
                 break
-            begin, nodes = self._reserve(profile, attempt.ask, attempt.limit_s, now, backfill.window_s)
+            begin, nodes = self._reserve(profile, attempt.ask, attempt.limit_s, now, backfill)
             if begin == now:
                 attempt.start_s, attempt.nodes = now, nodes
                 for node in nodes:
@@ -122,14 +131,14 @@ class Partition:
     def test_only(self, query: WaitQuery, now: float, backfill: Backfill) -> float | None:
         """The start ``sbatch --test-only`` reports: after the slots of the pending jobs a pass plans,
         planned on limits; None when the request never fits the partition."""
-        profile, _ = self._profile(now)
+        profile, _ = self._profile(now, backfill)
         for attempt in self.pending[: backfill.max_jobs]:
-            self._reserve(profile, attempt.ask, attempt.limit_s, now, backfill.window_s)
+            self._reserve(profile, attempt.ask, attempt.limit_s, now, backfill)
         ask = (query.nodes, per_node_gpus(query.gpus, query.nodes))
-        begin, _ = self._earliest(profile, ask, query.time_limit_s, now)
+        begin, _ = self._earliest(profile, ask, backfill.planned(query.time_limit_s), now)
         return None if begin == INF else begin
 
-    def _profile(self, now: float) -> tuple[Profile, list[int]]:
+    def _profile(self, now: float, backfill: Backfill) -> tuple[Profile, list[int]]:
         """Free GPUs per node over time with running jobs held to their limits, and free GPUs now."""
         capacity = self.pool.gpus_per_node
         held: list[list[tuple[float, Amount]]] = [[] for _ in range(self.pool.nodes)]
@@ -138,18 +147,19 @@ class Partition:
             assert attempt.start_s is not None
             _, gpus = attempt.ask
             for node in attempt.nodes:
-                held[node].append((attempt.start_s + attempt.limit_s, (gpus, 0, 0)))
+                held[node].append((attempt.start_s + backfill.planned(attempt.limit_s), (gpus, 0, 0)))
                 free_now[node] -= gpus
         return Profile([(capacity, 0, 0)] * self.pool.nodes, now, held), free_now
 
     def _reserve(
-        self, profile: Profile, ask: tuple[int, int], limit_s: float, now: float, window_s: float
+        self, profile: Profile, ask: tuple[int, int], limit_s: float, now: float, backfill: Backfill
     ) -> tuple[float, list[int]]:
         """The earliest slot, held in the profile when it begins within the window."""
-        begin, nodes = self._earliest(profile, ask, limit_s, now)
-        if begin <= now + window_s:
+        planned = backfill.planned(limit_s)
+        begin, nodes = self._earliest(profile, ask, planned, now)
+        if begin <= now + backfill.window_s:
             for node in nodes:
-                profile.reserve(node, begin, begin + limit_s, (ask[1], 0, 0))
+                profile.reserve(node, begin, begin + planned, (ask[1], 0, 0))
         return begin, nodes
 
     def _earliest(

@@ -106,17 +106,18 @@ class SimulatedQueue:
     def advisor_waits(self, queries: Sequence[WaitQuery]) -> list[float | None]:
         """The advisor's own backfill replay on a snapshot of this instant, the same function the
         real-Slurm runner calls on a real snapshot."""
-        snapshot = snapshot_of(self.cluster, self.now)
+        snapshot = snapshot_of(self.cluster, self.now, self.backfill)
         runtimes = estimate_runtimes(snapshot, snapshot.taken_at, RatioTable(), predictions_of(self.cluster))
-        requests = [_request(query) for query in queries]
+        requests = [_request(query, self.backfill) for query in queries]
         window = timedelta(seconds=self.backfill.window_s)
         starts = predict_starts(snapshot, runtimes, requests, snapshot.taken_at, window)
         return [None if start is None else (start - snapshot.taken_at).total_seconds() for start in starts]
 
 
-def snapshot_of(cluster: Cluster, now: float) -> QueueSnapshot:
-    """The queue at ``now`` as the advisor's wait estimator reads it from Slurm; node ``i`` of a
-    partition is ``<partition>-<i>``, job ids are submission orders and users are job names."""
+def snapshot_of(cluster: Cluster, now: float, backfill: Backfill = SLURM_DEFAULTS) -> QueueSnapshot:
+    """The queue at ``now`` as the advisor's wait estimator reads it from Slurm (limits as Slurm keeps
+    them); node ``i`` of a partition is ``<partition>-<i>``, job ids are submission orders and users are
+    job names."""
     return QueueSnapshot(
         taken_at=_clock(now),
         nodes=[
@@ -127,9 +128,13 @@ def snapshot_of(cluster: Cluster, now: float) -> QueueSnapshot:
             for node in _node_names(partition)
         ],
         partitions={name: _node_names(partition) for name, partition in cluster.items()},
-        running=[_running(attempt) for partition in cluster.values() for attempt in partition.running],
+        running=[
+            _running(attempt, backfill) for partition in cluster.values() for attempt in partition.running
+        ],
         pending=[
-            PendingJob(job_id=attempt.order, user=attempt.job.arrival.name, request=_request(attempt.query))
+            PendingJob(
+                job_id=attempt.order, user=attempt.job.arrival.name, request=_request(attempt.query, backfill)
+            )
             for attempt in sorted(
                 (attempt for partition in cluster.values() for attempt in partition.pending),
                 key=lambda attempt: attempt.order,
@@ -152,7 +157,7 @@ def _node_names(partition: Partition) -> list[str]:
     return [f"{partition.pool.partition}-{index}" for index in range(partition.pool.nodes)]
 
 
-def _running(attempt: Attempt) -> RunningJob:
+def _running(attempt: Attempt, backfill: Backfill) -> RunningJob:
     assert attempt.start_s is not None, "a running attempt has started"
     partition = attempt.decision.partition
     _, gpus = attempt.ask
@@ -161,19 +166,19 @@ def _running(attempt: Attempt) -> RunningJob:
         user=attempt.job.arrival.name,
         partition=partition,
         start_time=_clock(attempt.start_s),
-        time_limit=timedelta(seconds=attempt.limit_s),
+        time_limit=timedelta(seconds=backfill.planned(attempt.limit_s)),
         allocations=[
             Allocation(node=f"{partition}-{node}", gpus=gpus, cpus=1, memory_mb=0) for node in attempt.nodes
         ],
     )
 
 
-def _request(query: WaitQuery) -> JobRequest:
+def _request(query: WaitQuery, backfill: Backfill) -> JobRequest:
     return JobRequest(
         partitions=[query.partition],
         nodes=query.nodes,
         gpus_per_node=per_node_gpus(query.gpus, query.nodes),
-        time_limit=timedelta(seconds=query.time_limit_s),
+        time_limit=timedelta(seconds=backfill.planned(query.time_limit_s)),
     )
 
 

@@ -1,0 +1,154 @@
+"""Replays Sia workloads on a heterogeneous GPU cluster under three arms and reports what the advice is worth.
+
+Arms, on the same seeded jobs: (A) users' habits (the partition each user prefers, favouring the newest GPU,
+their own configuration and time limit), (B) Slurm's ``--test-only`` estimate picks the partition, the
+configuration unchanged, (C) the advisor in rewrite mode (partition, GPUs, micro-batch, accumulation, time
+limit) with step-time models trained on Sia's table with the workload's own batch sizes held out.
+
+Modes: ``sim`` (the discrete-event replay, seconds per workload), ``slurm`` (sleep jobs on real sandbox Slurm
+clusters, one per arm side by side, in compressed time), ``both`` (and the agreement of the two).
+
+    python benchmarks/replay.py saturn/workload-1.csv --mode both
+    python benchmarks/replay.py 'saturn/*.csv'
+
+Workloads are paths under ``DATA/sia/workloads`` (globs allowed). Each gets ``OUT/NAME/MODE/report.md`` with
+its plots; ``OUT/summary.md`` compares them all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from advisor.replay.experiment import (  # noqa: E402 (after the path set-up)
+    load_inventory,
+    matching_backfill,
+    prepare,
+    run_real,
+    run_simulated,
+)
+from advisor.replay.model import ArmName, Inventory, Outcome  # noqa: E402
+from advisor.replay.report import agreement, write_report  # noqa: E402
+from advisor.replay.slurm import __doc__ as COMPRESSION_LIMITS  # noqa: E402
+
+DEFAULT_DATA = ROOT.parent / "shared" / "data"
+
+
+def main() -> int:
+    formatter = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
+    parser.add_argument("workloads", nargs="*", default=["saturn/workload-1.csv"])
+    parser.add_argument("--mode", choices=("sim", "slurm", "both"), default="sim")
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--inventory", type=Path, default=ROOT / "etc" / "replay-cluster.toml")
+    parser.add_argument("--compression", type=float, default=300.0, help="workload seconds per real second")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--base-port", type=int, default=19000, help="the real sandboxes' first port")
+    parser.add_argument("--out", type=Path, default=Path("replay-report"))
+    args = parser.parse_args()
+    inventory = load_inventory(args.inventory)
+    folder = args.data / "sia" / "workloads"
+    paths = sorted({path for pattern in args.workloads for path in folder.glob(pattern)})
+    if not paths:
+        parser.error(f"no workload matches {args.workloads} under {folder}")
+    rows = [_replay(path, folder, inventory, args) for path in paths]
+    summary = args.out / "summary.md"
+    summary.write_text(_summary(rows, args), encoding="utf-8")
+    print(summary.read_text(encoding="utf-8"))
+    return 0
+
+
+def _replay(path: Path, folder: Path, inventory: Inventory, args: argparse.Namespace) -> dict[str, Any]:
+    name = str(path.relative_to(folder).with_suffix("")).replace("/", "-")
+    began = time.monotonic()
+    experiment = prepare(args.data, path, inventory, args.seed)
+    error = experiment.predictor_error
+    notes = [
+        f"workload {path.relative_to(folder)}: {len(experiment.jobs)} jobs, seed {args.seed}",
+        "inventory: " + ", ".join(f"{p.partition} {p.nodes}x{p.gpus_per_node}" for p in inventory.pools),
+        f"the advisor's step-time models on the held-out batch sizes: MAPE {error.mape:.1%} over "
+        f"{error.rows} rows, {error.within_p90:.0%} within p90",
+    ]
+    row: dict[str, Any] = {"workload": name, "prepare_s": time.monotonic() - began}
+    results: dict[str, dict[ArmName, list[Outcome]]] = {}
+    if args.mode in ("sim", "both"):
+        began = time.monotonic()
+        # The real replay's scheduler in simulated time, so that a sim-only run is the twin of a real one.
+        results["sim"] = run_simulated(experiment, inventory, matching_backfill(args.compression))
+        row["sim_s"] = time.monotonic() - began
+    if args.mode in ("slurm", "both"):
+        began = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix="advisor-replay-") as root:
+            results["slurm"] = run_real(experiment, inventory, args.compression, Path(root), args.base_port)
+        row["slurm_s"] = time.monotonic() - began
+    for mode, outcomes in results.items():
+        extra = [f"1 s of Slurm = {args.compression:g} s of workload", *_limits()] if mode == "slurm" else []
+        report = write_report(outcomes, args.out / name / mode, f"{name} ({mode})", notes + extra)
+        figures = json.loads((report.parent / "report.json").read_text(encoding="utf-8"))
+        row[mode] = figures
+    if len(results) == 2:
+        sim, real = results["sim"], results["slurm"]
+        row["agreement"] = {arm: agreement(sim[arm], real[arm]) for arm in sim}
+    return row
+
+
+def _limits() -> list[str]:
+    """The real replay's own account of what compression costs (its module docstring's list)."""
+    text = COMPRESSION_LIMITS or ""
+    items = text.split("\n- ")[1:]
+    return [" ".join(item.split()) for item in items]
+
+
+def _summary(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
+    lines = [
+        "# Replay summary",
+        "",
+        f"Command: `python benchmarks/replay.py {' '.join(args.workloads)} --mode {args.mode} "
+        f"--seed {args.seed} --compression {args.compression:g}`",
+        "",
+        "| workload | mode | mean JCT A / B / C (s) | C vs A | C vs B | wait error (queued median) "
+        "--test-only / advisor (s) | sim vs real mean JCT | wall (s) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        for mode in ("sim", "slurm"):
+            if mode not in row:
+                continue
+            figures = row[mode]
+            arms = figures["arms"]
+            jct = " / ".join(f"{arms[a]['mean_jct_s']:.0f}" if a in arms else "-" for a in ARM_ORDER)
+            waits = figures["wait_errors"].get("advisor", {})
+            wait = " / ".join(_seconds(waits.get(e, {}).get("queued_median_abs_error_s")) for e in ESTIMATORS)
+            reductions = figures["reductions"]
+            agree = row.get("agreement", {}) if mode == "slurm" else {}
+            agreed = ", ".join(f"{arm} {value:+.1%}" for arm, value in agree.items()) or "-"
+            wall = row.get(f"{mode}_s", 0.0)
+            lines.append(
+                f"| {row['workload']} | {mode} | {jct} | {_percent(reductions['vs_habits'])} | "
+                f"{_percent(reductions['vs_slurm'])} | {wait} | {agreed} | {wall:.0f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+ARM_ORDER: tuple[ArmName, ...] = ("habits", "slurm", "advisor")
+ESTIMATORS = ("slurm", "advisor")
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
