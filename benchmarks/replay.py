@@ -5,8 +5,10 @@ their own configuration and time limit), (B) Slurm's ``--test-only`` estimate pi
 configuration unchanged, (C) the advisor in rewrite mode (partition, GPUs, micro-batch, accumulation, time
 limit) with step-time models trained on Sia's table with the workload's own batch sizes held out.
 
-Modes: ``sim`` (the discrete-event replay, seconds per workload), ``slurm`` (sleep jobs on real sandbox Slurm
-clusters, one per arm side by side, in compressed time), ``both`` (and the agreement of the two).
+Modes: ``sim`` (the discrete-event replay of a cluster in real time, seconds per workload), ``slurm`` (sleep
+jobs on real sandbox Slurm clusters, one per arm side by side, in compressed time), ``both`` (the real run and
+its simulated twin, which plans like the compressed cluster: whole-minute limits and the backfill window in
+compressed time; their agreement validates the simulator).
 
     python benchmarks/replay.py saturn/workload-1.csv --mode both
     python benchmarks/replay.py 'saturn/*.csv'
@@ -29,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from advisor.replay.experiment import (  # noqa: E402 (after the path set-up)
+    REAL_TIME,
     load_inventory,
     matching_backfill,
     prepare,
@@ -49,7 +52,7 @@ def main() -> int:
     parser.add_argument("--mode", choices=("sim", "slurm", "both"), default="sim")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--inventory", type=Path, default=ROOT / "etc" / "replay-cluster.toml")
-    parser.add_argument("--compression", type=float, default=300.0, help="workload seconds per real second")
+    parser.add_argument("--compression", type=float, default=400.0, help="workload seconds per real second")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--base-port", type=int, default=19000, help="the real sandboxes' first port")
     parser.add_argument("--out", type=Path, default=Path("replay-report"))
@@ -81,8 +84,9 @@ def _replay(path: Path, folder: Path, inventory: Inventory, args: argparse.Names
     results: dict[str, dict[ArmName, list[Outcome]]] = {}
     if args.mode in ("sim", "both"):
         began = time.monotonic()
-        # The real replay's scheduler in simulated time, so that a sim-only run is the twin of a real one.
-        results["sim"] = run_simulated(experiment, inventory, matching_backfill(args.compression))
+        twin = args.mode == "both"
+        backfill = matching_backfill(args.compression) if twin else REAL_TIME
+        results["sim"] = run_simulated(experiment, inventory, backfill)
         row["sim_s"] = time.monotonic() - began
     if args.mode in ("slurm", "both"):
         began = time.monotonic()
@@ -90,7 +94,13 @@ def _replay(path: Path, folder: Path, inventory: Inventory, args: argparse.Names
             results["slurm"] = run_real(experiment, inventory, args.compression, Path(root), args.base_port)
         row["slurm_s"] = time.monotonic() - began
     for mode, outcomes in results.items():
-        extra = [f"1 s of Slurm = {args.compression:g} s of workload", *_limits()] if mode == "slurm" else []
+        compressed = [f"1 s of Slurm = {args.compression:g} s of workload", *_limits()]
+        extra = {
+            "slurm": compressed,
+            "sim": ["the simulated twin of the compressed real run", *compressed]
+            if args.mode == "both"
+            else ["simulated in real time: whole-minute limits, Slurm's default one-day backfill window"],
+        }[mode]
         report = write_report(outcomes, args.out / name / mode, f"{name} ({mode})", notes + extra)
         figures = json.loads((report.parent / "report.json").read_text(encoding="utf-8"))
         row[mode] = figures

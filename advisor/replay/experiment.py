@@ -82,6 +82,10 @@ def run_real(
     return run_arms_on_slurm(experiment.jobs, arms, inventory, truth, compression, root, base_port)
 
 
+REAL_TIME = Backfill(limit_resolution_s=60)
+"""A cluster in real time: Slurm's one-minute limits and its default one-day backfill window."""
+
+
 def matching_backfill(compression: float) -> Backfill:
     """The simulated twin of the real replay's scheduler: its backfill window and its whole-minute time
     limits, in the workload's seconds."""
