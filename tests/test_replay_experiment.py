@@ -1,0 +1,91 @@
+"""The replay experiment and its command, end to end on small synthetic data (the discrete-event mode)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from advisor.replay.experiment import InventoryError, load_inventory, matching_backfill
+
+from .replay_support import write_philly, write_steps, write_workload
+
+ROOT = Path(__file__).resolve().parent.parent
+INVENTORY = """
+[[pools]]
+partition = "a100"
+gpu_type = "a100"
+nodes = 1
+gpus_per_node = 8
+
+[[pools]]
+partition = "v100"
+gpu_type = "v100"
+nodes = 1
+gpus_per_node = 8
+
+[[pools]]
+partition = "t4"
+gpu_type = "t4"
+nodes = 2
+gpus_per_node = 4
+"""
+
+
+def test_the_shipped_inventory_is_the_four_gpu_types() -> None:
+    inventory = load_inventory(ROOT / "etc" / "replay-cluster.toml")
+    assert sorted(pool.gpu_type for pool in inventory.pools) == ["a100", "rtx", "t4", "v100"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("[[pools]]\npartition = 'a100'\n", "pools.0.gpu_type: Field required"),
+        ("[[pools]\n", "not valid TOML"),
+        ("pools = []\n", "pools: List should have at least 1 item"),
+    ],
+)
+def test_a_bad_inventory_names_its_file_and_field(tmp_path: Path, text: str, expected: str) -> None:
+    path = tmp_path / "cluster.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(InventoryError, match=rf"^{path}: .*") as caught:
+        load_inventory(path)
+    assert expected in str(caught.value)
+
+
+def test_the_twin_of_a_compressed_run_keeps_its_window_and_minute_in_workload_seconds() -> None:
+    twin = matching_backfill(400)
+    assert twin.limit_resolution_s == 24_000
+    assert twin.planned(3600) == 24_000 and twin.planned(24_001) == 48_000
+    assert twin.window_s == 1440 * 60 * 400
+
+
+def test_the_replay_command_writes_a_report_per_workload_and_a_summary(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    (data / "sia" / "workloads" / "small").mkdir(parents=True)
+    (data / "philly").mkdir()
+    write_steps(data / "sia" / "step_times.csv")
+    write_philly(data / "philly" / "jobs.csv", [600, 1200, 3600, 7200, 14400])
+    arrivals = [(100.0 * i, "toy" if i % 2 else "big", 4 if i % 3 else 2, 128) for i in range(12)]
+    write_workload(data / "sia" / "workloads" / "small" / "w.csv", arrivals)
+    (tmp_path / "cluster.toml").write_text(INVENTORY, encoding="utf-8")
+    out = tmp_path / "out"
+    argv = [sys.executable, str(ROOT / "benchmarks" / "replay.py"), "small/*.csv", "--data", str(data)]
+    argv += ["--inventory", str(tmp_path / "cluster.toml"), "--out", str(out)]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "| small-w | sim |" in result.stdout
+    figures = json.loads((out / "small-w" / "sim" / "report.json").read_text(encoding="utf-8"))
+    assert {arm: summary["jobs"] for arm, summary in figures["arms"].items()} == {
+        "habits": 12,
+        "slurm": 12,
+        "advisor": 12,
+    }
+    assert figures["wait_errors"]["advisor"]["advisor"]["jobs"] == 12, "the advisor arm asks both estimators"
+    report = (out / "small-w" / "sim" / "report.md").read_text(encoding="utf-8")
+    assert "MAPE" in report and "simulated in real time" in report
+    assert (out / "small-w" / "sim" / "completion_cdf.png").stat().st_size > 0
+    assert (out / "summary.md").read_text(encoding="utf-8") in result.stdout
