@@ -12,6 +12,7 @@ compressed time; their agreement validates the simulator).
 
     python benchmarks/replay.py saturn/workload-1.csv --mode both
     python benchmarks/replay.py 'saturn/*.csv'
+    python benchmarks/replay.py --philly 0      # the whole Philly trace, simulated (0: every job)
 
 Workloads are paths under ``DATA/sia/workloads`` (globs allowed). Each gets ``OUT/NAME/MODE/report.md`` with
 its plots; ``OUT/summary.md`` compares them all.
@@ -38,9 +39,12 @@ from advisor.replay.experiment import (  # noqa: E402 (after the path set-up)
     run_real,
     run_simulated,
 )
-from advisor.replay.model import ArmName, Inventory, Outcome  # noqa: E402
+from advisor.replay.model import ArmName, Arrival, Inventory, Outcome  # noqa: E402
+from advisor.replay.philly import load_philly_arrivals  # noqa: E402
 from advisor.replay.report import agreement, write_report  # noqa: E402
 from advisor.replay.slurm import __doc__ as COMPRESSION_LIMITS  # noqa: E402
+from advisor.replay.truth import StepTable  # noqa: E402
+from advisor.replay.workload import Habits, load_arrivals  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data"
 
@@ -56,26 +60,56 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--base-port", type=int, default=19000, help="the real sandboxes' first port")
     parser.add_argument("--out", type=Path, default=Path("replay-report"))
+    parser.add_argument(
+        "--philly",
+        type=int,
+        metavar="N",
+        help="replay the first N jobs of the Philly trace (0: all) instead of Sia workloads; sim mode only",
+    )
     args = parser.parse_args()
     inventory = load_inventory(args.inventory)
     folder = args.data / "sia" / "workloads"
-    paths = sorted({path for pattern in args.workloads for path in folder.glob(pattern)})
-    if not paths:
-        parser.error(f"no workload matches {args.workloads} under {folder}")
-    rows = [_replay(path, folder, inventory, args) for path in paths]
+    if args.philly is not None:
+        if args.mode != "sim":
+            parser.error("--philly replays in the discrete-event mode only (--mode sim)")
+        rows = [_replay_philly(folder, inventory, args)]
+    else:
+        paths = sorted({path for pattern in args.workloads for path in folder.glob(pattern)})
+        if not paths:
+            parser.error(f"no workload matches {args.workloads} under {folder}")
+        rows = [_replay(path.relative_to(folder), load_arrivals(path), inventory, args) for path in paths]
     summary = args.out / "summary.md"
     summary.write_text(_summary(rows, args), encoding="utf-8")
     print(summary.read_text(encoding="utf-8"))
     return 0
 
 
-def _replay(path: Path, folder: Path, inventory: Inventory, args: argparse.Namespace) -> dict[str, Any]:
-    name = str(path.relative_to(folder).with_suffix("")).replace("/", "-")
+def _replay_philly(folder: Path, inventory: Inventory, args: argparse.Namespace) -> dict[str, Any]:
+    """Philly's jobs with applications and per-GPU batches drawn from the Sia saturn workloads."""
+    mix = [arrival for path in sorted(folder.glob("saturn/*.csv")) for arrival in load_arrivals(path)]
+    table = StepTable.load(args.data / "sia" / "step_times.csv")
+    limit = args.philly or None
+    arrivals, left_out = load_philly_arrivals(
+        args.data / "philly" / "jobs.csv", mix, table, Habits(), args.seed, limit
+    )
+    label = Path(f"philly-{limit or 'all'}")
+    return _replay(label, arrivals, inventory, args, [f"{left_out} Philly jobs left out: they run nowhere"])
+
+
+def _replay(
+    label: Path,
+    arrivals: list[Arrival],
+    inventory: Inventory,
+    args: argparse.Namespace,
+    more_notes: list[str] | None = None,
+) -> dict[str, Any]:
+    name = str(label.with_suffix("")).replace("/", "-")
     began = time.monotonic()
-    experiment = prepare(args.data, path, inventory, args.seed)
+    experiment = prepare(args.data, arrivals, inventory, args.seed)
     error = experiment.predictor_error
     notes = [
-        f"workload {path.relative_to(folder)}: {len(experiment.jobs)} jobs, seed {args.seed}",
+        f"workload {label}: {len(experiment.jobs)} jobs, seed {args.seed}",
+        *(more_notes or []),
         "inventory: " + ", ".join(f"{p.partition} {p.nodes}x{p.gpus_per_node}" for p in inventory.pools),
         f"the advisor's step-time models on the held-out batch sizes: MAPE {error.mape:.1%} over "
         f"{error.rows} rows, {error.within_p90:.0%} within p90",

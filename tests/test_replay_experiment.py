@@ -65,27 +65,33 @@ def test_the_twin_of_a_compressed_run_keeps_its_window_and_minute_in_workload_se
 
 def test_the_replay_command_writes_a_report_per_workload_and_a_summary(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    (data / "sia" / "workloads" / "small").mkdir(parents=True)
+    (data / "sia" / "workloads" / "saturn").mkdir(parents=True)
     (data / "philly").mkdir()
     write_steps(data / "sia" / "step_times.csv")
-    write_philly(data / "philly" / "jobs.csv", [600, 1200, 3600, 7200, 14400])
+    write_philly(data / "philly" / "jobs.csv", [600, 1200, 3600, 7200, 14400, 300, 900, 60])
     arrivals = [(100.0 * i, "toy" if i % 2 else "big", 4 if i % 3 else 2, 128) for i in range(12)]
-    write_workload(data / "sia" / "workloads" / "small" / "w.csv", arrivals)
+    write_workload(data / "sia" / "workloads" / "saturn" / "w.csv", arrivals)
     (tmp_path / "cluster.toml").write_text(INVENTORY, encoding="utf-8")
     out = tmp_path / "out"
-    argv = [sys.executable, str(ROOT / "benchmarks" / "replay.py"), "small/*.csv", "--data", str(data)]
+    argv = [sys.executable, str(ROOT / "benchmarks" / "replay.py"), "saturn/*.csv", "--data", str(data)]
     argv += ["--inventory", str(tmp_path / "cluster.toml"), "--out", str(out)]
     result = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    assert "| small-w | sim |" in result.stdout
-    figures = json.loads((out / "small-w" / "sim" / "report.json").read_text(encoding="utf-8"))
+    assert "| saturn-w | sim |" in result.stdout
+    figures = json.loads((out / "saturn-w" / "sim" / "report.json").read_text(encoding="utf-8"))
     assert {arm: summary["jobs"] for arm, summary in figures["arms"].items()} == {
         "habits": 12,
         "slurm": 12,
         "advisor": 12,
     }
     assert figures["wait_errors"]["advisor"]["advisor"]["jobs"] == 12, "the advisor arm asks both estimators"
-    report = (out / "small-w" / "sim" / "report.md").read_text(encoding="utf-8")
+    report = (out / "saturn-w" / "sim" / "report.md").read_text(encoding="utf-8")
     assert "MAPE" in report and "simulated in real time" in report
-    assert (out / "small-w" / "sim" / "completion_cdf.png").stat().st_size > 0
+    assert (out / "saturn-w" / "sim" / "completion_cdf.png").stat().st_size > 0
     assert (out / "summary.md").read_text(encoding="utf-8") in result.stdout
+
+    philly = subprocess.run([*argv, "--philly", "0"], capture_output=True, text=True, timeout=300)
+    assert philly.returncode == 0, philly.stderr
+    assert "| philly-all | sim |" in philly.stdout
+    figures = json.loads((out / "philly-all" / "sim" / "report.json").read_text(encoding="utf-8"))
+    assert figures["arms"]["advisor"]["jobs"] == 8, "every job of the trace, with a Sia application"

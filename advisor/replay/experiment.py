@@ -7,19 +7,20 @@ held out, so it predicts them as it would a job it never saw benchmarked.
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from advisor.replay.arms import advisor_arm, habits_arm, slurm_arm
-from advisor.replay.model import Arm, ArmName, Inventory, Job, Outcome
+from advisor.replay.model import Arm, ArmName, Arrival, Inventory, Job, Outcome
 from advisor.replay.predictor import HeldOutError, held_out_batches, held_out_error, train_predictors
 from advisor.replay.scheduler import Backfill
 from advisor.replay.simulate import SLURM_DEFAULTS, simulate
 from advisor.replay.slurm import BACKFILL_WINDOW_MIN, run_arms_on_slurm
 from advisor.replay.truth import StepTable
-from advisor.replay.workload import Habits, load_arrivals, load_durations, make_jobs
+from advisor.replay.workload import Habits, load_durations, make_jobs
 
 
 class InventoryError(ValueError):
@@ -47,11 +48,10 @@ class Experiment:
 
 
 def prepare(
-    data: Path, workload: Path, inventory: Inventory, seed: int, habits: Habits | None = None
+    data: Path, arrivals: Sequence[Arrival], inventory: Inventory, seed: int, habits: Habits | None = None
 ) -> Experiment:
     """``data`` is the public data folder (``sia/step_times.csv``, ``philly/jobs.csv``)."""
     table = StepTable.load(data / "sia" / "step_times.csv")
-    arrivals = load_arrivals(workload)
     jobs = make_jobs(arrivals, table, load_durations(data / "philly" / "jobs.csv"), habits or Habits(), seed)
     held_out = held_out_batches(arrivals)
     predictors = train_predictors(table, held_out)

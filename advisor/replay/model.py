@@ -26,6 +26,9 @@ class Arrival(_Frozen):
     application: str
     gpus: int = Field(ge=1)
     global_batch: int = Field(ge=1)
+    duration_s: float | None = Field(default=None, gt=0)
+    """How long the job ran on its user's GPU type, where the trace records it (Philly's does); else a
+    duration is drawn."""
 
 
 class Job(_Frozen):

@@ -114,9 +114,8 @@ def make_jobs(
     ]
 
 
-def _job(
-    arrival: Arrival, table: StepTable, durations: np.ndarray, habits: Habits, rng: np.random.Generator
-) -> Job:
+def user_step_times(arrival: Arrival, table: StepTable, habits: Habits) -> dict[str, float]:
+    """The user's own optimizer-step time on each GPU type of the habits where their configuration runs."""
     step_s = {}
     fits = table.fits(arrival.application)
     for gpu_type in habits.type_shares:
@@ -126,12 +125,20 @@ def _job(
         step = None if config is None else table.optimizer_step_s(arrival.application, config)
         if step is not None:
             step_s[gpu_type] = step
+    return step_s
+
+
+def _job(
+    arrival: Arrival, table: StepTable, durations: np.ndarray, habits: Habits, rng: np.random.Generator
+) -> Job:
+    step_s = user_step_times(arrival, table, habits)
     if not step_s:
         raise WorkloadError(f"{arrival.name}: its configuration fits no GPU type of the step table")
     types = sorted(step_s)
     shares = np.asarray([habits.type_shares[t] for t in types])
     gpu_type = types[int(rng.choice(len(types), p=shares / shares.sum()))]
-    duration = float(np.clip(rng.choice(durations), habits.min_duration_s, habits.max_duration_s))
+    length = rng.choice(durations) if arrival.duration_s is None else arrival.duration_s
+    duration = float(np.clip(length, habits.min_duration_s, habits.max_duration_s))
     steps = max(1, round(duration / step_s[gpu_type]))
     log_low, log_high = math.log(habits.overestimate_low), math.log(habits.overestimate_high)
     overestimate = math.exp(rng.uniform(log_low, log_high))
