@@ -51,7 +51,9 @@ def test_advise_submit_reaches_sbatch_on_the_standard_library_alone(tmp_path: Pa
     """Its start-up is every job's overhead: pydantic, rich, torch and xgboost stay unloaded (no daemon here,
     so the job goes to sbatch unchanged; a real daemon's answer is read as plain JSON too)."""
     script = tmp_path / "job.sh"
-    script.write_text("#!/bin/sh\n#SBATCH -p t4\n#ADVISOR --model=resnet18 --global-batch=64 --steps=10\ntrue\n")
+    script.write_text(
+        "#!/bin/sh\n#SBATCH -p t4\n#ADVISOR --model=resnet18 --global-batch=64 --steps=10\ntrue\n"
+    )
     probe = (
         "import sys, advisor.submit; advisor.submit.main(['--dry-run', sys.argv[1]]); "
         "print('loaded:', sorted({'pydantic', 'rich', 'torch', 'xgboost'} & set(sys.modules)))"

@@ -99,5 +99,3 @@ def parse_description(script: str, where: str, command_line: Sequence[str] = ())
         option = next((name for name, target in OPTIONS.items() if target == field), "")
         label = f"{option}: " if option else ""
         raise ScriptError(place, f"{label}{error['msg']}") from None
-
-
