@@ -125,7 +125,7 @@ def _key(config: LayerConfig) -> LayerConfig:
     return config.model_copy(update={"batch": 1, "cudnn_benchmark": True})
 
 
-def _line(points: Sequence[tuple[int, float]]) -> tuple[float, float]:
+def fit_line(points: Sequence[tuple[int, float]]) -> tuple[float, float]:
     """``(a, c)`` of ``seconds = a + c * batch`` through (batch, seconds), both non-negative, by least
     squares on relative error; one point or one batch size gives a line through the origin."""
     batches = np.asarray([float(b) for b, _ in points])
@@ -191,7 +191,7 @@ class MachineModel(BaseModel):
         points: dict[LayerConfig, list[tuple[int, float]]] = {}
         for config, seconds in self.measured_layers:
             points.setdefault(_key(config), []).append((config.batch, seconds))
-        self._lines = {key: _line(pairs) for key, pairs in points.items() if len(pairs) >= 2}
+        self._lines = {key: fit_line(pairs) for key, pairs in points.items() if len(pairs) >= 2}
         self._grid = tuple(sorted({config.batch for config, _ in self.measured_layers}))
 
     def layer_seconds(self, configs: Sequence[LayerConfig]) -> dict[LayerConfig, float]:
@@ -209,7 +209,8 @@ class MachineModel(BaseModel):
         ratios = _apply(self.layer_booster, [layer_features(c) for c in flat])
         seconds = iter(exp(r) * (layer_flops(c) + 1.0) for c, r in zip(flat, ratios, strict=True))
         return {
-            key: _line([(c.batch, next(seconds)) for c in row]) for key, row in zip(keys, grid, strict=True)
+            key: fit_line([(c.batch, next(seconds)) for c in row])
+            for key, row in zip(keys, grid, strict=True)
         }
 
     def features(self, table: LayerTable, batch: int, amp: bool, channels_last: bool) -> StepFeatures:

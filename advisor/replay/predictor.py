@@ -18,7 +18,7 @@ import numpy as np
 import xgboost as xgb
 from pydantic import BaseModel, ConfigDict
 
-from advisor.predict.model import _line as fit_line
+from advisor.predict.model import fit_line
 from advisor.replay.model import Arrival
 from advisor.replay.truth import StepRow, StepTable
 
