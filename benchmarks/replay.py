@@ -34,10 +34,10 @@ sys.path.insert(0, str(ROOT))
 from advisor.replay.experiment import (  # noqa: E402 (after the path set-up)
     REAL_TIME,
     load_inventory,
-    matching_backfill,
     prepare,
     run_real,
     run_simulated,
+    run_twin,
 )
 from advisor.replay.model import ArmName, Arrival, Inventory, Outcome  # noqa: E402
 from advisor.replay.philly import load_philly_arrivals  # noqa: E402
@@ -116,22 +116,34 @@ def _replay(
     ]
     row: dict[str, Any] = {"workload": name, "prepare_s": time.monotonic() - began}
     results: dict[str, dict[ArmName, list[Outcome]]] = {}
-    if args.mode in ("sim", "both"):
-        began = time.monotonic()
-        twin = args.mode == "both"
-        backfill = matching_backfill(args.compression) if twin else REAL_TIME
-        results["sim"] = run_simulated(experiment, inventory, backfill)
-        row["sim_s"] = time.monotonic() - began
     if args.mode in ("slurm", "both"):
         began = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="advisor-replay-") as root:
             results["slurm"] = run_real(experiment, inventory, args.compression, Path(root), args.base_port)
         row["slurm_s"] = time.monotonic() - began
+    if args.mode in ("sim", "both"):
+        began = time.monotonic()
+        results["sim"] = (
+            run_twin(experiment, inventory, args.compression, results["slurm"])
+            if args.mode == "both"
+            else run_simulated(experiment, inventory, REAL_TIME)
+        )
+        row["sim_s"] = time.monotonic() - began
     for mode, outcomes in results.items():
         compressed = [f"1 s of Slurm = {args.compression:g} s of workload", *_limits()]
+        if "slurm" in results:
+            lags = {arm: _mean_lag(found) for arm, found in results["slurm"].items()}
+            compressed.append(
+                "mean delay from arrival to submission in the real run (the arm's decision in real time, "
+                "times the compression): " + ", ".join(f"{arm} {lag:.0f} s" for arm, lag in lags.items())
+            )
         extra = {
             "slurm": compressed,
-            "sim": ["the simulated twin of the compressed real run", *compressed]
+            "sim": [
+                "the simulated twin of the compressed real run: its scheduler, and each job submitted when"
+                " the real run submitted it",
+                *compressed,
+            ]
             if args.mode == "both"
             else ["simulated in real time: whole-minute limits, Slurm's default one-day backfill window"],
         }[mode]
@@ -142,6 +154,11 @@ def _replay(
         sim, real = results["sim"], results["slurm"]
         row["agreement"] = {arm: agreement(sim[arm], real[arm]) for arm in sim}
     return row
+
+
+def _mean_lag(outcomes: list[Outcome]) -> float:
+    lags = [o.submitted_s - o.arrival_s for o in outcomes if o.submitted_s is not None]
+    return sum(lags) / len(lags) if lags else 0.0
 
 
 def _limits() -> list[str]:

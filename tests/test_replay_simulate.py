@@ -157,6 +157,19 @@ def test_the_twin_of_a_compressed_run_plans_on_whole_minute_limits_yet_ends_jobs
     assert not outcomes["a"].timed_out
 
 
+def test_a_late_submission_is_decided_and_queued_then_but_waits_from_its_arrival() -> None:
+    asks = {"a": Ask(gpus=4, limit_s=100), "b": Ask(gpus=4, limit_s=100)}
+    inventory = Inventory(pools=[Pool(partition="p", gpu_type="t4", nodes=1, gpus_per_node=4)])
+    jobs = [job("a", 0, 50), job("b", 10, 5)]
+    arm = planned_arm(asks)
+    found = simulate(jobs, arm, "advisor", inventory, seconds_per_step, submitted_at={"a": 30.0})
+    outcomes = {outcome.name: outcome for outcome in found}
+    assert (outcomes["b"].start_s, outcomes["a"].start_s) == (10, 30), "a starts once submitted, b first"
+    assert outcomes["a"].arrival_s == 0 and outcomes["a"].decision.slurm_wait_s == 0
+    with pytest.raises(ValueError, match="names repeat"):
+        simulate([*jobs, job("a", 20, 5)], arm, "advisor", inventory, seconds_per_step, submitted_at={"a": 1})
+
+
 def test_slurm_waits_place_the_request_after_every_pending_job() -> None:
     asks = {"a": Ask(gpus=4, limit_s=100), "b": Ask(gpus=4, limit_s=100), "c": Ask(gpus=1, limit_s=10)}
     outcomes = run([job("a", 0, 100), job("b", 1, 100), job("c", 2, 10)], asks)

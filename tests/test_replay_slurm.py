@@ -111,6 +111,8 @@ def test_each_job_runs_its_true_time_after_arrival_and_a_killed_one_is_rerun(
     for outcome in outcomes:
         assert outcome.arm == "habits"
         assert outcome.start_s >= outcome.arrival_s - COMPRESSION
+        assert outcome.submitted_s is not None
+        assert outcome.arrival_s - COMPRESSION <= outcome.submitted_s <= outcome.start_s + COMPRESSION
         assert outcome.timed_out == (outcome.name == "short")
         assert outcome.end_s - outcome.start_s == pytest.approx(outcome.true_run_s, abs=slack)
     short = by_name["short"]

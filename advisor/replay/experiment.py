@@ -73,6 +73,26 @@ def run_simulated(
     }
 
 
+def run_twin(
+    experiment: Experiment, inventory: Inventory, compression: float, real: dict[ArmName, list[Outcome]]
+) -> dict[ArmName, list[Outcome]]:
+    """The simulated twin of a real run: its scheduler in compressed time, and each job submitted when the
+    real run submitted it (a decision's real second is ``compression`` workload seconds there)."""
+    truth, backfill = experiment.table.true_run_s, matching_backfill(compression)
+    return {
+        name: simulate(
+            experiment.jobs,
+            arm,
+            name,
+            inventory,
+            truth,
+            backfill=backfill,
+            submitted_at={o.name: o.submitted_s for o in real[name] if o.submitted_s is not None},
+        )
+        for name, arm in experiment.arms.items()
+    }
+
+
 def run_real(
     experiment: Experiment, inventory: Inventory, compression: float, root: Path, base_port: int
 ) -> dict[ArmName, list[Outcome]]:

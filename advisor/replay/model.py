@@ -102,6 +102,9 @@ class Outcome(_Frozen):
     killed_start_s: float | None = None
     """When the first attempt started, for a job its limit killed and that reran (start_s is then the
     rerun's); None for a job that ran once."""
+    submitted_s: float | None = None
+    """When the first attempt reached the scheduler, where a real run's decision took time; None: at its
+    arrival (the simulator decides in no time)."""
 
 
 class QueueView(Protocol):

@@ -47,10 +47,22 @@ def simulate(
     truth: TrueRunTime,
     *,
     backfill: Backfill = SLURM_DEFAULTS,
+    submitted_at: Mapping[str, float] | None = None,
 ) -> list[Outcome]:
-    """Every job's outcome under one arm, in arrival order."""
+    """Every job's outcome under one arm, in arrival order.
+
+    ``submitted_at`` (by job name) delays a job's decision and submission past its arrival, as a real run's
+    decisions took real time: the twin of a real run submits each job when that run did.
+    """
     cluster = {pool.partition: Partition(pool) for pool in inventory.pools}
-    arrivals = sorted(jobs, key=lambda job: job.arrival.time_s)
+    delays = submitted_at or {}
+    if delays and len({job.arrival.name for job in jobs}) < len(jobs):
+        raise ValueError("submission times are given by job name, and the names repeat")
+
+    def submitted(job: Job) -> float:
+        return max(job.arrival.time_s, delays.get(job.arrival.name, job.arrival.time_s))
+
+    arrivals = sorted(jobs, key=submitted)
     orders = itertools.count()
     ends: list[tuple[float, int, Attempt]] = []
     outcomes: dict[int, Outcome] = {}  # by id of the job: names need not be unique
@@ -63,7 +75,7 @@ def simulate(
     while position < len(arrivals) or ends:
         now = min(
             ends[0][0] if ends else math.inf,
-            arrivals[position].arrival.time_s if position < len(arrivals) else math.inf,
+            submitted(arrivals[position]) if position < len(arrivals) else math.inf,
         )
         touched: dict[str, Partition] = {}
         while ends and ends[0][0] == now:
@@ -77,7 +89,7 @@ def simulate(
                 outcomes[id(attempt.job)] = _outcome(attempt, arm_name)
         for partition in touched.values():
             run_pass(partition, now)
-        while position < len(arrivals) and arrivals[position].arrival.time_s == now:
+        while position < len(arrivals) and submitted(arrivals[position]) == now:
             job = arrivals[position]
             position += 1
             decision = arm(job, SimulatedQueue(cluster, now, backfill))

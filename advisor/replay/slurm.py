@@ -292,6 +292,7 @@ def outcome(
         true_run_s=first.true_run_s,
         timed_out=first.timed_out,
         killed_start_s=simulated(first_record.start_time) if rerun else None,
+        submitted_s=simulated(first_record.submit_time),
     )
 
 
