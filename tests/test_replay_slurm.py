@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -18,7 +18,7 @@ from advisor.replay.model import (
     QueueView,
     WaitQuery,
 )
-from advisor.replay.slurm import real_limit, replay_spec, run_on_slurm
+from advisor.replay.slurm import real_limit, replay_spec, run_on_slurm, simulated_wait
 from advisor.sandbox.render import Identity, Layout, render_slurm_conf
 
 from .conftest import free_port_block
@@ -88,6 +88,15 @@ def test_the_replay_sandbox_schedules_every_second_and_plans_a_day_ahead() -> No
     assert "MinJobAge=30\n" in conf
     assert "NodeName=v100-2 " in conf and "CPUs=2 RealMemory=200 Gres=gpu:v100:2" in conf
     assert "PartitionName=t4 Nodes=t4-1 " in conf
+
+
+def test_a_wait_from_slurm_is_whole_real_seconds_so_now_is_now_on_every_partition() -> None:
+    now = datetime(2026, 1, 1, 12, 0, 0, 700_000, tzinfo=UTC)
+    truncated_now, next_second = now.replace(microsecond=0), now.replace(microsecond=0) + timedelta(seconds=1)
+    assert simulated_wait(truncated_now, now, COMPRESSION) == 0
+    assert simulated_wait(next_second, now, COMPRESSION) == 0
+    assert simulated_wait(now + timedelta(seconds=10), now, COMPRESSION) == 10 * COMPRESSION
+    assert simulated_wait(None, now, COMPRESSION) is None
 
 
 def test_a_simulated_limit_becomes_whole_real_minutes_rounded_up() -> None:

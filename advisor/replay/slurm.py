@@ -108,7 +108,9 @@ def sleep_script(real_s: float) -> str:
 
 
 def simulated_wait(start: datetime | None, now: datetime, compression: float) -> float | None:
-    return None if start is None else max((start - now).total_seconds(), 0.0) * compression
+    """Whole real seconds, as Slurm reports starts: a start "now" may print a second early or late, and
+    compressed that jitter would be ``compression`` seconds of made-up difference between partitions."""
+    return None if start is None else max(round((start - now).total_seconds()), 0) * compression
 
 
 class LiveQueue:
