@@ -32,7 +32,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from advisor.replay.experiment import (  # noqa: E402 (after the path set-up)
-    REAL_TIME,
     load_inventory,
     prepare,
     run_real,
@@ -126,7 +125,7 @@ def _replay(
         results["sim"] = (
             run_twin(experiment, inventory, args.compression, results["slurm"])
             if args.mode == "both"
-            else run_simulated(experiment, inventory, REAL_TIME)
+            else run_simulated(experiment, inventory)
         )
         row["sim_s"] = time.monotonic() - began
     for mode, outcomes in results.items():

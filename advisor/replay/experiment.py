@@ -17,7 +17,7 @@ from advisor.replay.arms import advisor_arm, habits_arm, slurm_arm
 from advisor.replay.model import Arm, ArmName, Arrival, Inventory, Job, Outcome
 from advisor.replay.predictor import HeldOutError, held_out_batches, held_out_error, train_predictors
 from advisor.replay.scheduler import Backfill
-from advisor.replay.simulate import SLURM_DEFAULTS, simulate
+from advisor.replay.simulate import simulate
 from advisor.replay.slurm import BACKFILL_WINDOW_MIN, run_arms_on_slurm
 from advisor.replay.truth import StepTable
 from advisor.replay.workload import Habits, load_durations, make_jobs
@@ -63,14 +63,9 @@ def prepare(
     return Experiment(table, jobs, arms, held_out_error(predictors, table, held_out))
 
 
-def run_simulated(
-    experiment: Experiment, inventory: Inventory, backfill: Backfill = SLURM_DEFAULTS
-) -> dict[ArmName, list[Outcome]]:
-    truth = experiment.table.true_run_s
-    return {
-        name: simulate(experiment.jobs, arm, name, inventory, truth, backfill=backfill)
-        for name, arm in experiment.arms.items()
-    }
+def run_simulated(experiment: Experiment, inventory: Inventory) -> dict[ArmName, list[Outcome]]:
+    """Every arm on a simulated cluster in real time."""
+    return _simulate_arms(experiment, inventory, REAL_TIME, {})
 
 
 def run_twin(
@@ -78,16 +73,23 @@ def run_twin(
 ) -> dict[ArmName, list[Outcome]]:
     """The simulated twin of a real run: its scheduler in compressed time, and each job submitted when the
     real run submitted it (a decision's real second is ``compression`` workload seconds there)."""
-    truth, backfill = experiment.table.true_run_s, matching_backfill(compression)
+    submitted = {
+        name: {o.name: o.submitted_s for o in outcomes if o.submitted_s is not None}
+        for name, outcomes in real.items()
+    }
+    return _simulate_arms(experiment, inventory, matching_backfill(compression), submitted)
+
+
+def _simulate_arms(
+    experiment: Experiment,
+    inventory: Inventory,
+    backfill: Backfill,
+    submitted: dict[ArmName, dict[str, float]],
+) -> dict[ArmName, list[Outcome]]:
+    truth = experiment.table.true_run_s
     return {
         name: simulate(
-            experiment.jobs,
-            arm,
-            name,
-            inventory,
-            truth,
-            backfill=backfill,
-            submitted_at={o.name: o.submitted_s for o in real[name] if o.submitted_s is not None},
+            experiment.jobs, arm, name, inventory, truth, backfill=backfill, submitted_at=submitted.get(name)
         )
         for name, arm in experiment.arms.items()
     }

@@ -126,7 +126,7 @@ class SimulatedQueue:
         return [None if start is None else (start - snapshot.taken_at).total_seconds() for start in starts]
 
 
-def snapshot_of(cluster: Cluster, now: float, backfill: Backfill = SLURM_DEFAULTS) -> QueueSnapshot:
+def snapshot_of(cluster: Cluster, now: float, backfill: Backfill) -> QueueSnapshot:
     """The queue at ``now`` as the advisor's wait estimator reads it from Slurm (limits as Slurm keeps
     them); node ``i`` of a partition is ``<partition>-<i>``, job ids are submission orders and users are
     job names."""
