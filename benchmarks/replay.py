@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from advisor.replay.experiment import (  # noqa: E402 (after the path set-up)
+    InventoryError,
     load_inventory,
     prepare,
     run_real,
@@ -43,7 +44,7 @@ from advisor.replay.philly import load_philly_arrivals  # noqa: E402
 from advisor.replay.report import agreement, write_report  # noqa: E402
 from advisor.replay.slurm import __doc__ as COMPRESSION_LIMITS  # noqa: E402
 from advisor.replay.truth import StepTable  # noqa: E402
-from advisor.replay.workload import Habits, load_arrivals  # noqa: E402
+from advisor.replay.workload import Habits, WorkloadError, load_arrivals  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data"
 
@@ -66,6 +67,14 @@ def main() -> int:
         help="replay the first N jobs of the Philly trace (0: all) instead of Sia workloads; sim mode only",
     )
     args = parser.parse_args()
+    try:
+        return _run(parser, args)
+    except (InventoryError, WorkloadError, OSError) as error:
+        parser.exit(2, f"replay: error: {error}\n")
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """Bad input files stop the run with their own message (file and line), before any arm runs."""
     inventory = load_inventory(args.inventory)
     folder = args.data / "sia" / "workloads"
     if args.philly is not None:

@@ -56,6 +56,16 @@ def test_a_bad_inventory_names_its_file_and_field(tmp_path: Path, text: str, exp
     assert expected in str(caught.value)
 
 
+def test_the_replay_command_names_a_bad_file_and_stops_cleanly(tmp_path: Path) -> None:
+    bad = tmp_path / "cluster.toml"
+    bad.write_text("[[pools]\n", encoding="utf-8")
+    command = [sys.executable, str(ROOT / "benchmarks" / "replay.py"), "--inventory", str(bad)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"replay: error: {bad}: not valid TOML")
+    assert "Traceback" not in result.stderr
+
+
 def test_the_twin_of_a_compressed_run_keeps_its_window_and_minute_in_workload_seconds() -> None:
     twin = matching_backfill(400)
     assert twin.limit_resolution_s == 24_000
