@@ -90,12 +90,22 @@ class Attempt:
 
 
 class Partition:
-    """One pool's nodes, its running attempts and its queue."""
+    """One pool's nodes, its running attempts and its queue.
 
-    def __init__(self, pool: Pool) -> None:
+    A pass and ``--test-only`` read the same plan: the slots of the first ``max_jobs`` pending attempts.
+    It is kept between events, since it changes only when a job ends, or when the queue's first jobs
+    change (a start, a submission within the depth), or as time moves a slot into the window; a start
+    keeps it (a started job holds what it reserved), and jobs that move up into the depth are planned on
+    top. On a long queue most events then cost a few slots rather than a whole pass.
+    """
+
+    def __init__(self, pool: Pool, backfill: Backfill) -> None:
         self.pool = pool
+        self.backfill = backfill
         self.running: list[Attempt] = []
         self.pending: list[Attempt] = []
+        self._used = [0] * pool.nodes
+        self._plan: _Plan | None = None
 
     def submit(self, attempt: Attempt) -> None:
         """Queue an attempt; one that could never fit is the arm's error, not a job to wait forever."""
@@ -109,55 +119,75 @@ class Partition:
 
     def finish(self, attempt: Attempt) -> None:
         self.running.remove(attempt)
+        for node in attempt.nodes:
+            self._used[node] -= attempt.ask[1]
+        self._plan = None
 
-    def schedule(self, now: float, backfill: Backfill) -> list[Attempt]:
+    def schedule(self, now: float) -> list[Attempt]:
         """One scheduling pass at ``now``; returns the attempts it started."""
-        profile, free_now = self._profile(now, backfill)
-        started: list[Attempt] = []
-        for attempt in self.pending[: backfill.max_jobs]:
-            if not any(free_now):
-                # Nothing can start now, and later slots change nobody's start in this pass.
-                break
-            begin, nodes = self._reserve(profile, attempt.ask, attempt.limit_s, now, backfill)
-            if begin == now:
-                attempt.start_s, attempt.nodes = now, nodes
-                for node in nodes:
-                    free_now[node] -= attempt.ask[1]
-                started.append(attempt)
-        self.pending = [attempt for attempt in self.pending if attempt.start_s is None]
-        self.running.extend(started)
+        if all(used == self.pool.gpus_per_node for used in self._used):
+            return []  # nothing can start now
+        plan = self._plan_at(now, until_full=True)
+        started = []
+        for attempt, nodes in plan.starting:
+            attempt.start_s, attempt.nodes = now, nodes
+            for node in nodes:
+                self._used[node] += attempt.ask[1]
+            started.append(attempt)
+        if started:
+            # Started attempts are among the planned ones, at the head of the queue.
+            head = self.pending[: plan.planned]
+            self.pending[: plan.planned] = [attempt for attempt in head if attempt.start_s is None]
+            self.running.extend(started)
+            plan.planned -= len(started)
+            plan.starting = []
         return started
 
-    def test_only(self, query: WaitQuery, now: float, backfill: Backfill) -> float | None:
+    def test_only(self, query: WaitQuery, now: float) -> float | None:
         """The start ``sbatch --test-only`` reports: after the slots of the pending jobs a pass plans,
         planned on limits; None when the request never fits the partition."""
-        profile, _ = self._profile(now, backfill)
-        for attempt in self.pending[: backfill.max_jobs]:
-            self._reserve(profile, attempt.ask, attempt.limit_s, now, backfill)
+        profile = self._plan_at(now).profile
         ask = (query.nodes, per_node_gpus(query.gpus, query.nodes))
-        begin, _ = self._earliest(profile, ask, backfill.planned(query.time_limit_s), now)
+        begin, _ = self._earliest(profile, ask, self.backfill.planned(query.time_limit_s), now)
         return None if begin == INF else begin
 
-    def _profile(self, now: float, backfill: Backfill) -> tuple[Profile, list[int]]:
-        """Free GPUs per node over time with running jobs held to their limits, and free GPUs now."""
+    def _plan_at(self, now: float, until_full: bool = False) -> _Plan:
+        """The plan at ``now``: the kept one while it still holds, with the jobs not yet in it planned
+        on top; else a new one. ``until_full``: a pass stops once no GPU is free now, since no later job
+        can start now; the rest is planned when ``--test-only`` asks."""
+        plan = self._plan
+        if plan is None or not plan.holds_at(now, self.backfill.window_s):
+            plan = self._plan = _Plan(self._profile(now), now)
+        plan.as_of = now
+        free = sum(self.pool.gpus_per_node - used for used in self._used)
+        free -= sum(attempt.ask[1] * len(nodes) for attempt, nodes in plan.starting)
+        for attempt in self.pending[plan.planned : self.backfill.max_jobs]:
+            if until_full and free == 0:
+                break
+            begin, nodes = self._reserve(plan.profile, attempt.ask, attempt.limit_s, now)
+            plan.add(attempt, begin, nodes, now, self.backfill.window_s)
+            if begin == now:
+                free -= attempt.ask[1] * len(nodes)
+        return plan
+
+    def _profile(self, now: float) -> Profile:
+        """Free GPUs per node over time with running jobs held to their limits."""
         capacity = self.pool.gpus_per_node
         held: list[list[tuple[float, Amount]]] = [[] for _ in range(self.pool.nodes)]
-        free_now = [capacity] * self.pool.nodes
         for attempt in self.running:
             assert attempt.start_s is not None
             _, gpus = attempt.ask
             for node in attempt.nodes:
-                held[node].append((attempt.start_s + backfill.planned(attempt.limit_s), (gpus, 0, 0)))
-                free_now[node] -= gpus
-        return Profile([(capacity, 0, 0)] * self.pool.nodes, now, held), free_now
+                held[node].append((attempt.start_s + self.backfill.planned(attempt.limit_s), (gpus, 0, 0)))
+        return Profile([(capacity, 0, 0)] * self.pool.nodes, now, held)
 
     def _reserve(
-        self, profile: Profile, ask: tuple[int, int], limit_s: float, now: float, backfill: Backfill
+        self, profile: Profile, ask: tuple[int, int], limit_s: float, now: float
     ) -> tuple[float, list[int]]:
         """The earliest slot, held in the profile when it begins within the window."""
-        planned = backfill.planned(limit_s)
+        planned = self.backfill.planned(limit_s)
         begin, nodes = self._earliest(profile, ask, planned, now)
-        if begin <= now + backfill.window_s:
+        if begin <= now + self.backfill.window_s:
             for node in nodes:
                 profile.reserve(node, begin, begin + planned, (ask[1], 0, 0))
         return begin, nodes
@@ -170,3 +200,36 @@ class Partition:
             return INF, []
         floors = [now] * self.pool.nodes
         return profile.earliest_on(range(self.pool.nodes), count, (gpus, 0, 0), limit_s, floors, INF)
+
+
+@dataclass(slots=True)
+class _Plan:
+    """The slots of the queue's first ``planned`` attempts as of ``as_of``, on the profile they hold.
+
+    Slots begin where resources free up: at a running job's planned end, or after another slot. Until an
+    event touches the partition, each slot's search from a later time therefore finds the same slot, so
+    the plan stays exact while no slot begins by then (``first_begin``) and no slot left out of the
+    window enters it (``first_unreserved``).
+    """
+
+    profile: Profile
+    as_of: float
+    planned: int = 0
+    starting: list[tuple[Attempt, list[int]]] = field(default_factory=list)
+    """Attempts whose slot begins at ``as_of``, and its nodes: a pass starts them."""
+    first_begin: float = INF
+    first_unreserved: float = INF
+
+    def holds_at(self, now: float, window_s: float) -> bool:
+        if now == self.as_of:
+            return True
+        return not self.starting and now < self.first_begin and now + window_s < self.first_unreserved
+
+    def add(self, attempt: Attempt, begin: float, nodes: list[int], now: float, window_s: float) -> None:
+        self.planned += 1
+        if begin == now:
+            self.starting.append((attempt, nodes))
+            return
+        self.first_begin = min(self.first_begin, begin)
+        if begin > now + window_s:
+            self.first_unreserved = min(self.first_unreserved, begin)

@@ -54,7 +54,7 @@ def simulate(
     ``submitted_at`` (by job name) delays a job's decision and submission past its arrival, as a real run's
     decisions took real time: the twin of a real run submits each job when that run did.
     """
-    cluster = {pool.partition: Partition(pool) for pool in inventory.pools}
+    cluster = {pool.partition: Partition(pool, backfill) for pool in inventory.pools}
     delays = submitted_at or {}
     if delays and len({job.arrival.name for job in jobs}) < len(jobs):
         raise ValueError("submission times are given by job name, and the names repeat")
@@ -68,7 +68,7 @@ def simulate(
     outcomes: dict[int, Outcome] = {}  # by id of the job: names need not be unique
 
     def run_pass(partition: Partition, now: float) -> None:
-        for attempt in partition.schedule(now, backfill):
+        for attempt in partition.schedule(now):
             heapq.heappush(ends, (attempt.end_s, attempt.order, attempt))
 
     position = 0
@@ -109,17 +109,15 @@ class SimulatedQueue:
     backfill: Backfill
 
     def slurm_waits(self, queries: Sequence[WaitQuery]) -> list[float | None]:
-        starts = [
-            _partition(self.cluster, query.partition).test_only(query, self.now, self.backfill)
-            for query in queries
-        ]
+        starts = [_partition(self.cluster, query.partition).test_only(query, self.now) for query in queries]
         return [None if start is None else start - self.now for start in starts]
 
     def advisor_waits(self, queries: Sequence[WaitQuery]) -> list[float | None]:
         """The advisor's own backfill replay on a snapshot of this instant, the same function the
         real-Slurm runner calls on a real snapshot."""
         snapshot = snapshot_of(self.cluster, self.now, self.backfill)
-        runtimes = estimate_runtimes(snapshot, snapshot.taken_at, RatioTable(), predictions_of(self.cluster))
+        predictions = predictions_of(self.cluster, self.backfill.max_jobs)
+        runtimes = estimate_runtimes(snapshot, snapshot.taken_at, RatioTable(), predictions)
         requests = [_request(query, self.backfill) for query in queries]
         window = timedelta(seconds=self.backfill.window_s)
         starts = predict_starts(snapshot, runtimes, requests, snapshot.taken_at, window)
@@ -129,7 +127,12 @@ class SimulatedQueue:
 def snapshot_of(cluster: Cluster, now: float, backfill: Backfill) -> QueueSnapshot:
     """The queue at ``now`` as the advisor's wait estimator reads it from Slurm (limits as Slurm keeps
     them); node ``i`` of a partition is ``<partition>-<i>``, job ids are submission orders and users are
-    job names."""
+    job names.
+
+    Pending jobs: the first ``max_jobs`` of each partition, as deep as a backfill pass (Slurm's
+    ``bf_max_job_test``) and ``--test-only`` look. Replaying the whole queue at every arrival made long
+    queues quadratic (the Philly trace queues tens of thousands); a deeper queue's waits come out short.
+    """
     return QueueSnapshot(
         taken_at=_clock(now),
         nodes=[
@@ -148,19 +151,24 @@ def snapshot_of(cluster: Cluster, now: float, backfill: Backfill) -> QueueSnapsh
                 job_id=attempt.order, user=attempt.job.arrival.name, request=_request(attempt.query, backfill)
             )
             for attempt in sorted(
-                (attempt for partition in cluster.values() for attempt in partition.pending),
+                (
+                    attempt
+                    for partition in cluster.values()
+                    for attempt in partition.pending[: backfill.max_jobs]
+                ),
                 key=lambda attempt: attempt.order,
             )
         ],
     )
 
 
-def predictions_of(cluster: Cluster) -> dict[int, float]:
-    """Run times the arms predicted, by snapshot job id: what the advisor knows of the jobs it advised."""
+def predictions_of(cluster: Cluster, depth: int) -> dict[int, float]:
+    """Run times the arms predicted, by snapshot job id: what the advisor knows of the jobs it advised
+    (running, and the first ``depth`` pending of each partition, as the snapshot holds them)."""
     return {
         attempt.order: attempt.decision.predicted_run_s
         for partition in cluster.values()
-        for attempt in [*partition.running, *partition.pending]
+        for attempt in [*partition.running, *partition.pending[:depth]]
         if attempt.decision.predicted_run_s is not None
     }
 

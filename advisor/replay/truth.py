@@ -50,6 +50,8 @@ class StepRow:
 class StepTable:
     rows: tuple[StepRow, ...]
     _curves: dict[tuple[str, str, int, int], _Curve] = field(init=False, repr=False, compare=False)
+    _sizes: dict[str, int] = field(init=False, repr=False, compare=False)
+    """GPU type -> GPUs per node, asked once per job of a trace: worked out once."""
 
     def __post_init__(self) -> None:
         points: dict[tuple[str, str, int, int], list[tuple[int, float]]] = defaultdict(list)
@@ -60,6 +62,10 @@ class StepTable:
             pairs.sort()
             curves[key] = (tuple(b for b, _ in pairs), tuple(s for _, s in pairs))
         object.__setattr__(self, "_curves", curves)
+        sizes: dict[str, int] = {}
+        for row in self.rows:
+            sizes[row.gpu_type] = max(sizes.get(row.gpu_type, 0), row.gpus if row.nodes == 1 else 0)
+        object.__setattr__(self, "_sizes", sizes)
 
     @classmethod
     def load(cls, path: Path) -> StepTable:
@@ -115,11 +121,13 @@ class StepTable:
         return lambda config: self.optimizer_step_s(application, config) is not None
 
     def gpu_types(self) -> set[str]:
-        return {row.gpu_type for row in self.rows}
+        return set(self._sizes)
 
     def gpus_per_node(self, gpu_type: str) -> int:
         """The measured machines' size: the most GPUs any one-node row of that type used."""
-        return max(row.gpus for row in self.rows if row.gpu_type == gpu_type and row.nodes == 1)
+        if not self._sizes.get(gpu_type):
+            raise ValueError(f"no one-node rows of {gpu_type}")
+        return self._sizes[gpu_type]
 
     def placements(self, application: str, gpu_type: str) -> set[tuple[int, int]]:
         """(GPUs, nodes) pairs measured for an application on a GPU type."""

@@ -98,9 +98,11 @@ class _Replay:
             for job in snapshot.running
             if any(held.node in self._index for held in job.allocations)
         ]
+        # Jobs of other groups never fit here: skip them before building them.
         waiting = (
             self.job(job.request, _seconds(runtimes.runtime_s.get(job.job_id, _limit(job.request))), rank)
             for rank, job in enumerate(snapshot.pending)
+            if any(self._usable.get(partition) for partition in job.request.partitions)
         )
         self._waiting = [job for job in waiting if self._ever_fits(job)]
 

@@ -1,0 +1,104 @@
+"""The scheduler's kept plan: at every arrival it answers ``--test-only`` as a plan made from scratch at that
+instant would, however the events before it fell (ends, starts, submissions, the window moving on)."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from advisor.replay.model import Arm, Arrival, Config, Decision, Inventory, Job, Pool, QueueView, WaitQuery
+from advisor.replay.scheduler import Backfill, Partition, per_node_gpus
+from advisor.replay.simulate import SimulatedQueue, simulate
+from advisor.wait.profile import INF, Profile
+
+POOL = Pool(partition="p", gpu_type="t4", nodes=3, gpus_per_node=4)
+#: (GPUs, nodes) a test job may ask
+SHAPES = [(1, 1), (2, 1), (3, 1), (4, 1), (2, 2), (6, 2), (8, 2)]
+
+
+def scratch_plan(partition: Partition, now: float) -> Profile:
+    """The straightforward plan: running jobs held to their limits, the first pending jobs reserved in
+    order, each from ``now``."""
+    backfill, nodes = partition.backfill, range(POOL.nodes)
+    held: list[list[tuple[float, tuple[int, int, int]]]] = [[] for _ in nodes]
+    for attempt in partition.running:
+        assert attempt.start_s is not None
+        for node in attempt.nodes:
+            held[node].append((attempt.start_s + backfill.planned(attempt.limit_s), (attempt.ask[1], 0, 0)))
+    profile = Profile([(POOL.gpus_per_node, 0, 0)] * POOL.nodes, now, held)
+    for attempt in partition.pending[: backfill.max_jobs]:
+        count, gpus = attempt.ask
+        planned = backfill.planned(attempt.limit_s)
+        begin, chosen = profile.earliest_on(nodes, count, (gpus, 0, 0), planned, [now] * POOL.nodes, INF)
+        if begin <= now + backfill.window_s:
+            for node in chosen:
+                profile.reserve(node, begin, begin + planned, (gpus, 0, 0))
+    return profile
+
+
+def scratch_test_only(partition: Partition, query: WaitQuery, now: float) -> float | None:
+    profile = scratch_plan(partition, now)
+    count, gpus = query.nodes, per_node_gpus(query.gpus, query.nodes)
+    floors = [now] * POOL.nodes
+    planned = partition.backfill.planned(query.time_limit_s)
+    begin, _ = profile.earliest_on(range(POOL.nodes), count, (gpus, 0, 0), planned, floors, INF)
+    return None if begin == INF else begin - now
+
+
+def checking_arm(shapes: dict[str, tuple[int, int, float]], checked: list[int]) -> Arm:
+    """Submits each job as drawn; first checks the kept plan against the plan from scratch."""
+
+    def decide(job: Job, view: QueueView) -> Decision:
+        assert isinstance(view, SimulatedQueue)
+        partition = view.cluster["p"]
+        queries = [
+            WaitQuery(partition="p", gpus=gpus, nodes=nodes, time_limit_s=limit)
+            for gpus, nodes in SHAPES
+            for limit in (15.0, 90.0)
+        ]
+        assert view.slurm_waits(queries) == [scratch_test_only(partition, q, view.now) for q in queries]
+        checked.append(1)
+        gpus, nodes, limit = shapes[job.arrival.name]
+        config = Config(gpu_type="t4", gpus=gpus, nodes=nodes, micro_batch=8, accumulation=1)
+        return Decision(partition="p", config=config, time_limit_s=limit)
+
+    return decide
+
+
+jobs = st.lists(
+    st.tuples(
+        st.integers(0, 40),  # gap since the previous arrival
+        st.sampled_from(SHAPES),
+        st.sampled_from([10.0, 30.0, 60.0, 200.0]),  # limit
+        st.integers(1, 220),  # true run
+    ),
+    min_size=1,
+    max_size=25,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    jobs,
+    st.integers(1, 6),
+    st.sampled_from([25.0, 100.0, 1000.0]),
+    st.sampled_from([0.0, 20.0]),
+)
+def test_the_kept_plan_answers_like_a_plan_made_from_scratch(
+    drawn: list[tuple[int, tuple[int, int], float, int]], max_jobs: int, window_s: float, resolution_s: float
+) -> None:
+    backfill = Backfill(window_s=window_s, max_jobs=max_jobs, limit_resolution_s=resolution_s)
+    arrivals, shapes, now = [], {}, 0.0
+    for index, (gap, (gpus, nodes), limit, run_s) in enumerate(drawn):
+        now += gap
+        name = f"j{index}"
+        arrival = Arrival(name=name, time_s=now, application="toy", gpus=gpus, global_batch=8 * gpus)
+        arrivals.append(Job(arrival=arrival, steps=run_s, user_gpu_type="t4", user_limit_s=400.0))
+        shapes[name] = (gpus, nodes, limit)
+    checked: list[int] = []
+    arm = checking_arm(shapes, checked)
+    inventory = Inventory(pools=[POOL])
+    outcomes = simulate(
+        arrivals, arm, "habits", inventory, lambda job, _: float(job.steps), backfill=backfill
+    )
+    assert len(checked) == len(arrivals) == len(outcomes)
