@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from itertools import islice
 
 from advisor.wait.profile import INF, Amount, Profile
 from advisor.wait.remaining import RuntimeEstimates
@@ -225,7 +226,8 @@ class _Replay:
     def _ever_fits(self, job: _Job) -> bool:
         """Whether the job fits the empty partition; Slurm never starts one that does not."""
         return any(
-            sum(_covers(self._capacity[node], job.amount) for node in nodes) >= job.count
+            len(list(islice((n for n in nodes if _covers(self._capacity[n], job.amount)), job.count)))
+            == job.count
             for nodes in job.partitions
         )
 
@@ -269,22 +271,29 @@ def _components(snapshot: QueueSnapshot, candidates: Sequence[JobRequest]) -> di
             name = parent[name]
         return name
 
-    def members(partitions: list[str]) -> list[str]:
-        names = (name for partition in partitions for name in snapshot.partitions.get(partition, []))
-        return [name for name in names if name in parent]
-
-    requests = [[partition] for partition in snapshot.partitions]
-    requests += [job.request.partitions for job in snapshot.pending]
+    # A partition's nodes form one group; a job that names several partitions joins their groups.
+    anchors: dict[str, str] = {}
+    for partition, names in snapshot.partitions.items():
+        present = [name for name in names if name in parent]
+        for name in present[1:]:
+            parent[root(name)] = root(present[0])
+        if present:
+            anchors[partition] = present[0]
+    requests = [job.request.partitions for job in snapshot.pending]
     requests += [candidate.partitions for candidate in candidates]
-    for names in map(members, requests):
-        for name in names[1:]:
-            parent[root(name)] = root(names[0])
+    for partitions in requests:
+        named = [anchors[partition] for partition in partitions if partition in anchors]
+        for name in named[1:]:
+            parent[root(name)] = root(named[0])
+    nodes_of: dict[str, list[str]] = {}
+    for name in parent:
+        nodes_of.setdefault(root(name), []).append(name)
     groups: dict[str, list[int]] = {}
     for index, candidate in enumerate(candidates):
-        names = members(candidate.partitions)
-        if names:
-            groups.setdefault(root(names[0]), []).append(index)
-    return {frozenset(name for name in parent if root(name) == key): group for key, group in groups.items()}
+        named = [anchors[partition] for partition in candidate.partitions if partition in anchors]
+        if named:
+            groups.setdefault(root(named[0]), []).append(index)
+    return {frozenset(nodes_of[key]): group for key, group in groups.items()}
 
 
 def _limit(request: JobRequest) -> float | None:
