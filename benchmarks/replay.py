@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import tempfile
 import time
@@ -87,7 +88,9 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             parser.error(f"no workload matches {args.workloads} under {folder}")
         rows = [_replay(path.relative_to(folder), load_arrivals(path), inventory, args) for path in paths]
     summary = args.out / "summary.md"
-    summary.write_text(_summary(rows, args), encoding="utf-8")
+    summary.write_text(
+        _summary(rows, shlex.join(["python", "benchmarks/replay.py", *sys.argv[1:]])), encoding="utf-8"
+    )
     print(summary.read_text(encoding="utf-8"))
     return 0
 
@@ -176,12 +179,11 @@ def _limits() -> list[str]:
     return [" ".join(item.split()) for item in items]
 
 
-def _summary(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
+def _summary(rows: list[dict[str, Any]], command: str) -> str:
     lines = [
         "# Replay summary",
         "",
-        f"Command: `python benchmarks/replay.py {' '.join(args.workloads)} --mode {args.mode} "
-        f"--seed {args.seed} --compression {args.compression:g}`",
+        f"Command: `{command}`",
         "",
         "| workload | mode | mean JCT A / B / C (s) | C vs A | C vs B | wait error (queued median) "
         "--test-only / advisor (s) | sim vs real mean JCT | wall (s) |",

@@ -105,3 +105,4 @@ def test_the_replay_command_writes_a_report_per_workload_and_a_summary(tmp_path:
     assert "| philly-all | sim |" in philly.stdout
     figures = json.loads((out / "philly-all" / "sim" / "report.json").read_text(encoding="utf-8"))
     assert figures["arms"]["advisor"]["jobs"] == 8, "every job of the trace, with a Sia application"
+    assert f"--inventory {tmp_path / 'cluster.toml'} --out {out} --philly 0`" in philly.stdout, "as run"
