@@ -2,9 +2,10 @@
 
 Run in the background (``nice -n 10``), one pass after the other: it measures with the bench engine's own
 plan and runner, writes JSON lines as it goes and ingests them at the end, so a cut run still leaves a
-usable database. A second ``--steps-only`` pass gives each step a second measurement (training keeps the
-faster: a shared machine's noise only adds time). Then ``advisor models train --db DB`` and
-``advisor models evaluate --db DB --json --plot FILE.png``.
+usable database. Each ``--steps-only`` pass gives each step one more measurement (training keeps the
+fastest: a shared machine's noise only adds time); ``--steps-only --passes 5`` gives five. On a shared VM
+they are worth it: its slow spells last minutes, so they spoil whole stretches of one pass. Then
+``advisor models train --db DB`` and ``advisor models evaluate --db DB --json --plot FILE.png``.
 
 ``--spread`` prints how far repeated measurements of the same step lie apart, per batch size: the noise
 no predictor's held-out MAPE can get under, to read next to the evaluation's figures.
@@ -65,6 +66,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--steps-only", action="store_true", help="a second pass over the step grid, 5 steps each"
     )
+    parser.add_argument(
+        "--passes", type=int, default=1, help="run the plan this many times, one after the other"
+    )
     parser.add_argument("--estimate", action="store_true", help="print the plan's estimate and stop")
     parser.add_argument("--spread", action="store_true", help="print the repeat spread of --db's steps")
     args = parser.parse_args(argv)
@@ -88,23 +92,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         repeats=3,
     )
     plan = _reorder(build_plan(grid, DeviceProfile.assumed("cpu"), zoo_table))
-    print(f"{len(plan.items)} items, estimated {plan.estimate_s / 60:.1f} min", file=sys.stderr)
+    print(
+        f"{args.passes} x {len(plan.items)} items, estimated {plan.estimate_s / 60:.1f} min a pass",
+        file=sys.stderr,
+    )
     if args.estimate:
         return 0
     if args.out is None:
         parser.error("--out is required to measure")
-    with terminal_reporter(len(plan.items), sys.stderr) as progress:
-        summary = run_plan(
-            plan,
-            device=torch.device("cpu"),
-            partition="cpu",
-            budget_s=args.budget_minutes * 60,
-            sink=jsonl_sink(args.out),
-            progress=progress,
-        )
-    stored = Store.open(args.db).ingest(read_jsonl(args.out))
-    print(summary.model_dump_json())
-    print(f"{stored} new rows in {args.db}", file=sys.stderr)
+    for _ in range(args.passes):
+        with terminal_reporter(len(plan.items), sys.stderr) as progress:
+            summary = run_plan(
+                plan,
+                device=torch.device("cpu"),
+                partition="cpu",
+                budget_s=args.budget_minutes * 60,
+                sink=jsonl_sink(args.out),
+                progress=progress,
+            )
+        stored = Store.open(args.db).ingest(read_jsonl(args.out))
+        print(summary.model_dump_json())
+        print(f"{stored} new rows in {args.db}", file=sys.stderr)
     return 0
 
 
