@@ -56,7 +56,11 @@ def main() -> int:
     parser.add_argument("workloads", nargs="*", default=["saturn/workload-1.csv"])
     parser.add_argument("--mode", choices=("sim", "slurm", "both"), default="sim")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--inventory", type=Path, default=ROOT / "etc" / "replay-cluster.toml")
+    parser.add_argument(
+        "--inventory",
+        type=Path,
+        help="the cluster (default: etc/replay-cluster.toml; with --philly, etc/replay-philly.toml)",
+    )
     parser.add_argument("--compression", type=float, default=400.0, help="workload seconds per real second")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--base-port", type=int, default=19000, help="the real sandboxes' first port")
@@ -76,7 +80,8 @@ def main() -> int:
 
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     """Bad input files stop the run with their own message (file and line), before any arm runs."""
-    inventory = load_inventory(args.inventory)
+    default = "replay-cluster.toml" if args.philly is None else "replay-philly.toml"
+    inventory = load_inventory(args.inventory or ROOT / "etc" / default)
     folder = args.data / "sia" / "workloads"
     if args.philly is not None:
         if args.mode != "sim":

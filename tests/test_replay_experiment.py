@@ -35,8 +35,9 @@ gpus_per_node = 4
 """
 
 
-def test_the_shipped_inventory_is_the_four_gpu_types() -> None:
-    inventory = load_inventory(ROOT / "etc" / "replay-cluster.toml")
+@pytest.mark.parametrize("name", ["replay-cluster.toml", "replay-philly.toml"])
+def test_the_shipped_inventories_are_the_four_gpu_types(name: str) -> None:
+    inventory = load_inventory(ROOT / "etc" / name)
     assert sorted(pool.gpu_type for pool in inventory.pools) == ["a100", "rtx", "t4", "v100"]
 
 
