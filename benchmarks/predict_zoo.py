@@ -72,6 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--estimate", action="store_true", help="print the plan's estimate and stop")
     parser.add_argument("--spread", action="store_true", help="print the repeat spread of --db's steps")
     args = parser.parse_args(argv)
+    if args.passes < 1:
+        parser.error(f"--passes must be at least 1, not {args.passes}")
     if args.spread:
         print(json.dumps(repeat_spread(Store.open(args.db).step_rows()), indent=2))
         return 0
