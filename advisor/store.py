@@ -57,6 +57,8 @@ _STEP_COLUMNS: dict[str, Any] = {
     "steps": int,
     "non_device_share": float,
     "peak_memory_bytes": int,
+    "pace_ratio": float,
+    "pace_s": float,
 }
 _LAYER_COLUMNS: dict[str, Any] = {
     **_COMMON,
@@ -75,6 +77,8 @@ _LAYER_COLUMNS: dict[str, Any] = {
     "batch": int,
     "amp": int,
     "cudnn_benchmark": int,
+    "pace_ratio": float,
+    "pace_s": float,
 }
 
 
@@ -132,10 +136,14 @@ class Store:
     def _create_tables(self) -> None:
         """The whole schema, once per connection: the wrappers below only read and write."""
         self.db.table("fingerprints").create(_FINGERPRINT_COLUMNS, pk="key", if_not_exists=True)
-        self.db.table("step_measurements").create(_STEP_COLUMNS, pk="key", if_not_exists=True)
-        self.db.table("layer_measurements").create(_LAYER_COLUMNS, pk="key", if_not_exists=True)
-        for table in ("step_measurements", "layer_measurements"):
-            self.db.table(table).create_index(["machine"], if_not_exists=True)
+        for name, columns in (("step_measurements", _STEP_COLUMNS), ("layer_measurements", _LAYER_COLUMNS)):
+            measurements = self.db.table(name)
+            measurements.create(columns, pk="key", if_not_exists=True)
+            present = measurements.columns_dict
+            for column, kind in columns.items():
+                if column not in present:  # a database from before the column
+                    measurements.add_column(column, kind)
+            measurements.create_index(["machine"], if_not_exists=True)
         self.db.table("model_versions").create(_MODEL_COLUMNS, pk=("machine", "version"), if_not_exists=True)
         self.db.table("advised_jobs").create(_ADVISED_COLUMNS, pk="job_id", if_not_exists=True)
         self.db.table("audit").create(_AUDIT_COLUMNS, pk="request_id", if_not_exists=True)
@@ -171,6 +179,8 @@ def _step_row(line: ResultLine, step: StepMeasurement) -> dict[str, Any]:
         "steps": step.steps,
         "non_device_share": step.non_device_share,
         "peak_memory_bytes": step.peak_memory_bytes,
+        "pace_ratio": step.pace_ratio,
+        "pace_s": step.pace_s,
     }
 
 
@@ -188,6 +198,8 @@ def _layer_row(line: ResultLine, layer: LayerMeasurement) -> dict[str, Any]:
         "grouped": int(config.grouped),
         "amp": int(config.amp),
         "cudnn_benchmark": int(config.cudnn_benchmark),
+        "pace_ratio": layer.pace_ratio,
+        "pace_s": layer.pace_s,
     }
 
 

@@ -30,6 +30,21 @@ def test_a_training_step_is_timed_with_its_memory(settings: dict[str, object]) -
     assert result.peak_memory_bytes is not None and result.peak_memory_bytes > 3 * 4 * 700_000
     assert result.arch_hash == zoo_table("squeezenet1_1", 32).architecture_hash
     assert result.steps == 3
+    # A worker would prefetch while the pace step runs, hiding the loading time the step should show.
+    if config.workers:
+        assert result.pace_ratio is None and result.pace_s is None
+    else:
+        assert result.pace_ratio is not None and result.pace_s is not None
+        # Timed side by side, the paced time and the raw one agree up to a shared machine's noise.
+        assert 0.5 < result.pace_ratio * result.pace_s / result.median_s < 2.0
+
+
+def test_the_pace_ratio_is_the_step_over_the_pace_step_around_it() -> None:
+    small = measure_step(TINY, CPU, steps=3, warmup=1)
+    large = measure_step(TINY.model_copy(update={"model": "resnet50", "batch": 8}), CPU, steps=3, warmup=1)
+    assert small.pace_ratio is not None and large.pace_ratio is not None
+    # resnet50 at batch 8 is tens of times squeezenet1_1 at batch 2 (~0.3 vs 0.01 s here).
+    assert large.pace_ratio > 5 * small.pace_ratio
 
 
 def test_a_memory_limit_makes_a_configuration_not_fit() -> None:
@@ -70,6 +85,8 @@ def _conv(**fields: object) -> LayerConfig:
 def test_a_layer_is_timed(config: LayerConfig) -> None:
     result = measure_layer(config, CPU, repeats=3, warmup=1)
     assert result.fits and result.median_s is not None and result.median_s > 0
+    assert result.pace_s is not None and result.pace_ratio is not None
+    assert result.pace_ratio * result.pace_s == pytest.approx(result.median_s)
     assert config.depthwise == (config.groups == 16)
 
 

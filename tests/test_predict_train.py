@@ -17,6 +17,7 @@ import pytest
 from rich.console import Console
 
 from advisor.bench.measure import zoo_table
+from advisor.bench.records import ResultLine, StepMeasurement
 from advisor.bench.results import read_jsonl
 from advisor.predict import evaluate
 from advisor.predict.cli import add_commands
@@ -180,3 +181,49 @@ def test_partitions_of_identical_nodes_share_one_machine_and_its_predictor(
     for partition in ("cpu", "twin"):
         found = predict(Predictors.load(store), partition, table, 32, False, False, [T4])
         assert found.machine == machine and found.scaled_from is None and found.confidence == "high"
+
+
+def test_paced_steps_take_their_median_ratio_at_the_machines_median_pace(tmp_path: Path) -> None:
+    steps = {
+        line.measurement.config.model: line
+        for line in read_jsonl(FIXTURE)
+        if isinstance(line.measurement, StepMeasurement) and line.measurement.fits
+    }
+    (first_model, first), (second_model, second) = list(steps.items())[:2]
+
+    def measured(
+        line: ResultLine, night: int, raw: float, ratio: float | None, pace: float | None
+    ) -> ResultLine:
+        update = {"median_s": raw, "pace_ratio": ratio, "pace_s": pace}
+        return line.model_copy(
+            update={"run_id": f"night-{night}", "measurement": line.measurement.model_copy(update=update)}
+        )
+
+    store = Store.open(tmp_path / "paced.db")
+    store.ingest(
+        [
+            measured(first, 1, 0.001, None, None),
+            measured(first, 2, 5.0, 2.0, 0.1),
+            measured(first, 3, 0.002, 3.0, 0.3),
+            measured(first, 4, 9.0, 10.0, 0.2),
+            measured(second, 1, 0.5, None, None),
+            measured(second, 2, 0.4, None, None),
+        ]
+    )
+    samples = {s.model: s.seconds for s in step_samples(store.step_rows(), zoo_table)}
+    # The median ratio (3) at the median pace (0.2 s); neither the raw times nor the unpaced night count.
+    assert samples[first_model] == pytest.approx(0.6)
+    # Unpaced, the fastest night: a shared node's noise only adds time.
+    assert samples[second_model] == pytest.approx(0.4)
+
+
+def test_a_database_from_before_pacing_gains_its_columns(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    old = Store.open(path)
+    for column in ("pace_ratio", "pace_s"):
+        old.db.execute(f"ALTER TABLE step_measurements DROP COLUMN {column}")
+    old.db.close()
+    store = Store.open(path)
+    store.ingest(read_jsonl(FIXTURE))
+    assert all(row["pace_ratio"] is None for row in store.step_rows())
+    assert step_samples(store.step_rows(), zoo_table)

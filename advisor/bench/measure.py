@@ -11,24 +11,23 @@ import statistics
 import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, TypeVar
 
 import torch
-import torchvision
 from torch import Tensor, nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
-from torch.utils.data import DataLoader, Dataset
 
 from advisor.bench.records import LayerConfig, LayerMeasurement, StepConfig, StepMeasurement
+from advisor.bench.training import amp_dtype, pace_step, start_training
 from advisor.bench.zoo import distinct_layers, zoo_model
 from advisor.introspect import LayerTable, Optimizer, Precision, estimate_peak_memory
 from advisor.introspect.run import introspect
 
 _OOM_TEXT = ("out of memory", "can't allocate memory", "cannot allocate memory", "not enough memory")
 _ERROR_CHARS = 2000
-_IMAGE_POOL = 32
 T = TypeVar("T")
 
 
@@ -62,13 +61,6 @@ def is_out_of_memory(error: BaseException) -> bool:
     return isinstance(error, RuntimeError) and any(text in str(error).lower() for text in _OOM_TEXT)
 
 
-def amp_dtype(device: torch.device) -> torch.dtype:
-    """bf16 where the device has it (no loss scaling needed), else fp16 with a GradScaler."""
-    if device.type == "cuda" and not torch.cuda.is_bf16_supported():
-        return torch.float16
-    return torch.bfloat16
-
-
 def measure_step(
     config: StepConfig,
     device: torch.device,
@@ -76,36 +68,41 @@ def measure_step(
     warmup: int,
     memory_limit_bytes: int | None = None,
 ) -> StepMeasurement:
-    """Median time of a real training step, its non-device share and its peak memory."""
+    """Median time of a real training step, its non-device share, its pace ratio and its peak memory."""
     table = zoo_table(config.model, config.input_size)
-
-    def result(measured: tuple[float, float] | None, peak: int | None, error: str | None) -> StepMeasurement:
-        median_s, share = measured if measured and error is None else (None, None)
-        return StepMeasurement(
-            config=config,
-            arch_hash=table.architecture_hash,
-            steps=steps,
-            median_s=median_s,
-            non_device_share=share,
-            peak_memory_bytes=peak,
-            fits=error is None,
-            error=error,
-        )
-
+    measurement = StepMeasurement(
+        config=config,
+        arch_hash=table.architecture_hash,
+        steps=steps,
+        median_s=None,
+        non_device_share=None,
+        peak_memory_bytes=None,
+        fits=False,
+    )
     if memory_limit_bytes is not None:
         precision = Precision.BF16 if config.amp else Precision.FP32
         estimate = estimate_peak_memory(table, config.batch, precision, Optimizer.SGD).total
         if estimate > memory_limit_bytes:
-            return result(None, None, _over_limit("estimated", estimate, memory_limit_bytes))
+            return measurement.model_copy(
+                update={"error": _over_limit("estimated", estimate, memory_limit_bytes)}
+            )
     outcome = _attempt(device, lambda: _train(config, device, steps, warmup))
     if isinstance(outcome, str):
-        return result(None, None, outcome)
-    step_s, compute_s, peak = outcome
-    share = min(max(1.0 - sum(compute_s) / sum(step_s), 0.0), 1.0)
-    error = None
-    if memory_limit_bytes is not None and peak > memory_limit_bytes:
-        error = _over_limit("measured", peak, memory_limit_bytes)
-    return result((statistics.median(step_s), share), peak, error)
+        return measurement.model_copy(update={"error": outcome})
+    if memory_limit_bytes is not None and outcome.peak_bytes > memory_limit_bytes:
+        error = _over_limit("measured", outcome.peak_bytes, memory_limit_bytes)
+        return measurement.model_copy(update={"peak_memory_bytes": outcome.peak_bytes, "error": error})
+    paced = bool(outcome.pace_s)
+    return measurement.model_copy(
+        update={
+            "median_s": statistics.median(outcome.step_s),
+            "non_device_share": min(max(1.0 - sum(outcome.compute_s) / sum(outcome.step_s), 0.0), 1.0),
+            "peak_memory_bytes": outcome.peak_bytes,
+            "fits": True,
+            "pace_ratio": statistics.median(outcome.pace_ratios()) if paced else None,
+            "pace_s": statistics.median(outcome.pace_s) if paced else None,
+        }
+    )
 
 
 def _over_limit(how: str, peak: int, limit: int) -> str:
@@ -125,25 +122,6 @@ def _attempt(device: torch.device, run: Callable[[], T]) -> T | str:
     if device.type == "cuda":
         torch.cuda.empty_cache()
     return outcome
-
-
-class _SyntheticImages(Dataset[tuple[Tensor, Tensor]]):
-    """Decoded-image-like uint8 samples turned into float tensors in the workers, as a real loader does."""
-
-    def __init__(self, length: int, size: int, classes: int) -> None:
-        generator = torch.Generator().manual_seed(0)
-        self.pool = torch.randint(
-            0, 256, (_IMAGE_POOL, 3, size, size), dtype=torch.uint8, generator=generator
-        )
-        self.length = length
-        self.classes = classes
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __getitem__(self, index: int) -> tuple[Tensor, Tensor]:
-        image = self.pool[index % _IMAGE_POOL].float().div_(255)
-        return image, torch.tensor(index % self.classes)
 
 
 class _Marks:
@@ -168,73 +146,55 @@ class _Marks:
             torch.cuda.synchronize()
 
 
-def _train(
-    config: StepConfig, device: torch.device, steps: int, warmup: int
-) -> tuple[list[float], list[float], int]:
-    """Per-step wall and compute seconds, and the peak memory in bytes."""
-    kwargs = zoo_model(config.model).kwargs(config.input_size)
-    model = torchvision.models.get_model(config.model, weights=None, **kwargs).to(device).train()
-    memory_format = torch.channels_last if config.channels_last else torch.preserve_format
-    model = model.to(memory_format=memory_format)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    criterion = nn.CrossEntropyLoss()
-    dtype = amp_dtype(device)
-    scaler = torch.amp.GradScaler(device.type, enabled=config.amp and dtype == torch.float16)
+@dataclass(frozen=True)
+class _Timings:
+    step_s: list[float]
+    compute_s: list[float]
+    peak_bytes: int
+    pace_s: list[float]
+    """The pace step's times before the first step, between steps and after the last; empty if unpaced."""
+
+    def pace_ratios(self) -> list[float]:
+        return [
+            step / statistics.mean(pair)
+            for step, pair in zip(self.step_s, pairwise(self.pace_s), strict=True)
+        ]
+
+
+def _train(config: StepConfig, device: torch.device, steps: int, warmup: int) -> _Timings:
     on_cpu = device.type == "cpu"
     # A CPU takes one more batch: its peak memory is tracked in an extra, untimed step.
-    dataset = _SyntheticImages(
-        config.batch * (warmup + steps + on_cpu),
-        config.input_size,
-        zoo_model(config.model).classes(config.input_size),
-    )
-    loader = DataLoader(
-        dataset,
-        batch_size=config.batch,
-        num_workers=config.workers,
-        # Pinning needs an accelerator; on a CPU torch would only warn and ignore it.
-        pin_memory=config.pinned and not on_cpu,
-        drop_last=True,
-    )
-    batches = iter(loader)
-
-    def fetch() -> tuple[Tensor, Tensor]:
-        images, labels = next(batches)
-        images = images.to(device, non_blocking=True, memory_format=memory_format)
-        return images, labels.to(device, non_blocking=True)
-
-    def compute(images: Tensor, labels: Tensor) -> None:
-        optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(device.type, dtype=dtype, enabled=config.amp):
-            loss = criterion(model(images), labels)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-
+    training = start_training(config, device, warmup + steps + on_cpu)
+    pace = pace_step() if on_cpu and config.workers == 0 else None
     for _ in range(warmup):
-        compute(*fetch())
+        training.compute(*training.fetch())
     marks = _Marks(device)
     marks.settle()
     if not on_cpu:
         torch.cuda.reset_peak_memory_stats(device)
-    starts, fed, done = [], [], []
+    spans, pace_s = [], [pace()] if pace else []
     for _ in range(steps):
-        starts.append(marks.mark())
-        batch = fetch()
-        fed.append(marks.mark())
-        compute(*batch)
-        done.append(marks.mark())
-    starts.append(marks.mark())
+        start = marks.mark()
+        batch = training.fetch()
+        fed = marks.mark()
+        training.compute(*batch)
+        spans.append((start, fed, marks.mark()))
+        if pace:
+            pace_s.append(pace())
     marks.settle()
-    step_s = [marks.seconds(a, b) for a, b in pairwise(starts)]
-    compute_s = [marks.seconds(a, b) for a, b in zip(fed, done, strict=True)]
+    step_s = [marks.seconds(start, done) for start, _, done in spans]
+    compute_s = [marks.seconds(fed, done) for _, fed, done in spans]
     if not on_cpu:
-        return step_s, compute_s, torch.cuda.max_memory_allocated(device)
-    optimizer.zero_grad(set_to_none=True)
-    images, labels = fetch()
-    state = [t for values in optimizer.state.values() for t in values.values() if isinstance(t, Tensor)]
-    with _TensorMemory([*model.parameters(), *model.buffers(), *state, images, labels]) as memory:
-        compute(images, labels)
-    return step_s, compute_s, memory.peak
+        return _Timings(step_s, compute_s, torch.cuda.max_memory_allocated(device), pace_s)
+    training.optimizer.zero_grad(set_to_none=True)
+    images, labels = training.fetch()
+    state = [
+        t for values in training.optimizer.state.values() for t in values.values() if isinstance(t, Tensor)
+    ]
+    existing = [*training.model.parameters(), *training.model.buffers(), *state, images, labels]
+    with _TensorMemory(existing) as memory:
+        training.compute(images, labels)
+    return _Timings(step_s, compute_s, memory.peak, pace_s)
 
 
 class _TensorMemory(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch leaves it untyped
@@ -283,7 +243,8 @@ class _TensorMemory(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torc
 
 
 def measure_layer(config: LayerConfig, device: torch.device, repeats: int, warmup: int) -> LayerMeasurement:
-    """Median forward plus backward time of one layer, its input gradient included (as inside a network)."""
+    """Median forward plus backward time of one layer, its input gradient included (as inside a network),
+    and on a CPU its ratio to the pace step around it."""
     previous = torch.backends.cudnn.benchmark
     torch.backends.cudnn.benchmark = config.cudnn_benchmark
     try:
@@ -292,7 +253,15 @@ def measure_layer(config: LayerConfig, device: torch.device, repeats: int, warmu
         torch.backends.cudnn.benchmark = previous
     if isinstance(outcome, str):
         return LayerMeasurement(config=config, median_s=None, fits=False, error=outcome)
-    return LayerMeasurement(config=config, median_s=statistics.median(outcome), fits=True)
+    seconds, pace_s = outcome
+    paced = statistics.mean(pace_s) if pace_s else None
+    return LayerMeasurement(
+        config=config,
+        median_s=statistics.median(seconds),
+        fits=True,
+        pace_ratio=statistics.median(seconds) / paced if paced else None,
+        pace_s=paced,
+    )
 
 
 def _layer(config: LayerConfig) -> tuple[nn.Module, tuple[int, ...]]:
@@ -311,7 +280,12 @@ def _layer(config: LayerConfig) -> tuple[nn.Module, tuple[int, ...]]:
     return transposed, shape
 
 
-def _time_layer(config: LayerConfig, device: torch.device, repeats: int, warmup: int) -> list[float]:
+def _time_layer(
+    config: LayerConfig, device: torch.device, repeats: int, warmup: int
+) -> tuple[list[float], list[float]]:
+    """The repeats' times, and on a CPU the pace step's just before and after them."""
+    pace = pace_step() if device.type == "cpu" else None
+    pace_s = []
     module, shape = _layer(config)
     module = module.to(device)
     inputs = torch.randn(shape, device=device, requires_grad=True)
@@ -320,6 +294,8 @@ def _time_layer(config: LayerConfig, device: torch.device, repeats: int, warmup:
     marks = _Marks(device)
     spans = []
     for repeat in range(warmup + repeats):
+        if pace and repeat == warmup:
+            pace_s.append(pace())
         module.zero_grad(set_to_none=True)
         inputs.grad = None
         start = marks.mark()
@@ -330,4 +306,6 @@ def _time_layer(config: LayerConfig, device: torch.device, repeats: int, warmup:
         if repeat >= warmup:
             spans.append((start, end))
     marks.settle()
-    return [marks.seconds(start, end) for start, end in spans]
+    if pace:
+        pace_s.append(pace())
+    return [marks.seconds(start, end) for start, end in spans], pace_s

@@ -69,6 +69,10 @@ class StepMeasurement(_Record):
     peak_memory_bytes: int | None
     fits: bool
     error: str | None = None
+    pace_ratio: float | None = None
+    """Median of each step's time over the pace step's around it; None where the step was not paced."""
+    pace_s: float | None = None
+    """Median time of the pace step during this measurement: the machine's pace then."""
 
 
 class LayerConfig(_Record):
@@ -103,6 +107,9 @@ class LayerMeasurement(_Record):
     median_s: float | None
     fits: bool
     error: str | None = None
+    pace_ratio: float | None = None
+    """The median time over the pace step's just before and after; None where it was not paced."""
+    pace_s: float | None = None
 
 
 class ResultLine(_Record):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
@@ -49,11 +49,11 @@ def _pair(text: str) -> tuple[int, int]:
 
 
 def layer_samples(rows: Iterable[dict[str, Any]]) -> list[LayerSample]:
-    """One sample per configuration, the fastest over nights: a shared node's noise only adds time."""
-    times: dict[LayerConfig, list[float]] = {}
-    for row in rows:
-        if not row["fits"] or row["median_s"] is None:
-            continue
+    """One sample per configuration of one machine, paced or not as the steps are (``step_samples``)."""
+    usable = [row for row in rows if row["fits"] and row["median_s"] is not None]
+    pace = _machine_pace(usable)
+    groups: dict[LayerConfig, list[dict[str, Any]]] = {}
+    for row in usable:
         config = LayerConfig(
             op=row["op"],
             in_channels=row["in_channels"],
@@ -69,23 +69,31 @@ def layer_samples(rows: Iterable[dict[str, Any]]) -> list[LayerSample]:
             amp=bool(row["amp"]),
             cudnn_benchmark=bool(row["cudnn_benchmark"]),
         )
-        times.setdefault(config, []).append(float(row["median_s"]))
-    return [LayerSample(config, min(seconds)) for config, seconds in times.items()]
+        groups.setdefault(config, []).append(row)
+    return [LayerSample(config, _seconds(members, pace)) for config, members in groups.items()]
+
+
+def _machine_pace(rows: Sequence[dict[str, Any]]) -> float:
+    """The median time of the pace step over a machine's paced measurements: the scale of their ratios."""
+    paces = [float(row["pace_s"]) for row in rows if row["pace_ratio"]]
+    return median(paces) if paces else 0.0
+
+
+def _seconds(members: Sequence[dict[str, Any]], pace: float) -> float:
+    """Paced, the median ratio at the machine's pace: what is left of the noise goes both ways. Unpaced,
+    the fastest: there a shared node's noise only adds time. Measured both ways, the paced ones count."""
+    ratios = [float(row["pace_ratio"]) for row in members if row["pace_ratio"]]
+    return pace * median(ratios) if ratios else min(float(row["median_s"]) for row in members)
 
 
 def step_samples(rows: Iterable[dict[str, Any]], tables: TableSource) -> list[StepSample]:
-    """One sample per configuration, the fastest over nights like the layers'; the median peak memory."""
+    """One sample per configuration of one machine (see ``_seconds``), and its median peak memory."""
+    usable = [row for row in rows if row["fits"] and row["median_s"] is not None]
+    pace = _machine_pace(usable)
     groups: dict[tuple[str, int, int, bool, bool], list[dict[str, Any]]] = {}
-    for row in rows:
-        if row["fits"] and row["median_s"] is not None:
-            key = (
-                row["model"],
-                row["input_size"],
-                row["batch"],
-                bool(row["amp"]),
-                bool(row["channels_last"]),
-            )
-            groups.setdefault(key, []).append(row)
+    for row in usable:
+        key = (row["model"], row["input_size"], row["batch"], bool(row["amp"]), bool(row["channels_last"]))
+        groups.setdefault(key, []).append(row)
     samples = []
     for (model, size, batch, amp, channels_last), members in groups.items():
         peaks = [row["peak_memory_bytes"] for row in members if row["peak_memory_bytes"]]
@@ -96,7 +104,7 @@ def step_samples(rows: Iterable[dict[str, Any]], tables: TableSource) -> list[St
                 batch=batch,
                 amp=amp,
                 channels_last=channels_last,
-                seconds=min(float(row["median_s"]) for row in members),
+                seconds=_seconds(members, pace),
                 peak_memory_bytes=round(median(peaks)) if peaks else None,
             )
         )

@@ -1,0 +1,124 @@
+"""A model's training session as the benchmark runs it, and the pace step that times a shared CPU's pace.
+
+Building the model, optimizer and loader lives here so that the pace step and the measured steps train
+exactly alike: same optimizer, same loss, same synthetic images.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+
+import torch
+import torchvision
+from torch import Tensor, nn
+from torch.utils.data import DataLoader, Dataset
+
+from advisor.bench.records import StepConfig
+from advisor.bench.zoo import zoo_model
+
+_IMAGE_POOL = 32
+
+
+def amp_dtype(device: torch.device) -> torch.dtype:
+    """bf16 where the device has it (no loss scaling needed), else fp16 with a GradScaler."""
+    if device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        return torch.float16
+    return torch.bfloat16
+
+
+class _SyntheticImages(Dataset[tuple[Tensor, Tensor]]):
+    """Decoded-image-like uint8 samples turned into float tensors in the workers, as a real loader does."""
+
+    def __init__(self, length: int, size: int, classes: int) -> None:
+        generator = torch.Generator().manual_seed(0)
+        self.pool = torch.randint(
+            0, 256, (_IMAGE_POOL, 3, size, size), dtype=torch.uint8, generator=generator
+        )
+        self.length = length
+        self.classes = classes
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int) -> tuple[Tensor, Tensor]:
+        image = self.pool[index % _IMAGE_POOL].float().div_(255)
+        return image, torch.tensor(index % self.classes)
+
+
+PACE = StepConfig(
+    model="resnet18", input_size=32, batch=2, amp=False, channels_last=False, pinned=False, workers=0
+)
+"""A fixed small step timed before and after each measured step on a CPU, the yardstick of its pace.
+
+A shared CPU's speed drifts by tens of percent over seconds and minutes (its neighbours' memory traffic,
+not its clock), so one configuration's raw medians taken minutes apart differ by up to half. Its ratio to
+the pace step around it drifts by a few percent. A GPU is timed by its own stream's events, which the
+host does not slow, and a loader with workers would prefetch while the pace step runs: neither is paced.
+"""
+
+
+@dataclass(frozen=True)
+class Training:
+    """A model, its optimizer and its loader, ready to take steps."""
+
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    fetch: Callable[[], tuple[Tensor, Tensor]]
+    compute: Callable[[Tensor, Tensor], None]
+
+
+def start_training(config: StepConfig, device: torch.device, batches: int) -> Training:
+    kwargs = zoo_model(config.model).kwargs(config.input_size)
+    model = torchvision.models.get_model(config.model, weights=None, **kwargs).to(device).train()
+    memory_format = torch.channels_last if config.channels_last else torch.preserve_format
+    model = model.to(memory_format=memory_format)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    criterion = nn.CrossEntropyLoss()
+    dtype = amp_dtype(device)
+    scaler = torch.amp.GradScaler(device.type, enabled=config.amp and dtype == torch.float16)
+    dataset = _SyntheticImages(
+        config.batch * batches, config.input_size, zoo_model(config.model).classes(config.input_size)
+    )
+    loader = DataLoader(
+        dataset,
+        batch_size=config.batch,
+        num_workers=config.workers,
+        # Pinning needs an accelerator; on a CPU torch would only warn and ignore it.
+        pin_memory=config.pinned and device.type != "cpu",
+        drop_last=True,
+    )
+    loaded = iter(loader)
+
+    def fetch() -> tuple[Tensor, Tensor]:
+        images, labels = next(loaded)
+        images = images.to(device, non_blocking=True, memory_format=memory_format)
+        return images, labels.to(device, non_blocking=True)
+
+    def compute(images: Tensor, labels: Tensor) -> None:
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device.type, dtype=dtype, enabled=config.amp):
+            loss = criterion(model(images), labels)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+
+    return Training(model, optimizer, fetch, compute)
+
+
+@cache
+def pace_step() -> Callable[[], float]:
+    """The CPU's pace step, built and warmed once per process; it returns its own time."""
+    training = start_training(PACE, torch.device("cpu"), batches=1)
+    batch = training.fetch()
+
+    def timed() -> float:
+        began = time.perf_counter()
+        training.compute(*batch)
+        return time.perf_counter() - began
+
+    for _ in range(2):
+        timed()
+    return timed
