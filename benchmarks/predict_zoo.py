@@ -2,13 +2,13 @@
 
 Run in the background (``nice -n 10``), one pass after the other: it measures with the bench engine's own
 plan and runner, writes JSON lines as it goes and ingests them at the end, so a cut run still leaves a
-usable database. Each ``--steps-only`` pass gives each step one more measurement (training keeps the
-fastest: a shared machine's noise only adds time); ``--steps-only --passes 5`` gives five. On a shared VM
-they are worth it: its slow spells last minutes, so they spoil whole stretches of one pass. Then
-``advisor models train --db DB`` and ``advisor models evaluate --db DB --json --plot FILE.png``.
+usable database. Each ``--steps-only`` pass gives each step one more measurement; ``--steps-only
+--passes 5`` gives five. Every step and layer is paced (``advisor.bench.training.PACE``): training takes
+the median of its ratios to the pace step, so a shared VM's slow spells, which last minutes, cancel out.
+Then ``advisor models train --db DB`` and ``advisor models evaluate --db DB --json --plot FILE.png``.
 
-``--spread`` prints how far repeated measurements of the same step lie apart, per batch size: the noise
-no predictor's held-out MAPE can get under, to read next to the evaluation's figures.
+``--spread`` prints how far repeated measurements of the same step lie apart (paced ones by their ratio),
+per batch size: the noise no predictor's held-out MAPE can get under, to read next to the evaluation.
 """
 
 from __future__ import annotations
@@ -119,7 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def repeat_spread(rows: Iterable[dict[str, Any]]) -> dict[str, float]:
-    """Mean log(slowest / fastest) over steps measured more than once, overall and per batch size."""
+    """Mean log(slowest / fastest) over steps measured more than once, overall and per batch size; paced
+    and unpaced measurements of a step are two series."""
     times: dict[tuple[Any, ...], list[float]] = {}
     for row in rows:
         if row["fits"] and row["median_s"]:
@@ -130,8 +131,9 @@ def repeat_spread(rows: Iterable[dict[str, Any]]) -> dict[str, float]:
                 row["batch"],
                 row["amp"],
                 row["channels_last"],
+                row["pace_ratio"] is not None,
             )
-            times.setdefault(key, []).append(float(row["median_s"]))
+            times.setdefault(key, []).append(float(row["pace_ratio"] or row["median_s"]))
     spreads = [(key[3], log(max(t) / min(t))) for key, t in times.items() if len(t) > 1]
     by_batch = {
         f"batch {b}": mean(s for batch, s in spreads if batch == b) for b in sorted({b for b, _ in spreads})
