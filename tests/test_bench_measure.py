@@ -29,12 +29,14 @@ def test_a_training_step_is_timed_with_its_memory(settings: dict[str, object]) -
     # At least the weights, their gradients and the momentum (squeezenet1_1: ~0.7 M parameters).
     assert result.peak_memory_bytes is not None and result.peak_memory_bytes > 3 * 4 * 700_000
     assert result.arch_hash == zoo_table("squeezenet1_1", 32).architecture_hash
-    assert result.steps == 3
     # A worker would prefetch while the pace step runs, hiding the loading time the step should show.
     if config.workers:
         assert result.pace_ratio is None and result.pace_s is None
+        assert result.steps == 3
     else:
         assert result.pace_ratio is not None and result.pace_s is not None
+        # A step this short (~10 ms) is timed in three groups of many steps.
+        assert result.steps > 3 and result.steps % 3 == 0
         # Timed side by side, the paced time and the raw one agree up to a shared machine's noise.
         assert 0.5 < result.pace_ratio * result.pace_s / result.median_s < 2.0
 

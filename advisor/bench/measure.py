@@ -13,6 +13,7 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
+from math import ceil
 from typing import Any, TypeVar
 
 import torch
@@ -26,6 +27,9 @@ from advisor.bench.zoo import distinct_layers, zoo_model
 from advisor.introspect import LayerTable, Optimizer, Precision, estimate_peak_memory
 from advisor.introspect.run import introspect
 
+GROUP_S = 0.3
+"""A paced step shorter than this is timed in a group of steps this long: a lone 10 ms step is all noise."""
+MAX_GROUP = 64
 _OOM_TEXT = ("out of memory", "can't allocate memory", "cannot allocate memory", "not enough memory")
 _ERROR_CHARS = 2000
 T = TypeVar("T")
@@ -99,6 +103,7 @@ def measure_step(
             "non_device_share": min(max(1.0 - sum(outcome.compute_s) / sum(outcome.step_s), 0.0), 1.0),
             "peak_memory_bytes": outcome.peak_bytes,
             "fits": True,
+            "steps": steps * outcome.group,
             "pace_ratio": statistics.median(outcome.pace_ratios()) if paced else None,
             "pace_s": statistics.median(outcome.pace_s) if paced else None,
         }
@@ -149,8 +154,10 @@ class _Marks:
 @dataclass(frozen=True)
 class _Timings:
     step_s: list[float]
+    """Each timed group's seconds per step."""
     compute_s: list[float]
     peak_bytes: int
+    group: int
     pace_s: list[float]
     """The pace step's times before the first step, between steps and after the last; empty if unpaced."""
 
@@ -163,29 +170,36 @@ class _Timings:
 
 def _train(config: StepConfig, device: torch.device, steps: int, warmup: int) -> _Timings:
     on_cpu = device.type == "cpu"
-    # A CPU takes one more batch: its peak memory is tracked in an extra, untimed step.
-    training = start_training(config, device, warmup + steps + on_cpu)
     pace = pace_step() if on_cpu and config.workers == 0 else None
+    # Enough batches for the largest groups; the loader makes them only as they are asked for. A CPU
+    # takes one more: its peak memory is tracked in an extra, untimed step.
+    training = start_training(config, device, warmup + steps * (MAX_GROUP if pace else 1) + on_cpu)
+    warm_s = 0.0
     for _ in range(warmup):
+        began = time.perf_counter()
         training.compute(*training.fetch())
+        warm_s = time.perf_counter() - began
+    group = min(MAX_GROUP, max(1, ceil(GROUP_S / warm_s))) if pace and warm_s else 1
     marks = _Marks(device)
     marks.settle()
     if not on_cpu:
         torch.cuda.reset_peak_memory_stats(device)
-    spans, pace_s = [], [pace()] if pace else []
+    groups, pace_s = [], [pace()] if pace else []
     for _ in range(steps):
-        start = marks.mark()
-        batch = training.fetch()
-        fed = marks.mark()
-        training.compute(*batch)
-        spans.append((start, fed, marks.mark()))
+        start, spans = marks.mark(), []
+        for _ in range(group):
+            batch = training.fetch()
+            fed = marks.mark()
+            training.compute(*batch)
+            spans.append((fed, marks.mark()))
+        groups.append((start, spans))
         if pace:
             pace_s.append(pace())
     marks.settle()
-    step_s = [marks.seconds(start, done) for start, _, done in spans]
-    compute_s = [marks.seconds(fed, done) for _, fed, done in spans]
+    step_s = [marks.seconds(start, spans[-1][1]) / group for start, spans in groups]
+    compute_s = [sum(marks.seconds(fed, done) for fed, done in spans) / group for _, spans in groups]
     if not on_cpu:
-        return _Timings(step_s, compute_s, torch.cuda.max_memory_allocated(device), pace_s)
+        return _Timings(step_s, compute_s, torch.cuda.max_memory_allocated(device), group, pace_s)
     training.optimizer.zero_grad(set_to_none=True)
     images, labels = training.fetch()
     state = [
@@ -194,7 +208,7 @@ def _train(config: StepConfig, device: torch.device, steps: int, warmup: int) ->
     existing = [*training.model.parameters(), *training.model.buffers(), *state, images, labels]
     with _TensorMemory(existing) as memory:
         training.compute(images, labels)
-    return _Timings(step_s, compute_s, memory.peak, pace_s)
+    return _Timings(step_s, compute_s, memory.peak, group, pace_s)
 
 
 class _TensorMemory(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch leaves it untyped

@@ -62,6 +62,7 @@ class StepMeasurement(_Record):
     config: StepConfig
     arch_hash: str
     steps: int
+    """Training steps timed: a short paced step is timed in groups (``measure.GROUP_S``)."""
     median_s: float | None
     """None when the configuration does not fit."""
     non_device_share: float | None
