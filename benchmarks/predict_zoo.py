@@ -3,8 +3,9 @@
 Run in the background (``nice -n 10``), one pass after the other: it measures with the bench engine's own
 plan and runner, writes JSON lines as it goes and ingests them at the end, so a cut run still leaves a
 usable database. Each ``--steps-only`` pass gives each step one more measurement; ``--steps-only
---passes 5`` gives five. Every step and layer is paced (``advisor.bench.training.PACE``): training takes
-the median of its ratios to the pace step, so a shared VM's slow spells, which last minutes, cancel out.
+--passes 5`` gives five, each in its own random order (in the plan's order every model's batch 2 ran
+back to back, so one slow minute shifted a whole batch size). Every step and layer is paced
+(``advisor.bench.training.PACE``): training takes the median of its ratios to the pace step.
 Then ``advisor models train --db DB`` and ``advisor models evaluate --db DB --json --plot FILE.png``.
 
 ``--spread`` prints how far repeated measurements of the same step lie apart (paced ones by their ratio),
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 from collections.abc import Iterable, Sequence
 from math import log
@@ -69,6 +71,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--passes", type=int, default=1, help="run the plan this many times, one after the other"
     )
+    parser.add_argument(
+        "--seed", type=int, help="of the order of a --steps-only pass (default: a new order every run)"
+    )
     parser.add_argument("--estimate", action="store_true", help="print the plan's estimate and stop")
     parser.add_argument("--spread", action="store_true", help="print the repeat spread of --db's steps")
     args = parser.parse_args(argv)
@@ -102,7 +107,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.out is None:
         parser.error("--out is required to measure")
+    order = random.Random(args.seed)  # noqa: S311 (an order, not a secret)
     for _ in range(args.passes):
+        if args.steps_only:
+            plan = plan.model_copy(update={"items": tuple(order.sample(plan.items, len(plan.items)))})
         with terminal_reporter(len(plan.items), sys.stderr) as progress:
             summary = run_plan(
                 plan,
