@@ -1,4 +1,4 @@
-"""The pure parts of the predictors: features, whole-job time and device scaling."""
+"""The pure parts of the predictors: features, layer polylines, whole-job time and device scaling."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 from advisor.bench.measure import zoo_table
 from advisor.predict.features import STEP_FEATURES, LayerGroup, step_features, timed_layers
 from advisor.predict.jobtime import JobShape, job_time
+from advisor.predict.model import through
 from advisor.predict.scaling import DeviceSpec, match_spec, roofline_ratio
 
 
@@ -33,6 +34,18 @@ def test_features_are_deterministic_and_sum_the_layer_times_by_group() -> None:
     assert first.layers_s == pytest.approx(sum(seconds[c] for c in configs))
     assert first.group_s[LayerGroup.DEPTHWISE] > 0 and first.group_s[LayerGroup.LINEAR] > 0
     assert first.flops == table.at_batch(8).total.train_flops
+
+
+def test_a_layer_keeps_each_algorithms_times_between_its_benchmarks() -> None:
+    # Batch 8 on a slower kernel than batch 16, as PyTorch's unblocked 1x1 convolutions on one CPU thread.
+    points = ((1, 1.0), (8, 8.0), (16, 4.0), (128, 32.0))
+    assert [through(points, b) for b in (1, 8, 16, 128)] == [1.0, 8.0, 4.0, 32.0]
+    assert through(points, 4) == pytest.approx(4.0)
+    assert through(points, 12) == pytest.approx(6.0)
+    assert through(points, 256) == pytest.approx(32.0 + 128 * 28 / 112)
+    # Past a falling end segment, in proportion: never a time that shrinks as the batch grows.
+    assert through(((1, 2.0), (16, 1.0)), 32) == pytest.approx(2.0)
+    assert through(((16, 4.0),), 4) == pytest.approx(1.0)
 
 
 def test_accumulation_pays_the_optimizer_once_per_step() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -84,6 +85,25 @@ def test_an_unseen_batch_size_is_never_trained_on(store: Store, monkeypatch: pyt
     assert all(b not in batches for b, batches in zip(held, trained_on, strict=True))
     assert {p.model for p in points} == {s.model for s in steps}
     assert sum(p.error for p in points) / len(points) < 0.35
+
+
+def test_a_model_measured_whole_keeps_its_own_ratio_at_an_unmeasured_batch(store: Store) -> None:
+    (machine,) = machines(store)
+    steps = step_samples(store.step_rows(machine), zoo_table)
+    layers = layer_samples(store.layer_rows(machine))
+    own = steps[0].model
+    train = [s for s in steps if not (s.model == own and s.batch == 8)]
+    slower = [replace(s, seconds=s.seconds * 1.3) if s.model == own else s for s in train]
+    table = next(s.table for s in steps if s.model == own)
+    as_measured, made_slower = (
+        fit_machine(machine, data, layers, folds=0).predict(table, 8, False, False).step_s
+        for data in (train, slower)
+    )
+    assert made_slower / as_measured == pytest.approx(1.3, rel=0.05)
+    model = fit_machine(machine, steps, layers, folds=0)
+    for sample in (s for s in steps if s.model == own):
+        predicted = model.predict(sample.table, sample.batch, sample.amp, sample.channels_last).step_s
+        assert predicted == pytest.approx(sample.seconds)
 
 
 def test_a_model_predicts_every_geometry_of_a_new_model(store: Store) -> None:

@@ -3,9 +3,10 @@ size never measured, and in peak memory. Every figure is a held-out prediction, 
 
 Leave one model out also drops the layer geometries only that model has, as for a model new to the zoo.
 An unseen batch size is each interior step batch held out for every model at once, as for a query at a
-batch size the nightly grid never ran (say 48). The layer micro-benchmarks stay: they run at their own fixed
-batch sizes (1, 16, 128), which such a query has too, and are never the held-out step measurement; the
-step batches 2-8, 32 and 64 lie between those, so the layer lines are tested along with the step model.
+batch size the nightly grid never ran (say 48): each model keeps its other batch sizes, as a zoo model
+queried at 48 would. The layer micro-benchmarks stay: they run at their own fixed batch sizes (the zoo's:
+1, 8, 16, 128), which such a query has too, and are never the held-out step measurement; held-out steps at
+2, 4, 32 and 64 lie between them.
 """
 
 from __future__ import annotations

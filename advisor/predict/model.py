@@ -1,12 +1,14 @@
 """Fitting and applying one machine's predictors: layer times, step time (p50, p90) and peak memory.
 
-Trees are piecewise constant, so none is asked to interpolate in the batch size. A layer's time is a line
-``a + c * batch`` (a fixed and a per-sample cost) through its micro-benchmarks; a geometry never benchmarked
-gets the layer booster's times at the benchmarked batch sizes and the line through those. A step's time is
+Trees are piecewise constant, so none is asked to interpolate in the batch size. A layer's time is linear
+in the batch between its micro-benchmarks (a fixed and a per-sample cost, which change where a kernel
+switches algorithm); a geometry never benchmarked gets the layer booster's times at the benchmarked batch
+sizes and the polyline through those. A step's time is
 a non-negative linear base (layer times, op count, parameters, untimed bytes), times a correction that
 depends on the batch size alone and is shared by all models (kernels switch algorithms with the batch; the
 curve is interpolated in log batch, so an unmeasured batch lies between its neighbours), times the step
-booster's correction from the model's features.
+booster's correction from the model's features. A model measured whole on the machine is the base times its
+own measured ratio to the base, interpolated the same way: its neighbours know it better than the zoo does.
 """
 
 from __future__ import annotations
@@ -125,16 +127,21 @@ def _key(config: LayerConfig) -> LayerConfig:
     return config.model_copy(update={"batch": 1, "cudnn_benchmark": True})
 
 
-def fit_line(points: Sequence[tuple[int, float]]) -> tuple[float, float]:
-    """``(a, c)`` of ``seconds = a + c * batch`` through (batch, seconds), both non-negative, by least
-    squares on relative error; one point or one batch size gives a line through the origin."""
-    batches = np.asarray([float(b) for b, _ in points])
-    seconds = np.asarray([t for _, t in points])
-    if len(set(batches)) < 2:
-        return 0.0, float(np.mean(seconds / batches))
-    terms = np.stack([np.ones_like(batches), batches], axis=1) / seconds[:, None]
-    (a, c), _residual = nnls(terms, np.ones(len(points)))
-    return float(a), float(c)
+def through(points: Sequence[tuple[int, float]], batch: int) -> float:
+    """Seconds at ``batch`` on the polyline through a layer's (batch, seconds), sorted by batch: a kernel
+    may switch algorithm between two benchmarked batch sizes (on one thread PyTorch runs stride-1 1x1
+    convolutions without oneDNN below batch 16, several times slower), so no one line fits them all.
+    Beyond the ends the nearest segment's slope, or proportion where that slope is not positive."""
+    if len(points) == 1:
+        return points[0][1] * batch / points[0][0]
+    index = next((i for i in range(1, len(points) - 1) if batch <= points[i][0]), len(points) - 1)
+    (b0, t0), (b1, t1) = points[index - 1], points[index]
+    slope = (t1 - t0) / (b1 - b0)
+    if batch > b1 and slope <= 0:
+        return t1 * batch / b1
+    if batch < b0 and slope <= 0:
+        return t0 * batch / b0
+    return max(t0 + slope * (batch - b0), _TINY_S)
 
 
 def _interpolate(points: Sequence[tuple[float, float]], x: float) -> float:
@@ -164,6 +171,18 @@ def _linear(coefficients: Sequence[float], features: StepFeatures) -> float:
     return max(float(np.dot(coefficients, features.base_terms())), _TINY_S)
 
 
+class MeasuredCurve(BaseModel):
+    """One architecture measured whole, in one precision and layout: (log batch, log ratio of the measured
+    step to the base) at each batch size it ran."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    architecture: str
+    amp: bool
+    channels_last: bool
+    points: tuple[tuple[float, float], ...]
+
+
 class MachineModel(BaseModel):
     """Everything one machine's predictions need, serialisable as one JSON file."""
 
@@ -183,25 +202,29 @@ class MachineModel(BaseModel):
     memory: MemoryFit
     architectures: tuple[str, ...]
     """Hashes of the architectures measured whole on this machine: their predictions deserve more trust."""
+    measured_curves: tuple[MeasuredCurve, ...] = ()
+    """Empty in versions before them."""
 
-    _lines: dict[LayerConfig, tuple[float, float]] = PrivateAttr(default_factory=dict)
+    _polylines: dict[LayerConfig, tuple[tuple[int, float], ...]] = PrivateAttr(default_factory=dict)
     _grid: tuple[int, ...] = PrivateAttr(default=())
 
     def model_post_init(self, context: object, /) -> None:
         points: dict[LayerConfig, list[tuple[int, float]]] = {}
         for config, seconds in self.measured_layers:
             points.setdefault(_key(config), []).append((config.batch, seconds))
-        self._lines = {key: fit_line(pairs) for key, pairs in points.items() if len(pairs) >= 2}
+        self._polylines = {key: tuple(sorted(pairs)) for key, pairs in points.items() if len(pairs) >= 2}
         self._grid = tuple(sorted({config.batch for config, _ in self.measured_layers}))
 
     def layer_seconds(self, configs: Sequence[LayerConfig]) -> dict[LayerConfig, float]:
-        """Each layer's line at its batch: through its micro-benchmarks where it has two or more, else
-        through the layer booster's times at the benchmarked batch sizes."""
-        missing = sorted({_key(c) for c in configs} - self._lines.keys(), key=lambda c: c.key())
-        lines = {**self._lines, **self._predicted_lines(missing)}
-        return {c: lines[_key(c)][0] + lines[_key(c)][1] * c.batch for c in configs}
+        """Each layer at its batch on the polyline through its micro-benchmarks where it has two or more,
+        else through the layer booster's times at the benchmarked batch sizes."""
+        missing = sorted({_key(c) for c in configs} - self._polylines.keys(), key=lambda c: c.key())
+        polylines = {**self._polylines, **self._predicted_polylines(missing)}
+        return {c: through(polylines[_key(c)], c.batch) for c in configs}
 
-    def _predicted_lines(self, keys: Sequence[LayerConfig]) -> dict[LayerConfig, tuple[float, float]]:
+    def _predicted_polylines(
+        self, keys: Sequence[LayerConfig]
+    ) -> dict[LayerConfig, tuple[tuple[int, float], ...]]:
         if not keys:
             return {}
         grid = [[key.model_copy(update={"batch": batch}) for batch in self._grid or (1,)] for key in keys]
@@ -209,8 +232,7 @@ class MachineModel(BaseModel):
         ratios = _apply(self.layer_booster, [layer_features(c) for c in flat])
         seconds = iter(exp(r) * (layer_flops(c) + 1.0) for c, r in zip(flat, ratios, strict=True))
         return {
-            key: fit_line([(c.batch, next(seconds)) for c in row])
-            for key, row in zip(keys, grid, strict=True)
+            key: tuple((c.batch, next(seconds)) for c in row) for key, row in zip(keys, grid, strict=True)
         }
 
     def features(self, table: LayerTable, batch: int, amp: bool, channels_last: bool) -> StepFeatures:
@@ -219,12 +241,25 @@ class MachineModel(BaseModel):
 
     def predict(self, table: LayerTable, batch: int, amp: bool, channels_last: bool) -> StepPrediction:
         features = self.features(table, batch, amp, channels_last)
-        (log_s,) = _predict_steps(self._step_fit(), [features])
-        step_s = exp(log_s)
+        fit = self._step_fit()
+        own = self._measured_curve(table.architecture_hash, amp, channels_last)
+        if own:
+            step_s = fit.base(features) * exp(_interpolate(own, log(batch)))
+        else:
+            (log_s,) = _predict_steps(fit, [features])
+            step_s = exp(log_s)
         return StepPrediction(
             step_s=step_s,
             step_s_p90=step_s * exp(max(self.p90_log_ratio, 0.0)),
             peak_memory_bytes=round(self.memory.predict(table, batch, amp)),
+        )
+
+    def _measured_curve(
+        self, architecture: str, amp: bool, channels_last: bool
+    ) -> tuple[tuple[float, float], ...]:
+        key = (architecture, amp, channels_last)
+        return next(
+            (c.points for c in self.measured_curves if (c.architecture, c.amp, c.channels_last) == key), ()
         )
 
     def _step_fit(self) -> StepFit:
@@ -269,7 +304,12 @@ def fit_machine(
     features = [base.features(s.table, s.batch, s.amp, s.channels_last) for s in steps]
     fit = _fit_steps(steps, features)
     model = base.model_copy(
-        update={"step_base": fit.coefficients, "batch_curve": fit.curve, "step_booster": fit.booster}
+        update={
+            "step_base": fit.coefficients,
+            "batch_curve": fit.curve,
+            "step_booster": fit.booster,
+            "measured_curves": _measured_curves(steps, features, fit),
+        }
     )
     if folds < 2:
         return model
@@ -277,6 +317,25 @@ def fit_machine(
     mape = float(np.mean([abs(exp(-r) - 1.0) for r in residuals]))
     p90 = float(np.quantile(residuals, P90))
     return model.model_copy(update={"p90_log_ratio": p90, "heldout_mape": mape})
+
+
+def _measured_curves(
+    steps: Sequence[StepSample], features: Sequence[StepFeatures], fit: StepFit
+) -> tuple[MeasuredCurve, ...]:
+    ratios: dict[tuple[str, bool, bool], dict[float, list[float]]] = {}
+    for sample, f in zip(steps, features, strict=True):
+        key = (sample.table.architecture_hash, sample.amp, sample.channels_last)
+        at = ratios.setdefault(key, {}).setdefault(log(sample.batch), [])
+        at.append(log(sample.seconds) - log(fit.base(f)))
+    return tuple(
+        MeasuredCurve(
+            architecture=architecture,
+            amp=amp,
+            channels_last=channels_last,
+            points=tuple(sorted((x, float(np.median(r))) for x, r in by_batch.items())),
+        )
+        for (architecture, amp, channels_last), by_batch in sorted(ratios.items())
+    )
 
 
 def _rows(fit: StepFit, features: Sequence[StepFeatures]) -> list[list[float]]:

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import xgboost as xgb
 from pydantic import BaseModel, ConfigDict
+from scipy.optimize import nnls  # type: ignore[import-untyped]
 
-from advisor.predict.model import fit_line
 from advisor.replay.model import Arrival
 from advisor.replay.truth import StepRow, StepTable
 
@@ -145,6 +145,18 @@ def _train_machine(rows: Sequence[StepRow]) -> MachineModel:
 
 def _key(row: StepRow) -> _Key:
     return row.application, row.gpus, row.nodes, row.local_batch
+
+
+def fit_line(points: Sequence[tuple[int, float]]) -> tuple[float, float]:
+    """``(a, c)`` of ``seconds = a + c * batch`` through (batch, seconds), both non-negative, by least
+    squares on relative error; one point or one batch size gives a line through the origin."""
+    batches = np.asarray([float(b) for b, _ in points])
+    seconds = np.asarray([t for _, t in points])
+    if len(set(batches)) < 2:
+        return 0.0, float(np.mean(seconds / batches))
+    terms = np.stack([np.ones_like(batches), batches], axis=1) / seconds[:, None]
+    (a, c), _residual = nnls(terms, np.ones(len(points)))
+    return float(a), float(c)
 
 
 def _fit(rows: Sequence[StepRow]) -> MachineModel:
