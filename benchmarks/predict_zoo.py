@@ -4,7 +4,9 @@ Run in the background (``nice -n 10``), one pass after the other: it measures wi
 plan and runner, writes JSON lines as it goes and ingests them at the end, so a cut run still leaves a
 usable database. Each ``--steps-only`` pass gives each step one more measurement; ``--steps-only
 --passes 5`` gives five, each in its own random order (in the plan's order every model's batch 2 ran
-back to back, so one slow minute shifted a whole batch size). Every step and layer is paced
+back to back, so one slow minute shifted a whole batch size). ``--layers-only`` does the same for the
+layer micro-benchmarks (a layer's batch sizes measured hours apart were 15% out of step with each other
+against the pace). Every step and layer is paced
 (``advisor.bench.training.PACE``): training takes the median of its ratios to the pace step.
 Then ``advisor models train --db DB`` and ``advisor models evaluate --db DB --json --plot FILE.png``.
 
@@ -65,14 +67,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--db", type=Path, required=True)
     parser.add_argument("--budget-minutes", type=float, default=22.0)
     parser.add_argument("--threads", type=int, default=1, help="1 on a shared machine: fewer stalls")
-    parser.add_argument(
-        "--steps-only", action="store_true", help="a second pass over the step grid, 5 steps each"
-    )
+    only = parser.add_mutually_exclusive_group()
+    only.add_argument("--steps-only", action="store_true", help="a pass over the step grid, 5 steps each")
+    only.add_argument("--layers-only", action="store_true", help="a pass over the layer grid")
     parser.add_argument(
         "--passes", type=int, default=1, help="run the plan this many times, one after the other"
     )
     parser.add_argument(
-        "--seed", type=int, help="of the order of a --steps-only pass (default: a new order every run)"
+        "--seed", type=int, help="of the order of an --*-only pass (default: a new order every run)"
     )
     parser.add_argument("--estimate", action="store_true", help="print the plan's estimate and stop")
     parser.add_argument("--spread", action="store_true", help="print the repeat spread of --db's steps")
@@ -85,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     batches = geometric(128)
     grid = Grid(
-        models=MODELS,
+        models=() if args.layers_only else MODELS,
         sizes=(SMALL,),
         batches=batches,
         coarse=batches[::2],
@@ -109,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--out is required to measure")
     order = random.Random(args.seed)  # noqa: S311 (an order, not a secret)
     for _ in range(args.passes):
-        if args.steps_only:
+        if args.steps_only or args.layers_only:
             plan = plan.model_copy(update={"items": tuple(order.sample(plan.items, len(plan.items)))})
         with terminal_reporter(len(plan.items), sys.stderr) as progress:
             summary = run_plan(
