@@ -76,6 +76,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--seed", type=int, help="of the order of an --*-only pass (default: a new order every run)"
     )
+    parser.add_argument(
+        "--batches",
+        type=_batches,
+        default=geometric(128),
+        help="step batch sizes, comma-separated (default 1,2,4,...,128); say 12,24,48,96 for steps off "
+        "both grids, which the unseen-batch evaluation then holds out like any other",
+    )
     parser.add_argument("--estimate", action="store_true", help="print the plan's estimate and stop")
     parser.add_argument("--spread", action="store_true", help="print the repeat spread of --db's steps")
     args = parser.parse_args(argv)
@@ -85,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(repeat_spread(Store.open(args.db).step_rows()), indent=2))
         return 0
     torch.set_num_threads(args.threads)
-    batches = geometric(128)
+    batches = args.batches
     grid = Grid(
         models=() if args.layers_only else MODELS,
         sizes=(SMALL,),
@@ -153,6 +160,16 @@ def repeat_spread(rows: Iterable[dict[str, Any]]) -> dict[str, float]:
         "all": mean(s for _, s in spreads) if spreads else 0.0,
         **by_batch,
     }
+
+
+def _batches(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(sorted({int(part) for part in text.split(",")}))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of batch sizes: {text!r}") from None
+    if sizes[0] < 1:
+        raise argparse.ArgumentTypeError(f"batch sizes start at 1, not {sizes[0]}")
+    return sizes
 
 
 def _reorder(plan: Plan) -> Plan:

@@ -170,6 +170,25 @@ def test_predict_prints_json(store: Store, tmp_path: Path, capsys: pytest.Captur
     assert expected <= set(output)
 
 
+def test_evaluate_reports_each_held_out_batch_size_and_plots(
+    store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    parser = argparse.ArgumentParser()
+    add_commands(parser.add_subparsers())
+    plot = tmp_path / "evaluation.png"
+    args = parser.parse_args(
+        ["models", "evaluate", "--db", str(tmp_path / "advisor.db"), "--json", "--plot", str(plot)]
+    )
+    assert args.handler(args, Console(quiet=True)) == 0
+    (machine,) = json.loads(capsys.readouterr().out)
+    by_batch = machine["unseen_batch_mape_by_batch"]
+    assert list(by_batch) == ["2", "4", "8", "16", "32", "64"]
+    # Every model ran every batch size, so the overall figure is the mean of the batch sizes' figures.
+    assert machine["unseen_batch_mape"] == pytest.approx(sum(by_batch.values()) / len(by_batch))
+    assert set(machine["lomo_mape_by_model"]) == {s.model for s in step_samples(store.step_rows(), zoo_table)}
+    assert plot.read_bytes().startswith(b"\x89PNG")
+
+
 def test_finished_jobs_correct_their_machines_predictions(store: Store, tmp_path: Path) -> None:
     (machine,) = machines(store)
     train_machine(store, machine, tmp_path / "models", zoo_table)

@@ -109,9 +109,10 @@ def _evaluate(args: argparse.Namespace, console: Console) -> int:
         for model, mape in result.lomo_mape_by_model.items():
             table.add_row(model, _percent(mape))
         console.print(table)
+        by_batch = ", ".join(f"{b}: {_percent(m)}" for b, m in result.unseen_batch_mape_by_batch.items())
         console.print(
-            f"overall {_percent(result.lomo_mape)}; unseen batch sizes {result.unseen_batches}: "
-            f"{_percent(result.unseen_batch_mape)}; peak memory {_percent(result.memory_mape)}",
+            f"overall {_percent(result.lomo_mape)}; unseen batch sizes {_percent(result.unseen_batch_mape)} "
+            f"({by_batch}); peak memory {_percent(result.memory_mape)}",
             highlight=False,
         )
     return 0

@@ -41,7 +41,8 @@ class MachineEvaluation(BaseModel):
     lomo_mape_by_model: dict[str, float | None]
     unseen_batch_mape: float | None
     """None when fewer than three batch sizes were measured: nothing lies between them."""
-    unseen_batches: tuple[int, ...]
+    unseen_batch_mape_by_batch: dict[int, float | None]
+    """Off the layer grid or on it, a held-out batch size tells a different story."""
     memory_mape: float | None
     """Leave one model out, like the time; None when no step recorded its peak."""
     lomo_points: tuple[Point, ...]
@@ -119,7 +120,7 @@ def evaluate_machine(
             m: _mape([p for p in lomo if p.model == m]) for m in sorted({p.model for p in lomo})
         },
         unseen_batch_mape=_mape(batches),
-        unseen_batches=interior,
+        unseen_batch_mape_by_batch={b: _mape([p for p in batches if p.batch == b]) for b in interior},
         memory_mape=memory_error(steps),
         lomo_points=tuple(lomo),
     )
