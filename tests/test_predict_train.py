@@ -18,12 +18,12 @@ import pytest
 from rich.console import Console
 
 from advisor.bench.measure import zoo_table
-from advisor.bench.records import ResultLine, StepMeasurement
+from advisor.bench.records import LayerConfig, ResultLine, StepMeasurement
 from advisor.bench.results import read_jsonl
 from advisor.predict import evaluate
 from advisor.predict.cli import add_commands
 from advisor.predict.evaluate import leave_one_model_out, unseen_batches
-from advisor.predict.features import timed_layers
+from advisor.predict.features import layer_bytes, layer_flops, timed_layers
 from advisor.predict.model import LayerSample, MachineModel, StepSample, fit_machine
 from advisor.predict.registry import active_models, layer_samples, machines, step_samples, train_machine
 from advisor.predict.scaling import DeviceSpec
@@ -64,6 +64,36 @@ def test_layer_times_are_lines_in_the_batch_size_measured_or_not(store: Store) -
         t1, t16, t48, t128 = (next(iter(at[b].values())) for b in (1, 16, 48, 128))
         assert 0 < t1 <= t16 <= t48 <= t128
         assert t48 - t16 == pytest.approx((t128 - t16) * 32 / 112)
+
+
+def test_a_layer_far_larger_than_any_benchmarked_follows_its_flops_and_bytes(store: Store) -> None:
+    (machine,) = machines(store)
+    steps = step_samples(store.step_rows(machine), zoo_table)
+
+    def law(config: LayerConfig) -> float:
+        return 2e-5 + layer_flops(config) * 3e-11 + layer_bytes(config) * 4e-10
+
+    layers = [LayerSample(s.config, law(s.config)) for s in layer_samples(store.layer_rows(machine))]
+    model = fit_machine(machine, steps, layers, folds=0)
+    assert model.layer_base == pytest.approx((2e-5, 3e-11, 4e-10), rel=1e-3)
+    vgg = LayerConfig(
+        op="linear",
+        in_channels=25088,
+        out_channels=4096,
+        kernel=(1, 1),
+        stride=(1, 1),
+        padding=(0, 0),
+        dilation=(1, 1),
+        groups=1,
+        height=1,
+        width=1,
+        batch=2,
+        amp=False,
+        cudnn_benchmark=True,
+    )
+    assert max(layers, key=lambda s: layer_bytes(s.config)).config.in_channels < 25088
+    (seconds,) = model.layer_seconds([vgg]).values()
+    assert seconds == pytest.approx(law(vgg), rel=0.1)
 
 
 def test_an_unseen_batch_size_is_never_trained_on(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:

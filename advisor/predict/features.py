@@ -71,6 +71,13 @@ def layer_bytes(config: LayerConfig) -> float:
     return float(_FLOAT_BYTES * (weights + activations))
 
 
+def layer_terms(config: LayerConfig) -> list[float]:
+    """What a layer's time is close to linear in: a fixed cost, its arithmetic and the bytes it moves. A
+    layer far larger than any benchmarked one (VGG's 100M-weight linear) is then priced by its bytes, where
+    a tree alone would give it the efficiency of the largest layer it saw."""
+    return [1.0, layer_flops(config), layer_bytes(config)]
+
+
 def layer_features(config: LayerConfig) -> list[float]:
     c = config
     return [

@@ -27,7 +27,7 @@ from scipy.optimize import nnls  # type: ignore[import-untyped]
 
 from advisor.bench.records import LayerConfig
 from advisor.introspect import LayerTable, Optimizer, Precision, estimate_peak_memory
-from advisor.predict.features import StepFeatures, layer_features, layer_flops, step_features, timed_layers
+from advisor.predict.features import StepFeatures, layer_features, layer_terms, step_features, timed_layers
 
 _LAYER_PARAMS = {"max_depth": 6, "eta": 0.1, "min_child_weight": 2.0, "subsample": 0.9}
 _LAYER_ROUNDS = 300
@@ -189,6 +189,9 @@ class MachineModel(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     machine: str
+    layer_base: tuple[float, float, float] = (1.0, 1.0, 0.0)
+    """Coefficients of ``layer_terms``, which the layer booster corrects; the default (a second per flop, plus
+    one) is what versions before it divided by."""
     layer_booster: str
     measured_layers: tuple[tuple[LayerConfig, float], ...]
     step_base: tuple[float, ...]
@@ -230,10 +233,13 @@ class MachineModel(BaseModel):
         grid = [[key.model_copy(update={"batch": batch}) for batch in self._grid or (1,)] for key in keys]
         flat = [config for row in grid for config in row]
         ratios = _apply(self.layer_booster, [layer_features(c) for c in flat])
-        seconds = iter(exp(r) * (layer_flops(c) + 1.0) for c, r in zip(flat, ratios, strict=True))
+        seconds = iter(exp(r) * self._layer_base_s(c) for c, r in zip(flat, ratios, strict=True))
         return {
             key: tuple((c.batch, next(seconds)) for c in row) for key, row in zip(keys, grid, strict=True)
         }
+
+    def _layer_base_s(self, config: LayerConfig) -> float:
+        return max(float(np.dot(self.layer_base, layer_terms(config))), _TINY_S)
 
     def features(self, table: LayerTable, batch: int, amp: bool, channels_last: bool) -> StepFeatures:
         seconds = self.layer_seconds(timed_layers(table, batch, amp))
@@ -284,15 +290,11 @@ def fit_machine(
     """Fits every predictor of one machine; ``folds`` > 1 holds models out to calibrate the p90."""
     if not steps or not layers:
         raise NotEnoughDataError(f"machine {machine}: no step or no layer measurements to train on")
-    layer_booster = _train(
-        _LAYER_PARAMS,
-        _LAYER_ROUNDS,
-        [layer_features(s.config) for s in layers],
-        [log(s.seconds) - log(layer_flops(s.config) + 1.0) for s in layers],
-    )
+    layer_base = _fit_layer_base(layers)
     base = MachineModel(
         machine=machine,
-        layer_booster=layer_booster,
+        layer_base=layer_base,
+        layer_booster="",
         measured_layers=tuple((s.config, s.seconds) for s in layers),
         step_base=(),
         step_booster="",
@@ -301,6 +303,13 @@ def fit_machine(
         memory=fit_memory(steps),
         architectures=tuple(sorted({s.table.architecture_hash for s in steps})),
     )
+    layer_booster = _train(
+        _LAYER_PARAMS,
+        _LAYER_ROUNDS,
+        [layer_features(s.config) for s in layers],
+        [log(s.seconds) - log(base._layer_base_s(s.config)) for s in layers],
+    )
+    base = base.model_copy(update={"layer_booster": layer_booster})
     features = [base.features(s.table, s.batch, s.amp, s.channels_last) for s in steps]
     fit = _fit_steps(steps, features)
     model = base.model_copy(
@@ -317,6 +326,16 @@ def fit_machine(
     mape = float(np.mean([abs(exp(-r) - 1.0) for r in residuals]))
     p90 = float(np.quantile(residuals, P90))
     return model.model_copy(update={"p90_log_ratio": p90, "heldout_mape": mape})
+
+
+def _fit_layer_base(layers: Sequence[LayerSample]) -> tuple[float, float, float]:
+    """Non-negative least squares on relative error, as the step base."""
+    terms = np.asarray([layer_terms(s.config) for s in layers])
+    seconds = np.asarray([s.seconds for s in layers])
+    scale = np.maximum(terms.max(axis=0), _TINY_S)
+    solution, _residual = nnls(terms / scale / seconds[:, None], np.ones(len(layers)))
+    fixed, per_flop, per_byte = (float(v) for v in solution / scale)
+    return fixed, per_flop, per_byte
 
 
 def _measured_curves(
