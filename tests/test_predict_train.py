@@ -76,21 +76,8 @@ def test_a_layer_far_larger_than_any_benchmarked_follows_its_flops_and_bytes(sto
     layers = [LayerSample(s.config, law(s.config)) for s in layer_samples(store.layer_rows(machine))]
     model = fit_machine(machine, steps, layers, folds=0)
     assert model.layer_base == pytest.approx((2e-5, 3e-11, 4e-10), rel=1e-3)
-    vgg = LayerConfig(
-        op="linear",
-        in_channels=25088,
-        out_channels=4096,
-        kernel=(1, 1),
-        stride=(1, 1),
-        padding=(0, 0),
-        dilation=(1, 1),
-        groups=1,
-        height=1,
-        width=1,
-        batch=2,
-        amp=False,
-        cudnn_benchmark=True,
-    )
+    linear = next(s.config for s in layers if s.config.op == "linear")
+    vgg = linear.model_copy(update={"in_channels": 25088, "out_channels": 4096, "batch": 2})
     assert max(layers, key=lambda s: layer_bytes(s.config)).config.in_channels < 25088
     (seconds,) = model.layer_seconds([vgg]).values()
     assert seconds == pytest.approx(law(vgg), rel=0.1)
