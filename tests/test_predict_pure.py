@@ -1,22 +1,24 @@
-"""The pure parts of the predictors: features, layer polylines, whole-job time and device scaling."""
+"""The pure parts of the predictors: features, curves in the batch size, job time and device scaling."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from math import log
 
 import pytest
 
 from advisor.bench.measure import zoo_table
+from advisor.predict.curves import batch_effects, through
 from advisor.predict.features import STEP_FEATURES, LayerGroup, step_features, timed_layers
 from advisor.predict.jobtime import JobShape, job_time
-from advisor.predict.model import through
 from advisor.predict.scaling import DeviceSpec, match_spec, roofline_ratio
 
 
 def test_the_pure_modules_import_neither_torch_nor_xgboost() -> None:
     code = (
-        "import sys, advisor.predict.features, advisor.predict.jobtime, advisor.predict.scaling\n"
+        "import sys, advisor.predict.curves, advisor.predict.features, advisor.predict.jobtime\n"
+        "import advisor.predict.scaling\n"
         "assert not {'torch', 'xgboost'} & set(sys.modules), sorted({'torch', 'xgboost'} & set(sys.modules))"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -46,6 +48,15 @@ def test_a_layer_keeps_each_algorithms_times_between_its_benchmarks() -> None:
     # Past a falling end segment, in proportion: never a time that shrinks as the batch grows.
     assert through(((1, 2.0), (16, 1.0)), 32) == pytest.approx(2.0)
     assert through(((16, 4.0),), 4) == pytest.approx(1.0)
+
+
+def test_a_batch_size_few_models_ran_is_judged_against_their_own_level() -> None:
+    effect = {1: 0.1, 2: 0.2, 4: 0.3}
+    level = {"slow": 1.0, "a": 0.0, "b": 0.0, "c": -0.1}
+    batches = {"slow": (1, 2, 4), "a": (2, 4), "b": (2, 4), "c": (2, 4)}
+    residuals = [(k, b, level[k] + effect[b]) for k, sizes in batches.items() for b in sizes]
+    # The median at batch 1 alone would be the slow model's 1.1.
+    assert dict(batch_effects(residuals)) == pytest.approx({log(b): e for b, e in effect.items()})
 
 
 def test_accumulation_pays_the_optimizer_once_per_step() -> None:

@@ -17,7 +17,6 @@ import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import pairwise
 from math import exp, log
 
 import numpy as np
@@ -27,6 +26,7 @@ from scipy.optimize import nnls  # type: ignore[import-untyped]
 
 from advisor.bench.records import LayerConfig
 from advisor.introspect import LayerTable, Optimizer, Precision, estimate_peak_memory
+from advisor.predict.curves import MeasuredCurve, batch_effects, interpolate, through
 from advisor.predict.features import StepFeatures, layer_features, layer_terms, step_features, timed_layers
 
 _LAYER_PARAMS = {"max_depth": 6, "eta": 0.1, "min_child_weight": 2.0, "subsample": 0.9}
@@ -127,35 +127,6 @@ def _key(config: LayerConfig) -> LayerConfig:
     return config.model_copy(update={"batch": 1, "cudnn_benchmark": True})
 
 
-def through(points: Sequence[tuple[int, float]], batch: int) -> float:
-    """Seconds at ``batch`` on the polyline through a layer's (batch, seconds), sorted by batch: a kernel
-    may switch algorithm between two benchmarked batch sizes (on one thread PyTorch runs stride-1 1x1
-    convolutions without oneDNN below batch 16, several times slower), so no one line fits them all.
-    Beyond the ends the nearest segment's slope, or proportion where that slope is not positive."""
-    if len(points) == 1:
-        return points[0][1] * batch / points[0][0]
-    index = next((i for i in range(1, len(points) - 1) if batch <= points[i][0]), len(points) - 1)
-    (b0, t0), (b1, t1) = points[index - 1], points[index]
-    slope = (t1 - t0) / (b1 - b0)
-    if batch > b1 and slope <= 0:
-        return t1 * batch / b1
-    if batch < b0 and slope <= 0:
-        return t0 * batch / b0
-    return max(t0 + slope * (batch - b0), _TINY_S)
-
-
-def _interpolate(points: Sequence[tuple[float, float]], x: float) -> float:
-    """Piecewise-linear through ``points`` (sorted by x), held constant beyond the ends."""
-    if not points:
-        return 0.0
-    if x <= points[0][0]:
-        return points[0][1]
-    for (x0, y0), (x1, y1) in pairwise(points):
-        if x <= x1:
-            return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
-    return points[-1][1]
-
-
 @dataclass(frozen=True)
 class StepFit:
     coefficients: tuple[float, ...]
@@ -164,23 +135,11 @@ class StepFit:
 
     def base(self, features: StepFeatures) -> float:
         """Seconds: the linear base times the shared correction at this batch size."""
-        return _linear(self.coefficients, features) * exp(_interpolate(self.curve, log(features.batch)))
+        return _linear(self.coefficients, features) * exp(interpolate(self.curve, log(features.batch)))
 
 
 def _linear(coefficients: Sequence[float], features: StepFeatures) -> float:
     return max(float(np.dot(coefficients, features.base_terms())), _TINY_S)
-
-
-class MeasuredCurve(BaseModel):
-    """One architecture measured whole, in one precision and layout: (log batch, log ratio of the measured
-    step to the base) at each batch size it ran."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    architecture: str
-    amp: bool
-    channels_last: bool
-    points: tuple[tuple[float, float], ...]
 
 
 class MachineModel(BaseModel):
@@ -250,7 +209,7 @@ class MachineModel(BaseModel):
         fit = self._step_fit()
         own = self._measured_curve(table.architecture_hash, amp, channels_last)
         if own:
-            step_s = fit.base(features) * exp(_interpolate(own, log(batch)))
+            step_s = fit.base(features) * exp(interpolate(own, log(batch)))
         else:
             (log_s,) = _predict_steps(fit, [features])
             step_s = exp(log_s)
@@ -362,24 +321,28 @@ def _rows(fit: StepFit, features: Sequence[StepFeatures]) -> list[list[float]]:
 
 
 def _fit_steps(steps: Sequence[StepSample], features: Sequence[StepFeatures]) -> StepFit:
-    """The linear base by relative least squares and the batch curve (the median log ratio at each
-    measured batch size), alternated a few times; then the booster on what both leave."""
+    """The linear base by relative least squares and the batch curve (``batch_effects`` of the log
+    ratios), alternated a few times; then the booster on what both leave."""
     terms = np.asarray([f.base_terms() for f in features])
     seconds = np.asarray([s.seconds for s in steps])
     scale = np.maximum(terms.max(axis=0), _TINY_S)
     fit = StepFit(coefficients=(), curve=(), booster="")
     for _round in range(_CURVE_ROUNDS):
-        shared = np.asarray([exp(_interpolate(fit.curve, log(f.batch))) for f in features])
+        shared = np.asarray([exp(interpolate(fit.curve, log(f.batch))) for f in features])
         solution, _residual = nnls(terms / scale / (seconds / shared)[:, None], np.ones(len(steps)))
         coefficients = tuple(float(v) for v in solution / scale)
-        ratios: dict[int, list[float]] = {}
-        for sample, f in zip(steps, features, strict=True):
-            ratios.setdefault(f.batch, []).append(log(sample.seconds) - log(_linear(coefficients, f)))
-        curve = tuple(sorted((log(batch), float(np.median(r))) for batch, r in ratios.items()))
-        fit = StepFit(coefficients=coefficients, curve=curve, booster="")
+        residuals = [
+            (_series(sample), f.batch, log(sample.seconds) - log(_linear(coefficients, f)))
+            for sample, f in zip(steps, features, strict=True)
+        ]
+        fit = StepFit(coefficients=coefficients, curve=batch_effects(residuals), booster="")
     targets = [log(s.seconds) - log(fit.base(f)) for s, f in zip(steps, features, strict=True)]
     booster = _train(_STEP_PARAMS, _STEP_ROUNDS, _rows(fit, features), targets)
     return StepFit(coefficients=fit.coefficients, curve=fit.curve, booster=booster)
+
+
+def _series(sample: StepSample) -> tuple[str, bool, bool]:
+    return sample.table.architecture_hash, sample.amp, sample.channels_last
 
 
 def _predict_steps(fit: StepFit, features: Sequence[StepFeatures]) -> list[float]:

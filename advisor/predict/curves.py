@@ -1,0 +1,75 @@
+"""Curves in the batch size, pure: a layer's polyline through its micro-benchmarks, the step model's shared
+batch correction and each measured model's own, all interpolated between measured batch sizes."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Hashable, Sequence
+from itertools import pairwise
+from math import log
+from statistics import median
+
+from pydantic import BaseModel, ConfigDict
+
+_TINY = 1e-9
+_POLISH_ROUNDS = 4
+
+
+def through(points: Sequence[tuple[int, float]], batch: int) -> float:
+    """Seconds at ``batch`` on the polyline through a layer's (batch, seconds), sorted by batch: a kernel
+    may switch algorithm between two benchmarked batch sizes (on one thread PyTorch runs stride-1 1x1
+    convolutions without oneDNN below batch 16, several times slower), so no one line fits them all.
+    Beyond the ends the nearest segment's slope, or proportion where that slope is not positive."""
+    if len(points) == 1:
+        return points[0][1] * batch / points[0][0]
+    index = next((i for i in range(1, len(points) - 1) if batch <= points[i][0]), len(points) - 1)
+    (b0, t0), (b1, t1) = points[index - 1], points[index]
+    slope = (t1 - t0) / (b1 - b0)
+    if batch > b1 and slope <= 0:
+        return t1 * batch / b1
+    if batch < b0 and slope <= 0:
+        return t0 * batch / b0
+    return max(t0 + slope * (batch - b0), _TINY)
+
+
+def interpolate(points: Sequence[tuple[float, float]], x: float) -> float:
+    """Piecewise-linear through ``points`` (sorted by x), held constant beyond the ends."""
+    if not points:
+        return 0.0
+    if x <= points[0][0]:
+        return points[0][1]
+    for (x0, y0), (x1, y1) in pairwise(points):
+        if x <= x1:
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    return points[-1][1]
+
+
+class MeasuredCurve(BaseModel):
+    """One architecture measured whole, in one precision and layout: (log batch, log ratio of the measured
+    step to the base) at each batch size it ran."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    architecture: str
+    amp: bool
+    channels_last: bool
+    points: tuple[tuple[float, float], ...]
+
+
+def batch_effects(residuals: Sequence[tuple[Hashable, int, float]]) -> tuple[tuple[float, float], ...]:
+    """(log batch, effect) from (series, batch, log ratio) by median polish: a batch size only some series
+    ran (BatchNorm after global pooling cannot train at batch 1) is measured against those series' own
+    level, not against the level of all of them. The series' levels are centred on zero."""
+    batches = sorted({batch for _, batch, _ in residuals})
+    level: dict[Hashable, float] = defaultdict(float)
+    effect: dict[int, float] = {}
+    for _round in range(_POLISH_ROUNDS):
+        effect = {b: median(r - level[k] for k, batch, r in residuals if batch == b) for b in batches}
+        raw = {
+            k: median(r - effect[b] for kk, b, r in residuals if kk == k)
+            for k in {k for k, _, _ in residuals}
+        }
+        centre = median(raw.values())
+        level = defaultdict(float, {k: v - centre for k, v in raw.items()})
+    effect = {b: median(r - level[k] for k, batch, r in residuals if batch == b) for b in batches}
+    return tuple((log(b), effect[b]) for b in batches)
