@@ -3,7 +3,6 @@ batch correction and each measured model's own, all interpolated between measure
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Hashable, Sequence
 from itertools import pairwise
 from math import log
@@ -61,15 +60,16 @@ def batch_effects(residuals: Sequence[tuple[Hashable, int, float]]) -> tuple[tup
     ran (BatchNorm after global pooling cannot train at batch 1) is measured against those series' own
     level, not against the level of all of them. The series' levels are centred on zero."""
     batches = sorted({batch for _, batch, _ in residuals})
-    level: dict[Hashable, float] = defaultdict(float)
-    effect: dict[int, float] = {}
+    series = {k for k, _, _ in residuals}
+
+    def effects(level: dict[Hashable, float]) -> dict[int, float]:
+        return {b: median(r - level[k] for k, batch, r in residuals if batch == b) for b in batches}
+
+    level: dict[Hashable, float] = dict.fromkeys(series, 0.0)
     for _round in range(_POLISH_ROUNDS):
-        effect = {b: median(r - level[k] for k, batch, r in residuals if batch == b) for b in batches}
-        raw = {
-            k: median(r - effect[b] for kk, b, r in residuals if kk == k)
-            for k in {k for k, _, _ in residuals}
-        }
+        effect = effects(level)
+        raw = {k: median(r - effect[b] for kk, b, r in residuals if kk == k) for k in series}
         centre = median(raw.values())
-        level = defaultdict(float, {k: v - centre for k, v in raw.items()})
-    effect = {b: median(r - level[k] for k, batch, r in residuals if batch == b) for b in batches}
+        level = {k: v - centre for k, v in raw.items()}
+    effect = effects(level)
     return tuple((log(b), effect[b]) for b in batches)

@@ -192,13 +192,10 @@ class MachineModel(BaseModel):
         grid = [[key.model_copy(update={"batch": batch}) for batch in self._grid or (1,)] for key in keys]
         flat = [config for row in grid for config in row]
         ratios = _apply(self.layer_booster, [layer_features(c) for c in flat])
-        seconds = iter(exp(r) * self._layer_base_s(c) for c, r in zip(flat, ratios, strict=True))
+        seconds = iter(exp(r) * _layer_base_s(self.layer_base, c) for c, r in zip(flat, ratios, strict=True))
         return {
             key: tuple((c.batch, next(seconds)) for c in row) for key, row in zip(keys, grid, strict=True)
         }
-
-    def _layer_base_s(self, config: LayerConfig) -> float:
-        return max(float(np.dot(self.layer_base, layer_terms(config))), _TINY_S)
 
     def features(self, table: LayerTable, batch: int, amp: bool, channels_last: bool) -> StepFeatures:
         seconds = self.layer_seconds(timed_layers(table, batch, amp))
@@ -249,11 +246,17 @@ def fit_machine(
     """Fits every predictor of one machine; ``folds`` > 1 holds models out to calibrate the p90."""
     if not steps or not layers:
         raise NotEnoughDataError(f"machine {machine}: no step or no layer measurements to train on")
-    layer_base = _fit_layer_base(layers)
+    layer_base = relative_least_squares([layer_terms(s.config) for s in layers], [s.seconds for s in layers])
+    layer_booster = _train(
+        _LAYER_PARAMS,
+        _LAYER_ROUNDS,
+        [layer_features(s.config) for s in layers],
+        [log(s.seconds) - log(_layer_base_s(layer_base, s.config)) for s in layers],
+    )
     base = MachineModel(
         machine=machine,
-        layer_base=layer_base,
-        layer_booster="",
+        layer_base=(layer_base[0], layer_base[1], layer_base[2]),
+        layer_booster=layer_booster,
         measured_layers=tuple((s.config, s.seconds) for s in layers),
         step_base=(),
         step_booster="",
@@ -262,13 +265,6 @@ def fit_machine(
         memory=fit_memory(steps),
         architectures=tuple(sorted({s.table.architecture_hash for s in steps})),
     )
-    layer_booster = _train(
-        _LAYER_PARAMS,
-        _LAYER_ROUNDS,
-        [layer_features(s.config) for s in layers],
-        [log(s.seconds) - log(base._layer_base_s(s.config)) for s in layers],
-    )
-    base = base.model_copy(update={"layer_booster": layer_booster})
     features = [base.features(s.table, s.batch, s.amp, s.channels_last) for s in steps]
     fit = _fit_steps(steps, features)
     model = base.model_copy(
@@ -287,14 +283,18 @@ def fit_machine(
     return model.model_copy(update={"p90_log_ratio": p90, "heldout_mape": mape})
 
 
-def _fit_layer_base(layers: Sequence[LayerSample]) -> tuple[float, float, float]:
-    """Non-negative least squares on relative error, as the step base."""
-    terms = np.asarray([layer_terms(s.config) for s in layers])
-    seconds = np.asarray([s.seconds for s in layers])
-    scale = np.maximum(terms.max(axis=0), _TINY_S)
-    solution, _residual = nnls(terms / scale / seconds[:, None], np.ones(len(layers)))
-    fixed, per_flop, per_byte = (float(v) for v in solution / scale)
-    return fixed, per_flop, per_byte
+def _layer_base_s(coefficients: Sequence[float], config: LayerConfig) -> float:
+    return max(float(np.dot(coefficients, layer_terms(config))), _TINY_S)
+
+
+def relative_least_squares(terms: Sequence[Sequence[float]], seconds: Sequence[float]) -> tuple[float, ...]:
+    """Non-negative coefficients of ``terms`` that fit ``seconds`` by least squares on relative error: a 10%
+    miss on a fast layer or step matters as much as on a slow one. Columns are scaled for the solver."""
+    matrix = np.asarray(terms, dtype=float)
+    scale = np.maximum(matrix.max(axis=0), _TINY_S)
+    target = np.asarray(seconds, dtype=float)
+    solution, _residual = nnls(matrix / scale / target[:, None], np.ones(len(target)))
+    return tuple(float(v) for v in solution / scale)
 
 
 def _measured_curves(
@@ -302,8 +302,7 @@ def _measured_curves(
 ) -> tuple[MeasuredCurve, ...]:
     ratios: dict[tuple[str, bool, bool], dict[float, list[float]]] = {}
     for sample, f in zip(steps, features, strict=True):
-        key = (sample.table.architecture_hash, sample.amp, sample.channels_last)
-        at = ratios.setdefault(key, {}).setdefault(log(sample.batch), [])
+        at = ratios.setdefault(_series(sample), {}).setdefault(log(sample.batch), [])
         at.append(log(sample.seconds) - log(fit.base(f)))
     return tuple(
         MeasuredCurve(
@@ -323,14 +322,16 @@ def _rows(fit: StepFit, features: Sequence[StepFeatures]) -> list[list[float]]:
 def _fit_steps(steps: Sequence[StepSample], features: Sequence[StepFeatures]) -> StepFit:
     """The linear base by relative least squares and the batch curve (``batch_effects`` of the log
     ratios), alternated a few times; then the booster on what both leave."""
-    terms = np.asarray([f.base_terms() for f in features])
-    seconds = np.asarray([s.seconds for s in steps])
-    scale = np.maximum(terms.max(axis=0), _TINY_S)
+    terms = [f.base_terms() for f in features]
     fit = StepFit(coefficients=(), curve=(), booster="")
     for _round in range(_CURVE_ROUNDS):
-        shared = np.asarray([exp(interpolate(fit.curve, log(f.batch))) for f in features])
-        solution, _residual = nnls(terms / scale / (seconds / shared)[:, None], np.ones(len(steps)))
-        coefficients = tuple(float(v) for v in solution / scale)
+        coefficients = relative_least_squares(
+            terms,
+            [
+                s.seconds / exp(interpolate(fit.curve, log(f.batch)))
+                for s, f in zip(steps, features, strict=True)
+            ],
+        )
         residuals = [
             (_series(sample), f.batch, log(sample.seconds) - log(_linear(coefficients, f)))
             for sample, f in zip(steps, features, strict=True)

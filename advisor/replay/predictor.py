@@ -17,8 +17,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import xgboost as xgb
 from pydantic import BaseModel, ConfigDict
-from scipy.optimize import nnls  # type: ignore[import-untyped]
 
+from advisor.predict.model import relative_least_squares
 from advisor.replay.model import Arrival
 from advisor.replay.truth import StepRow, StepTable
 
@@ -150,13 +150,10 @@ def _key(row: StepRow) -> _Key:
 def fit_line(points: Sequence[tuple[int, float]]) -> tuple[float, float]:
     """``(a, c)`` of ``seconds = a + c * batch`` through (batch, seconds), both non-negative, by least
     squares on relative error; one point or one batch size gives a line through the origin."""
-    batches = np.asarray([float(b) for b, _ in points])
-    seconds = np.asarray([t for _, t in points])
-    if len(set(batches)) < 2:
-        return 0.0, float(np.mean(seconds / batches))
-    terms = np.stack([np.ones_like(batches), batches], axis=1) / seconds[:, None]
-    (a, c), _residual = nnls(terms, np.ones(len(points)))
-    return float(a), float(c)
+    if len({b for b, _ in points}) < 2:
+        return 0.0, float(np.mean([t / b for b, t in points]))
+    a, c = relative_least_squares([[1.0, float(b)] for b, _ in points], [t for _, t in points])
+    return a, c
 
 
 def _fit(rows: Sequence[StepRow]) -> MachineModel:
