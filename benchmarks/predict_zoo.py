@@ -6,8 +6,10 @@ usable database. Each ``--steps-only`` pass gives each step one more measurement
 --passes 5`` gives five, each in its own random order (in the plan's order every model's batch 2 ran
 back to back, so one slow minute shifted a whole batch size). ``--layers-only`` does the same for the
 layer micro-benchmarks (a layer's batch sizes measured hours apart were 15% out of step with each other
-against the pace). Every step and layer is paced
-(``advisor.bench.training.PACE``): training takes the median of its ratios to the pace step.
+against the pace); ``--layer-batches 2,15`` adds batch sizes to layers measured on an older grid. Every
+step and layer is paced (``advisor.bench.training.PACE``): training takes the median of its ratios to the
+pace step. What is left of the noise lies between measurements, not between the steps of one (a step
+timed 15 times instead of 5 spread as widely over six repeats), so only more passes narrow it.
 Then ``advisor models train --db DB`` and ``advisor models evaluate --db DB --json --plot FILE.png``.
 
 ``--spread`` prints how far repeated measurements of the same step lie apart (paced ones by their ratio),
@@ -60,6 +62,12 @@ MODELS = (
 )
 """The twenty zoo CNNs that train at 32x32 on two CPU cores in minutes, cheapest first."""
 
+LAYER_BATCHES = (1, 2, 8, 15, 16, 128)
+"""On each side of PyTorch's CPU convolution kernel switches (one thread, float32, checked with
+``torch.profiler`` on 2.14.1): a 3x3 or 1x1 convolution of a small input runs ``_slow_conv2d`` at batch 1
+and oneDNN from 2; a stride-1 1x1 convolution runs ``_slow_conv2d`` below 16 and oneDNN from 16. A layer's
+time is a polyline through these points, so no segment crosses a switch."""
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
@@ -83,6 +91,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="step batch sizes, comma-separated (default 1,2,4,...,128); say 12,24,48,96 for steps off "
         "both grids, which the unseen-batch evaluation then holds out like any other",
     )
+    parser.add_argument(
+        "--layer-batches",
+        type=_batches,
+        default=LAYER_BATCHES,
+        help="layer micro-benchmark batch sizes, comma-separated (default 1,2,8,15,16,128)",
+    )
     parser.add_argument("--estimate", action="store_true", help="print the plan's estimate and stop")
     parser.add_argument("--spread", action="store_true", help="print the repeat spread of --db's steps")
     args = parser.parse_args(argv)
@@ -102,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         setting_batches=(),
         workers=0,
         layer_models=() if args.steps_only else MODELS,
-        layer_batches=(16, 1, 8, 128),
+        layer_batches=args.layer_batches,
         steps=5 if args.steps_only else 3,
         warmup=2 if args.steps_only else 1,
         repeats=3,

@@ -45,7 +45,7 @@ def interpolate(points: Sequence[tuple[float, float]], x: float) -> float:
 
 class MeasuredCurve(BaseModel):
     """One architecture measured whole, in one precision and layout: (log batch, log ratio of the measured
-    step to the base) at each batch size it ran."""
+    step to the linear base) at each batch size it ran."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -5,8 +5,8 @@ Leave one model out also drops the layer geometries only that model has, as for 
 An unseen batch size is each interior step batch held out for every model at once, as for a query at a
 batch size the nightly grid never ran (say 48): each model keeps its other batch sizes, as a zoo model
 queried at 48 would. The layer micro-benchmarks stay: they run at their own fixed batch sizes (the zoo's:
-1, 8, 16, 128), which such a query has too, and are never the held-out step measurement; held-out steps at
-2, 4, 32 and 64 lie between them.
+1, 2, 8, 15, 16, 128, on each side of PyTorch's CPU kernel switches), which such a query has too, and are
+never the held-out step measurement; held-out steps at 4, 32 and 64 lie between them.
 """
 
 from __future__ import annotations

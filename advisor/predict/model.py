@@ -7,8 +7,9 @@ sizes and the polyline through those. A step's time is
 a non-negative linear base (layer times, op count, parameters, untimed bytes), times a correction that
 depends on the batch size alone and is shared by all models (kernels switch algorithms with the batch; the
 curve is interpolated in log batch, so an unmeasured batch lies between its neighbours), times the step
-booster's correction from the model's features. A model measured whole on the machine is the base times its
-own measured ratio to the base, interpolated the same way: its neighbours know it better than the zoo does.
+booster's correction from the model's features. A model measured whole on the machine is the linear base
+times its own measured ratio to it, interpolated the same way: its neighbours know it better than the zoo
+does, and below its smallest measured batch the zoo's curve would carry in the few models that ran there.
 """
 
 from __future__ import annotations
@@ -165,7 +166,7 @@ class MachineModel(BaseModel):
     architectures: tuple[str, ...]
     """Hashes of the architectures measured whole on this machine: their predictions deserve more trust."""
     measured_curves: tuple[MeasuredCurve, ...] = ()
-    """Empty in versions before them."""
+    """Empty in versions before them; ratios to the base with the shared curve in those of 2026-11-30."""
 
     _polylines: dict[LayerConfig, tuple[tuple[int, float], ...]] = PrivateAttr(default_factory=dict)
     _grid: tuple[int, ...] = PrivateAttr(default=())
@@ -206,7 +207,7 @@ class MachineModel(BaseModel):
         fit = self._step_fit()
         own = self._measured_curve(table.architecture_hash, amp, channels_last)
         if own:
-            step_s = fit.base(features) * exp(interpolate(own, log(batch)))
+            step_s = _linear(fit.coefficients, features) * exp(interpolate(own, log(batch)))
         else:
             (log_s,) = _predict_steps(fit, [features])
             step_s = exp(log_s)
@@ -303,7 +304,7 @@ def _measured_curves(
     ratios: dict[tuple[str, bool, bool], dict[float, list[float]]] = {}
     for sample, f in zip(steps, features, strict=True):
         at = ratios.setdefault(_series(sample), {}).setdefault(log(sample.batch), [])
-        at.append(log(sample.seconds) - log(fit.base(f)))
+        at.append(log(sample.seconds) - log(_linear(fit.coefficients, f)))
     return tuple(
         MeasuredCurve(
             architecture=architecture,
