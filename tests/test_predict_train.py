@@ -273,6 +273,24 @@ def test_paced_steps_take_their_median_ratio_at_the_machines_median_pace(tmp_pat
     assert samples[second_model] == pytest.approx(0.4)
 
 
+def test_a_run_whose_pace_step_ran_slow_throughout_bends_no_layer_curve(store: Store) -> None:
+    """Two runs 30% slower against the pace, one of them only at batch 128: the plain median per layer
+    would lift batch 128 against the others; with each run's level taken out, every layer keeps run A's
+    proportions."""
+    rows = [
+        {**row, "run_id": "A", "pace_ratio": row["median_s"] / 0.1, "pace_s": 0.1}
+        for row in store.layer_rows()
+        if row["fits"]
+    ]
+    slow = [{**row, "run_id": "B", "pace_ratio": row["pace_ratio"] * 1.3} for row in rows]
+    slow_large = [{**row, "run_id": "C"} for row in slow if row["batch"] == 128]
+    alone = {s.config: s.seconds for s in layer_samples(rows)}
+    together = {s.config: s.seconds for s in layer_samples(rows + slow + slow_large)}
+    assert {c.batch for c in alone} >= {1, 128} and together.keys() == alone.keys()
+    scale = [together[c] / alone[c] for c in alone]
+    assert min(scale) == pytest.approx(max(scale), rel=1e-9)
+
+
 def test_a_database_from_before_pacing_gains_its_columns(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     old = Store.open(path)

@@ -1,16 +1,20 @@
 """Curves in the batch size, pure: a layer's polyline through its micro-benchmarks, the step model's shared
-batch correction and each measured model's own, all interpolated between measured batch sizes."""
+batch correction and each measured model's own, all interpolated between measured batch sizes; and the
+median polish that finds the shared correction (and the registry's run levels)."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from itertools import pairwise
 from math import log
 from statistics import median
+from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 _TINY = 1e-9
+R = TypeVar("R", bound=Hashable)
+C = TypeVar("C", bound=Hashable)
 _POLISH_ROUNDS = 4
 
 
@@ -55,21 +59,33 @@ class MeasuredCurve(BaseModel):
     points: tuple[tuple[float, float], ...]
 
 
-def batch_effects(residuals: Sequence[tuple[Hashable, int, float]]) -> tuple[tuple[float, float], ...]:
-    """(log batch, effect) from (series, batch, log ratio) by median polish: a batch size only some series
-    ran (BatchNorm after global pooling cannot train at batch 1) is measured against those series' own
-    level, not against the level of all of them. The series' levels are centred on zero."""
-    batches = sorted({batch for _, batch, _ in residuals})
-    series = {k for k, _, _ in residuals}
+def median_polish(cells: Iterable[tuple[R, C, float]]) -> tuple[dict[R, float], dict[C, float]]:
+    """Row levels and column effects of (row, column, value) cells of a table with holes, by median polish:
+    a column only some rows reach is measured against those rows' own levels, not against the level of all
+    of them. The rows' levels are centred on zero; robust to a few wild cells, as a mean is not."""
+    by_row: dict[R, list[tuple[C, float]]] = {}
+    by_column: dict[C, list[tuple[R, float]]] = {}
+    for row, column, value in cells:
+        by_row.setdefault(row, []).append((column, value))
+        by_column.setdefault(column, []).append((row, value))
 
-    def effects(level: dict[Hashable, float]) -> dict[int, float]:
-        return {b: median(r - level[k] for k, batch, r in residuals if batch == b) for b in batches}
+    if not by_row:
+        return {}, {}
 
-    level: dict[Hashable, float] = dict.fromkeys(series, 0.0)
+    def effects(level: dict[R, float]) -> dict[C, float]:
+        return {c: median(v - level[r] for r, v in pairs) for c, pairs in by_column.items()}
+
+    level: dict[R, float] = dict.fromkeys(by_row, 0.0)
     for _round in range(_POLISH_ROUNDS):
         effect = effects(level)
-        raw = {k: median(r - effect[b] for kk, b, r in residuals if kk == k) for k in series}
+        raw = {r: median(v - effect[c] for c, v in pairs) for r, pairs in by_row.items()}
         centre = median(raw.values())
-        level = {k: v - centre for k, v in raw.items()}
-    effect = effects(level)
-    return tuple((log(b), effect[b]) for b in batches)
+        level = {r: v - centre for r, v in raw.items()}
+    return level, effects(level)
+
+
+def batch_effects(residuals: Sequence[tuple[Hashable, int, float]]) -> tuple[tuple[float, float], ...]:
+    """(log batch, effect) from (series, batch, log ratio): a batch size only some series ran (BatchNorm
+    after global pooling cannot train at batch 1) is measured against those series' own level."""
+    _level, effect = median_polish(residuals)
+    return tuple((log(b), effect[b]) for b in sorted(effect))

@@ -9,22 +9,25 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
+from math import exp, log
 from pathlib import Path
 from statistics import median
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from advisor.bench.records import LayerConfig
 from advisor.introspect import LayerTable
+from advisor.predict.curves import median_polish
 from advisor.predict.model import LayerSample, MachineModel, StepSample, fit_machine
 from advisor.store import ModelRegistry, Store
 
 TableSource = Callable[[str, int], LayerTable]
 HELDOUT_FOLDS = 5
+K = TypeVar("K", bound=Hashable)
 
 
 class TrainedVersion(BaseModel):
@@ -50,52 +53,56 @@ def _pair(text: str) -> tuple[int, int]:
 
 def layer_samples(rows: Iterable[dict[str, Any]]) -> list[LayerSample]:
     """One sample per configuration of one machine, paced or not as the steps are (``step_samples``)."""
-    usable = [row for row in rows if row["fits"] and row["median_s"] is not None]
-    pace = _machine_pace(usable)
     groups: dict[LayerConfig, list[dict[str, Any]]] = {}
-    for row in usable:
-        config = LayerConfig(
-            op=row["op"],
-            in_channels=row["in_channels"],
-            out_channels=row["out_channels"],
-            kernel=_pair(row["kernel"]),
-            stride=_pair(row["stride"]),
-            padding=_pair(row["padding"]),
-            dilation=_pair(row["dilation"]),
-            groups=row["groups"],
-            height=row["height"],
-            width=row["width"],
-            batch=row["batch"],
-            amp=bool(row["amp"]),
-            cudnn_benchmark=bool(row["cudnn_benchmark"]),
-        )
-        groups.setdefault(config, []).append(row)
-    return [LayerSample(config, _seconds(members, pace)) for config, members in groups.items()]
+    for row in rows:
+        if row["fits"] and row["median_s"] is not None:
+            config = LayerConfig(
+                op=row["op"],
+                in_channels=row["in_channels"],
+                out_channels=row["out_channels"],
+                kernel=_pair(row["kernel"]),
+                stride=_pair(row["stride"]),
+                padding=_pair(row["padding"]),
+                dilation=_pair(row["dilation"]),
+                groups=row["groups"],
+                height=row["height"],
+                width=row["width"],
+                batch=row["batch"],
+                amp=bool(row["amp"]),
+                cudnn_benchmark=bool(row["cudnn_benchmark"]),
+            )
+            groups.setdefault(config, []).append(row)
+    seconds = _seconds(groups)
+    return [LayerSample(config, seconds[config]) for config in groups]
 
 
-def _machine_pace(rows: Sequence[dict[str, Any]]) -> float:
-    """The median time of the pace step over a machine's paced measurements: the scale of their ratios."""
-    paces = [float(row["pace_s"]) for row in rows if row["pace_ratio"]]
-    return median(paces) if paces else 0.0
-
-
-def _seconds(members: Sequence[dict[str, Any]], pace: float) -> float:
-    """Paced, the median ratio at the machine's pace: what is left of the noise goes both ways. Unpaced,
-    the fastest: there a shared node's noise only adds time. Measured both ways, the paced ones count."""
-    ratios = [float(row["pace_ratio"]) for row in members if row["pace_ratio"]]
-    return pace * median(ratios) if ratios else min(float(row["median_s"]) for row in members)
+def _seconds(groups: Mapping[K, Sequence[dict[str, Any]]]) -> dict[K, float]:
+    """Each configuration's seconds from its measurements. Paced: its ratio to the pace step at the
+    machine's pace (the median pace step), after each run's own level is taken out (``median_polish`` over
+    runs and configurations): the pace step keeps one speed through a run, and layer runs on one VM sat up
+    to 30% apart. What is left of the noise goes both ways. Unpaced: the fastest, as a shared node's noise
+    only adds time. Measured both ways, the paced ones count."""
+    paced = [(row, key) for key, members in groups.items() for row in members if row["pace_ratio"]]
+    pace = median(float(row["pace_s"]) for row, _ in paced) if paced else 0.0
+    cells = ((row["run_id"], key, log(float(row["pace_ratio"]))) for row, key in paced)
+    _levels, effects = median_polish(cells)
+    return {
+        key: pace * exp(effects[key]) if key in effects else min(float(row["median_s"]) for row in members)
+        for key, members in groups.items()
+    }
 
 
 def step_samples(rows: Iterable[dict[str, Any]], tables: TableSource) -> list[StepSample]:
     """One sample per configuration of one machine (see ``_seconds``), and its median peak memory."""
-    usable = [row for row in rows if row["fits"] and row["median_s"] is not None]
-    pace = _machine_pace(usable)
     groups: dict[tuple[str, int, int, bool, bool], list[dict[str, Any]]] = {}
-    for row in usable:
-        key = (row["model"], row["input_size"], row["batch"], bool(row["amp"]), bool(row["channels_last"]))
-        groups.setdefault(key, []).append(row)
+    for row in rows:
+        if row["fits"] and row["median_s"] is not None:
+            settings = (row["batch"], bool(row["amp"]), bool(row["channels_last"]))
+            groups.setdefault((row["model"], row["input_size"], *settings), []).append(row)
+    seconds = _seconds(groups)
     samples = []
-    for (model, size, batch, amp, channels_last), members in groups.items():
+    for key, members in groups.items():
+        model, size, batch, amp, channels_last = key
         peaks = [row["peak_memory_bytes"] for row in members if row["peak_memory_bytes"]]
         samples.append(
             StepSample(
@@ -104,7 +111,7 @@ def step_samples(rows: Iterable[dict[str, Any]], tables: TableSource) -> list[St
                 batch=batch,
                 amp=amp,
                 channels_last=channels_last,
-                seconds=_seconds(members, pace),
+                seconds=seconds[key],
                 peak_memory_bytes=round(median(peaks)) if peaks else None,
             )
         )
