@@ -30,8 +30,6 @@ from advisor.introspect.run import introspect
 GROUP_S = 0.3
 """A paced step shorter than this is timed in a group of steps this long: a lone 10 ms step is all noise."""
 MAX_GROUP = 64
-LAYER_GROUP_S = 0.05
-"""The same for a paced layer: timed alone, a 1 ms layer's repeated measurements spread by 20%."""
 _OOM_TEXT = ("out of memory", "can't allocate memory", "cannot allocate memory", "not enough memory")
 _ERROR_CHARS = 2000
 T = TypeVar("T")
@@ -164,13 +162,10 @@ class _Timings:
     """The pace step's times before the first step, between steps and after the last; empty if unpaced."""
 
     def pace_ratios(self) -> list[float]:
-        return paced_ratios(self.step_s, self.pace_s)
-
-
-def paced_ratios(seconds: Sequence[float], pace_s: Sequence[float]) -> list[float]:
-    """Each timing over the mean of the pace step's times just before and just after it: a shared CPU's
-    speed drifts within seconds, so only the pace step next to a timing tells its pace."""
-    return [timing / statistics.mean(pair) for timing, pair in zip(seconds, pairwise(pace_s), strict=True)]
+        return [
+            step / statistics.mean(pair)
+            for step, pair in zip(self.step_s, pairwise(self.pace_s), strict=True)
+        ]
 
 
 def _train(config: StepConfig, device: torch.device, steps: int, warmup: int) -> _Timings:
@@ -273,12 +268,13 @@ def measure_layer(config: LayerConfig, device: torch.device, repeats: int, warmu
     if isinstance(outcome, str):
         return LayerMeasurement(config=config, median_s=None, fits=False, error=outcome)
     seconds, pace_s = outcome
+    paced = statistics.mean(pace_s) if pace_s else None
     return LayerMeasurement(
         config=config,
         median_s=statistics.median(seconds),
         fits=True,
-        pace_ratio=statistics.median(paced_ratios(seconds, pace_s)) if pace_s else None,
-        pace_s=statistics.median(pace_s) if pace_s else None,
+        pace_ratio=statistics.median(seconds) / paced if paced else None,
+        pace_s=paced,
     )
 
 
@@ -301,37 +297,29 @@ def _layer(config: LayerConfig) -> tuple[nn.Module, tuple[int, ...]]:
 def _time_layer(
     config: LayerConfig, device: torch.device, repeats: int, warmup: int
 ) -> tuple[list[float], list[float]]:
-    """Each repeat's seconds per pass, and on a CPU the pace step's times before, between and after the
-    repeats; there each repeat is a group of passes (``LAYER_GROUP_S``), as a step's is."""
+    """The repeats' times, and on a CPU the pace step's just before and after them."""
     pace = pace_step() if device.type == "cpu" else None
+    pace_s = []
     module, shape = _layer(config)
     module = module.to(device)
     inputs = torch.randn(shape, device=device, requires_grad=True)
     with torch.autocast(device.type, dtype=amp_dtype(device), enabled=config.amp):
         gradient = torch.ones_like(module(inputs))
-
-    def forward_backward() -> None:
+    marks = _Marks(device)
+    spans = []
+    for repeat in range(warmup + repeats):
+        if pace and repeat == warmup:
+            pace_s.append(pace())
         module.zero_grad(set_to_none=True)
         inputs.grad = None
+        start = marks.mark()
         with torch.autocast(device.type, dtype=amp_dtype(device), enabled=config.amp):
             outputs = module(inputs)
         outputs.backward(gradient)
-
-    warm_s = 0.0
-    for _ in range(warmup):
-        began = time.perf_counter()
-        forward_backward()
-        warm_s = time.perf_counter() - began
-    group = min(MAX_GROUP, max(1, ceil(LAYER_GROUP_S / warm_s))) if pace and warm_s else 1
-    marks = _Marks(device)
+        end = marks.mark()
+        if repeat >= warmup:
+            spans.append((start, end))
     marks.settle()
-    spans, pace_s = [], [pace()] if pace else []
-    for _ in range(repeats):
-        start = marks.mark()
-        for _ in range(group):
-            forward_backward()
-        spans.append((start, marks.mark()))
-        if pace:
-            pace_s.append(pace())
-    marks.settle()
-    return [marks.seconds(start, end) / group for start, end in spans], pace_s
+    if pace:
+        pace_s.append(pace())
+    return [marks.seconds(start, end) for start, end in spans], pace_s

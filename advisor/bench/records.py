@@ -109,8 +109,7 @@ class LayerMeasurement(_Record):
     fits: bool
     error: str | None = None
     pace_ratio: float | None = None
-    """The median of each repeat's time over the pace step's around it (before 2026-12-01: the median time
-    over the mean of the pace step's before the first repeat and after the last); None where not paced."""
+    """The median time over the pace step's just before and after; None where it was not paced."""
     pace_s: float | None = None
 
 
