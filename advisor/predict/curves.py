@@ -13,9 +13,9 @@ from typing import TypeVar
 from pydantic import BaseModel, ConfigDict
 
 _TINY = 1e-9
+_POLISH_ROUNDS = 4
 R = TypeVar("R", bound=Hashable)
 C = TypeVar("C", bound=Hashable)
-_POLISH_ROUNDS = 4
 
 
 def through(points: Sequence[tuple[int, float]], batch: int) -> float:
@@ -68,7 +68,6 @@ def median_polish(cells: Iterable[tuple[R, C, float]]) -> tuple[dict[R, float], 
     for row, column, value in cells:
         by_row.setdefault(row, []).append((column, value))
         by_column.setdefault(column, []).append((row, value))
-
     if not by_row:
         return {}, {}
 

@@ -79,8 +79,8 @@ def layer_samples(rows: Iterable[dict[str, Any]]) -> list[LayerSample]:
 def _seconds(groups: Mapping[K, Sequence[dict[str, Any]]]) -> dict[K, float]:
     """Each configuration's seconds from its measurements. Paced: its ratio to the pace step at the
     machine's pace (the median pace step), after each run's own level is taken out (``median_polish`` over
-    runs and configurations): the pace step keeps one speed through a run, and layer runs on one VM sat up
-    to 30% apart. What is left of the noise goes both ways. Unpaced: the fastest, as a shared node's noise
+    runs and configurations): the pace step keeps one speed through a run, and four layer runs on one VM sat
+    10-16% apart. What is left of the noise goes both ways. Unpaced: the fastest, as a shared node's noise
     only adds time. Measured both ways, the paced ones count."""
     paced = [(row, key) for key, members in groups.items() for row in members if row["pace_ratio"]]
     pace = median(float(row["pace_s"]) for row, _ in paced) if paced else 0.0
