@@ -7,9 +7,10 @@ usable database. Each ``--steps-only`` pass gives each step one more measurement
 back to back, so one slow minute shifted a whole batch size). ``--layers-only`` does the same for the
 layer micro-benchmarks (a layer's batch sizes measured hours apart were 15% out of step with each other
 against the pace); ``--layer-batches 2,15`` adds batch sizes to layers measured on an older grid. Every
-step and layer is paced (``advisor.bench.training.PACE``): training takes the median of its ratios to the
-pace step. What is left of the noise lies between measurements, not between the steps of one (a step
-timed 15 times instead of 5 spread as widely over six repeats), so only more passes narrow it.
+step and layer is paced (``advisor.bench.training.PACE``): training takes out each run's level against
+the pace step, then the median of its ratios. What is left of the noise lies between measurements, not
+between the steps of one (a step timed 15 times instead of 5 spread as widely over six repeats), so only
+more passes narrow it.
 Then ``advisor models train --db DB`` and ``advisor models evaluate --db DB --json --plot FILE.png``.
 
 ``--spread`` prints how far repeated measurements of the same step lie apart (paced ones by their ratio),
@@ -95,7 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--layer-batches",
         type=_batches,
         default=LAYER_BATCHES,
-        help="layer micro-benchmark batch sizes, comma-separated (default 1,2,8,15,16,128)",
+        help="layer micro-benchmark batch sizes, comma-separated (default "
+        f"{','.join(map(str, LAYER_BATCHES))})",
     )
     parser.add_argument("--estimate", action="store_true", help="print the plan's estimate and stop")
     parser.add_argument("--spread", action="store_true", help="print the repeat spread of --db's steps")
