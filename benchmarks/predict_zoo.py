@@ -8,9 +8,9 @@ back to back, so one slow minute shifted a whole batch size). ``--layers-only`` 
 layer micro-benchmarks (a layer's batch sizes measured hours apart were 15% out of step with each other
 against the pace); ``--layer-batches 2,15`` adds batch sizes to layers measured on an older grid. Every
 step and layer is paced (``advisor.bench.training.PACE``): training takes out each run's level against
-the pace step, then the median of its ratios. What is left of the noise lies between measurements, not
-between the steps of one (a step timed 15 times instead of 5 spread as widely over six repeats), so only
-more passes narrow it.
+the pace step, then averages the middle half of its ratios (the interquartile mean). What is left of the
+noise lies between measurements, not between the steps of one (a step timed 15 times instead of 5 spread
+as widely over six repeats), so only more passes narrow it.
 Then ``advisor models train --db DB`` and ``advisor models evaluate --db DB --json --plot FILE.png``.
 
 ``--spread`` prints how far repeated measurements of the same step lie apart (paced ones by their ratio),

@@ -291,6 +291,37 @@ def test_a_run_whose_pace_step_ran_slow_throughout_bends_no_layer_curve(store: S
     assert min(scale) == pytest.approx(max(scale), rel=1e-9)
 
 
+@pytest.mark.parametrize(
+    ("factors", "expected"),
+    [
+        ((1.0, 1.1, 1.3), (1.0 * 1.1 * 1.3) ** (1 / 3)),
+        ((4.0, 1.2, 1.1, 1.3, 0.5), (1.1 * 1.2 * 1.3) ** (1 / 3)),
+    ],
+)
+def test_a_layers_runs_count_by_their_interquartile_mean(
+    store: Store, factors: tuple[float, ...], expected: float
+) -> None:
+    """Runs that agree on every other layer: the middle half of one layer's ratios is averaged (the median
+    would take 1.1 and 1.2), and a wild quarter at either end is cut."""
+    rows = [
+        {**row, "run_id": "A", "pace_ratio": row["median_s"] / 0.1, "pace_s": 0.1}
+        for row in store.layer_rows()
+        if row["fits"]
+    ]
+    odd = rows[0]
+    runs = [
+        {**row, "run_id": f"run-{i}", "pace_ratio": row["pace_ratio"] * (factor if row is odd else 1.0)}
+        for i, factor in enumerate(factors)
+        for row in rows
+    ]
+    alone = {s.config: s.seconds for s in layer_samples(rows)}
+    (config,) = {s.config for s in layer_samples([odd])}
+    together = {s.config: s.seconds for s in layer_samples(runs)}
+    assert len(alone) > 3 and together.keys() == alone.keys()
+    assert together[config] == pytest.approx(alone[config] * expected, rel=1e-9)
+    assert all(together[c] == pytest.approx(alone[c], rel=1e-9) for c in alone if c != config)
+
+
 def test_a_database_from_before_pacing_gains_its_columns(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     old = Store.open(path)
