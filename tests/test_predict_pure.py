@@ -9,16 +9,17 @@ from math import log
 import pytest
 
 from advisor.bench.measure import zoo_table
-from advisor.predict.curves import batch_effects, through
-from advisor.predict.features import STEP_FEATURES, LayerGroup, step_features, timed_layers
+from advisor.predict.curves import batch_effects, through, through_weights
+from advisor.predict.features import STEP_FEATURES, KernelPath, LayerGroup, step_features, timed_layers
 from advisor.predict.jobtime import JobShape, job_time
+from advisor.predict.leastsquares import relative_least_squares
 from advisor.predict.scaling import DeviceSpec, match_spec, roofline_ratio
 
 
 def test_the_pure_modules_import_neither_torch_nor_xgboost() -> None:
     code = (
         "import sys, advisor.predict.curves, advisor.predict.features, advisor.predict.jobtime\n"
-        "import advisor.predict.scaling\n"
+        "import advisor.predict.leastsquares, advisor.predict.scaling\n"
         "assert not {'torch', 'xgboost'} & set(sys.modules), sorted({'torch', 'xgboost'} & set(sys.modules))"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -28,12 +29,18 @@ def test_features_are_deterministic_and_sum_the_layer_times_by_group() -> None:
     table = zoo_table("mobilenet_v3_small", 32)
     configs = timed_layers(table, 8, False)
     seconds = {config: 1e-3 * (i % 7 + 1) for i, config in enumerate(dict.fromkeys(configs))}
-    first = step_features(table, 8, False, False, seconds)
-    again = step_features(table, 8, False, False, dict(reversed(seconds.items())))
+    points = {config: ((1, s / 8), (16, s * 2)) for config, s in seconds.items()}
+    first = step_features(table, 8, False, False, points)
+    again = step_features(table, 8, False, False, dict(reversed(points.items())))
     assert first == again
     assert first.vector() == again.vector()
     assert len(first.vector()) == len(STEP_FEATURES)
     assert first.layers_s == pytest.approx(sum(seconds[c] for c in configs))
+    # Batch 8 lies 7/15 of the way from the batch-1 to the batch-16 benchmark of every layer.
+    assert {batch for _path, batch in first.layer_parts} == {1, 16}
+    assert {path for path, _batch in first.layer_parts} == set(KernelPath)
+    assert sum(first.layer_parts.values()) == pytest.approx(first.layers_s)
+    assert first.base_terms({})[0] == pytest.approx(first.layers_s)
     assert first.group_s[LayerGroup.DEPTHWISE] > 0 and first.group_s[LayerGroup.LINEAR] > 0
     assert first.flops == table.at_batch(8).total.train_flops
 
@@ -48,6 +55,9 @@ def test_a_layer_keeps_each_algorithms_times_between_its_benchmarks() -> None:
     # Past a falling end segment, in proportion: never a time that shrinks as the batch grows.
     assert through(((1, 2.0), (16, 1.0)), 32) == pytest.approx(2.0)
     assert through(((16, 4.0),), 4) == pytest.approx(1.0)
+    # Which measurements each time comes from, for the step base to weigh.
+    assert through_weights(points, 12) == ((8, 0.5), (16, 0.5))
+    assert through_weights(((1, 2.0), (16, 1.0)), 32) == ((16, 2.0),)
 
 
 def test_a_batch_size_few_models_ran_is_judged_against_their_own_level() -> None:
@@ -73,3 +83,15 @@ def test_roofline_scaling_uses_the_bound_each_device_hits() -> None:
     assert roofline_ratio(1e6, 1e12, slow, fast) == pytest.approx(320 / 1555)
     assert match_spec("t4", [fast, slow]) == slow
     assert match_spec("h100", [fast, slow]) is None
+
+
+def test_shrunk_coefficients_lean_toward_a_shared_one_that_unreached_columns_keep() -> None:
+    # Exactly 2 per unit of the first column and 1 of the second: shrunk, they lean toward each other.
+    first, second, shared = relative_least_squares([[1, 0], [0, 1], [1, 1]], [2, 1, 3], shrunk=2)
+    assert relative_least_squares([[1, 0], [0, 1], [1, 1]], [2, 1, 3]) == pytest.approx((2, 1))
+    assert 2 > first > shared > second > 1
+    # A column no sample reaches (a benchmarked batch no step lies beside) keeps the shared coefficient.
+    _first, unreached, _third, shared = relative_least_squares(
+        [[1, 0, 1], [2, 0, 1], [3, 0, 2]], [2, 3, 5], shrunk=2
+    )
+    assert unreached == pytest.approx(shared)

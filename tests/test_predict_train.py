@@ -23,7 +23,7 @@ from advisor.bench.results import read_jsonl
 from advisor.predict import evaluate
 from advisor.predict.cli import add_commands
 from advisor.predict.evaluate import leave_one_model_out, unseen_batches
-from advisor.predict.features import layer_bytes, layer_flops, timed_layers
+from advisor.predict.features import KernelPath, kernel_path, layer_bytes, layer_flops, timed_layers
 from advisor.predict.model import LayerSample, MachineModel, StepSample, fit_machine
 from advisor.predict.registry import active_models, layer_samples, machines, step_samples, train_machine
 from advisor.predict.scaling import DeviceSpec
@@ -121,6 +121,28 @@ def test_a_model_measured_whole_keeps_its_own_ratio_at_an_unmeasured_batch(store
     for sample in (s for s in steps if s.model == own):
         predicted = model.predict(sample.table, sample.batch, sample.amp, sample.channels_last).step_s
         assert predicted == pytest.approx(sample.seconds)
+
+
+def test_layers_timed_slow_alone_at_one_batch_size_are_weighed_down_in_the_step_base(store: Store) -> None:
+    """Stride-1 1x1 convolutions timed 40% slow at batch 16, the rest as measured: the step base weighs
+    that part down in proportion (the steps did not change) and leaves the other parts as they were."""
+    (machine,) = machines(store)
+    steps = step_samples(store.step_rows(machine), zoo_table)
+    layers = layer_samples(store.layer_rows(machine))
+
+    def slow(sample: LayerSample) -> LayerSample:
+        pointwise = kernel_path(sample.config) is KernelPath.POINTWISE and sample.config.batch == 16
+        return replace(sample, seconds=sample.seconds * 1.4) if pointwise else sample
+
+    as_measured, slowed = (
+        {(path, batch): m for path, batch, m in fit_machine(machine, steps, data, folds=0).layer_calibration}
+        for data in (layers, [slow(s) for s in layers])
+    )
+    part = (KernelPath.POINTWISE, 16)
+    assert as_measured.keys() == slowed.keys() and part in slowed
+    assert slowed[part] / as_measured[part] == pytest.approx(1 / 1.4, rel=0.1)
+    others = [p for p in as_measured if p[0] is KernelPath.OTHER and as_measured[p] > 0.1]
+    assert others and all(slowed[p] == pytest.approx(as_measured[p], rel=0.05) for p in others)
 
 
 def test_a_model_predicts_every_geometry_of_a_new_model(store: Store) -> None:

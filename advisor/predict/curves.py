@@ -14,25 +14,34 @@ from pydantic import BaseModel, ConfigDict
 
 _TINY = 1e-9
 _POLISH_ROUNDS = 4
+Polyline = tuple[tuple[int, float], ...]
+"""A layer's (batch, seconds) at its benchmarked batch sizes, sorted by batch."""
 R = TypeVar("R", bound=Hashable)
 C = TypeVar("C", bound=Hashable)
 
 
-def through(points: Sequence[tuple[int, float]], batch: int) -> float:
+def through(points: Polyline, batch: int) -> float:
     """Seconds at ``batch`` on the polyline through a layer's (batch, seconds), sorted by batch: a kernel
     may switch algorithm between two benchmarked batch sizes (on one thread PyTorch runs stride-1 1x1
-    convolutions without oneDNN below batch 16, several times slower), so no one line fits them all.
-    Beyond the ends the nearest segment's slope, or proportion where that slope is not positive."""
+    convolutions without oneDNN below batch 16, several times slower), so no one line fits them all."""
+    seconds = dict(points)
+    return max(sum(weight * seconds[b] for b, weight in through_weights(points, batch)), _TINY)
+
+
+def through_weights(points: Polyline, batch: int) -> tuple[tuple[int, float], ...]:
+    """(benchmarked batch, weight) whose weighted seconds are ``through``'s: which measurements a time
+    comes from, so the step base can weigh each. Beyond the ends the nearest segment's slope, or proportion
+    where that slope is not positive."""
     if len(points) == 1:
-        return points[0][1] * batch / points[0][0]
+        return ((points[0][0], batch / points[0][0]),)
     index = next((i for i in range(1, len(points) - 1) if batch <= points[i][0]), len(points) - 1)
     (b0, t0), (b1, t1) = points[index - 1], points[index]
-    slope = (t1 - t0) / (b1 - b0)
-    if batch > b1 and slope <= 0:
-        return t1 * batch / b1
-    if batch < b0 and slope <= 0:
-        return t0 * batch / b0
-    return max(t0 + slope * (batch - b0), _TINY)
+    if batch > b1 and t1 <= t0:
+        return ((b1, batch / b1),)
+    if batch < b0 and t1 <= t0:
+        return ((b0, batch / b0),)
+    share = (batch - b0) / (b1 - b0)
+    return ((b0, 1.0 - share), (b1, share))
 
 
 def interpolate(points: Sequence[tuple[float, float]], x: float) -> float:

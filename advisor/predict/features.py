@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from advisor.bench.records import LayerConfig
 from advisor.bench.zoo import layer_config
 from advisor.introspect import LayerKind, LayerTable
+from advisor.predict.curves import Polyline, through, through_weights
 
 _FLOAT_BYTES = 4
 _TINY = 1e-9
@@ -34,6 +35,23 @@ def layer_group(config: LayerConfig) -> LayerGroup:
     if config.depthwise:
         return LayerGroup.DEPTHWISE
     return LayerGroup.GROUPED if config.grouped else LayerGroup.DENSE
+
+
+class KernelPath(StrEnum):
+    """Stride-1 1x1 convolutions take kernels of their own on a CPU (PyTorch runs them without oneDNN below
+    batch 16), and their micro-benchmarks stray from their time inside a network otherwise than the rest's."""
+
+    POINTWISE = "pointwise"
+    OTHER = "other"
+
+
+def kernel_path(config: LayerConfig) -> KernelPath:
+    pointwise = config.kernel == (1, 1) and config.stride == (1, 1) and not config.grouped
+    return KernelPath.POINTWISE if config.op == "conv2d" and pointwise else KernelPath.OTHER
+
+
+Part = tuple[KernelPath, int]
+"""Layer time by kernel path and by the benchmarked batch size it is interpolated from."""
 
 
 def timed_layers(table: LayerTable, batch: int, amp: bool) -> list[LayerConfig]:
@@ -105,6 +123,8 @@ class StepFeatures(BaseModel):
     amp: bool
     channels_last: bool
     group_s: dict[LayerGroup, float]
+    layer_parts: dict[Part, float]
+    """The same layer time by ``Part``: what the step base calibrates."""
     flops: float
     bytes_moved: float
     other_bytes: float
@@ -117,11 +137,13 @@ class StepFeatures(BaseModel):
     def layers_s(self) -> float:
         return sum(self.group_s.values())
 
-    def base_terms(self) -> list[float]:
-        """What a step's time is close to linear in: the timed layers, per-op dispatch overhead, the
-        optimizer's sweep over the parameters and the bytes the untimed layers move. Few terms on purpose:
-        a coefficient per layer group overfits a zoo of twenty models."""
-        return [self.layers_s, float(sum(self.counts.values())), float(self.parameters), self.other_bytes]
+    def base_terms(self, calibration: Mapping[Part, float]) -> list[float]:
+        """What a step's time is close to linear in: the timed layers (each part weighed by its
+        ``calibration``, 1 where it has none), per-op dispatch overhead, the optimizer's sweep over the
+        parameters and the bytes the untimed layers move. Few terms on purpose: a coefficient per layer
+        group overfits a zoo of twenty models."""
+        layers = sum(calibration.get(part, 1.0) * s for part, s in self.layer_parts.items())
+        return [layers, float(sum(self.counts.values())), float(self.parameters), self.other_bytes]
 
     def vector(self) -> list[float]:
         return [
@@ -161,12 +183,19 @@ def step_features(
     batch: int,
     amp: bool,
     channels_last: bool,
-    layer_seconds: Mapping[LayerConfig, float],
+    layer_points: Mapping[LayerConfig, Polyline],
 ) -> StepFeatures:
-    """``layer_seconds`` must time every configuration ``timed_layers`` names (measured or predicted)."""
+    """``layer_points`` must give every configuration ``timed_layers`` names its (batch, seconds) polyline,
+    measured or predicted."""
     group_s = dict.fromkeys(LayerGroup, 0.0)
+    layer_parts: dict[Part, float] = {}
     for config in timed_layers(table, batch, amp):
-        group_s[layer_group(config)] += layer_seconds[config]
+        points = layer_points[config]
+        group_s[layer_group(config)] += through(points, batch)
+        seconds = dict(points)
+        for benchmarked, weight in through_weights(points, batch):
+            part = (kernel_path(config), benchmarked)
+            layer_parts[part] = layer_parts.get(part, 0.0) + weight * seconds[benchmarked]
     costs = table.at_batch(batch)
     timed = {LayerKind.CONV, LayerKind.CONV_TRANSPOSE, LayerKind.LINEAR}
     other = sum(
@@ -182,6 +211,7 @@ def step_features(
         amp=amp,
         channels_last=channels_last,
         group_s=group_s,
+        layer_parts=layer_parts,
         flops=float(costs.total.train_flops),
         bytes_moved=float(costs.total.bytes_read + costs.total.bytes_written),
         other_bytes=float(other),

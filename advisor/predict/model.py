@@ -3,8 +3,9 @@
 Trees are piecewise constant, so none is asked to interpolate in the batch size. A layer's time is linear
 in the batch between its micro-benchmarks (a fixed and a per-sample cost, which change where a kernel
 switches algorithm); a geometry never benchmarked gets the layer booster's times at the benchmarked batch
-sizes and the polyline through those. A step's time is
-a non-negative linear base (layer times, op count, parameters, untimed bytes), times a correction that
+sizes and the polyline through those. A step's time is a non-negative linear base (layer times, op
+count, parameters, untimed bytes; the layer time weighed by kernel path and by the benchmarked batch size
+it comes from, as layers timed alone stray from their time inside a network), times a correction that
 depends on the batch size alone and is shared by all models (kernels switch algorithms with the batch; the
 curve is interpolated in log batch, so an unmeasured batch lies between its neighbours), times the step
 booster's correction from the model's features. A model measured whole on the machine is the linear base
@@ -23,12 +24,20 @@ from math import exp, log
 import numpy as np
 import xgboost as xgb
 from pydantic import BaseModel, ConfigDict, PrivateAttr
-from scipy.optimize import nnls  # type: ignore[import-untyped]
 
 from advisor.bench.records import LayerConfig
 from advisor.introspect import LayerTable, Optimizer, Precision, estimate_peak_memory
-from advisor.predict.curves import MeasuredCurve, batch_effects, interpolate, through
-from advisor.predict.features import StepFeatures, layer_features, layer_terms, step_features, timed_layers
+from advisor.predict.curves import MeasuredCurve, Polyline, batch_effects, interpolate, through
+from advisor.predict.features import (
+    KernelPath,
+    Part,
+    StepFeatures,
+    layer_features,
+    layer_terms,
+    step_features,
+    timed_layers,
+)
+from advisor.predict.leastsquares import relative_least_squares
 
 _LAYER_PARAMS = {"max_depth": 6, "eta": 0.1, "min_child_weight": 2.0, "subsample": 0.9}
 _LAYER_ROUNDS = 300
@@ -40,7 +49,6 @@ MEMORY_MARGIN = 0.1
 """A configuration fits when its predicted peak plus this share stays within the device's memory."""
 _MAX_BATCH = 1 << 20
 _TINY_S = 1e-9
-_CURVE_ROUNDS = 3
 
 
 class NotEnoughDataError(ValueError):
@@ -131,16 +139,17 @@ def _key(config: LayerConfig) -> LayerConfig:
 @dataclass(frozen=True)
 class StepFit:
     coefficients: tuple[float, ...]
+    calibration: Mapping[Part, float]
     curve: tuple[tuple[float, float], ...]
     booster: str
 
     def base(self, features: StepFeatures) -> float:
         """Seconds: the linear base times the shared correction at this batch size."""
-        return _linear(self.coefficients, features) * exp(interpolate(self.curve, log(features.batch)))
+        return self.linear(features) * exp(interpolate(self.curve, log(features.batch)))
 
-
-def _linear(coefficients: Sequence[float], features: StepFeatures) -> float:
-    return max(float(np.dot(coefficients, features.base_terms())), _TINY_S)
+    def linear(self, features: StepFeatures) -> float:
+        terms = features.base_terms(self.calibration)
+        return max(float(np.dot(self.coefficients, terms)), _TINY_S)
 
 
 class MachineModel(BaseModel):
@@ -167,8 +176,11 @@ class MachineModel(BaseModel):
     """Hashes of the architectures measured whole on this machine: their predictions deserve more trust."""
     measured_curves: tuple[MeasuredCurve, ...] = ()
     """Empty in versions before them; ratios to the base with the shared curve in those of 2026-11-30."""
+    layer_calibration: tuple[tuple[KernelPath, int, float], ...] = ()
+    """(kernel path, benchmarked batch, multiplier of ``step_base``'s layer coefficient); empty, so every
+    part at 1, in versions before it."""
 
-    _polylines: dict[LayerConfig, tuple[tuple[int, float], ...]] = PrivateAttr(default_factory=dict)
+    _polylines: dict[LayerConfig, Polyline] = PrivateAttr(default_factory=dict)
     _grid: tuple[int, ...] = PrivateAttr(default=())
 
     def model_post_init(self, context: object, /) -> None:
@@ -179,15 +191,16 @@ class MachineModel(BaseModel):
         self._grid = tuple(sorted({config.batch for config, _ in self.measured_layers}))
 
     def layer_seconds(self, configs: Sequence[LayerConfig]) -> dict[LayerConfig, float]:
-        """Each layer at its batch on the polyline through its micro-benchmarks where it has two or more,
-        else through the layer booster's times at the benchmarked batch sizes."""
+        return {c: through(points, c.batch) for c, points in self._layer_points(configs).items()}
+
+    def _layer_points(self, configs: Sequence[LayerConfig]) -> dict[LayerConfig, Polyline]:
+        """Each layer's polyline through its micro-benchmarks where it has two or more, else through the
+        layer booster's times at the benchmarked batch sizes."""
         missing = sorted({_key(c) for c in configs} - self._polylines.keys(), key=lambda c: c.key())
         polylines = {**self._polylines, **self._predicted_polylines(missing)}
-        return {c: through(polylines[_key(c)], c.batch) for c in configs}
+        return {c: polylines[_key(c)] for c in configs}
 
-    def _predicted_polylines(
-        self, keys: Sequence[LayerConfig]
-    ) -> dict[LayerConfig, tuple[tuple[int, float], ...]]:
+    def _predicted_polylines(self, keys: Sequence[LayerConfig]) -> dict[LayerConfig, Polyline]:
         if not keys:
             return {}
         grid = [[key.model_copy(update={"batch": batch}) for batch in self._grid or (1,)] for key in keys]
@@ -199,15 +212,15 @@ class MachineModel(BaseModel):
         }
 
     def features(self, table: LayerTable, batch: int, amp: bool, channels_last: bool) -> StepFeatures:
-        seconds = self.layer_seconds(timed_layers(table, batch, amp))
-        return step_features(table, batch, amp, channels_last, seconds)
+        points = self._layer_points(timed_layers(table, batch, amp))
+        return step_features(table, batch, amp, channels_last, points)
 
     def predict(self, table: LayerTable, batch: int, amp: bool, channels_last: bool) -> StepPrediction:
         features = self.features(table, batch, amp, channels_last)
         fit = self._step_fit()
         own = self._measured_curve(table.architecture_hash, amp, channels_last)
         if own:
-            step_s = _linear(fit.coefficients, features) * exp(interpolate(own, log(batch)))
+            step_s = fit.linear(features) * exp(interpolate(own, log(batch)))
         else:
             (log_s,) = _predict_steps(fit, [features])
             step_s = exp(log_s)
@@ -226,7 +239,12 @@ class MachineModel(BaseModel):
         )
 
     def _step_fit(self) -> StepFit:
-        return StepFit(coefficients=self.step_base, curve=self.batch_curve, booster=self.step_booster)
+        return StepFit(
+            coefficients=self.step_base,
+            calibration={(path, batch): m for path, batch, m in self.layer_calibration},
+            curve=self.batch_curve,
+            booster=self.step_booster,
+        )
 
     def largest_batch(self, table: LayerTable, amp: bool, capacity_bytes: int) -> int:
         """The largest micro-batch whose predicted peak, plus the margin, fits; 0 when none does."""
@@ -274,6 +292,7 @@ def fit_machine(
             "batch_curve": fit.curve,
             "step_booster": fit.booster,
             "measured_curves": _measured_curves(steps, features, fit),
+            "layer_calibration": tuple((path, b, m) for (path, b), m in sorted(fit.calibration.items())),
         }
     )
     if folds < 2:
@@ -288,23 +307,13 @@ def _layer_base_s(coefficients: Sequence[float], config: LayerConfig) -> float:
     return max(float(np.dot(coefficients, layer_terms(config))), _TINY_S)
 
 
-def relative_least_squares(terms: Sequence[Sequence[float]], seconds: Sequence[float]) -> tuple[float, ...]:
-    """Non-negative coefficients of ``terms`` that fit ``seconds`` by least squares on relative error: a 10%
-    miss on a fast layer or step matters as much as on a slow one. Columns are scaled for the solver."""
-    matrix = np.asarray(terms, dtype=float)
-    scale = np.maximum(matrix.max(axis=0), _TINY_S)
-    target = np.asarray(seconds, dtype=float)
-    solution, _residual = nnls(matrix / scale / target[:, None], np.ones(len(target)))
-    return tuple(float(v) for v in solution / scale)
-
-
 def _measured_curves(
     steps: Sequence[StepSample], features: Sequence[StepFeatures], fit: StepFit
 ) -> tuple[MeasuredCurve, ...]:
     ratios: dict[tuple[str, bool, bool], dict[float, list[float]]] = {}
     for sample, f in zip(steps, features, strict=True):
         at = ratios.setdefault(_series(sample), {}).setdefault(log(sample.batch), [])
-        at.append(log(sample.seconds) - log(_linear(fit.coefficients, f)))
+        at.append(log(sample.seconds) - log(fit.linear(f)))
     return tuple(
         MeasuredCurve(
             architecture=architecture,
@@ -321,26 +330,34 @@ def _rows(fit: StepFit, features: Sequence[StepFeatures]) -> list[list[float]]:
 
 
 def _fit_steps(steps: Sequence[StepSample], features: Sequence[StepFeatures]) -> StepFit:
-    """The linear base by relative least squares and the batch curve (``batch_effects`` of the log
-    ratios), alternated a few times; then the booster on what both leave."""
-    terms = [f.base_terms() for f in features]
-    fit = StepFit(coefficients=(), curve=(), booster="")
-    for _round in range(_CURVE_ROUNDS):
-        coefficients = relative_least_squares(
-            terms,
-            [
-                s.seconds / exp(interpolate(fit.curve, log(f.batch)))
-                for s, f in zip(steps, features, strict=True)
-            ],
-        )
-        residuals = [
-            (_series(sample), f.batch, log(sample.seconds) - log(_linear(coefficients, f)))
-            for sample, f in zip(steps, features, strict=True)
-        ]
-        fit = StepFit(coefficients=coefficients, curve=batch_effects(residuals), booster="")
+    """The linear base (``_calibrated_base``), the batch curve (``batch_effects`` of the log ratios to it),
+    then the booster on what both leave."""
+    coefficients, calibration = _calibrated_base(features, [s.seconds for s in steps])
+    linear = StepFit(coefficients, calibration, curve=(), booster="")
+    residuals = [
+        (_series(sample), f.batch, log(sample.seconds) - log(linear.linear(f)))
+        for sample, f in zip(steps, features, strict=True)
+    ]
+    fit = StepFit(coefficients, calibration, curve=batch_effects(residuals), booster="")
     targets = [log(s.seconds) - log(fit.base(f)) for s, f in zip(steps, features, strict=True)]
     booster = _train(_STEP_PARAMS, _STEP_ROUNDS, _rows(fit, features), targets)
-    return StepFit(coefficients=fit.coefficients, curve=fit.curve, booster=booster)
+    return StepFit(coefficients, calibration, fit.curve, booster)
+
+
+def _calibrated_base(
+    features: Sequence[StepFeatures], seconds: Sequence[float]
+) -> tuple[tuple[float, ...], dict[Part, float]]:
+    """The base's coefficients, and a multiplier of its layer coefficient for each ``Part``: a layer timed
+    alone strays from its time inside a network by kernel path and batch size, which bends a model's ratio
+    to the base between batch sizes (1x1-heavy models dipped 10-15% at batch 16 on the CPU zoo, where
+    their kernel switches; each part's coefficient of its own took held-out batch sizes from 3.0% to
+    2.6%). Shrunk toward the shared coefficient, so a part the steps rarely reach keeps it."""
+    parts = sorted({part for f in features for part in f.layer_parts})
+    rows = [[f.layer_parts.get(part, 0.0) for part in parts] + f.base_terms({})[1:] for f in features]
+    *coefficients, shared = relative_least_squares(rows, seconds, shrunk=len(parts))
+    own = coefficients[: len(parts)]
+    calibration = {part: c / shared for part, c in zip(parts, own, strict=True)} if shared else {}
+    return (shared, *coefficients[len(parts) :]), calibration
 
 
 def _series(sample: StepSample) -> tuple[str, bool, bool]:

@@ -18,7 +18,7 @@ import numpy as np
 import xgboost as xgb
 from pydantic import BaseModel, ConfigDict
 
-from advisor.predict.model import relative_least_squares
+from advisor.predict.leastsquares import relative_least_squares
 from advisor.replay.model import Arrival
 from advisor.replay.truth import StepRow, StepTable
 
