@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from advisor.bench.records import LayerConfig
 from advisor.bench.zoo import layer_config
 from advisor.introspect import LayerKind, LayerTable
-from advisor.predict.curves import Polyline, through, through_weights
+from advisor.predict.curves import Polyline, through_weights
 
 _FLOAT_BYTES = 4
 _TINY = 1e-9
@@ -190,12 +190,12 @@ def step_features(
     group_s = dict.fromkeys(LayerGroup, 0.0)
     layer_parts: dict[Part, float] = {}
     for config in timed_layers(table, batch, amp):
-        points = layer_points[config]
-        group_s[layer_group(config)] += through(points, batch)
-        seconds = dict(points)
-        for benchmarked, weight in through_weights(points, batch):
+        seconds = dict(layer_points[config])
+        shares = [(b, weight * seconds[b]) for b, weight in through_weights(layer_points[config], batch)]
+        group_s[layer_group(config)] += max(sum(share for _b, share in shares), _TINY)
+        for benchmarked, share in shares:
             part = (kernel_path(config), benchmarked)
-            layer_parts[part] = layer_parts.get(part, 0.0) + weight * seconds[benchmarked]
+            layer_parts[part] = layer_parts.get(part, 0.0) + share
     costs = table.at_batch(batch)
     timed = {LayerKind.CONV, LayerKind.CONV_TRANSPOSE, LayerKind.LINEAR}
     other = sum(
