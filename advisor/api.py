@@ -17,11 +17,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from advisor.jobscript.lexer import MAX_SCRIPT_BYTES
 from advisor.jobscript.rewrite import Submission
 from advisor.recommend.choose import Recommendation
-
-MAX_SCRIPT_BYTES = 4 * 2**20
-"""sbatch refuses scripts over 4 MB (its batch-script size limit, max_script_size), so the daemon does too."""
 
 
 class _Message(BaseModel):

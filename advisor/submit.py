@@ -8,7 +8,12 @@ with one warning line. sbatch's own output and exit status are the wrapper's.
 Advisor options: ``--dry-run`` (advise and ask Slurm with ``--test-only``, submit nothing), ``--json``
 (the advice as JSON on stdout), ``--yes`` (apply without asking on a terminal), ``--no-rewrite`` (submit
 unchanged, still advised), ``--explain`` (print the candidates and reasons even off a terminal).
-Environment: ``ADVISOR_SOCKET`` (the daemon), ``ADVISOR_TIMEOUT`` (seconds, default 2).
+Environment: ``ADVISOR_SOCKET`` (the daemon), ``ADVISOR_TIMEOUT`` (seconds for the whole call, default 2),
+``ADVISOR_DAEMON_USER`` (who may serve the socket, default ``advisor``; root and the caller always may).
+
+The daemon's answer is untrusted input: `advisor.submit_guard` accepts only what a rewrite may do. A factory
+model (``package.module:factory``) is the user's code: it is imported and called at submission time, in a
+child process with a deadline and a memory limit, and whatever it does costs at most the advice.
 
 It starts fast because it imports only the standard library on its way to sbatch: it speaks the API of
 `advisor.api` as plain JSON (the daemon validates what it receives; this side checks the few fields it uses),
@@ -18,12 +23,15 @@ and loads pydantic, rich or torch only to show a table or to introspect a factor
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
+import pwd
+import resource
 import subprocess
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +39,17 @@ from advisor import paths
 from advisor.daemon.transport import DaemonRefused, DaemonUnreachable, call
 from advisor.jobscript.advisor_words import description_values, names_a_factory, split_command_line
 from advisor.jobscript.errors import ScriptError
-from advisor.jobscript.lexer import STDIN
+from advisor.jobscript.lexer import MAX_SCRIPT_BYTES, STDIN
 from advisor.jobscript.options import script_arguments
+from advisor.submit_guard import SbatchCall, UntrustedAdvice, UserJob, checked, sanitized
 
 OURS = ("--dry-run", "--json", "--yes", "--no-rewrite", "--explain")
 _SBATCH_ONLY = ("-h", "--help", "--usage", "-V", "--version", "--wrap", "--test-only")
 """sbatch options that print something or build the script themselves: passed straight to sbatch."""
 DEFAULT_TIMEOUT_S = 2.0
+DAEMON_USER = "advisor"
+INTROSPECT_TIMEOUT_S = 60
+INTROSPECT_MEMORY_BYTES = 8 * 2**30
 
 
 @dataclass(frozen=True)
@@ -53,64 +65,58 @@ class AdvisorUnavailable(RuntimeError):
     """Anything that keeps the advice from arriving; the job then goes to sbatch unchanged."""
 
 
-@dataclass(frozen=True)
-class Submission:
-    """What goes to sbatch: the response's ``submission`` (`advisor.jobscript.rewrite.Submission`), or the
-    job as the user gave it."""
-
-    argv: list[str]
-    stdin: str | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    rewritten: bool = False
-
-    @classmethod
-    def from_json(cls, data: Any) -> Submission:
-        """Refuses anything but the shape sbatch needs: a wrong field is the advisor's failure (fail-open)."""
-        argv, stdin, env = data["argv"], data.get("stdin"), data.get("env", {})
-        if not (isinstance(argv, list) and all(isinstance(word, str) for word in argv)):
-            raise ValueError("submission.argv is not a list of strings")
-        if not (stdin is None or isinstance(stdin, str)):
-            raise ValueError("submission.stdin is not a string")
-        if not (isinstance(env, dict) and all(isinstance(v, str) for v in env.values())):
-            raise ValueError("submission.env is not a map of strings")
-        return cls(argv=argv, stdin=stdin, env=env, rewritten=data.get("rewritten") is True)
+class SbatchInterrupted(Exception):
+    """Ctrl-C while sbatch ran: whether the job got in is Slurm's to say."""
 
 
 @dataclass(frozen=True)
 class Advice:
-    """The daemon's answer: the request id to report the job under, the submission, and the whole body."""
+    """The daemon's answer: the request id to report the job under, the checked submission, the whole body."""
 
     request_id: str
-    submission: Submission
+    submission: SbatchCall
     body: dict[str, Any]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    words = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    except SbatchInterrupted:
+        print(
+            "advise-submit: interrupted while sbatch ran; `squeue --me` shows whether the job is in",
+            file=sys.stderr,
+        )
+        return 130
+    except KeyboardInterrupt:
+        print("\nadvise-submit: interrupted; nothing was submitted", file=sys.stderr)
+        return 130
+
+
+def _main(words: list[str]) -> int:
     flags, rest = _flags(words)
     description_args, sbatch_argv = split_command_line(rest)
     if any(word.split("=", 1)[0] in _SBATCH_ONLY for word in sbatch_argv):
-        return _sbatch(Submission(argv=rest), capture=False).returncode
+        return _sbatch(SbatchCall(argv=rest), capture=False).returncode
     try:
         operands = script_arguments(sbatch_argv)
         script = Path(operands[0]).read_bytes() if operands else sys.stdin.buffer.read()
     except (ScriptError, OSError):
         # sbatch says what is wrong with the command line or the file, in its own words.
-        return _sbatch(Submission(argv=sbatch_argv), capture=False).returncode
+        return _sbatch(SbatchCall(argv=sbatch_argv), capture=False).returncode
     where = operands[0] if operands else STDIN
-    unchanged = Submission(
-        argv=sbatch_argv, stdin=None if operands else script.decode("utf-8", "surrogateescape")
-    )
+    text = script.decode("utf-8", "surrogateescape")
+    environ = {name: value for name, value in os.environ.items() if name.startswith("SBATCH_")}
+    job = UserJob(sbatch_argv, text, where, environ, _batch_flag(text, where, description_args))
+    if len(script) > MAX_SCRIPT_BYTES:
+        return _finish(job.unchanged(), flags, None)  # sbatch refuses it, in its own words
     try:
-        response = _advise(script, where, sbatch_argv, description_args)
+        advice = _advise(job, script, description_args)
+        _show(advice, flags)
+        agreed = advice.submission.rewritten and not flags.no_rewrite and _agreed(flags)
     except Exception as error:  # fail-open: nothing on the advisor's side may cost the user their job
         print(f"advise-submit: warning: {_reason(error)}; submitting unchanged", file=sys.stderr)
-        return _finish(unchanged, flags, None)
-    _show(response, flags)
-    submission = response.submission
-    if not submission.rewritten or flags.no_rewrite or not _agreed(flags):
-        submission = unchanged
-    return _finish(submission, flags, response)
+        return _finish(job.unchanged(), flags, None)
+    return _finish(advice.submission if agreed else job.unchanged(), flags, advice)
 
 
 def _flags(words: list[str]) -> tuple[Flags, list[str]]:
@@ -123,27 +129,32 @@ def _flags(words: list[str]) -> tuple[Flags, list[str]]:
     return Flags(**seen), words[index:]
 
 
-def _advise(script: bytes, where: str, sbatch_argv: list[str], description_args: list[str]) -> Advice:
-    environ = {name: value for name, value in os.environ.items() if name.startswith("SBATCH_")}
-    table = _client_side_table(script, where, description_args)
+def _batch_flag(text: str, where: str, description_args: list[str]) -> str | None:
+    try:
+        flag = description_values(text, where, description_args)[0].get("batch_flag")
+    except ScriptError:
+        return None
+    return flag if isinstance(flag, str) else None
+
+
+def _advise(job: UserJob, script: bytes, description_args: list[str]) -> Advice:
     request = {
         "script_b64": base64.b64encode(script).decode("ascii"),
-        "where": where,
-        "sbatch_argv": sbatch_argv,
+        "where": job.where,
+        "sbatch_argv": job.argv,
         "description_args": description_args,
-        "environ": environ,
-        "table": table,
+        "environ": dict(job.environ),
+        "table": _factory_table(job.script, job.where, description_args),
     }
     body = json.loads(_call("POST", "/advise", json.dumps(request).encode()))
-    request_id = body["request_id"]
-    if not isinstance(request_id, str):
-        raise ValueError("request_id is not a string")
-    return Advice(request_id=request_id, submission=Submission.from_json(body["submission"]), body=body)
+    if not isinstance(body, dict) or not isinstance(body.get("request_id"), str):
+        raise ValueError("the answer carries no request id")
+    return Advice(request_id=body["request_id"], submission=checked(job, body.get("submission")), body=body)
 
 
-def _client_side_table(script: bytes, where: str, description_args: list[str]) -> dict[str, object] | None:
-    """A factory model (``package.module:factory``) is the user's code: only the user's process imports it."""
-    text = script.decode("utf-8", "surrogateescape")
+def _factory_table(text: str, where: str, description_args: list[str]) -> Any:
+    """A factory model's layer table, from a child process (`advisor.introspect.child`); None for a
+    torchvision name, which the daemon introspects itself."""
     try:
         if not names_a_factory(description_values(text, where, description_args)[0]):
             return None
@@ -153,31 +164,77 @@ def _client_side_table(script: bytes, where: str, description_args: list[str]) -
     except ScriptError:
         return None  # the daemon reports it, with the place
     assert description is not None
-    from advisor.introspect.run import introspect
+    request = {
+        "model": description.model,
+        "input_shape": description.input_shape,
+        "model_kwargs": description.model_kwargs,
+    }
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "advisor.introspect.child"],
+            input=json.dumps(request),
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=INTROSPECT_TIMEOUT_S,
+            preexec_fn=_child_limits,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as error:
+        raise AdvisorUnavailable(
+            f"model {description.model} took over {error.timeout:.0f} s to introspect"
+        ) from None
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or [f"exit status {result.returncode}"])[-1]
+        raise AdvisorUnavailable(f"model {description.model} could not be introspected: {sanitized(last)}")
+    return json.loads(result.stdout)
 
-    table = introspect(
-        description.model, description.input_shape, description.model_kwargs, allow_factories=True
-    )
-    return dict(table.model_dump(mode="json"))
+
+def _child_limits() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (INTROSPECT_MEMORY_BYTES, INTROSPECT_MEMORY_BYTES))
 
 
 def _call(method: str, path: str, body: bytes | None = None) -> bytes:
-    timeout = float(os.environ.get("ADVISOR_TIMEOUT", DEFAULT_TIMEOUT_S))
     try:
-        return call(paths.socket(), method, path, body, timeout)
+        return call(paths.socket(), method, path, body, _timeout(), trusted_uids=_trusted_uids())
     except DaemonUnreachable as error:
-        raise AdvisorUnavailable(str(error)) from error
+        raise AdvisorUnavailable(sanitized(str(error))) from error
     except DaemonRefused as error:
-        raise AdvisorUnavailable(f"the advisor could not advise this job: {error}") from error
+        raise AdvisorUnavailable(f"the advisor could not advise this job: {sanitized(str(error))}") from error
+
+
+def _timeout() -> float:
+    text = os.environ.get("ADVISOR_TIMEOUT", "").strip()
+    if not text:
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        raise AdvisorUnavailable(f"ADVISOR_TIMEOUT={text!r} is not a number of seconds") from None
+    if not 0 < value < 3600:
+        raise AdvisorUnavailable(f"ADVISOR_TIMEOUT={text!r} is not between 0 and 3600 seconds")
+    return value
+
+
+def _trusted_uids() -> set[int]:
+    """Root, the caller, and the advisor's user: anyone else serving the socket could rewrite the job."""
+    trusted = {0, os.getuid()}
+    name = os.environ.get("ADVISOR_DAEMON_USER", "").strip() or DAEMON_USER
+    with contextlib.suppress(KeyError):  # no such user here: only root and the caller
+        trusted.add(int(name) if name.isdigit() else pwd.getpwnam(name).pw_uid)
+    return trusted
 
 
 def _reason(error: Exception) -> str:
     if isinstance(error, AdvisorUnavailable):
         return str(error)
-    return f"the advisor failed ({type(error).__name__}: {error})"
+    if isinstance(error, UntrustedAdvice):
+        return sanitized(f"the advice was refused: {error}")
+    return sanitized(f"the advisor failed ({type(error).__name__}: {error})")
 
 
 def _show(advice: Advice, flags: Flags) -> None:
+    """The table; an answer this version cannot read is no advice (a daemon upgraded before the wrapper)."""
     if flags.json or not (flags.explain or sys.stderr.isatty()):
         return
     from rich.console import Console
@@ -185,18 +242,22 @@ def _show(advice: Advice, flags: Flags) -> None:
     from advisor.recommend.choose import Recommendation
     from advisor.recommend.cli import show
 
-    show(Recommendation.model_validate(advice.body["recommendation"]), Console(stderr=True))
+    show(Recommendation.model_validate(advice.body.get("recommendation")), Console(stderr=True))
 
 
 def _agreed(flags: Flags) -> bool:
     """On a terminal the user confirms a rewrite unless ``--yes``; elsewhere the policy decides."""
     if flags.yes or flags.dry_run or not (sys.stdin.isatty() and sys.stderr.isatty()):
         return True
-    answer = input("Submit with the advised changes? [Y/n] ").strip().lower()
+    try:
+        answer = input("Submit with the advised changes? [Y/n] ").strip().lower()
+    except EOFError:
+        print(file=sys.stderr)
+        return False
     return answer in ("", "y", "yes")
 
 
-def _finish(submission: Submission, flags: Flags, response: Advice | None) -> int:
+def _finish(submission: SbatchCall, flags: Flags, response: Advice | None) -> int:
     if flags.dry_run:
         submission = replace(submission, argv=["--test-only", *submission.argv])
     result = _sbatch(submission, capture=True)
@@ -213,11 +274,14 @@ def _finish(submission: Submission, flags: Flags, response: Advice | None) -> in
         try:
             _call("POST", "/submitted", json.dumps(note).encode())
         except Exception as error:  # the job is in; only the advisor's record of it is missing
-            print(f"advise-submit: note: the advisor did not record job {job_id}: {error}", file=sys.stderr)
+            print(
+                f"advise-submit: note: the advisor did not record job {job_id}: {_reason(error)}",
+                file=sys.stderr,
+            )
     return result.returncode
 
 
-def _sbatch(submission: Submission, capture: bool) -> subprocess.CompletedProcess[str]:
+def _sbatch(submission: SbatchCall, capture: bool) -> subprocess.CompletedProcess[str]:
     """The one place sbatch runs for a user: argv only, the user's own environment plus the advice's."""
     env = {**os.environ, **submission.env}
     try:
@@ -230,6 +294,8 @@ def _sbatch(submission: Submission, capture: bool) -> subprocess.CompletedProces
             env=env,
             check=False,
         )
+    except KeyboardInterrupt:
+        raise SbatchInterrupted from None
     except OSError as error:
         return subprocess.CompletedProcess(
             ["sbatch"], 127, "", f"advise-submit: error: cannot run sbatch: {error.strerror}\n"

@@ -149,3 +149,11 @@ def test_a_bare_hetjob_word_elsewhere_ends_the_line_without_separating(
 )
 def test_body_start_is_where_the_first_command_begins(text: str, start: int) -> None:
     assert body_start(text) == start
+
+
+def test_a_script_over_slurmctlds_4_mib_is_refused_with_sbatchs_words() -> None:
+    head = b"#!/bin/sh\ntrue\n"
+    largest = head + b"#" * (4 * 2**20 - len(head) - 1) + b"\n"
+    assert len(check_script(largest, "job.sh")) == 4 * 2**20
+    with pytest.raises(ScriptError, match="Pathname of a file, directory or other parameter too long"):
+        check_script(largest + b"\n", "job.sh")

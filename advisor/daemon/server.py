@@ -19,11 +19,12 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from advisor.api import MAX_SCRIPT_BYTES, AdviseRequest, Problem, Submitted
+from advisor.api import AdviseRequest, Problem, Submitted
 from advisor.daemon.app import Advisor, Forbidden, RequestError
 from advisor.daemon.transport import Peer, check_socket_directory, peer_credentials
 from advisor.introspect.errors import IntrospectionError
 from advisor.jobscript.errors import ScriptError
+from advisor.jobscript.lexer import MAX_SCRIPT_BYTES
 from advisor.slurm.runner import SlurmError
 
 log = logging.getLogger("advisor.daemon")

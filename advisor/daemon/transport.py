@@ -12,8 +12,11 @@ import os
 import socket
 import stat
 import struct
+import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 _UCRED = struct.Struct("3i")
 
@@ -51,22 +54,66 @@ def check_socket_directory(directory: Path) -> None:
         raise UnsafeSocketDirectory(f"{directory} belongs to uid {info.st_uid}, neither this user nor root")
 
 
-class UnixHTTPConnection(http.client.HTTPConnection):
-    """An HTTPConnection whose transport is a Unix socket; ``timeout`` bounds connect and every read."""
+MAX_ANSWER_BYTES = 16 * 2**20
+"""More than any answer of the daemon's: a bigger one is not the advisor talking."""
 
-    def __init__(self, path: Path, timeout: float) -> None:
+
+class UntrustedDaemon(ConnectionError):
+    """The socket is served by a process of a user the client does not trust to advise it."""
+
+
+class _DeadlineSocket(socket.socket):
+    """A socket whose every send and receive gets only what is left of one deadline: a peer that trickles
+    its answer a byte at a time cannot stretch the call past it."""
+
+    deadline = float("inf")
+
+    def _left(self) -> None:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the advisor daemon did not answer in time")
+        self.settimeout(left)
+
+    def sendall(self, data: Any, flags: int = 0) -> None:
+        self._left()
+        super().sendall(data, flags)
+
+    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
+        self._left()
+        return super().recv_into(buffer, nbytes, flags)
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """An HTTPConnection whose transport is a Unix socket; ``timeout`` bounds the whole exchange, from
+    connect to the last byte. With ``trusted_uids``, a socket served by any other user is refused before
+    anything is sent."""
+
+    def __init__(self, path: Path, timeout: float, trusted_uids: Collection[int] | None = None) -> None:
         super().__init__("localhost", timeout=timeout)
         self.socket_path = path
+        self.trusted_uids = trusted_uids
+        self.deadline = time.monotonic() + timeout
 
     def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
+        sock = _DeadlineSocket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.deadline = self.deadline
         try:
+            sock.settimeout(max(0.001, self.deadline - time.monotonic()))
             sock.connect(str(self.socket_path))
+            if self.trusted_uids is not None:
+                server = peer_credentials(sock)
+                if server.uid not in self.trusted_uids:
+                    raise UntrustedDaemon(
+                        f"{self.socket_path} is served by uid {server.uid}, not by the advisor's user"
+                    )
         except OSError:
             sock.close()
             raise
         self.sock = sock
+
+
+BUDGET_HEADER = "Advisor-Budget-Ms"
+"""How long the caller waits for the answer: a daemon that cannot answer in time says so at once (503)."""
 
 
 class DaemonUnreachable(OSError):
@@ -77,15 +124,26 @@ class DaemonRefused(RuntimeError):
     """The daemon answered with an error; the message is its own."""
 
 
-def call(socket_path: Path, method: str, path: str, body: bytes | None, timeout: float) -> bytes:
-    """One request to the daemon; the body of a 200 answer, else one of the two errors above."""
-    connection = UnixHTTPConnection(socket_path, timeout=timeout)
+def call(
+    socket_path: Path,
+    method: str,
+    path: str,
+    body: bytes | None,
+    timeout: float,
+    trusted_uids: Collection[int] | None = None,
+) -> bytes:
+    """One request to the daemon within ``timeout`` seconds in all; the body of a 200 answer, else one of
+    the two errors above (`UntrustedDaemon` is a `DaemonUnreachable` cause)."""
+    connection = UnixHTTPConnection(socket_path, timeout=timeout, trusted_uids=trusted_uids)
     try:
-        headers = {"Content-Type": "application/json"} if body is not None else {}
+        headers = {"Content-Type": "application/json", "Connection": "close"}
+        headers[BUDGET_HEADER] = str(round(timeout * 1000))
         connection.request(method, path, body=body, headers=headers)
         response = connection.getresponse()
-        data = response.read()
-    except OSError as error:
+        data = response.read(MAX_ANSWER_BYTES + 1)
+        if len(data) > MAX_ANSWER_BYTES:
+            raise DaemonUnreachable(f"the answer from {socket_path} is over {MAX_ANSWER_BYTES} bytes")
+    except (OSError, http.client.HTTPException) as error:
         raise DaemonUnreachable(f"the advisor daemon at {socket_path} did not answer ({error})") from error
     finally:
         connection.close()

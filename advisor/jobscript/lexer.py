@@ -19,6 +19,8 @@ _C_SPACE = " \t\n\v\f\r"
 _HET_SEPARATORS = ("hetjob", "packjob")
 #: sbatch still reads the pre-2.x ``#SLURM`` prefix (with a warning).
 SBATCH_PREFIXES = ("#SBATCH", "#SLURM")
+MAX_SCRIPT_BYTES = 4 * 2**20
+"""slurmctld's default max_script_size: a longer script is refused (ESLURM_PATHNAME_TOO_LONG's words)."""
 STDIN = "<stdin>"
 """``where`` of a script that sbatch reads from its standard input."""
 _NO_SHEBANG = (
@@ -53,6 +55,10 @@ def check_script(data: bytes, where: str) -> str:
         raise ScriptError(
             where,
             "Batch script contains DOS line breaks (\\r\\n) instead of expected UNIX line breaks (\\n).",
+        )
+    if len(data) > MAX_SCRIPT_BYTES:
+        raise ScriptError(
+            where, "Batch job submission failed: Pathname of a file, directory or other parameter too long"
         )
     return data.decode("utf-8", errors="surrogateescape")
 

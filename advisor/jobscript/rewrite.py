@@ -173,8 +173,7 @@ def _substitute_batch_flag(
         return None
     script = request.script
     start = body_start(script)
-    flag = re.escape(description.batch_flag)
-    pattern = re.compile(rf"(?<![\w-]){flag}(?:=|[ \t]+)(\S+)")
+    pattern = contract.batch_flag_pattern(description.batch_flag)
     matches = list(pattern.finditer(script, start))
     if not matches:
         notes.append(f"{description.batch_flag} not found in the script body; the job gets the environment")
