@@ -184,10 +184,13 @@ def _factory_table(text: str, where: str, description_args: list[str]) -> Any:
         raise AdvisorUnavailable(
             f"model {description.model} took over {error.timeout:.0f} s to introspect"
         ) from None
-    if result.returncode != 0:
-        last = (result.stderr.strip().splitlines() or [f"exit status {result.returncode}"])[-1]
-        raise AdvisorUnavailable(f"model {description.model} could not be introspected: {sanitized(last)}")
-    return json.loads(result.stdout)
+    try:
+        if result.returncode == 0:
+            return json.loads(result.stdout)
+    except ValueError:
+        pass
+    why = result.stderr.strip().splitlines() or [f"exit status {result.returncode}, no layer table"]
+    raise AdvisorUnavailable(f"model {description.model} could not be introspected: {sanitized(why[-1])}")
 
 
 def _child_limits() -> None:
@@ -249,12 +252,13 @@ def _agreed(flags: Flags) -> bool:
     """On a terminal the user confirms a rewrite unless ``--yes``; elsewhere the policy decides."""
     if flags.yes or flags.dry_run or not (sys.stdin.isatty() and sys.stderr.isatty()):
         return True
-    try:
-        answer = input("Submit with the advised changes? [Y/n] ").strip().lower()
-    except EOFError:
+    # On stderr, like the table: stdout is sbatch's (and --json's) alone.
+    print("Submit with the advised changes? [Y/n] ", end="", file=sys.stderr, flush=True)
+    line = sys.stdin.readline()
+    if not line:  # Ctrl-D: no
         print(file=sys.stderr)
         return False
-    return answer in ("", "y", "yes")
+    return line.strip().lower() in ("", "y", "yes")
 
 
 def _finish(submission: SbatchCall, flags: Flags, response: Advice | None) -> int:
