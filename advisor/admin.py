@@ -124,10 +124,10 @@ def _status(args: argparse.Namespace, console: Console) -> int:
     console.print(
         f"daemon: {'up, version ' + health.version if health else 'down: ' + str(problem)}", highlight=False
     )
+    if health is not None:
+        console.print(f"policy in force: {health.policy}", highlight=False)
     if health is not None and health.policy_error:
-        console.print(
-            f"policy error (the previous policy stays in force): {health.policy_error}", highlight=False
-        )
+        console.print(f"policy error: {health.policy_error}", highlight=False)
     for title, rows in (("models", models), ("benchmarks", benchmarks), ("queue", queue)):
         table = Table(title=title)
         for column in rows[0] if rows else ["(none)"]:

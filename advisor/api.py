@@ -71,8 +71,10 @@ class Submitted(_Message):
 class Health(_Message):
     ok: bool
     version: str
+    policy: str = "built-in default"
+    """Where the policy in force came from: its file, or the built-in default (advise only)."""
     policy_error: str | None = None
-    """The last policy edit that failed to load (the previous policy stays in force)."""
+    """The last policy edit that failed to load (``policy`` says what stayed in force)."""
     detail: str | None = None
 
 

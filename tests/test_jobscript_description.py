@@ -103,3 +103,33 @@ def test_every_example_parses(script: Path) -> None:
     assert parsed.description is not None
     assert parsed.request.partitions
     assert parsed.request.gpus is not None
+
+
+BOUNDED = (
+    "#!/bin/sh\n#ADVISOR --model=resnet18 --global-batch=64 --dataset-size=1000000000\n#ADVISOR {}\ntrue\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (
+            "--global-batch=" + "1" + "0" * 30,
+            "--global-batch: Input should be less than or equal to 2147483648",
+        ),
+        ("--steps=" + "1" + "0" * 30, "--steps: Input should be less than or equal to 1000000000"),
+        ("--epochs=inf", "--epochs: Input should be a finite number"),
+        ("--epochs=nan", "--epochs: Input should be a finite number"),
+        ("--epochs=1e300", "--epochs: Input should be less than or equal to 1000000"),
+        ("--epochs=100000 --global-batch=1", "come to more than 1000000000 steps"),
+        ("--steps=5 --workers=99999999", "--workers: Input should be less than or equal to 4096"),
+        ("--steps=5 --input-shape=3x99999x3", "--input-shape: Input should be less than or equal to 16384"),
+        ("--steps=5 --input-shape=3x32", "--input-shape: expected CxHxW such as 3x224x224, not '3x32'"),
+        ("--steps=5 --batch-range=128:256", "--global-batch 64 lies outside --batch-range 128:256"),
+    ],
+)
+def test_every_number_has_a_bound_that_names_its_option_and_line(line: str, message: str) -> None:
+    with pytest.raises(ScriptError) as caught:
+        parse_description(BOUNDED.format(line), "job.sh")
+    assert message in caught.value.reason
+    assert caught.value.where in ("job.sh:2", "job.sh:3")

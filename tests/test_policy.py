@@ -271,3 +271,40 @@ def test_check_json_gives_the_policy_or_its_problems(
     assert invalid["valid"] is False
     assert invalid["problems"][0]["line"] == 2
     assert invalid["problems"][0]["key"] == "rewrite.min_confidence"
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "says"),
+    [
+        ('mode = "advise"\nx = ' + "[" * 5000 + "]" * 5000 + "\n", 2, "nested more than 100 deep"),
+        ('mode = "advise"\ny = ' + "{a = " * 3000 + "1" + "}" * 3000 + "\n", 2, "nested more than 100 deep"),
+        ('mode = "advise"\n\nz = ' + "9" * 5000 + "\n", 3, "a number too long to read"),
+    ],
+)
+def test_a_hostile_file_is_a_policy_error_with_its_line_never_a_crash(
+    tmp_path: Path, text: str, line: int, says: str
+) -> None:
+    path = tmp_path / "policy.toml"
+    path.write_text('mode = "rewrite"\n', encoding="utf-8")
+    holder = PolicyHolder(path)
+    path.write_text(text, encoding="utf-8")
+    error = holder.reload()
+    assert error is not None and error.problems[0].line == line and says in str(error)
+    assert holder.current.mode == "rewrite" and holder.source == str(path), "the last good one stays"
+    assert run_check(str(path)) == 2
+
+
+def test_a_byte_order_mark_is_read_as_utf_8(tmp_path: Path) -> None:
+    path = tmp_path / "policy.toml"
+    path.write_bytes(b'\xef\xbb\xbfmode = "rewrite"\n')
+    assert load_policy(path).mode == "rewrite"
+    assert parse_policy('\ufeffmode = "off"\n', "<stdin>").mode == "off"
+
+
+def test_the_holder_says_which_policy_is_in_force(tmp_path: Path) -> None:
+    path = tmp_path / "policy.toml"
+    path.write_text("mode = 'sometimes'\n", encoding="utf-8")
+    broken = PolicyHolder(path)
+    assert broken.source is None and broken.last_error is not None, "the built-in default, not a file"
+    path.write_text("mode = 'off'\n", encoding="utf-8")
+    assert broken.reload() is None and broken.source == str(path)

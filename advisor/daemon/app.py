@@ -87,7 +87,12 @@ class Advisor:
 
     def health(self) -> Health:
         error = self.policy.last_error
-        return Health(ok=True, version=__version__, policy_error=None if error is None else str(error))
+        return Health(
+            ok=True,
+            version=__version__,
+            policy=self.policy.source or "built-in default",
+            policy_error=None if error is None else str(error),
+        )
 
     def advise(self, peer: Peer, request: AdviseRequest) -> AdviseResponse:
         """The same request from the same caller under the same policy gets the same answer while the queue

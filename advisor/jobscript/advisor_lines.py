@@ -14,12 +14,18 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from advisor.contract import MAX_BATCH
 from advisor.jobscript.advisor_words import OPTIONS, description_values
 from advisor.jobscript.errors import ScriptError
 
+MAX_STEPS = 10**9
+"""More optimizer steps than any job runs: a bound that keeps every later product of them finite."""
+MAX_SIDE = 16384
 _MODEL = re.compile(r"^(?:[a-z][a-z0-9_]*|[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*)$")
 _FLAG = re.compile(r"^--?[A-Za-z][\w-]*$")
 PositiveInt = Annotated[int, Field(ge=1)]
+BatchSize = Annotated[int, Field(ge=1, le=MAX_BATCH)]
+Side = Annotated[int, Field(ge=1, le=MAX_SIDE)]
 
 
 class JobDescription(BaseModel):
@@ -29,15 +35,15 @@ class JobDescription(BaseModel):
 
     model: str
     model_kwargs: dict[str, int | float | bool | str] = {}
-    input_shape: tuple[PositiveInt, PositiveInt, PositiveInt] = (3, 224, 224)
-    global_batch: PositiveInt
-    epochs: Annotated[float, Field(gt=0)] | None = None
-    steps: PositiveInt | None = None
-    dataset_size: PositiveInt | None = None
-    batch_range: tuple[PositiveInt, PositiveInt] | None = None
+    input_shape: tuple[Side, Side, Side] = (3, 224, 224)
+    global_batch: BatchSize
+    epochs: Annotated[float, Field(gt=0, le=10**6, allow_inf_nan=False)] | None = None
+    steps: Annotated[int, Field(ge=1, le=MAX_STEPS)] | None = None
+    dataset_size: Annotated[int, Field(ge=1, le=2**40)] | None = None
+    batch_range: tuple[BatchSize, BatchSize] | None = None
     amp: bool = True
     grad_accum: bool = True
-    workers: Annotated[int, Field(ge=0)] | None = None
+    workers: Annotated[int, Field(ge=0, le=4096)] | None = None
     batch_via: Literal["env", "flag"] = "env"
     batch_flag: str | None = None
 
@@ -69,6 +75,8 @@ class JobDescription(BaseModel):
                 )
         if (self.batch_via == "flag") != (self.batch_flag is not None):
             raise ValueError("--batch-flag names the flag whose value is the micro-batch; give it alone")
+        if self.total_steps > MAX_STEPS:
+            raise ValueError(f"--epochs over --dataset-size come to more than {MAX_STEPS} steps")
         return self
 
     @property
@@ -94,8 +102,12 @@ def parse_description(script: str, where: str, command_line: Sequence[str] = ())
         return JobDescription.model_validate(values)
     except ValidationError as exc:
         error = exc.errors()[0]
-        field = str(error["loc"][0]) if error["loc"] else ""
-        place = origin.get(field, where)
-        option = next((name for name, target in OPTIONS.items() if target == field), "")
-        label = f"{option}: " if option else ""
-        raise ScriptError(place, f"{label}{error['msg']}") from None
+        if error["loc"]:
+            field = str(error["loc"][0])
+            option = next((name for name, target in OPTIONS.items() if target == field), "")
+            message = f"{option}: {error['msg']}" if option else error["msg"]
+        else:  # a rule across fields: placed where the first option it names was set
+            message = error["msg"].removeprefix("Value error, ")
+            named = [target for name, target in OPTIONS.items() if name in message and target in origin]
+            field = named[0] if named else ""
+        raise ScriptError(origin.get(field, where), message) from None

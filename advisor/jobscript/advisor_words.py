@@ -18,7 +18,10 @@ PREFIX = "#ADVISOR"
 
 
 def _shape(text: str) -> list[str]:
-    return re.split(r"[x,]", text)
+    sides = re.split(r"[x,]", text)
+    if len(sides) != 3:
+        raise ValueError(f"expected CxHxW such as 3x224x224, not {text!r}")
+    return sides
 
 
 def _pair(text: str) -> list[str]:

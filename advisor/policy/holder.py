@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from advisor.policy.load import PolicyError, load_policy
+from advisor.policy.load import PolicyError, Problem, load_policy
 from advisor.policy.model import Policy
 
 
@@ -19,6 +19,8 @@ class PolicyHolder:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.current = Policy()
+        self.source: str | None = None
+        """The file the policy in force came from; None while the built-in default is in force."""
         self.generation = 0
         """Counts the policies put in force, so that answers cached under an older one are not reused."""
         self.last_error: PolicyError | None = None
@@ -32,7 +34,11 @@ class PolicyHolder:
         except PolicyError as error:
             self.last_error = error
             return error
+        except Exception as error:  # a bug in reading must not end the service either
+            self.last_error = PolicyError(str(self.path), [Problem(line=None, message=repr(error))])
+            return self.last_error
         self.current = policy
+        self.source = str(self.path)
         self.generation += 1
         self.last_error = None
         return None

@@ -18,6 +18,9 @@ from advisor.policy.model import Policy
 
 _TOML_PLACE = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
 _TOML_END = " (at end of document)"
+_LONG_NUMBER = re.compile(r"[0-9_]{4000,}")
+MAX_NESTING = 100
+"""A policy needs a few levels; past this many the message says where the nesting ran away."""
 _NAMES = {
     "partitions": "a partition name (letters, digits, '_', '.', '-')",
     "accounts": "an account name (lower-case letters, digits, '_', '.', '-'; Slurm lower-cases them)",
@@ -56,7 +59,7 @@ def load_policy(path: Path) -> Policy:
     except OSError as exc:
         raise PolicyError(str(path), [Problem(line=None, message=f"cannot read: {exc.strerror}")]) from exc
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # an editor's byte-order mark is UTF-8 too
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise PolicyError(str(path), [Problem(line=line, message="not UTF-8 text")]) from exc
@@ -65,10 +68,17 @@ def load_policy(path: Path) -> Policy:
 
 def parse_policy(text: str, source: str) -> Policy:
     """``source`` names the text in messages (a path, or ``<stdin>``)."""
+    text = text.removeprefix("\ufeff")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise PolicyError(source, [_syntax_problem(str(exc), text)]) from exc
+    except RecursionError:
+        # tomllib recurses once per nesting level: a hostile or broken file must not take the reader down.
+        raise PolicyError(source, [_too_deep(text)]) from None
+    except ValueError as exc:  # Python's limit on the digits of an integer (int_max_str_digits)
+        line = next((n for n, row in enumerate(text.splitlines(), 1) if _LONG_NUMBER.search(row)), None)
+        raise PolicyError(source, [Problem(line=line, message=f"a number too long to read: {exc}")]) from None
     try:
         return Policy.model_validate(data)
     except ValidationError as exc:
@@ -76,6 +86,18 @@ def parse_policy(text: str, source: str) -> Policy:
         problems = [_problem(error, lines) for error in exc.errors()]
         problems.sort(key=lambda problem: (problem.line or 0, problem.key))
         raise PolicyError(source, problems) from exc
+
+
+def _too_deep(text: str) -> Problem:
+    """The first line where arrays and inline tables open more than MAX_NESTING deep (quotes ignored: a
+    rough place is still better than none)."""
+    depth = 0
+    for number, row in enumerate(text.splitlines(), 1):
+        for char in row:
+            depth += (char in "[{") - (char in "]}")
+            if depth > MAX_NESTING:
+                return Problem(line=number, message=f"arrays or tables nested more than {MAX_NESTING} deep")
+    return Problem(line=None, message="arrays or tables nested too deep to read")
 
 
 def _syntax_problem(message: str, text: str) -> Problem:
