@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from advisor.jobscript.lexer import MAX_SCRIPT_BYTES
 from advisor.jobscript.rewrite import Submission
@@ -46,6 +46,15 @@ class AdviseRequest(_Message):
     """The layer table of a factory model, introspected in the user's own process (the daemon imports no
     user code); the daemon validates it before use."""
 
+    @field_validator("script_b64")
+    @classmethod
+    def _base64(cls, value: str) -> str:
+        try:
+            base64.b64decode(value, validate=True)
+        except ValueError:
+            raise ValueError("not base64") from None
+        return value
+
     @property
     def script(self) -> bytes:
         return base64.b64decode(self.script_b64, validate=True)
@@ -64,8 +73,9 @@ class AdviseResponse(_Message):
 
 
 class Submitted(_Message):
-    request_id: str
-    job_id: int
+    request_id: str = Field(max_length=64)
+    job_id: int = Field(ge=1, le=2**32)
+    """Slurm's job ids are 32-bit and start at 1."""
 
 
 class Health(_Message):

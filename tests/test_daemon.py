@@ -11,7 +11,6 @@ import pwd
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,96 +22,15 @@ from advisor.daemon.transport import UnixHTTPConnection
 from advisor.sandbox.cluster import Sandbox
 from advisor.slurm.client import SlurmClient
 
-from .recommend_support import trained_store
-
-BIN = Path(sys.executable).parent
-POLICY = 'mode = "rewrite"\n[rewrite]\nmin_gain_minutes = 5\n[tuning]\nchannels_last = false\n'
-SCRIPT = """#!/bin/sh
-#SBATCH --partition=t4
-#SBATCH --gres=gpu:1
-#SBATCH --time=12:00:00
-#SBATCH --job-name={name}
-#SBATCH --output=/dev/null
-#ADVISOR --model=resnet18 --num-classes=10 --input-shape=3,32,32 --global-batch=64 --steps=100000
-sleep 600
-"""
-
-
-class Daemon:
-    def __init__(self, root: Path, env: dict[str, str]) -> None:
-        self.root = root
-        self.env = env
-        self.socket = root / "advisor.sock"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        argv = [
-            str(BIN / "advisor"),
-            "daemon",
-            "--socket",
-            str(self.socket),
-            "--db",
-            str(self.root / "advisor.db"),
-        ]
-        argv += ["--policy", str(self.root / "policy.toml"), "--models-dir", str(self.root / "models")]
-        log = (self.root / "daemon.log").open("ab")
-        self.process = subprocess.Popen(argv, env=self.env, stdout=log, stderr=log)
-        deadline = time.monotonic() + 120
-        while not self._healthy():
-            assert self.process.poll() is None, (self.root / "daemon.log").read_text()
-            assert time.monotonic() < deadline, "the daemon never answered"
-            time.sleep(0.2)
-
-    def _healthy(self) -> bool:
-        """A socket file may be a dead daemon's; only an answer says this one listens."""
-        connection = UnixHTTPConnection(self.socket, timeout=5)
-        try:
-            connection.request("GET", "/health")
-            return connection.getresponse().status == 200
-        except OSError:
-            return False
-        finally:
-            connection.close()
-
-    def stop(self, how: int = signal.SIGTERM) -> int:
-        assert self.process is not None
-        self.process.send_signal(how)
-        return self.process.wait(timeout=30)
+from .daemon_support import BIN, SCRIPT, Daemon, jobs_named, started_daemon, submit
 
 
 @pytest.fixture(scope="module")
 def daemon(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
-    root = tmp_path_factory.mktemp("daemon")
-    trained_store(root)
-    (root / "policy.toml").write_text(POLICY, encoding="utf-8")
-    env = {
-        "PATH": f"{BIN}:/usr/bin:/bin",
-        "SLURM_CONF": sandbox.client_env()["SLURM_CONF"],
-        "ADVISOR_ALLOW_ROOT": "1",  # the suite runs as root in CI; the service itself runs as its own user
-        "ADVISOR_SOCKET": str(root / "advisor.sock"),
-        "ADVISOR_TIMEOUT": "20",  # a loaded CI machine: the fail-open tests set their own
-    }
-    server = Daemon(root, env)
-    server.start()
+    server = started_daemon(sandbox, tmp_path_factory.mktemp("daemon"))
     yield server
     if server.process is not None and server.process.poll() is None:
         server.stop()
-
-
-def submit(
-    daemon: Daemon, tmp_path: Path, *words: str, name: str = "train", **env: str
-) -> subprocess.CompletedProcess[str]:
-    script = tmp_path / f"{name}.sbatch"
-    if not script.exists():
-        script.write_text(SCRIPT.format(name=name), encoding="utf-8")
-    argv = [str(BIN / "advise-submit"), *words, str(script)]
-    return subprocess.run(
-        argv, env={**daemon.env, **env}, cwd=tmp_path, capture_output=True, text=True, timeout=120
-    )
-
-
-def jobs_named(slurm: SlurmClient, name: str) -> list[str]:
-    return [job.partition for job in slurm.jobs() if job.name == name]
 
 
 def test_an_advised_job_is_rewritten_submitted_once_and_explained(

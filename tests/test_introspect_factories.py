@@ -85,3 +85,12 @@ def test_absurd_input_shapes(shape: tuple[int, int, int]) -> None:
 def test_arguments_must_be_json() -> None:
     with pytest.raises(IntrospectionError, match="model arguments must be JSON values"):
         introspect("resnet18", kwargs={"norm_layer": object()}, allow_factories=False)  # type: ignore[dict-item]
+
+
+def test_a_torch_error_reaches_the_user_as_one_line_without_its_cpp_stack_trace() -> None:
+    from advisor.introspect.errors import summary
+
+    trace = "shape '[2, 3]' is invalid\nException raised from infer_size at aten/src/ATen/InferSize.h:1\n"
+    error = RuntimeError(trace + "frame #0: c10::Error::Error(...)\n" * 40)
+    assert summary(error) == "RuntimeError: shape '[2, 3]' is invalid"
+    assert summary(RuntimeError("x" * 1000)).endswith("...") and len(summary(RuntimeError("x" * 1000))) == 303

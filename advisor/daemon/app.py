@@ -11,6 +11,7 @@ import json
 import os
 import pwd
 import queue
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -34,6 +35,9 @@ from advisor.recommend.cluster import ClusterView
 from advisor.recommend.edges import WAITS_FRESH_FOR, recommend_now
 from advisor.slurm.client import SlurmClient
 from advisor.store import AdvisedJobs, Audit, Store
+
+MAX_IDLE_STORES = 8
+"""SQLite connections kept open between requests: as many as the server's threads that advise."""
 
 
 class RequestError(ValueError):
@@ -68,6 +72,7 @@ class Advisor:
         self.clock = clock
         self.policy = PolicyHolder(settings.policy)
         self._stores: queue.SimpleQueue[Store] = queue.SimpleQueue()
+        self._writing = threading.Lock()
 
     @contextmanager
     def store(self) -> Iterator[Store]:
@@ -80,7 +85,10 @@ class Advisor:
         try:
             yield store
         finally:
-            self._stores.put(store)
+            if self._stores.qsize() < MAX_IDLE_STORES:
+                self._stores.put(store)
+            else:  # a burst is over: the pool shrinks back
+                store.db.conn.close()
 
     def reload(self) -> None:
         self.policy.reload()
@@ -97,28 +105,43 @@ class Advisor:
     def advise(self, peer: Peer, request: AdviseRequest) -> AdviseResponse:
         """The same request from the same caller under the same policy gets the same answer while the queue
         waits it rests on are fresh; each request is still audited on its own."""
-        began = time.perf_counter()
-        now = self.clock()
-        user = _user_name(peer.uid)
-        key = f"advice:{peer.uid}:{self.policy.generation}:{_digest(request)}"
+        began, now, user = time.perf_counter(), self.clock(), _user_name(peer.uid)
+        key = self._key(peer, request)
         answer = self.cluster.cached(key, WAITS_FRESH_FOR, lambda: self._answer(request, user, now))
+        return self._audited(peer, request, answer, user, now, began)
+
+    def advise_if_ready(self, peer: Peer, request: AdviseRequest) -> AdviseResponse | None:
+        """The answer when an identical request's is still fresh, else None: what the server can give without
+        waiting on Slurm (an audit row is all it writes)."""
+        began, now = time.perf_counter(), self.clock()
+        answer = self.cluster.peek(self._key(peer, request), WAITS_FRESH_FOR)
+        if not isinstance(answer, _Answer):
+            return None
+        return self._audited(peer, request, answer, _user_name(peer.uid), now, began)
+
+    def _key(self, peer: Peer, request: AdviseRequest) -> str:
+        return f"advice:{peer.uid}:{self.policy.generation}:{_digest(request)}"
+
+    def _audited(
+        self, peer: Peer, request: AdviseRequest, answer: _Answer, user: str, now: datetime, began: float
+    ) -> AdviseResponse:
         request_id = uuid.uuid4().hex
         latency_ms = (time.perf_counter() - began) * 1000
-        with self.store() as store:
-            Audit(store).record(
-                {
-                    "request_id": request_id,
-                    "at": now.isoformat(),
-                    "uid": peer.uid,
-                    "user": user,
-                    "where": request.where,
-                    "argv": json.dumps(request.sbatch_argv),
-                    "request": answer.request_json,
-                    "recommendation": answer.recommendation_json,
-                    "applied": int(answer.submission.rewritten),
-                    "latency_ms": latency_ms,
-                }
-            )
+        row = {
+            "request_id": request_id,
+            "at": now.isoformat(),
+            "uid": peer.uid,
+            "user": user,
+            "where": request.where,
+            "argv": json.dumps(request.sbatch_argv),
+            "request": answer.request_json,
+            "recommendation": answer.recommendation_json,
+            "applied": int(answer.submission.rewritten),
+            "latency_ms": latency_ms,
+        }
+        # One writer at a time in this process: SQLite's own busy wait sleeps in steps of milliseconds.
+        with self._writing, self.store() as store:
+            Audit(store).record(row)
         return AdviseResponse(
             request_id=request_id,
             recommendation=answer.recommendation,
@@ -185,10 +208,9 @@ class Advisor:
     def explain(self, peer: Peer, job_id: int) -> Explanation:
         with self.store() as store:
             row = Audit(store).by_job(job_id)
-        if row is None:
-            raise LookupError(f"no advice was given for job {job_id}")
-        if peer.uid not in (row["uid"], 0, os.geteuid()):
-            raise Forbidden(f"job {job_id} is not yours")
+        # One answer for "none" and "not yours": which job ids were advised is no one else's business.
+        if row is None or peer.uid not in (row["uid"], 0, os.geteuid()):
+            raise LookupError(f"no advice of yours was given for job {job_id}")
         return Explanation(
             job_id=job_id,
             request_id=row["request_id"],

@@ -17,6 +17,7 @@ from apscheduler.schedulers.background import BackgroundScheduler  # type: ignor
 from rich.console import Console
 
 from advisor import paths
+from advisor.daemon.limits import Limits
 from advisor.daemon.transport import UnsafeSocketDirectory
 from advisor.slurm.client import SlurmClient
 from advisor.store import Store
@@ -26,6 +27,17 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("advisor.daemon")
 OUTCOME_MINUTES = 5
+_LIMIT_OPTIONS = (
+    ("--max-connections", "connections", "N", "connections in all"),
+    ("--max-connections-per-user", "connections_per_uid", "N", "per uid; more are closed at once"),
+    (
+        "--connection-deadline",
+        "deadline_s",
+        "SECONDS",
+        "every connection is closed this long after it opened",
+    ),
+    ("--workers", "workers", "N", "threads that compute advice; fresh answers need none"),
+)
 RETRAIN_MINUTES = 10
 
 
@@ -39,6 +51,18 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     daemon.add_argument("--gpu-specs", type=Path, default=paths.gpu_specs())
     daemon.add_argument("--models-dir", type=Path, default=paths.state_dir() / "models")
     daemon.add_argument("--log-level", default="INFO")
+    limits = daemon.add_argument_group("limits (what local users may hold of the daemon)")
+    for flag, field, metavar, meaning in _LIMIT_OPTIONS:
+        default = getattr(Limits(), field)
+        kind = type(default)
+        limits.add_argument(
+            flag,
+            dest=field,
+            type=kind,
+            default=default,
+            metavar=metavar,
+            help=f"{meaning} (default: %(default)s)",
+        )
     daemon.set_defaults(handler=_daemon)
 
 
@@ -65,7 +89,8 @@ def _daemon(args: argparse.Namespace, console: Console) -> int:
     scheduler.add_job(retrain, "interval", minutes=RETRAIN_MINUTES, id="retrain")
     scheduler.start()
     try:
-        serve(advisor, args.socket)
+        limits = Limits(**{field: getattr(args, field) for _, field, _, _ in _LIMIT_OPTIONS})
+        serve(advisor, args.socket, limits)
     except (UnsafeSocketDirectory, OSError) as error:
         console.print(f"advisor: error: cannot listen on {args.socket}: {error}", highlight=False)
         return 1

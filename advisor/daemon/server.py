@@ -1,27 +1,38 @@
-"""The daemon's HTTP server on a Unix socket: routing, JSON in and out, signals, and a clean stop.
+"""The daemon's HTTP server on a Unix socket: aiohttp's low-level server, routing, limits and a clean stop.
 
-One thread per request (the standard library's ThreadingMixIn); each request's caller comes from
-SO_PEERCRED. SIGHUP reloads the policy, SIGTERM and SIGINT stop the server after current requests.
+aiohttp parses every request strictly (a negative or non-numeric Content-Length, a header over 8 KiB or
+a broken request line is a 400 before any code of ours runs) and serves every connection from one event
+loop, so an idle connection costs a file descriptor, not a thread. On top of it: a cap on connections in
+all and per caller (the caller's uid from SO_PEERCRED), a deadline by which each connection must have
+been answered, a body cap, and a bounded thread pool for the advice itself; a request that cannot be
+answered within the caller's budget (`BUDGET_HEADER`) is told so at once (503) instead of queueing past it.
+SIGHUP reloads the policy, SIGTERM and SIGINT stop the server after current requests.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import re
 import signal
-import socketserver
 import stat
-import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from types import FrameType
 from typing import Any, TypeVar
 
+from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_protocol import RequestHandler
 from pydantic import BaseModel, ValidationError
 
 from advisor.api import AdviseRequest, Problem, Submitted
 from advisor.daemon.app import Advisor, Forbidden, RequestError
-from advisor.daemon.transport import Peer, check_socket_directory, peer_credentials
+from advisor.daemon.limits import Limits
+from advisor.daemon.transport import BUDGET_HEADER, Peer, check_socket_directory, peer_credentials
 from advisor.introspect.errors import IntrospectionError
 from advisor.jobscript.errors import ScriptError
 from advisor.jobscript.lexer import MAX_SCRIPT_BYTES
@@ -29,118 +40,230 @@ from advisor.slurm.runner import SlurmError
 
 log = logging.getLogger("advisor.daemon")
 _M = TypeVar("_M", bound=BaseModel)
-_MAX_BODY = 2 * MAX_SCRIPT_BYTES
+_B = TypeVar("_B", bound=BaseModel | None)
+MAX_BODY = 2 * MAX_SCRIPT_BYTES
+DEFAULT_BUDGET_S = 10.0
 
 
-class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
-    request_queue_size = 1024
-    """A burst of submissions queues in the kernel instead of being refused (the default is 5)."""
-    block_on_close = True
-    advisor: Advisor
+_EXPLAIN = re.compile(r"/explain/([0-9]{1,19})")
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    protocol_version = "HTTP/1.1"
+class _Server(web.Server):
+    """aiohttp's server, counting connections by caller: one over a limit is closed before it is read."""
 
-    def do_GET(self) -> None:
-        advisor = self.server.advisor
-        if self.path == "/health":
-            self._reply(HTTPStatus.OK, advisor.health())
-        elif self.path.startswith("/explain/") and self.path.removeprefix("/explain/").isdigit():
-            job_id = int(self.path.removeprefix("/explain/"))
-            self._answer(lambda: advisor.explain(self._peer(), job_id))
-        else:
-            self._reply(HTTPStatus.NOT_FOUND, Problem(error=f"no such endpoint: GET {self.path}"))
+    def __init__(self, handler: Any, limits: Limits, **kwargs: Any) -> None:
+        super().__init__(handler, **kwargs)
+        self.limits = limits
+        self.peers: dict[RequestHandler, Peer] = {}
+        self.per_uid: Counter[int] = Counter()
+        self.deadlines: dict[RequestHandler, asyncio.TimerHandle] = {}
 
-    def do_POST(self) -> None:
-        advisor = self.server.advisor
-        if self.path == "/advise":
-            body = self._body(AdviseRequest)
-            if body is not None:
-                self._answer(lambda: advisor.advise(self._peer(), body))
-        elif self.path == "/submitted":
-            submitted = self._body(Submitted)
-            if submitted is not None:
-                self._answer(lambda: advisor.submitted(self._peer(), submitted))
-        else:
-            self._reply(HTTPStatus.NOT_FOUND, Problem(error=f"no such endpoint: POST {self.path}"))
+    def connection_made(self, handler: RequestHandler, transport: asyncio.Transport) -> None:
+        super().connection_made(handler, transport)
+        peer = peer_credentials(transport.get_extra_info("socket"))
+        self.peers[handler] = peer
+        self.per_uid[peer.uid] += 1
+        loop = asyncio.get_running_loop()
+        self.deadlines[handler] = loop.call_later(self.limits.deadline_s, handler.force_close)
+        mine, limits = self.per_uid[peer.uid], self.limits
+        if len(self.peers) > limits.connections or mine > limits.connections_per_uid:
+            if mine == limits.connections_per_uid + 1 or len(self.peers) == limits.connections + 1:
+                log.warning("refusing connections of uid %d: %d open", peer.uid, mine)
+            # Once aiohttp has set the connection up: closed from within this call it would trip it.
+            loop.call_soon(handler.force_close)
 
-    def _peer(self) -> Peer:
-        return peer_credentials(self.connection)
+    def connection_lost(self, handler: RequestHandler, exc: BaseException | None = None) -> None:
+        super().connection_lost(handler, exc)
+        peer = self.peers.pop(handler, None)
+        if peer is not None:
+            self.per_uid[peer.uid] -= 1
+            if not self.per_uid[peer.uid]:
+                del self.per_uid[peer.uid]
+        deadline = self.deadlines.pop(handler, None)
+        if deadline is not None:
+            deadline.cancel()
 
-    def _body(self, model: type[_M]) -> _M | None:
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > _MAX_BODY:
-            self._reply(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, Problem(error=f"request over {_MAX_BODY} bytes"))
-            return None
+
+class _CallerFaults(logging.Filter):
+    """A request aiohttp refuses as malformed is the caller's fault: one line at INFO, not a traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        fault = record.exc_info[1] if record.exc_info else None
+        if isinstance(fault, HttpProcessingError):
+            record.msg, record.args, record.exc_info = (
+                "refused a malformed request: %s",
+                (fault.message,),
+                None,
+            )
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
+class _Routes:
+    """The endpoints of `advisor.api`; the advice runs on the pool, everything else on the loop."""
+
+    def __init__(self, advisor: Advisor, workers: int) -> None:
+        self.advisor = advisor
+        self.workers = workers
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="advise")
+        self.server: _Server | None = None
+        self.waiting = 0
+        """Advice computations queued or running on the pool."""
+        self.service_s = 0.05
+        """A running mean of how long one takes, for the wait a new request would have."""
+
+    async def __call__(self, request: web.BaseRequest) -> web.StreamResponse:
         try:
-            return model.model_validate_json(self.rfile.read(length))
-        except ValidationError as error:
-            self._reply(HTTPStatus.BAD_REQUEST, Problem(error=f"malformed request: {error}"))
-            return None
+            return await self._route(request)
+        except _Refusal as refusal:
+            return _reply(refusal.status, Problem(error=refusal.message))
 
-    def _answer(self, call: Any) -> None:
+    async def _route(self, request: web.BaseRequest) -> web.StreamResponse:
+        path, method = request.path, request.method
+        if (method, path) == ("GET", "/health"):
+            return _reply(HTTPStatus.OK, self.advisor.health())
+        if method == "GET" and (match := _EXPLAIN.fullmatch(path)):
+            job_id = int(match[1])
+            return await self._answer(request, lambda peer: self.advisor.explain(peer, job_id))
+        if (method, path) == ("POST", "/advise"):
+            advise = await _body(request, AdviseRequest)
+            status, ready = _outcome(
+                lambda peer: self.advisor.advise_if_ready(peer, advise), self._peer(request)
+            )
+            if ready is not None:  # a fresh answer (or an error): no thread, no wait
+                return _reply(status, ready)
+            return await self._answer(request, lambda peer: self.advisor.advise(peer, advise))
+        if (method, path) == ("POST", "/submitted"):
+            submitted = await _body(request, Submitted)
+            return await self._answer(request, lambda peer: self.advisor.submitted(peer, submitted))
+        return _reply(HTTPStatus.NOT_FOUND, Problem(error=f"no such endpoint: {method} {path[:100]}"))
+
+    async def _answer(self, request: web.BaseRequest, work: Callable[[Peer], BaseModel]) -> web.Response:
+        peer = self._peer(request)
+        budget = _budget(request)
+        expected = self.waiting / self.workers * self.service_s
+        if expected > budget:
+            raise _Refusal(HTTPStatus.SERVICE_UNAVAILABLE, f"the advisor is busy (about {expected:.1f} s)")
+        self.waiting += 1
+        began = time.monotonic()
+        future = asyncio.get_running_loop().run_in_executor(self.pool, _outcome, work, peer)
         try:
-            self._reply(HTTPStatus.OK, call())
-        except (ScriptError, RequestError, IntrospectionError, ValidationError) as error:
-            self._reply(HTTPStatus.UNPROCESSABLE_ENTITY, Problem(error=str(error)))
-        except Forbidden as error:
-            self._reply(HTTPStatus.FORBIDDEN, Problem(error=str(error)))
-        except LookupError as error:
-            self._reply(HTTPStatus.NOT_FOUND, Problem(error=str(error)))
-        except SlurmError as error:
-            self._reply(HTTPStatus.BAD_GATEWAY, Problem(error=f"Slurm: {error}"))
-        except Exception as error:  # a bug must cost one request, never the daemon
-            log.exception("request %s failed", self.path)
-            self._reply(HTTPStatus.INTERNAL_SERVER_ERROR, Problem(error=f"internal error: {error!r}"))
+            status, payload = await asyncio.wait_for(asyncio.shield(future), budget)
+        except TimeoutError:
+            future.add_done_callback(lambda _: self._done(began))
+            raise _Refusal(HTTPStatus.SERVICE_UNAVAILABLE, f"no answer within {budget:.1f} s") from None
+        self._done(began)
+        return _reply(status, payload)
 
-    def _reply(self, status: HTTPStatus, payload: BaseModel) -> None:
-        data = payload.model_dump_json().encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+    def _peer(self, request: web.BaseRequest) -> Peer:
+        assert self.server is not None
+        return self.server.peers[request.protocol]
 
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug(format, *args)
+    def _done(self, began: float) -> None:
+        self.waiting -= 1
+        self.service_s = 0.9 * self.service_s + 0.1 * (time.monotonic() - began)
 
 
-def serve(advisor: Advisor, socket_path: Path) -> None:
+class _Refusal(Exception):
+    def __init__(self, status: HTTPStatus, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _budget(request: web.BaseRequest) -> float:
+    text = request.headers.get(BUDGET_HEADER, "")
+    if not text:
+        return DEFAULT_BUDGET_S
+    if not text.isdigit() or len(text) > 9:
+        raise _Refusal(HTTPStatus.BAD_REQUEST, f"{BUDGET_HEADER} is not a number of milliseconds")
+    return min(int(text) / 1000, DEFAULT_BUDGET_S)
+
+
+async def _body(request: web.BaseRequest, model: type[_M]) -> _M:
+    if request.content_length is None:
+        raise _Refusal(HTTPStatus.LENGTH_REQUIRED, "a request body needs a Content-Length")
+    if request.content_length > MAX_BODY:
+        raise _Refusal(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"request over {MAX_BODY} bytes")
+    try:
+        data = await request.content.readexactly(request.content_length) if request.content_length else b""
+    except (asyncio.IncompleteReadError, ConnectionError):
+        raise _Refusal(HTTPStatus.BAD_REQUEST, "the request body ended early") from None
+    try:
+        return model.model_validate_json(data)
+    except ValidationError as error:
+        raise _Refusal(HTTPStatus.BAD_REQUEST, f"malformed request: {_fields(error)}") from None
+
+
+def _fields(error: ValidationError) -> str:
+    """Each field's problem in one line, without the echo of the input (which may be megabytes)."""
+    return "; ".join(
+        f"{'.'.join(str(part) for part in item['loc']) or 'body'}: {item['msg']}" for item in error.errors()
+    )
+
+
+def _outcome(work: Callable[[Peer], _B], peer: Peer) -> tuple[HTTPStatus, _B | Problem]:
+    """The status and body of one request, on a pool thread: a bug costs one request, never the daemon."""
+    try:
+        return HTTPStatus.OK, work(peer)
+    except (ScriptError, RequestError, IntrospectionError) as error:
+        return HTTPStatus.UNPROCESSABLE_ENTITY, Problem(error=str(error))
+    except ValidationError as error:
+        return HTTPStatus.UNPROCESSABLE_ENTITY, Problem(error=_fields(error))
+    except Forbidden as error:
+        return HTTPStatus.FORBIDDEN, Problem(error=str(error))
+    except LookupError as error:
+        return HTTPStatus.NOT_FOUND, Problem(error=str(error))
+    except SlurmError as error:
+        log.warning("Slurm failed: %s", error)
+        return HTTPStatus.BAD_GATEWAY, Problem(error="Slurm did not answer the advisor")
+    except Exception as error:
+        log.exception("request failed")
+        return HTTPStatus.INTERNAL_SERVER_ERROR, Problem(error=f"internal error: {type(error).__name__}")
+
+
+def _reply(status: HTTPStatus, payload: BaseModel) -> web.Response:
+    return web.Response(status=status, body=payload.model_dump_json(), content_type="application/json")
+
+
+def serve(advisor: Advisor, socket_path: Path, limits: Limits | None = None) -> None:
     """Listens until SIGTERM or SIGINT; the socket is connectable by every user (callers are told apart
     by SO_PEERCRED, not by file permissions)."""
     check_socket_directory(socket_path.parent)
+    asyncio.run(_serve(advisor, socket_path, limits or Limits()))
+
+
+async def _serve(advisor: Advisor, socket_path: Path, limits: Limits) -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+
+    def reload() -> None:
+        advisor.reload()
+        error = advisor.policy.last_error
+        log.info("policy reloaded%s", f": {error}" if error else "")
+
     # Handlers first: a SIGHUP that arrives once the socket exists must reload, not kill.
-    stop = threading.Event()
-
-    def on_signal(number: int, _frame: FrameType | None) -> None:
-        if number == signal.SIGHUP:
-            advisor.reload()
-            log.info(
-                "policy reloaded%s", f": {advisor.policy.last_error}" if advisor.policy.last_error else ""
-            )
-        else:
-            stop.set()
-
-    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(number, on_signal)
+    loop.add_signal_handler(signal.SIGHUP, reload)
+    for number in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(number, stop.set)
     if socket_path.exists() or socket_path.is_symlink():
         if not stat.S_ISSOCK(socket_path.lstat().st_mode):
             raise FileExistsError(f"{socket_path} exists and is not a socket")
         socket_path.unlink()
-    server = _Server(str(socket_path), _Handler)
-    server.advisor = advisor
+    logging.getLogger("aiohttp.server").addFilter(_CallerFaults())
+    routes = _Routes(advisor, limits.workers)
+    server = _Server(routes, limits, access_log=None, keepalive_timeout=limits.deadline_s)
+    routes.server = server
+    runner = web.ServerRunner(server, handle_signals=False)
+    await runner.setup()
+    site = web.UnixSite(runner, str(socket_path), backlog=1024)
+    await site.start()
     socket_path.chmod(0o666)
-    thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
-    thread.start()
     log.info("listening on %s", socket_path)
     try:
-        while not stop.wait(1.0):
-            pass
+        await stop.wait()
     finally:
-        server.shutdown()
-        server.server_close()
+        await runner.cleanup()
+        routes.pool.shutdown(wait=True)
         socket_path.unlink(missing_ok=True)
         log.info("stopped")

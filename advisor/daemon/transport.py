@@ -16,7 +16,7 @@ import time
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 _UCRED = struct.Struct("3i")
 
@@ -28,7 +28,11 @@ class Peer:
     gid: int
 
 
-def peer_credentials(connection: socket.socket) -> Peer:
+class _Socket(Protocol):
+    def getsockopt(self, level: int, option: int, size: int, /) -> bytes: ...
+
+
+def peer_credentials(connection: _Socket) -> Peer:
     """The process at the other end of a Unix socket, as the kernel recorded it at connect time."""
     raw = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
     pid, uid, gid = _UCRED.unpack(raw)

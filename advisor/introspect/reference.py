@@ -18,7 +18,7 @@ from pydantic import JsonValue
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from advisor.introspect.errors import IntrospectionError
+from advisor.introspect.errors import IntrospectionError, summary
 
 _PATCH_LOCK = threading.Lock()
 aten = torch.ops.aten
@@ -38,9 +38,7 @@ def build_model(reference: str, kwargs: Mapping[str, JsonValue], *, allow_factor
             with _parameters_on_meta():
                 model = factory(**kwargs)
         except Exception as error:
-            raise IntrospectionError(
-                f"building {reference!r} failed: {type(error).__name__}: {error}"
-            ) from error
+            raise IntrospectionError(f"building {reference!r} failed: {summary(error)}") from error
     if not isinstance(model, nn.Module):
         raise IntrospectionError(f"{reference!r} returned {type(model).__name__}, not a torch.nn.Module")
     return model.to("meta")

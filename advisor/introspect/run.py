@@ -11,7 +11,7 @@ from functools import lru_cache
 
 from pydantic import JsonValue
 
-from advisor.introspect.errors import IntrospectionError
+from advisor.introspect.errors import IntrospectionError, summary
 from advisor.introspect.probe import run_probe
 from advisor.introspect.reference import build_model
 from advisor.introspect.table import LayerTable
@@ -54,9 +54,7 @@ def _introspect(
         raise IntrospectionError(f"{reference!r}: {error}") from error
     except Exception as error:
         shape = "x".join(map(str, input_shape))
-        raise IntrospectionError(
-            f"{reference!r} rejects input shape {shape}: {type(error).__name__}: {error}"
-        ) from error
+        raise IntrospectionError(f"{reference!r} rejects input shape {shape}: {summary(error)}") from error
     return LayerTable.build(
         reference, kwargs, input_shape, probe.layers, probe.parameters, probe.saved_activation_bytes
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from datetime import datetime, timedelta
 from typing import TypeVar, cast
 
@@ -38,6 +39,7 @@ class ClusterView:
         self.history_fresh_for = history_fresh_for
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[datetime, timedelta, object]] = {}
+        self._flights: dict[str, Future[object]] = {}
 
     def partitions(self) -> list[Partition]:
         return self.cached("partitions", self.fresh_for, self.client.partitions)
@@ -52,16 +54,40 @@ class ClusterView:
             f"account:{user}", self.history_fresh_for, lambda: self.client.default_account(user)
         )
 
+    def peek(self, key: str, fresh_for: timedelta) -> object | None:
+        """The value under ``key`` if younger than ``fresh_for``, without ever fetching it."""
+        with self._lock:
+            cached = self._cache.get(key)
+        return cached[2] if cached is not None and self.clock() - cached[0] < fresh_for else None
+
     def cached(self, key: str, fresh_for: timedelta, fetch: Callable[[], _T]) -> _T:
-        """``fetch()``'s value, reused while younger than ``fresh_for`` (zero: always fetched)."""
+        """``fetch()``'s value, reused while younger than ``fresh_for`` (zero: fetched each time anew).
+
+        Single-flight: callers that ask for a key while it is being fetched wait for that fetch and share
+        its value (or its error), so a burst of identical requests costs Slurm one query set.
+        """
         now = self.clock()
         with self._lock:
             cached = self._cache.get(key)
-        if cached is not None and now - cached[0] < fresh_for:
-            return cast(_T, cached[2])
-        value = fetch()
+            if cached is not None and now - cached[0] < fresh_for:
+                return cast(_T, cached[2])
+            flight = self._flights.get(key)
+            leader = flight is None
+            if flight is None:
+                flight = self._flights[key] = Future()
+        if not leader:
+            return cast(_T, flight.result())
+        try:
+            value = fetch()
+        except BaseException as error:
+            with self._lock:
+                del self._flights[key]
+            flight.set_exception(error)
+            raise
         with self._lock:
             if len(self._cache) >= _MAX_ENTRIES:
                 self._cache = {k: e for k, e in self._cache.items() if now - e[0] < e[1]}
             self._cache[key] = (now, fresh_for, value)
+            del self._flights[key]
+        flight.set_result(value)
         return value

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import TypeVar
 
 from advisor.slurm.models import FinishedJob, Node, Partition, QueuedJob, Record, SubmitResult, TestOnlyResult
+from advisor.slurm.pace import RateLimit
 from advisor.slurm.parse import (
     build_partitions,
     parse_sacct_json,
@@ -51,10 +52,17 @@ _STATE_CODES = {
 }
 
 
+TEST_ONLY_PER_SECOND = 20.0
+"""Each ``--test-only`` makes slurmctld plan the whole queue: a burst of distinct requests waits its turn."""
+
+
 class SlurmClient:
-    def __init__(self, runner: Runner, timeout_s: float = 30) -> None:
+    def __init__(
+        self, runner: Runner, timeout_s: float = 30, test_only_pace: RateLimit | None = None
+    ) -> None:
         self._runner = runner
         self._timeout_s = timeout_s
+        self._test_only_pace = test_only_pace or RateLimit(TEST_ONLY_PER_SECOND, burst=16)
 
     @classmethod
     def local(cls) -> SlurmClient:
@@ -114,6 +122,7 @@ class SlurmClient:
 
     def test_only(self, script: str, options: Sequence[str]) -> TestOnlyResult:
         """Ask the scheduler when the job would start, without submitting it."""
+        self._test_only_pace.acquire()
         result = self._run([*_IN_UTC, "sbatch", "--test-only", *options], stdin=script)
         return self._parse(result, parse_test_only, text=result.stderr)
 

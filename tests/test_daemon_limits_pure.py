@@ -1,0 +1,96 @@
+"""The daemon's shared-work rules, with fixed clocks and no Slurm: single-flight caching and the pace of
+``--test-only``."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from typing import cast
+
+import pytest
+
+from advisor.recommend.cluster import ClusterView
+from advisor.slurm.client import SlurmClient
+from advisor.slurm.pace import RateLimit
+
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+def view() -> ClusterView:
+    return ClusterView(cast(SlurmClient, None), lambda: NOW)
+
+
+def test_identical_concurrent_asks_share_one_fetch_and_its_value() -> None:
+    cluster, calls, release = view(), [], threading.Event()
+
+    def fetch() -> int:
+        calls.append(1)
+        release.wait(10)
+        return 42
+
+    results: list[int] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(cluster.cached("k", timedelta(minutes=1), fetch)))
+        for _ in range(20)
+    ]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.3)  # every thread asks while the first fetch is still running
+    release.set()
+    for thread in threads:
+        thread.join()
+    assert results == [42] * 20
+    assert len(calls) == 1, "one fetch for the whole burst"
+    assert cluster.cached("other", timedelta(0), lambda: 7) == 7
+
+
+def test_a_failed_fetch_is_every_waiters_error_and_the_next_ask_tries_again() -> None:
+    cluster, started, release = view(), threading.Event(), threading.Event()
+
+    def failing() -> int:
+        started.set()
+        release.wait(10)
+        raise RuntimeError("slurmctld down")
+
+    errors: list[str] = []
+
+    def ask() -> None:
+        try:
+            cluster.cached("k", timedelta(minutes=1), failing)
+        except RuntimeError as error:
+            errors.append(str(error))
+
+    leader = threading.Thread(target=ask)
+    leader.start()
+    started.wait(10)
+    follower = threading.Thread(target=ask)
+    follower.start()
+    release.set()
+    leader.join()
+    follower.join()
+    assert errors == ["slurmctld down"] * 2
+    assert cluster.cached("k", timedelta(minutes=1), lambda: 5) == 5
+
+
+class FakeTime:
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.slept: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+
+
+def test_the_pace_lets_a_burst_through_then_spaces_calls_by_the_rate() -> None:
+    fake = FakeTime()
+    pace = RateLimit(rate=10, burst=3, clock=fake.clock, sleep=fake.sleep)
+    waits = [pace.acquire() for _ in range(6)]
+    assert waits == pytest.approx([0, 0, 0, 0.1, 0.2, 0.3]), "each over the burst waits its turn"
+    assert fake.slept == pytest.approx([0.1, 0.2, 0.3])
+    fake.now += 10
+    assert pace.acquire() == 0, "an idle second refills the bucket, up to the burst"
+    assert [pace.acquire() for _ in range(3)] == pytest.approx([0, 0, 0.1])
