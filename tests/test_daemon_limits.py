@@ -93,6 +93,8 @@ BAD_BASE64 = json.dumps({"script_b64": "!!not base64!!", "where": "x", "sbatch_a
         (http("POST", b"/advise", b"{"), 400, b"malformed request"),
         (http("GET", b"/explain/99999999999999999999999"), 404, b"no such endpoint"),
         (http("GET", b"/explain/4294967296"), 404, b"no advice of yours"),
+        (http("GET", b"/explain/9999999999"), 404, b"no advice of yours"),
+        (http("GET", b"/explain/9999999999999999999"), 404, b"no such endpoint"),
         (http("GET", "/explain/²".encode()), 400, b"Invalid char in url path"),
         (http("POST", b"/submitted", b'{"request_id": "r", "job_id": -5}'), 400, b"job_id"),
         (

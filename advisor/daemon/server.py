@@ -12,6 +12,7 @@ SIGHUP reloads the policy, SIGTERM and SIGINT stop the server after current requ
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import re
 import signal
@@ -43,9 +44,8 @@ _M = TypeVar("_M", bound=BaseModel)
 _B = TypeVar("_B", bound=BaseModel | None)
 MAX_BODY = 2 * MAX_SCRIPT_BYTES
 DEFAULT_BUDGET_S = 10.0
-
-
-_EXPLAIN = re.compile(r"/explain/([0-9]{1,19})")
+_EXPLAIN = re.compile(r"/explain/([0-9]{1,10})")
+"""Slurm's job ids are 32-bit: a longer number is no job of anyone's."""
 
 
 class _Server(web.Server):
@@ -203,7 +203,7 @@ def _fields(error: ValidationError) -> str:
 
 
 def _outcome(work: Callable[[Peer], _B], peer: Peer) -> tuple[HTTPStatus, _B | Problem]:
-    """The status and body of one request, on a pool thread: a bug costs one request, never the daemon."""
+    """The status and body of one request, wherever it runs: a bug costs one request, never the daemon."""
     try:
         return HTTPStatus.OK, work(peer)
     except (ScriptError, RequestError, IntrospectionError) as error:
@@ -254,6 +254,11 @@ async def _serve(advisor: Advisor, socket_path: Path, limits: Limits) -> None:
     routes = _Routes(advisor, limits.workers)
     server = _Server(routes, limits, access_log=None, keepalive_timeout=limits.deadline_s)
     routes.server = server
+    # torch, xgboost and pydantic leave a few hundred thousand objects that live as long as the daemon; a full
+    # collection walks them all (about 200 ms here), stalling every request in flight. Frozen, they are
+    # no longer walked; what requests allocate is collected as usual.
+    gc.collect()
+    gc.freeze()
     runner = web.ServerRunner(server, handle_signals=False)
     await runner.setup()
     site = web.UnixSite(runner, str(socket_path), backlog=1024)
