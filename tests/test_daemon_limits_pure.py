@@ -1,18 +1,22 @@
-"""The daemon's shared-work rules, with fixed clocks and no Slurm: single-flight caching and the pace of
-``--test-only``."""
+"""The daemon's rules that need no Slurm, with fixed clocks: single-flight caching, the pace of
+``--test-only``, and what /explain tells a stranger."""
 
 from __future__ import annotations
 
 import threading
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import cast
 
 import pytest
 
+from advisor.daemon.app import Advisor, Settings
+from advisor.daemon.transport import Peer
 from advisor.recommend.cluster import ClusterView
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.pace import RateLimit
+from advisor.store import Audit
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
@@ -94,3 +98,18 @@ def test_the_pace_lets_a_burst_through_then_spaces_calls_by_the_rate() -> None:
     fake.now += 10
     assert pace.acquire() == 0, "an idle second refills the bucket, up to the burst"
     assert [pace.acquire() for _ in range(3)] == pytest.approx([0, 0, 0.1])
+
+
+def test_another_users_advised_job_reads_exactly_like_a_job_never_advised(tmp_path: Path) -> None:
+    """/explain must not tell a stranger which job ids were advised."""
+    settings = Settings(database=tmp_path / "advisor.db", policy=tmp_path / "policy.toml", specs=[])
+    advisor = Advisor(settings, cast(SlurmClient, None), lambda: NOW)
+    with advisor.store() as store:
+        Audit(store).record({"request_id": "r1", "at": NOW.isoformat(), "uid": 1000, "user": "alice"})
+        Audit(store).attach_job("r1", 42)
+    stranger = Peer(pid=1, uid=1001, gid=1001)
+    with pytest.raises(LookupError) as advised:
+        advisor.explain(stranger, 42)
+    with pytest.raises(LookupError) as never:
+        advisor.explain(stranger, 43)
+    assert str(advised.value).replace("42", "N") == str(never.value).replace("43", "N")
