@@ -3,9 +3,10 @@
 Hooks, not symbolic tracing, so forwards with Python control flow that depends on shapes work. Grouping:
 every call of a leaf module is a layer; so is every attention call (``scaled_dot_product_attention`` and
 ``multi_head_attention_forward``, which are functions, not leaf modules); any other op outside those that
-moves bytes or does FLOPs is a layer of its own. FLOPs come from torch's ``flop_registry``, applied exactly
-as ``FlopCounterMode`` applies it. Backward ops are charged to the forward layer whose autograd node runs
-them, matched by the node's sequence number.
+moves bytes or does FLOPs is a layer of its own. FLOPs of convolutions and matrix products are the project's
+own count (`advisor.introspect.flops`: torch's over-counts grouped convolutions); the rest come from torch's
+``flop_registry``, applied as ``FlopCounterMode`` applies it. Backward ops are charged to the forward layer
+whose autograd node runs them, matched by the node's sequence number.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry
 
-from advisor.introspect import batch
+from advisor.introspect import batch, flops
 from advisor.introspect.errors import IntrospectionError
 from advisor.introspect.memo import MetaMemo, storage
 from advisor.introspect.table import Layer, LayerKind, Scaling, TensorShape, Window
@@ -223,16 +224,17 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch le
     ) -> Any:
         kwargs = kwargs or {}
         packet = func.overloadpacket
-        if packet not in flop_registry:  # as FlopCounterMode does: count what a composite op becomes
+        counted = packet in flops.OWN or packet in flop_registry
+        if not counted:  # as FlopCounterMode does: count what a composite op becomes
             with self:
                 decomposed = func.decompose(*args, **kwargs)
             if decomposed is not NotImplemented:
                 return decomposed
         out = self._memo(func, args, kwargs)  # the meta kernel, or its answer to an identical earlier call
-        flops = flop_registry[packet](*args, **kwargs, out_val=out) if packet in flop_registry else 0
+        count = _flops(packet, args, kwargs, out)
         tensors = [t for t in tree_leaves((args, kwargs)) if isinstance(t, Tensor)]
         outputs = [t for t in tree_leaves(out) if isinstance(t, Tensor)]
-        work = batch.cost(flops, any(batch.batch_dims(t.shape) for t in (*tensors, *outputs)))
+        work = batch.cost(count, any(batch.batch_dims(t.shape) for t in (*tensors, *outputs)))
         if self.forward:
             self._forward_op(func, args, tensors, outputs, work)
         else:
@@ -300,6 +302,13 @@ class _AttentionScope(TorchFunctionMode):
             recorder.attention_depth -= 1
         recorder.close(out)
         return out
+
+
+def _flops(packet: Any, args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> int:
+    """The project's own count for convolutions and matrix products (`flops`), torch's for the rest."""
+    if packet in flops.OWN:
+        return flops.OWN[packet](args, out)
+    return int(flop_registry[packet](*args, **kwargs, out_val=out)) if packet in flop_registry else 0
 
 
 def _kind(func: Any, args: Sequence[Any], in_attention: bool) -> LayerKind:

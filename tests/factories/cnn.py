@@ -70,3 +70,20 @@ def broken(width: int = 8) -> nn.Module:
 
 def not_a_module() -> object:
     return {"layers": 3}
+
+
+def one_convolution(
+    channels_in: int,
+    channels_out: int,
+    kernel: int,
+    stride: int = 1,
+    dilation: int = 1,
+    groups: int = 1,
+    transposed: bool = False,
+) -> nn.Module:
+    """A stem convolution, then the convolution under test: its input needs a gradient, as in a real net."""
+    kind = nn.ConvTranspose2d if transposed else nn.Conv2d
+    return nn.Sequential(
+        nn.Conv2d(3, channels_in, 1, bias=False),
+        kind(channels_in, channels_out, kernel, stride=stride, dilation=dilation, groups=groups, bias=False),
+    )
