@@ -44,8 +44,34 @@ from advisor.jobscript.options import script_arguments
 from advisor.submit_guard import SbatchCall, UntrustedAdvice, UserJob, checked, sanitized
 
 OURS = ("--dry-run", "--json", "--yes", "--no-rewrite", "--explain")
-_SBATCH_ONLY = ("-h", "--help", "--usage", "-V", "--version", "--wrap", "--test-only")
+_SBATCH_ONLY = ("--usage", "-V", "--version", "--wrap", "--test-only")
 """sbatch options that print something or build the script themselves: passed straight to sbatch."""
+HELP = """usage: advise-submit [advisor options] [#ADVISOR options] [sbatch options] SCRIPT [ARGS...]
+
+sbatch, advised: the advisor predicts the job's run time on every partition it may use, shows the
+candidates, and submits the job with sbatch, as you, exactly once (unchanged whenever the advisor
+cannot help).
+
+advisor options (first):
+  --dry-run      advise and ask Slurm when the job would start (sbatch --test-only); submit nothing
+  --json         the advice and sbatch's result as JSON on stdout
+  --yes          apply the advice without asking, on a terminal too
+  --no-rewrite   submit the job unchanged, still advised
+  --explain      show the candidates and reasons even when not on a terminal
+
+#ADVISOR options (as in the script's #ADVISOR lines; these win):
+  --model=NAME | package.module:factory    --num-classes=N    --model-arg=KEY=VALUE
+  --input-shape=CxHxW    --global-batch=N    --epochs=X --dataset-size=N | --steps=N
+  --batch-range=MIN:MAX    --amp=yes|no    --grad-accum=yes|no    --workers=N    --batch-flag=FLAG
+  A factory is your own code: it is imported and called when the job is submitted.
+
+environment:
+  ADVISOR_SOCKET        the daemon's socket (default /run/advisor/advisor.sock)
+  ADVISOR_TIMEOUT       seconds the whole exchange with the daemon may take (default 2)
+  ADVISOR_DAEMON_USER   who may serve the socket besides root and you (default advisor)
+
+Every other option is sbatch's: see `sbatch --help`.
+"""
 DEFAULT_TIMEOUT_S = 2.0
 DAEMON_USER = "advisor"
 INTROSPECT_TIMEOUT_S = 60
@@ -95,6 +121,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(words: list[str]) -> int:
     flags, rest = _flags(words)
     description_args, sbatch_argv = split_command_line(rest)
+    if any(
+        word in ("-h", "--help") for word in sbatch_argv[: len(sbatch_argv) - len(_operands(sbatch_argv))]
+    ):
+        print(HELP, end="")
+        return 0
     if any(word.split("=", 1)[0] in _SBATCH_ONLY for word in sbatch_argv):
         return _sbatch(SbatchCall(argv=rest), capture=False).returncode
     try:
@@ -111,12 +142,19 @@ def _main(words: list[str]) -> int:
         return _finish(job.unchanged(), flags, None)  # sbatch refuses it, in its own words
     try:
         advice = _advise(job, script, description_args)
-        _show(advice, flags)
+        _show(advice, job, flags)
         agreed = advice.submission.rewritten and not flags.no_rewrite and _agreed(flags)
     except Exception as error:  # fail-open: nothing on the advisor's side may cost the user their job
         print(f"advise-submit: warning: {_reason(error)}; submitting unchanged", file=sys.stderr)
         return _finish(job.unchanged(), flags, None)
     return _finish(advice.submission if agreed else job.unchanged(), flags, advice)
+
+
+def _operands(sbatch_argv: list[str]) -> list[str]:
+    try:
+        return script_arguments(sbatch_argv)
+    except ScriptError:
+        return []
 
 
 def _flags(words: list[str]) -> tuple[Flags, list[str]]:
@@ -236,16 +274,20 @@ def _reason(error: Exception) -> str:
     return sanitized(f"the advisor failed ({type(error).__name__}: {error})")
 
 
-def _show(advice: Advice, flags: Flags) -> None:
+def _show(advice: Advice, job: UserJob, flags: Flags) -> None:
     """The table; an answer this version cannot read is no advice (a daemon upgraded before the wrapper)."""
     if flags.json or not (flags.explain or sys.stderr.isatty()):
         return
     from rich.console import Console
 
     from advisor.recommend.choose import Recommendation
-    from advisor.recommend.cli import show
+    from advisor.recommend.cli import added_words, show
 
-    show(Recommendation.model_validate(advice.body.get("recommendation")), Console(stderr=True))
+    call = advice.submission
+    changes = added_words(job.argv, call.argv, call.env) if call.rewritten else None
+    if call.rewritten and call.stdin is not None and call.stdin != job.script:
+        changes = [*(changes or []), f"(the script on stdin, {job.batch_flag} set to the micro-batch)"]
+    show(Recommendation.model_validate(advice.body.get("recommendation")), Console(stderr=True), changes)
 
 
 def _agreed(flags: Flags) -> bool:

@@ -207,6 +207,18 @@ def test_predict_prints_json(store: Store, tmp_path: Path, capsys: pytest.Captur
     assert output["step_s"] < output["step_s_p90"]
     expected = {"step_s", "step_s_p90", "peak_memory_bytes", "fits", "machine", "model_version", "confidence"}
     assert expected <= set(output)
+    factory = [
+        "predict",
+        "--model",
+        "tests.factories.cnn:build",
+        "--input-shape",
+        "3,32,32",
+        "--batch-size",
+        "8",
+    ]
+    args = parser.parse_args([*factory, "--partition", "cpu", "--db", str(db), "--json"])
+    assert args.handler(args, Console()) == 0, "the user's own factory, as `advisor inspect` takes it"
+    assert json.loads(capsys.readouterr().out)["step_s"] > 0
 
 
 def test_evaluate_reports_each_held_out_batch_size_and_plots(

@@ -5,11 +5,14 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from rich.console import Console
 
 from advisor.jobscript.advisor_lines import JobDescription
+from advisor.jobscript.rewrite import Advice
 from advisor.policy.model import Mode, Objective, RewriteRules, TimeLimitRule, Tuning
 from advisor.recommend.candidates import Offer, Shape, baseline, shapes
-from advisor.recommend.choose import Decision, Estimate, choose
+from advisor.recommend.choose import Decision, Estimate, Recommendation, choose
+from advisor.recommend.cli import HEADERS, added_words, show
 
 A100 = Offer(name="a100", gpu_type="a100", gpus_per_node=4, max_time=timedelta(days=1))
 T4 = Offer(name="t4", gpu_type="t4", gpus_per_node=2, max_time=timedelta(hours=4))
@@ -167,3 +170,42 @@ def test_the_time_limit_is_p90_times_factor_plus_margin_in_whole_minutes(
     p90: timedelta, requested: timedelta | None, expected: timedelta | None
 ) -> None:
     assert TimeLimitRule().limit(p90, requested) == expected
+
+
+def test_ties_go_to_the_cheaper_candidate_then_to_fewer_gpus() -> None:
+    asked = estimate(baseline(describe(), A100, 1, False), run=3600, wait=0, cost=9.15)
+    cheap = estimate(asked.shape.model_copy(update={"partition": "t4"}), run=3600.2, wait=0, cost=1.53)
+    assert decide([asked, cheap], asked).ranked[0] == cheap, "the same time for a sixth of the price"
+    two = estimate(cheap.shape.model_copy(update={"gpus": 2}), run=3600, wait=0, cost=1.53)
+    assert decide([two, cheap, asked], asked).ranked[:2] == [cheap, two]
+
+
+def test_the_candidates_table_has_a_header_over_every_cell_and_shows_the_advice_as_options() -> None:
+    asked = estimate(baseline(describe(), A100, 1, False), run=3600, wait=7200, wait_source="slurm")
+    better = estimate(asked.shape.model_copy(update={"partition": "t4"}), run=3600, wait=0, cost=1.5)
+    result = Recommendation(
+        user="alice",
+        account=None,
+        mode="rewrite",
+        candidates=[better, asked],
+        baseline=asked,
+        chosen=better,
+        apply=True,
+        advice=Advice(partition="t4", time_limit=timedelta(minutes=95)),
+        reasons=["because"],
+    )
+    console = Console(record=True, width=250)
+    show(result, console, added_words(["job.sh"], ["--partition=t4", "--time=01:35:00", "job.sh"], {}))
+    text = console.export_text()
+    lines = text.splitlines()
+    header = next(line for line in lines if "configuration" in line).strip("┃").split("┃")
+    rows = [line.strip("│").split("│") for line in lines if "chosen" in line or "as submitted" in line]
+    assert len(rows) == 2 and all(len(row) == len(header) == len(HEADERS) for row in rows)
+    assert header[0].strip() == "" and all(cell.strip() for cell in header[1:]), (
+        "no blank header but the first"
+    )
+    named = dict(zip((cell.strip() for cell in header), (cell.strip() for cell in rows[1]), strict=True))
+    assert named["wait (Slurm)"] == "02:00:00 *" and named["run (p50)"] == "01:00:00", (
+        "each cell under its name"
+    )
+    assert "the advisor applies: --partition=t4 --time=01:35:00" in text

@@ -247,3 +247,21 @@ def test_end_of_input_at_the_prompt_means_no(
         os.write(main, b"\x04")
         assert wrapper.wait(timeout=60) == 0
     assert jobs_named(local_slurm, "eof") == ["t4"]
+
+
+def test_help_lists_the_wrappers_own_options_without_any_slurm(tmp_path: Path) -> None:
+    for words in (["--help"], ["--dry-run", "-h", "job.sh"]):
+        shown = subprocess.run(
+            [str(BIN / "advise-submit"), *words],
+            env={"PATH": str(tmp_path)},  # no sbatch, no SLURM_CONF
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert shown.returncode == 0 and shown.stderr == ""
+        assert (
+            "--dry-run" in shown.stdout
+            and "--batch-flag" in shown.stdout
+            and "ADVISOR_TIMEOUT" in shown.stdout
+        )
+        assert shown.stdout.rstrip().endswith("see `sbatch --help`.")

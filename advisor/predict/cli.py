@@ -38,7 +38,11 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     evaluate.set_defaults(handler=_evaluate)
 
     predict = commands.add_parser("predict", help="a model's step time and peak memory on a partition")
-    predict.add_argument("--model", required=True, help="a torchvision model name")
+    predict.add_argument(
+        "--model",
+        required=True,
+        help="a torchvision model name or package.module:factory (imported here, in your own process)",
+    )
     predict.add_argument(
         "--input-shape", type=argtypes.input_shape, default=(3, 224, 224), help="C,H,W (default 3,224,224)"
     )
@@ -156,7 +160,8 @@ def _predict(args: argparse.Namespace, console: Console) -> int:
             kwargs = zoo_model(args.model).kwargs(height)
         except ValueError:
             kwargs = {}
-    table = introspect(args.model, args.input_shape, kwargs, allow_factories=False)
+    # This command runs as the user who typed it, like `advisor inspect`: their own factories may be imported.
+    table = introspect(args.model, args.input_shape, kwargs, allow_factories=True)
     specs = load_specs(args.gpu_specs) if args.gpu_specs.is_dir() else []
     store = Store.open(args.db)
     try:

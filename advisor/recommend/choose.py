@@ -94,7 +94,16 @@ def choose(
     """``modes`` maps each candidate partition to the caller's effective mode there; ``baseline`` (the job
     as submitted) is one of ``estimates``."""
     score = _scorer(estimates, objective, cost_weight or 0.0)
-    ranked = sorted(estimates, key=lambda e: (not e.fits, score(e), _changes(e.shape, baseline.shape)))
+    ranked = sorted(
+        estimates,
+        key=lambda e: (
+            not e.fits,
+            _tied(score(e)),
+            _cost(e),
+            e.shape.gpus,
+            _changes(e.shape, baseline.shape),
+        ),
+    )
     reasons: list[str] = []
     eligible = [e for e in ranked if e.fits and rules.trusts(e.confidence, e.model_age)]
     if not eligible:
@@ -139,6 +148,12 @@ def _scorer(
         return 0.0 if high == low else (value - low) / (high - low)
 
     return lambda e: (1 - weight) * scaled(e.total_s, times) + weight * scaled(_cost(e), costs)
+
+
+def _tied(score: float) -> float:
+    """Scores equal to four significant digits tie (predictions are not finer than that); ties go to the
+    cheaper candidate, then the one with fewer GPUs, then the one closest to what the user asked."""
+    return float(f"{score:.4g}")
 
 
 def _cost(estimate: Estimate) -> float:

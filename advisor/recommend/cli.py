@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -12,6 +13,8 @@ from rich.console import Console
 from rich.table import Table
 
 from advisor import paths
+from advisor.jobscript.advisor_words import split_command_line
+from advisor.jobscript.rewrite import AdviceError, apply_advice
 from advisor.jobscript.submission import parse_submission
 from advisor.policy.holder import PolicyHolder
 from advisor.recommend.choose import Estimate, Recommendation, describe
@@ -68,51 +71,79 @@ def _recommend(args: argparse.Namespace, console: Console) -> int:
     )
     if as_json:
         print(result.model_dump_json(indent=2))
-    else:
-        show(result, console)
+        return 0
+    changes = None
+    if result.advice is not None:
+        partitions = {candidate.shape.partition for candidate in result.candidates}
+        argv = [*split_command_line(words)[1], str(args.script)]
+        try:
+            submission = apply_advice(parsed.request, description, argv, result.advice, partitions)
+            changes = [*added_words(argv, submission.argv, submission.env), *submission.notes]
+        except AdviceError as error:
+            changes = [f"(cannot be applied: {error})"]
+    show(result, console, changes)
     return 0
 
 
-def show(result: Recommendation, console: Console) -> None:
-    """The candidates as a table, the chosen one marked, then the reasons."""
+HEADERS = (
+    "",
+    "configuration",
+    "wait (Slurm)",
+    "wait (advisor)",
+    "run (p50)",
+    "run (p90)",
+    "total",
+    "cost",
+    "fits",
+    "confidence",
+)
+
+
+def show(result: Recommendation, console: Console, changes: Sequence[str] | None = None) -> None:
+    """The candidates as a table, the chosen one and the job as submitted marked, then the reasons and the
+    advice as what it adds to the submission (``changes``: sbatch options, variables, notes)."""
     if result.candidates:
         table = Table(title="candidates, best first")
-        for column in (
-            "",
-            "configuration",
-            "wait",
-            "run (p50)",
-            "run (p90)",
-            "total",
-            "cost",
-            "fits",
-            "confidence",
-        ):
+        for column in HEADERS:
             table.add_column(column)
         for estimate in result.candidates:
-            table.add_row(
-                _mark(estimate, result),
-                describe(estimate.shape),
-                _wait(estimate.slurm_wait_s, estimate.wait_source == "slurm"),
-                _wait(estimate.advisor_wait_s, estimate.wait_source == "advisor"),
-                _span(estimate.run_s),
-                _span(estimate.run_p90_s),
-                _span(estimate.total_s),
-                "-" if estimate.cost is None else f"{estimate.cost:.2f}",
-                "yes" if estimate.fits else "no",
-                estimate.confidence,
-            )
+            table.add_row(*_row(estimate, result))
         console.print(table)
     for reason in result.reasons:
         console.print(reason, highlight=False)
     if result.advice is not None:
         verb = "applies" if result.apply else "suggests (not applied)"
-        changes = {
-            name: format_duration(value) if isinstance(value, timedelta) else value
-            for name, value in result.advice.model_dump(exclude_none=True).items()
-        }
-        console.print(f"the advisor {verb}: {changes}", highlight=False)
+        console.print(f"the advisor {verb}: {' '.join(changes or _fields(result))}", highlight=False)
     console.print("waits marked * come from the estimator with the smaller measured error", highlight=False)
+
+
+def added_words(before: Sequence[str], after: Sequence[str], env: Mapping[str, str]) -> list[str]:
+    """What a rewrite adds to the user's sbatch command line and environment, as the user would type it."""
+    kept = set(before)
+    return [word for word in after if word not in kept] + [f"{name}={value}" for name, value in env.items()]
+
+
+def _fields(result: Recommendation) -> list[str]:
+    assert result.advice is not None
+    return [
+        f"{name}={format_duration(value) if isinstance(value, timedelta) else value}"
+        for name, value in result.advice.model_dump(exclude_none=True).items()
+    ]
+
+
+def _row(estimate: Estimate, result: Recommendation) -> list[str]:
+    return [
+        _mark(estimate, result),
+        describe(estimate.shape),
+        _wait(estimate.slurm_wait_s, estimate.wait_source == "slurm"),
+        _wait(estimate.advisor_wait_s, estimate.wait_source == "advisor"),
+        _span(estimate.run_s),
+        _span(estimate.run_p90_s),
+        _span(estimate.total_s),
+        "-" if estimate.cost is None else f"{estimate.cost:.2f}",
+        "yes" if estimate.fits else "no",
+        estimate.confidence,
+    ]
 
 
 def _mark(estimate: Estimate, result: Recommendation) -> str:
