@@ -254,9 +254,13 @@ def test_command_line_colons_separate_components_and_the_last_segment_repeats() 
     assert request(argv=["-N", "2", ":", "-N", "3", "train.sh"]).het_components == 2
 
 
-def test_foreign_directives_are_reported_not_translated() -> None:
-    job = request("#PBS -N x\n#BSUB -J y\n")
-    assert (job.foreign_directives, job.job_name) == (["#PBS", "#BSUB"], None)
+def test_foreign_directives_are_reported_and_pbs_is_translated_as_sbatch_does() -> None:
+    """sbatch reads #PBS (after #SBATCH, before the environment), never #BSUB; the differential corpus
+    checks the same against the real sbatch."""
+    job = request("#SBATCH -p t4\n#PBS -N x -q v100 -l walltime=1:00:00,nodes=2:ppn=4\n#BSUB -J y\n")
+    assert (job.foreign_directives, job.job_name, job.partitions) == (["#PBS", "#BSUB"], "x", ["v100"])
+    assert (job.time_limit, job.nodes_min, job.ntasks_per_node) == (timedelta(hours=1), 2, 4)
+    assert request("#PBS -q v100\n", argv=["--ignore-pbs"]).partitions == []
 
 
 def test_render_quotes_values_so_they_read_back_the_same() -> None:

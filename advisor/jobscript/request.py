@@ -16,6 +16,7 @@ from advisor.jobscript import values
 from advisor.jobscript.errors import ScriptError
 from advisor.jobscript.lexer import SBATCH_PREFIXES, Directive, check_script, header_lines, read_directives
 from advisor.jobscript.options import Option, command_line_segments, options_from_environment, parse_options
+from advisor.jobscript.pbs import pbs_options
 
 _T = TypeVar("_T")
 _FOREIGN_PREFIXES = ("#PBS", "#BSUB")
@@ -94,6 +95,9 @@ def build_request(script: str, argv: Sequence[str], environ: Mapping[str, str], 
     segments, rest = command_line_segments(argv)
     from_script = _script_components(read_directives(script, SBATCH_PREFIXES, where), where)
     from_environment = options_from_environment(environ)
+    everywhere = [*from_script[0], *from_environment, *(option for segment in segments for option in segment)]
+    if not any(option.name == "ignore-pbs" for option in everywhere):
+        from_script[0] += pbs_options(script, where)  # sbatch applies #PBS lines after #SBATCH ones
     for source in [*from_script, from_environment, *segments]:
         for option in source:
             if option.name in _CHECKED_WHEN_SET and option.value is not None:
