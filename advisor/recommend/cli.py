@@ -147,9 +147,10 @@ def _row(estimate: Estimate, result: Recommendation) -> list[str]:
 
 
 def _mark(estimate: Estimate, result: Recommendation) -> str:
+    submitted = estimate == result.baseline
     if estimate == result.chosen:
-        return "chosen"
-    return "as submitted" if estimate == result.baseline else ""
+        return "chosen (as submitted)" if submitted else "chosen"
+    return "as submitted" if submitted else ""
 
 
 def _span(seconds: float) -> str:
