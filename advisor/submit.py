@@ -121,18 +121,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(words: list[str]) -> int:
     flags, rest = _flags(words)
     description_args, sbatch_argv = split_command_line(rest)
-    if any(
-        word in ("-h", "--help") for word in sbatch_argv[: len(sbatch_argv) - len(_operands(sbatch_argv))]
-    ):
+    try:
+        operands: list[str] | None = script_arguments(sbatch_argv)
+    except ScriptError:
+        operands = None
+    if any(word in ("-h", "--help") for word in sbatch_argv[: len(sbatch_argv) - len(operands or [])]):
         print(HELP, end="")
         return 0
     if any(word.split("=", 1)[0] in _SBATCH_ONLY for word in sbatch_argv):
         return _sbatch(SbatchCall(argv=rest), capture=False).returncode
-    try:
-        operands = script_arguments(sbatch_argv)
-        script = Path(operands[0]).read_bytes() if operands else sys.stdin.buffer.read()
-    except (ScriptError, OSError):
-        # sbatch says what is wrong with the command line or the file, in its own words.
+    script = None
+    if operands is not None:
+        with contextlib.suppress(OSError):
+            script = Path(operands[0]).read_bytes() if operands else sys.stdin.buffer.read()
+    if operands is None or script is None:  # sbatch says what is wrong with the line or file, in its words
         return _sbatch(SbatchCall(argv=sbatch_argv), capture=False).returncode
     where = operands[0] if operands else STDIN
     text = script.decode("utf-8", "surrogateescape")
@@ -148,13 +150,6 @@ def _main(words: list[str]) -> int:
         print(f"advise-submit: warning: {_reason(error)}; submitting unchanged", file=sys.stderr)
         return _finish(job.unchanged(), flags, None)
     return _finish(advice.submission if agreed else job.unchanged(), flags, advice)
-
-
-def _operands(sbatch_argv: list[str]) -> list[str]:
-    try:
-        return script_arguments(sbatch_argv)
-    except ScriptError:
-        return []
 
 
 def _flags(words: list[str]) -> tuple[Flags, list[str]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import PurePath
 from typing import Any
 
@@ -58,7 +59,7 @@ class UserJob:
     """The user's ``SBATCH_*`` variables, which sbatch reads as options."""
     batch_flag: str | None = None
 
-    @property
+    @cached_property
     def operands(self) -> list[str]:
         return script_arguments(self.argv)
 

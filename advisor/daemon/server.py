@@ -54,17 +54,16 @@ class _Server(web.Server):
     def __init__(self, handler: Any, limits: Limits, **kwargs: Any) -> None:
         super().__init__(handler, **kwargs)
         self.limits = limits
-        self.peers: dict[RequestHandler, Peer] = {}
+        self.peers: dict[RequestHandler, tuple[Peer, asyncio.TimerHandle]] = {}
+        """Each open connection's caller, and the timer that closes it at the deadline."""
         self.per_uid: Counter[int] = Counter()
-        self.deadlines: dict[RequestHandler, asyncio.TimerHandle] = {}
 
     def connection_made(self, handler: RequestHandler, transport: asyncio.Transport) -> None:
         super().connection_made(handler, transport)
         peer = peer_credentials(transport.get_extra_info("socket"))
-        self.peers[handler] = peer
-        self.per_uid[peer.uid] += 1
         loop = asyncio.get_running_loop()
-        self.deadlines[handler] = loop.call_later(self.limits.deadline_s, handler.force_close)
+        self.peers[handler] = (peer, loop.call_later(self.limits.deadline_s, handler.force_close))
+        self.per_uid[peer.uid] += 1
         mine, limits = self.per_uid[peer.uid], self.limits
         if len(self.peers) > limits.connections or mine > limits.connections_per_uid:
             if mine == limits.connections_per_uid + 1 or len(self.peers) == limits.connections + 1:
@@ -74,14 +73,13 @@ class _Server(web.Server):
 
     def connection_lost(self, handler: RequestHandler, exc: BaseException | None = None) -> None:
         super().connection_lost(handler, exc)
-        peer = self.peers.pop(handler, None)
-        if peer is not None:
-            self.per_uid[peer.uid] -= 1
-            if not self.per_uid[peer.uid]:
-                del self.per_uid[peer.uid]
-        deadline = self.deadlines.pop(handler, None)
-        if deadline is not None:
-            deadline.cancel()
+        if handler not in self.peers:
+            return
+        peer, deadline = self.peers.pop(handler)
+        deadline.cancel()
+        self.per_uid[peer.uid] -= 1
+        if not self.per_uid[peer.uid]:
+            del self.per_uid[peer.uid]
 
 
 class _CallerFaults(logging.Filter):
@@ -157,7 +155,7 @@ class _Routes:
 
     def _peer(self, request: web.BaseRequest) -> Peer:
         assert self.server is not None
-        return self.server.peers[request.protocol]
+        return self.server.peers[request.protocol][0]
 
     def _done(self, began: float) -> None:
         self.waiting -= 1

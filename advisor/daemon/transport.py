@@ -72,18 +72,19 @@ class _DeadlineSocket(socket.socket):
 
     deadline = float("inf")
 
-    def _left(self) -> None:
+    def keep_deadline(self) -> None:
+        """The socket's timeout set to what is left of the deadline; past it, a TimeoutError."""
         left = self.deadline - time.monotonic()
         if left <= 0:
             raise TimeoutError("the advisor daemon did not answer in time")
         self.settimeout(left)
 
     def sendall(self, data: Any, flags: int = 0) -> None:
-        self._left()
+        self.keep_deadline()
         super().sendall(data, flags)
 
     def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
-        self._left()
+        self.keep_deadline()
         return super().recv_into(buffer, nbytes, flags)
 
 
@@ -102,7 +103,7 @@ class UnixHTTPConnection(http.client.HTTPConnection):
         sock = _DeadlineSocket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.deadline = self.deadline
         try:
-            sock.settimeout(max(0.001, self.deadline - time.monotonic()))
+            sock.keep_deadline()
             sock.connect(str(self.socket_path))
             if self.trusted_uids is not None:
                 server = peer_credentials(sock)
@@ -145,12 +146,12 @@ def call(
         connection.request(method, path, body=body, headers=headers)
         response = connection.getresponse()
         data = response.read(MAX_ANSWER_BYTES + 1)
-        if len(data) > MAX_ANSWER_BYTES:
-            raise DaemonUnreachable(f"the answer from {socket_path} is over {MAX_ANSWER_BYTES} bytes")
     except (OSError, http.client.HTTPException) as error:
         raise DaemonUnreachable(f"the advisor daemon at {socket_path} did not answer ({error})") from error
     finally:
         connection.close()
+    if len(data) > MAX_ANSWER_BYTES:
+        raise DaemonUnreachable(f"the answer from {socket_path} is over {MAX_ANSWER_BYTES} bytes")
     if response.status != 200:
         try:
             detail = json.loads(data)["error"]

@@ -57,8 +57,13 @@ class ClusterView:
     def peek(self, key: str, fresh_for: timedelta) -> object | None:
         """The value under ``key`` if younger than ``fresh_for``, without ever fetching it."""
         with self._lock:
-            cached = self._cache.get(key)
-        return cached[2] if cached is not None and self.clock() - cached[0] < fresh_for else None
+            fresh = self._fresh(key, self.clock(), fresh_for)
+        return None if fresh is None else fresh[0]
+
+    def _fresh(self, key: str, now: datetime, fresh_for: timedelta) -> tuple[object] | None:
+        """The cached value, boxed (None may be a value), if younger than ``fresh_for``; the lock is held."""
+        cached = self._cache.get(key)
+        return (cached[2],) if cached is not None and now - cached[0] < fresh_for else None
 
     def cached(self, key: str, fresh_for: timedelta, fetch: Callable[[], _T]) -> _T:
         """``fetch()``'s value, reused while younger than ``fresh_for`` (zero: fetched each time anew).
@@ -68,9 +73,9 @@ class ClusterView:
         """
         now = self.clock()
         with self._lock:
-            cached = self._cache.get(key)
-            if cached is not None and now - cached[0] < fresh_for:
-                return cast(_T, cached[2])
+            fresh = self._fresh(key, now, fresh_for)
+            if fresh is not None:
+                return cast(_T, fresh[0])
             flight = self._flights.get(key)
             leader = flight is None
             if flight is None:
