@@ -2,8 +2,9 @@
 
 Arms, on the same seeded jobs: (A) users' habits (the partition each user prefers, favouring the newest GPU,
 their own configuration and time limit), (B) Slurm's ``--test-only`` estimate picks the partition, the
-configuration unchanged, (C) the advisor in rewrite mode (partition, GPUs, micro-batch, accumulation, time
-limit) with step-time models trained on Sia's table with the workload's own batch sizes held out.
+configuration unchanged, (C) the advisor: the daemon's own recommender (``advisor.recommend``) under the
+policy file ``--policy`` names, with step-time models trained on Sia's table with the workload's own batch
+sizes held out, and (oracle, simulated only) the same recommender fed the true step times.
 
 Modes: ``sim`` (the discrete-event replay of a cluster in real time, seconds per workload), ``slurm`` (sleep
 jobs on real sandbox Slurm clusters, one per arm side by side, in compressed time), ``both`` (the real run and
@@ -32,7 +33,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from advisor.replay.experiment import (  # noqa: E402 (after the path set-up)
+from advisor.policy.load import PolicyError, load_policy  # noqa: E402
+from benchmarks.harness.experiment import (  # noqa: E402 (after the path set-up)
     InventoryError,
     load_inventory,
     prepare,
@@ -40,12 +42,12 @@ from advisor.replay.experiment import (  # noqa: E402 (after the path set-up)
     run_simulated,
     run_twin,
 )
-from advisor.replay.model import ArmName, Arrival, Inventory, Outcome  # noqa: E402
-from advisor.replay.philly import load_philly_arrivals  # noqa: E402
-from advisor.replay.report import agreement, write_report  # noqa: E402
-from advisor.replay.slurm import __doc__ as COMPRESSION_LIMITS  # noqa: E402
-from advisor.replay.truth import StepTable  # noqa: E402
-from advisor.replay.workload import Habits, WorkloadError, load_arrivals  # noqa: E402
+from benchmarks.harness.model import ArmName, Arrival, Inventory, Outcome  # noqa: E402
+from benchmarks.harness.philly import load_philly_arrivals  # noqa: E402
+from benchmarks.harness.report import agreement, write_report  # noqa: E402
+from benchmarks.harness.slurm import __doc__ as COMPRESSION_LIMITS  # noqa: E402
+from benchmarks.harness.truth import StepTable  # noqa: E402
+from benchmarks.harness.workload import Habits, WorkloadError, load_arrivals  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data"
 
@@ -61,6 +63,12 @@ def main() -> int:
         type=Path,
         help="the cluster (default: etc/replay-cluster.toml; with --philly, etc/replay-philly.toml)",
     )
+    parser.add_argument(
+        "--policy",
+        type=Path,
+        default=ROOT / "etc" / "replay-policy.toml",
+        help="the admin policy arm C and the oracle decide under (default: etc/replay-policy.toml)",
+    )
     parser.add_argument("--compression", type=float, default=400.0, help="workload seconds per real second")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--base-port", type=int, default=19000, help="the real sandboxes' first port")
@@ -74,7 +82,7 @@ def main() -> int:
     args = parser.parse_args()
     try:
         return _run(parser, args)
-    except (InventoryError, WorkloadError, OSError) as error:
+    except (InventoryError, WorkloadError, PolicyError, OSError) as error:
         parser.exit(2, f"replay: error: {error}\n")
 
 
@@ -82,6 +90,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     """Bad input files stop the run with their own message (file and line), before any arm runs."""
     default = "replay-cluster.toml" if args.philly is None else "replay-philly.toml"
     inventory = load_inventory(args.inventory or ROOT / "etc" / default)
+    args.policy_model = load_policy(args.policy)
     folder = args.data / "sia" / "workloads"
     if args.philly is not None:
         if args.mode != "sim":
@@ -121,10 +130,10 @@ def _replay(
 ) -> dict[str, Any]:
     name = str(label.with_suffix("")).replace("/", "-")
     began = time.monotonic()
-    experiment = prepare(args.data, arrivals, inventory, args.seed)
+    experiment = prepare(args.data, arrivals, inventory, args.seed, args.policy_model)
     error = experiment.predictor_error
     notes = [
-        f"workload {label}: {len(experiment.jobs)} jobs, seed {args.seed}",
+        f"workload {label}: {len(experiment.jobs)} jobs, seed {args.seed}, policy {args.policy}",
         *(more_notes or []),
         "inventory: " + ", ".join(f"{p.partition} {p.nodes}x{p.gpus_per_node}" for p in inventory.pools),
         f"the advisor's step-time models on the held-out batch sizes: MAPE {error.mape:.1%} over "
@@ -168,7 +177,7 @@ def _replay(
         row[mode] = figures
     if len(results) == 2:
         sim, real = results["sim"], results["slurm"]
-        row["agreement"] = {arm: agreement(sim[arm], real[arm]) for arm in sim}
+        row["agreement"] = {arm: agreement(sim[arm], real[arm]) for arm in real}
     return row
 
 
@@ -190,9 +199,9 @@ def _summary(rows: list[dict[str, Any]], command: str) -> str:
         "",
         f"Command: `{command}`",
         "",
-        "| workload | mode | mean JCT A / B / C (s) | C vs A | C vs B | wait error (queued median) "
-        "--test-only / advisor (s) | sim vs real mean JCT | wall (s) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| workload | mode | mean JCT A / B / C / oracle (s) | C vs A | C vs B | C vs oracle | wait error "
+        "(queued median) --test-only / advisor (s) | sim vs real mean JCT | wall (s) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for row in rows:
         for mode in ("sim", "slurm"):
@@ -209,12 +218,13 @@ def _summary(rows: list[dict[str, Any]], command: str) -> str:
             wall = row.get(f"{mode}_s", 0.0)
             lines.append(
                 f"| {row['workload']} | {mode} | {jct} | {_percent(reductions['vs_habits'])} | "
-                f"{_percent(reductions['vs_slurm'])} | {wait} | {agreed} | {wall:.0f} |"
+                f"{_percent(reductions['vs_slurm'])} | {_percent(reductions['vs_oracle'])} | {wait} | "
+                f"{agreed} | {wall:.0f} |"
             )
     return "\n".join(lines) + "\n"
 
 
-ARM_ORDER: tuple[ArmName, ...] = ("habits", "slurm", "advisor")
+ARM_ORDER: tuple[ArmName, ...] = ("habits", "slurm", "advisor", "oracle")
 ESTIMATORS = ("slurm", "advisor")
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+
+from benchmarks.harness.model import Arrival, Inventory, Job, Pool, WaitQuery
 
 STEP_COLUMNS = [
     "application",
@@ -94,3 +96,36 @@ def write_workload(path: Path, jobs: Iterable[tuple[float, str, int, int]]) -> P
     """(arrival, application, GPUs, global batch) per job."""
     rows = [[f"job-{i}", repr(t), app, str(g), str(b)] for i, (t, app, g, b) in enumerate(jobs)]
     return write_csv(path, ["name", "time", "application", "num_replicas", "batch_size"], rows)
+
+
+HOUR = 3600.0
+INVENTORY = Inventory(
+    pools=[
+        Pool(partition="fast", gpu_type="a100", nodes=2, gpus_per_node=8),
+        Pool(partition="mid", gpu_type="v100", nodes=2, gpus_per_node=8),
+        Pool(partition="slow", gpu_type="t4", nodes=2, gpus_per_node=4),
+    ]
+)
+
+
+class SetWaits:
+    """A queue whose waits per partition are given; records what each estimator was asked."""
+
+    def __init__(self, slurm: Mapping[str, float | None], advisor: Mapping[str, float | None] | None = None):
+        self.slurm = slurm
+        self.advisor = advisor if advisor is not None else slurm
+        self.slurm_asked: list[WaitQuery] = []
+        self.advisor_asked: list[WaitQuery] = []
+
+    def slurm_waits(self, queries: Sequence[WaitQuery]) -> list[float | None]:
+        self.slurm_asked.extend(queries)
+        return [self.slurm.get(q.partition, 0.0) for q in queries]
+
+    def advisor_waits(self, queries: Sequence[WaitQuery]) -> list[float | None]:
+        self.advisor_asked.extend(queries)
+        return [self.advisor.get(q.partition, 0.0) for q in queries]
+
+
+def job(user_gpu_type: str = "a100", gpus: int = 4, global_batch: int = 256, steps: int = 20_000) -> Job:
+    arrival = Arrival(name="j", time_s=0.0, application="toy", gpus=gpus, global_batch=global_batch)
+    return Job(arrival=arrival, steps=steps, user_gpu_type=user_gpu_type, user_limit_s=6 * HOUR)

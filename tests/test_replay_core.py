@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from advisor.replay.model import Arrival, Config, Job
-from advisor.replay.predictor import held_out_batches, held_out_error, train_predictors
-from advisor.replay.truth import StepTable, feasible_configs, user_config
-from advisor.replay.workload import Habits, WorkloadError, load_arrivals, load_durations, make_jobs
+from benchmarks.harness.model import Arrival, Config, Job
+from benchmarks.harness.predictor import held_out_batches, held_out_error, train_predictors
+from benchmarks.harness.truth import StepTable, feasible_configs, user_config
+from benchmarks.harness.workload import Habits, WorkloadError, load_arrivals, load_durations, make_jobs
 from tests.replay_support import (
     STEP_COLUMNS,
     smooth_step,

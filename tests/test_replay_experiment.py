@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.replay.experiment import InventoryError, load_inventory, matching_backfill
+from benchmarks.harness.experiment import InventoryError, load_inventory, matching_backfill
 
 from .replay_support import write_philly, write_steps, write_workload
 
@@ -94,6 +94,7 @@ def test_the_replay_command_writes_a_report_per_workload_and_a_summary(tmp_path:
         "habits": 12,
         "slurm": 12,
         "advisor": 12,
+        "oracle": 12,
     }
     assert figures["wait_errors"]["advisor"]["advisor"]["jobs"] == 12, "the advisor arm asks both estimators"
     report = (out / "saturn-w" / "sim" / "report.md").read_text(encoding="utf-8")

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from advisor.replay.model import Arrival
-from advisor.replay.philly import load_philly_arrivals
-from advisor.replay.truth import StepTable
-from advisor.replay.workload import Habits, WorkloadError, make_jobs, user_step_times
+from benchmarks.harness.model import Arrival
+from benchmarks.harness.philly import load_philly_arrivals
+from benchmarks.harness.truth import StepTable
+from benchmarks.harness.workload import Habits, WorkloadError, make_jobs, user_step_times
 
 from .replay_support import write_csv, write_steps
 

@@ -6,10 +6,20 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from advisor.replay.model import Arm, Arrival, Config, Decision, Inventory, Job, Pool, QueueView, WaitQuery
-from advisor.replay.scheduler import Backfill, Partition, per_node_gpus
-from advisor.replay.simulate import SimulatedQueue, simulate
 from advisor.wait.profile import INF, Profile
+from benchmarks.harness.model import (
+    Arm,
+    Arrival,
+    Config,
+    Decision,
+    Inventory,
+    Job,
+    Pool,
+    QueueView,
+    WaitQuery,
+)
+from benchmarks.harness.scheduler import Backfill, Partition, per_node_gpus
+from benchmarks.harness.simulate import SimulatedQueue, simulate
 
 POOL = Pool(partition="p", gpu_type="t4", nodes=3, gpus_per_node=4)
 #: (GPUs, nodes) a test job may ask

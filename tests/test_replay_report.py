@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from advisor.replay.model import ArmName, Config, Decision, Outcome
-from advisor.replay.report import ArmSummary, agreement, compare, summarize, wait_errors, write_report
+from benchmarks.harness.model import ArmName, Config, Decision, Outcome
+from benchmarks.harness.report import ArmSummary, agreement, compare, summarize, wait_errors, write_report
 
 
 def outcome(

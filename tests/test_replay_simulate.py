@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from advisor.replay.model import (
+from benchmarks.harness.model import (
     Arm,
     Arrival,
     Config,
@@ -21,8 +21,8 @@ from advisor.replay.model import (
     QueueView,
     WaitQuery,
 )
-from advisor.replay.scheduler import Backfill
-from advisor.replay.simulate import SLURM_DEFAULTS, simulate
+from benchmarks.harness.scheduler import Backfill
+from benchmarks.harness.simulate import SLURM_DEFAULTS, simulate
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from advisor.replay.model import (
+from advisor.sandbox.render import Identity, Layout, render_slurm_conf
+from benchmarks.harness.model import (
     Arrival,
     Config,
     Decision,
@@ -18,8 +19,7 @@ from advisor.replay.model import (
     QueueView,
     WaitQuery,
 )
-from advisor.replay.slurm import real_limit, replay_spec, run_on_slurm, simulated_wait
-from advisor.sandbox.render import Identity, Layout, render_slurm_conf
+from benchmarks.harness.slurm import real_limit, replay_spec, run_on_slurm, simulated_wait
 
 from .conftest import free_port_block
 

@@ -13,11 +13,13 @@ from advisor.jobscript.render import render_script
 from advisor.jobscript.request import JobRequest
 from advisor.jobscript.submission import ParsedSubmission
 from advisor.policy.model import Policy
+from advisor.predict.registry import model_created_at
 from advisor.predict.scaling import DeviceSpec
-from advisor.predict.service import Predictors
+from advisor.predict.service import Prediction, Predictors, predict
 from advisor.recommend.choose import Recommendation
 from advisor.recommend.cluster import ClusterView
 from advisor.recommend.service import Context, WaitQuery, Waits, recommend
+from advisor.slurm.models import Partition
 from advisor.store import AdvisedJobs, Store
 from advisor.wait.estimate import PLACEHOLDER_SCRIPT, Candidate, estimate_waits
 from advisor.wait.snapshot import JobRequest as SlotRequest
@@ -35,19 +37,56 @@ def recommend_now(
 ) -> Recommendation:
     request = parsed.request
     account = request.account or cluster.default_account(user)
+    partitions = cluster.partitions()
     context = Context(
-        store=store,
-        predictors=cluster.cached("predictors", PREDICTORS_FRESH_FOR, lambda: Predictors.load(store)),
         policy=policy,
-        partitions=cluster.partitions(),
-        specs=specs,
+        partitions=partitions,
         waits=lambda queries: cluster.cached(
             _wait_key(request, queries),
             WAITS_FRESH_FOR,
             lambda: queue_waits(cluster, store, request, queries, now),
         ),
     )
-    return recommend(context, request, parsed.description, table, user, account, now)
+    predictor = None
+    if table is not None:
+        predictors = cluster.cached("predictors", PREDICTORS_FRESH_FOR, lambda: Predictors.load(store))
+        predictor = StoredModels(store, predictors, specs, table, partitions)
+    return recommend(context, request, parsed.description, predictor, user, account, now)
+
+
+LINK_BYTES_S = 12e9
+"""Gradient all-reduce bandwidth between a node's GPUs: PCIe-class, the conservative case."""
+
+
+class StoredModels:
+    """The daemon's `StepPredictor`: the store's per-machine models, applied to the job's layer table."""
+
+    def __init__(
+        self,
+        store: Store,
+        predictors: Predictors,
+        specs: list[DeviceSpec],
+        table: LayerTable,
+        partitions: Sequence[Partition],
+    ) -> None:
+        self.store = store
+        self.predictors = predictors
+        self.specs = specs
+        self.table = table
+        self.gpu_types = {p.name: p.gpu_type for p in partitions}
+
+    def step(self, partition: str, gpus: int, micro_batch: int, amp: bool, channels_last: bool) -> Prediction:
+        """One device's step: data parallelism adds the all-reduce (`sync_s`), not device time."""
+        gpu, table = self.gpu_types.get(partition), self.table
+        return predict(self.predictors, partition, table, micro_batch, amp, channels_last, self.specs, gpu)
+
+    def sync_s(self, partition: str, gpus: int) -> float:
+        """A ring all-reduce of the float32 gradients at `LINK_BYTES_S`, the same on every partition."""
+        devices = max(gpus, 1)
+        return 2 * (devices - 1) / devices * self.table.totals.parameters * 4 / LINK_BYTES_S
+
+    def trained_at(self, machine: str, version: int) -> datetime | None:
+        return model_created_at(self.store, machine, version)
 
 
 PREDICTORS_FRESH_FOR = timedelta(seconds=30)

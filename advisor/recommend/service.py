@@ -1,7 +1,9 @@
 """A recommendation for one submission: candidates, their predicted run, wait and cost, and the choice.
 
-The edges come in through `Context`: the store with the predictors, the policy, GPU specifications and a
-wait estimator (Slurm's ``--test-only`` and the advisor's own queue replay); the clock is an argument.
+The edges come in through `Context` (the policy, the cluster's partitions and a wait estimator: Slurm's
+``--test-only`` and the advisor's own queue replay) and a `StepPredictor` for the job; the clock is an
+argument. The daemon's predictor reads the store's models and the job's layer table; an evaluation plugs in
+measured step times at the same seam.
 """
 
 from __future__ import annotations
@@ -9,28 +11,42 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from advisor.introspect import LayerTable
 from advisor.jobscript.advisor_lines import JobDescription
 from advisor.jobscript.request import JobRequest
 from advisor.jobscript.rewrite import Advice
 from advisor.policy.model import Mode, Policy
 from advisor.policy.resolve import Effective, resolve
 from advisor.predict.jobtime import JobShape, job_time
-from advisor.predict.registry import model_created_at
-from advisor.predict.scaling import DeviceSpec
-from advisor.predict.service import NoModelError, Prediction, Predictors, predict
+from advisor.predict.service import NoModelError, Prediction
 from advisor.recommend.candidates import Offer, Shape, amp_dtype, baseline, optimizer_steps, shapes
 from advisor.recommend.choose import Decision, Estimate, Recommendation, WaitSource, choose
 from advisor.slurm.models import Partition
 from advisor.slurm.values import format_duration
-from advisor.store import Store
 
 BOTH = (False, True)
-LINK_BYTES_S = 12e9
-"""Gradient all-reduce bandwidth between a node's GPUs: PCIe-class, the conservative case."""
+
+
+class StepPredictor(Protocol):
+    """What the recommender asks about one job: its steps on each partition and when a model was made.
+
+    May raise `NoModelError`: nothing to predict with, and the job stays as submitted.
+    """
+
+    def step(self, partition: str, gpus: int, micro_batch: int, amp: bool, channels_last: bool) -> Prediction:
+        """One micro-step of ``micro_batch`` samples on each of ``gpus`` devices (0: a CPU partition)."""
+        ...
+
+    def sync_s(self, partition: str, gpus: int) -> float:
+        """What each optimizer step adds on top of its micro-steps: the gradient all-reduce."""
+        ...
+
+    def trained_at(self, machine: str, version: int) -> datetime | None:
+        """When a model version was trained: the policy trusts a model only while it is young."""
+        ...
 
 
 class WaitQuery(BaseModel):
@@ -59,11 +75,8 @@ WaitEstimator = Callable[[Sequence[WaitQuery]], list[Waits]]
 
 @dataclass(frozen=True)
 class Context:
-    store: Store
-    predictors: Predictors
     policy: Policy
     partitions: list[Partition]
-    specs: list[DeviceSpec]
     waits: WaitEstimator
 
 
@@ -71,7 +84,7 @@ def recommend(
     context: Context,
     request: JobRequest,
     description: JobDescription | None,
-    table: LayerTable | None,
+    predictor: StepPredictor | None,
     user: str,
     account: str | None,
     now: datetime,
@@ -93,7 +106,7 @@ def recommend(
 
     if effective.mode == "off":
         return nothing("the policy turns the advisor off for this user")
-    if description is None or table is None:
+    if description is None or predictor is None:
         return nothing("no #ADVISOR job description: nothing to predict")
     if (request.nodes_min or 1) > 1:
         return nothing("multi-node jobs are passed through as submitted")
@@ -102,7 +115,7 @@ def recommend(
     if asked_partition is None or asked_partition not in offers:
         return nothing("the job's partition is not one of the cluster's")
     gpus = _requested_gpus(request)
-    estimator = _Estimator(context, effective, request, description, table, now)
+    estimator = _Estimator(context, effective, request, description, predictor, now)
     asked = baseline(description, offers[asked_partition], gpus, amp=False)
     allowed = [offers[name] for name in effective.partitions if name in offers]
     try:
@@ -137,7 +150,7 @@ class _Run:
 
 
 class _Estimator:
-    """Predictions are cached per (partition, micro-batch, AMP, layout): many candidates share them."""
+    """Predictions are cached per (partition, GPUs, micro-batch, AMP, layout): many candidates share them."""
 
     def __init__(
         self,
@@ -145,30 +158,29 @@ class _Estimator:
         effective: Effective,
         request: JobRequest,
         description: JobDescription,
-        table: LayerTable,
+        predictor: StepPredictor,
         now: datetime,
     ) -> None:
         self.context = context
         self.effective = effective
         self.request = request
         self.description = description
-        self.table = table
+        self.predictor = predictor
         self.now = now
         self.partitions = {p.name: p for p in context.partitions}
-        self._cache: dict[tuple[str, int, bool, bool], Prediction] = {}
+        self._cache: dict[tuple[str, int, int, bool, bool], Prediction] = {}
         self._trained_at: dict[tuple[str, int], datetime | None] = {}
 
-    def prediction(self, partition: str, batch: int, amp: bool, channels_last: bool) -> Prediction:
-        key = (partition, batch, amp, channels_last)
+    def prediction(self, partition: str, gpus: int, batch: int, amp: bool, channels_last: bool) -> Prediction:
+        key = (partition, gpus, batch, amp, channels_last)
         if key not in self._cache:
-            gpu = self.partitions[partition].gpu_type
-            predictors, specs = self.context.predictors, self.context.specs
-            found = predict(predictors, partition, self.table, batch, amp, channels_last, specs, gpu)
-            self._cache[key] = found
+            self._cache[key] = self.predictor.step(partition, gpus, batch, amp, channels_last)
         return self._cache[key]
 
     def largest_batch(self, partition: str, amp: bool) -> int | None:
-        return self.prediction(partition, 1, amp, False).largest_batch
+        """The largest micro-batch one device holds, as its smallest placement sees it."""
+        gpus = 1 if self.partitions[partition].gpus_per_node else 0
+        return self.prediction(partition, gpus, 1, amp, False).largest_batch
 
     def estimate(self, candidates: list[Shape]) -> list[Estimate]:
         runs = [self._run(shape) for shape in candidates]
@@ -177,13 +189,14 @@ class _Estimator:
         return [self._estimate(run, waits[run.query]) for run in runs]
 
     def _run(self, shape: Shape) -> _Run:
-        prediction = self.prediction(shape.partition, shape.micro_batch, shape.amp, shape.channels_last)
+        prediction = self.prediction(
+            shape.partition, shape.gpus, shape.micro_batch, shape.amp, shape.channels_last
+        )
         steps = optimizer_steps(self.description, shape.global_batch)
         whole = job_time(
             prediction.step_s, prediction.step_s_p90, JobShape(steps=steps, accumulation=shape.accumulation)
         )
-        devices = shape.devices
-        all_reduce_s = steps * 2 * (devices - 1) / devices * self.table.totals.parameters * 4 / LINK_BYTES_S
+        all_reduce_s = steps * self.predictor.sync_s(shape.partition, shape.gpus)
         p90_s = whole.p90_s + all_reduce_s
         limit = self._time_limit(shape, p90_s)
         gpu_type = self.partitions[shape.partition].gpu_type
@@ -208,7 +221,7 @@ class _Estimator:
             notes.append(f"the p90 run outlasts the time limit of {format_duration(limit)}")
         version = (prediction.machine, prediction.model_version)
         if version not in self._trained_at:  # a few model versions serve every candidate
-            self._trained_at[version] = model_created_at(self.context.store, *version)
+            self._trained_at[version] = self.predictor.trained_at(*version)
         created = self._trained_at[version]
         return Estimate(
             shape=shape,

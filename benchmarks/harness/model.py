@@ -10,8 +10,9 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-ArmName = Literal["habits", "slurm", "advisor"]
-"""(A) users' habits, (B) Slurm's ``--test-only`` estimate only, (C) the advisor in rewrite mode."""
+ArmName = Literal["habits", "slurm", "advisor", "oracle"]
+"""(A) users' habits, (B) Slurm's ``--test-only`` estimate only, (C) the advisor in rewrite mode, and the
+oracle: the same advisor fed the true step times, the bound any predictor could reach."""
 
 
 class _Frozen(BaseModel):

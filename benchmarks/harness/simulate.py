@@ -16,8 +16,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from advisor.replay.model import Arm, ArmName, Inventory, Job, Outcome, TrueRunTime, WaitQuery
-from advisor.replay.scheduler import Attempt, Backfill, Partition, per_node_gpus
 from advisor.wait.remaining import RatioTable, estimate_runtimes
 from advisor.wait.simulate import predict_starts
 from advisor.wait.snapshot import (
@@ -28,6 +26,8 @@ from advisor.wait.snapshot import (
     RunningJob,
     SnapshotNode,
 )
+from benchmarks.harness.model import Arm, ArmName, Inventory, Job, Outcome, TrueRunTime, WaitQuery
+from benchmarks.harness.scheduler import Attempt, Backfill, Partition, per_node_gpus
 
 #: Where the simulated clock's second 0 falls, for the advisor's datetime-based queue replay.
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)

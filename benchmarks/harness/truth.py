@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 
-from advisor.replay.model import Arrival, Config, Job
+from benchmarks.harness.model import Arrival, Config, Job
 
 CLUSTER_TYPES = {"aws": "t4", "azure": "v100", "dgx-ext": "a100", "rtx": "rtx"}
 """Sia's cluster names -> the GPU types a replay uses. ``dgx`` is a subset of ``dgx-ext`` (same A100s, fewer

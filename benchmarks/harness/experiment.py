@@ -1,7 +1,8 @@
-"""One replay experiment from files to outcomes: the jobs of a workload, the three arms, and either mode.
+"""One replay experiment from files to outcomes: the jobs of a workload, the arms, and either mode.
 
 Every arm sees the same jobs (seeded); arm C's predictors are trained with the workload's own batch sizes
-held out, so it predicts them as it would a job it never saw benchmarked.
+held out, so it predicts them as it would a job it never saw benchmarked. The oracle, the same recommender
+fed the truth, runs in the simulator only: it bounds what any predictor could reach.
 """
 
 from __future__ import annotations
@@ -13,14 +14,16 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from advisor.replay.arms import advisor_arm, habits_arm, slurm_arm
-from advisor.replay.model import Arm, ArmName, Arrival, Inventory, Job, Outcome
-from advisor.replay.predictor import HeldOutError, held_out_batches, held_out_error, train_predictors
-from advisor.replay.scheduler import Backfill
-from advisor.replay.simulate import simulate
-from advisor.replay.slurm import BACKFILL_WINDOW_MIN, run_arms_on_slurm
-from advisor.replay.truth import StepTable
-from advisor.replay.workload import Habits, load_durations, make_jobs
+from advisor.policy.model import Policy
+from benchmarks.harness.arms import habits_arm, slurm_arm
+from benchmarks.harness.model import Arm, ArmName, Arrival, Inventory, Job, Outcome
+from benchmarks.harness.predictor import HeldOutError, held_out_batches, held_out_error, train_predictors
+from benchmarks.harness.product import learned_steps, product_arm, true_steps
+from benchmarks.harness.scheduler import Backfill
+from benchmarks.harness.simulate import simulate
+from benchmarks.harness.slurm import BACKFILL_WINDOW_MIN, run_arms_on_slurm
+from benchmarks.harness.truth import StepTable
+from benchmarks.harness.workload import Habits, load_durations, make_jobs
 
 
 class InventoryError(ValueError):
@@ -48,9 +51,15 @@ class Experiment:
 
 
 def prepare(
-    data: Path, arrivals: Sequence[Arrival], inventory: Inventory, seed: int, habits: Habits | None = None
+    data: Path,
+    arrivals: Sequence[Arrival],
+    inventory: Inventory,
+    seed: int,
+    policy: Policy,
+    habits: Habits | None = None,
 ) -> Experiment:
-    """``data`` is the public data folder (``sia/step_times.csv``, ``philly/jobs.csv``)."""
+    """``data`` is the public data folder (``sia/step_times.csv``, ``philly/jobs.csv``); ``policy`` is the
+    admin policy arm C and the oracle decide under."""
     table = StepTable.load(data / "sia" / "step_times.csv")
     jobs = make_jobs(arrivals, table, load_durations(data / "philly" / "jobs.csv"), habits or Habits(), seed)
     held_out = held_out_batches(arrivals)
@@ -58,7 +67,8 @@ def prepare(
     arms: dict[ArmName, Arm] = {
         "habits": habits_arm(inventory, table),
         "slurm": slurm_arm(inventory, table),
-        "advisor": advisor_arm(inventory, predictors),
+        "advisor": product_arm(inventory, policy, learned_steps(predictors, inventory), table),
+        "oracle": product_arm(inventory, policy, true_steps(table, inventory), table),
     }
     return Experiment(table, jobs, arms, held_out_error(predictors, table, held_out))
 
@@ -98,8 +108,8 @@ def _simulate_arms(
 def run_real(
     experiment: Experiment, inventory: Inventory, compression: float, root: Path, base_port: int
 ) -> dict[ArmName, list[Outcome]]:
-    """All arms at once, each on a sandbox of its own."""
-    arms = list(experiment.arms.items())
+    """All arms but the oracle at once, each on a sandbox of its own."""
+    arms = [(name, arm) for name, arm in experiment.arms.items() if name != "oracle"]
     truth = experiment.table.true_run_s
     return run_arms_on_slurm(experiment.jobs, arms, inventory, truth, compression, root, base_port)
 

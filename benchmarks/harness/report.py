@@ -16,8 +16,8 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from advisor.replay.model import ArmName, Outcome
-from advisor.replay.scheduler import per_node_gpus
+from benchmarks.harness.model import ArmName, Outcome
+from benchmarks.harness.scheduler import per_node_gpus
 
 Estimator = Literal["slurm", "advisor"]
 
@@ -63,6 +63,8 @@ class Reductions(_Frozen):
 
     vs_habits: float | None
     vs_slurm: float | None
+    vs_oracle: float | None = None
+    """Negative: how much longer than the same recommender fed the true step times the advisor's jobs took."""
 
 
 def summarize(arm: ArmName, outcomes: Sequence[Outcome]) -> ArmSummary:
@@ -124,7 +126,9 @@ def compare(summaries: Mapping[ArmName, ArmSummary]) -> Reductions:
             return None
         return 1 - summaries["advisor"].mean_jct_s / summaries[baseline].mean_jct_s
 
-    return Reductions(vs_habits=reduction("habits"), vs_slurm=reduction("slurm"))
+    return Reductions(
+        vs_habits=reduction("habits"), vs_slurm=reduction("slurm"), vs_oracle=reduction("oracle")
+    )
 
 
 def agreement(sim: Sequence[Outcome], real: Sequence[Outcome]) -> float:
@@ -212,7 +216,8 @@ def _markdown(
                 ("habits", reductions.vs_habits, TARGET_REDUCTION["habits"]),
                 ("slurm", reductions.vs_slurm, TARGET_REDUCTION["slurm"]),
             )
-        ],
+        ]
+        + [["oracle (the same advisor fed the true step times)", _percent(reductions.vs_oracle), "-"]],
     )
     lines += ["", "## Wait prediction at submission (absolute error against the actual wait)", ""]
     lines += [

@@ -17,8 +17,8 @@ from typing import Self
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from advisor.replay.model import Arrival, Job
-from advisor.replay.truth import StepTable, user_config
+from benchmarks.harness.model import Arrival, Job
+from benchmarks.harness.truth import StepTable, user_config
 
 HOUR_S = 3600.0
 

@@ -23,16 +23,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from advisor.replay.model import (
-    Arm,
-    ArmName,
-    Decision,
-    Inventory,
-    Job,
-    Outcome,
-    TrueRunTime,
-    WaitQuery,
-)
 from advisor.sandbox.cluster import Sandbox
 from advisor.sandbox.spec import PartitionSpec, SandboxSpec, SchedulerSpec
 from advisor.slurm.client import SlurmClient
@@ -42,6 +32,16 @@ from advisor.wait.estimate import Candidate, sbatch_options, slurm_start_estimat
 from advisor.wait.remaining import MIN_REMAINING_S, RatioTable, estimate_runtimes
 from advisor.wait.simulate import predict_starts
 from advisor.wait.snapshot import JobRequest
+from benchmarks.harness.model import (
+    Arm,
+    ArmName,
+    Decision,
+    Inventory,
+    Job,
+    Outcome,
+    TrueRunTime,
+    WaitQuery,
+)
 
 #: Real minutes the backfill scheduler (and the advisor's replay of it) looks ahead: a real day.
 BACKFILL_WINDOW_MIN = 1440

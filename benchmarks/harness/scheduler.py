@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from advisor.replay.model import Decision, Job, Pool, WaitQuery
 from advisor.wait.profile import INF, Amount, Profile
 from advisor.wait.simulate import BACKFILL_WINDOW
+from benchmarks.harness.model import Decision, Job, Pool, WaitQuery
 
 
 class Backfill(BaseModel):

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from advisor.replay.model import Arrival
-from advisor.replay.truth import StepTable
-from advisor.replay.workload import Habits, WorkloadError, user_step_times
+from benchmarks.harness.model import Arrival
+from benchmarks.harness.truth import StepTable
+from benchmarks.harness.workload import Habits, WorkloadError, user_step_times
 
 
 def load_philly_arrivals(

@@ -1,10 +1,11 @@
-"""The advisor's own step-time models for a replay: one XGBoost regressor per GPU type.
+"""Step-time models learned from Sia's table for a replay: one XGBoost regressor per GPU type.
 
-They learn from the step table with the replayed jobs' batch sizes taken out, so arm C predicts the
-configurations it is asked about from other batch sizes, as it would for a real user's unseen job; the
-held-out rows (ground truth is known there) measure how well. The p90 is the p50 times the 90th percentile
-of the K-fold out-of-fold errors on the training rows. Only placements (GPUs, nodes) the advisor measured
-are predicted: a step's all-reduce depends on them, and extrapolating it is the wrong risk for a limit.
+They stand in for the models the nightly benchmark trains (arm C's `StepPredictor` in
+`benchmarks.harness.product` reads them). They learn from the step table with the replayed jobs' batch
+sizes taken out, so arm C predicts the configurations it is asked about from other batch sizes, as it would
+for a real user's unseen job; the held-out rows (ground truth is known there) measure how well. The p90 is
+the p50 times the 90th percentile of the K-fold out-of-fold errors on the training rows. Only placements
+(GPUs, nodes) the models saw are predicted: a step's all-reduce depends on them.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ import xgboost as xgb
 from pydantic import BaseModel, ConfigDict
 
 from advisor.predict.leastsquares import relative_least_squares
-from advisor.replay.model import Arrival
-from advisor.replay.truth import StepRow, StepTable
+from benchmarks.harness.model import Arrival
+from benchmarks.harness.truth import StepRow, StepTable
 
 _PARAMS = {
     "tree_method": "exact",
@@ -68,7 +69,7 @@ class SeenCurve:
 
 
 @dataclass(frozen=True)
-class MachineModel:
+class GpuTypeModel:
     """One GPU type: the lines through its curves, the regressor on top, and the p90 factor.
 
     Trees are piecewise constant, so the booster is not asked to interpolate in the batch: it starts from
@@ -94,8 +95,8 @@ class MachineModel:
 
 
 @dataclass(frozen=True)
-class Predictors:
-    machines: dict[str, MachineModel]
+class StepModels:
+    machines: dict[str, GpuTypeModel]
     _memo: dict[tuple[str, str, int, int, int], tuple[float, float]] = field(
         default_factory=dict, repr=False, compare=False
     )
@@ -120,14 +121,14 @@ class Predictors:
         return None if curve is None else (curve.low, curve.high)
 
 
-def train_predictors(table: StepTable, held_out: Collection[tuple[str, int]]) -> Predictors:
+def train_predictors(table: StepTable, held_out: Collection[tuple[str, int]]) -> StepModels:
     """One model per GPU type of the table, trained on every row not held out."""
     training = [row for row in table.rows if not is_held_out(row, held_out)]
     types = sorted({row.gpu_type for row in training})
-    return Predictors({t: _train_machine([r for r in training if r.gpu_type == t]) for t in types})
+    return StepModels({t: _train_machine([r for r in training if r.gpu_type == t]) for t in types})
 
 
-def _train_machine(rows: Sequence[StepRow]) -> MachineModel:
+def _train_machine(rows: Sequence[StepRow]) -> GpuTypeModel:
     """The model on every row; its p90 factor from K folds, each fitted (lines too) without its rows."""
     folds = np.random.default_rng(0).permutation(len(rows)) % FOLDS
     residuals: list[float] = []
@@ -156,7 +157,7 @@ def fit_line(points: Sequence[tuple[int, float]]) -> tuple[float, float]:
     return a, c
 
 
-def _fit(rows: Sequence[StepRow]) -> MachineModel:
+def _fit(rows: Sequence[StepRow]) -> GpuTypeModel:
     points: dict[tuple[str, int, int], list[tuple[int, float]]] = defaultdict(list)
     for row in rows:
         points[(row.application, row.gpus, row.nodes)].append((row.local_batch, row.step_s))
@@ -165,7 +166,7 @@ def _fit(rows: Sequence[StepRow]) -> MachineModel:
         fixed_s, per_sample_s = fit_line(pairs)
         batches = [batch for batch, _ in pairs]
         curves[placement] = SeenCurve(min(batches), max(batches), fixed_s, per_sample_s)
-    lines_only = MachineModel(tuple(sorted({row.application for row in rows})), curves, xgb.Booster())
+    lines_only = GpuTypeModel(tuple(sorted({row.application for row in rows})), curves, xgb.Booster())
     target = np.log([row.step_s for row in rows])
     booster = xgb.train(_PARAMS, lines_only.matrix([_key(row) for row in rows], target), _ROUNDS)
     return replace(lines_only, booster=booster)
@@ -185,7 +186,7 @@ class HeldOutError(BaseModel):
 
 
 def held_out_error(
-    predictors: Predictors, table: StepTable, held_out: Collection[tuple[str, int]]
+    predictors: StepModels, table: StepTable, held_out: Collection[tuple[str, int]]
 ) -> HeldOutError:
     """Scores the rows ``train_predictors`` left out, on the placements it learned."""
     errors: dict[str, list[float]] = {}

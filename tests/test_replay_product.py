@@ -1,0 +1,123 @@
+"""Arm C and the oracle are the product's recommender: the daemon's parser, candidates, limit rule and
+thresholds, with Sia's step times and the replayed queue at the seams."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from advisor.jobscript.submission import parse_submission
+from advisor.policy.model import Policy
+from advisor.recommend.service import Context, recommend
+from benchmarks.harness.arms import habits_arm
+from benchmarks.harness.predictor import StepModels, train_predictors
+from benchmarks.harness.product import (
+    TRAINED_AT,
+    USER,
+    job_script,
+    learned_steps,
+    partitions_of,
+    product_arm,
+    queue_estimator,
+    true_steps,
+)
+from benchmarks.harness.truth import StepTable
+from tests.replay_support import HOUR, INVENTORY, SetWaits, job, spiked_at, write_steps
+
+REWRITE = Policy.model_validate({"mode": "rewrite", "tuning": {"amp": False, "channels_last": False}})
+BUSY_FAST = {"fast": 20 * HOUR}
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory: pytest.TempPathFactory) -> StepTable:
+    return StepTable.load(write_steps(tmp_path_factory.mktemp("steps") / "steps.csv"))
+
+
+@pytest.fixture(scope="module")
+def models(table: StepTable) -> StepModels:
+    return train_predictors(table, {("toy", 64)})
+
+
+def test_arm_c_makes_the_choice_the_daemons_recommender_makes_for_the_users_script(
+    tmp_path: Path, table: StepTable, models: StepModels
+) -> None:
+    """The script goes through advise-submit's own parsing here, through the replay's there."""
+    the_job = job()
+    steps = learned_steps(models, INVENTORY)
+    decision = product_arm(INVENTORY, REWRITE, steps, table)(the_job, SetWaits(BUSY_FAST))
+
+    script = tmp_path / "train.sbatch"
+    script.write_text(job_script(the_job, INVENTORY.pools[0]))
+    parsed = parse_submission(script, [], {})
+    context = Context(REWRITE, partitions_of(INVENTORY), queue_estimator(SetWaits(BUSY_FAST)))
+    found = recommend(context, parsed.request, parsed.description, steps("toy"), USER, None, TRAINED_AT)
+
+    assert found.apply and found.chosen is not None
+    chosen = found.chosen.shape
+    assert chosen.partition != "fast"  # the queue moved it: the comparison is not of two unchanged jobs
+    assert decision.partition == chosen.partition
+    config = decision.config
+    assert (config.gpus, config.nodes, config.micro_batch, config.accumulation) == (
+        chosen.gpus,
+        1,
+        chosen.micro_batch,
+        chosen.accumulation,
+    )
+    assert decision.time_limit_s == found.chosen.time_limit.total_seconds()
+    assert decision.predicted_run_s == pytest.approx(found.chosen.run_s)
+
+
+def test_arm_c_sets_the_limit_by_the_policys_rule_from_the_models_p90(
+    table: StepTable, models: StepModels
+) -> None:
+    the_job = job()
+    decision = product_arm(INVENTORY, REWRITE, learned_steps(models, INVENTORY), table)(
+        the_job, SetWaits(BUSY_FAST)
+    )
+    config = decision.config
+    p50, p90 = models.predict("toy", config.gpu_type, config.gpus, 1, config.micro_batch)
+    micro_steps = the_job.steps * config.accumulation
+    rule = REWRITE.time_limit
+    minutes = math.ceil(micro_steps * p90 * rule.factor / 60 + rule.margin_minutes)
+    assert decision.time_limit_s == minutes * 60
+    assert decision.predicted_run_s == pytest.approx(micro_steps * p50)
+
+
+def test_the_oracle_sees_the_held_out_truth_that_arm_c_cannot(tmp_path: Path) -> None:
+    """Micro-batch 64 is ten times slower in the truth; the models never saw it, the oracle reads it."""
+    truth = StepTable.load(write_steps(tmp_path / "steps.csv", spiked_at(64)))
+    the_job = job()  # 4 A100s, global batch 256: micro-batch 64 as submitted
+    idle = SetWaits({})
+    blind = product_arm(
+        INVENTORY, REWRITE, learned_steps(train_predictors(truth, {("toy", 64)}), INVENTORY), truth
+    )
+    sighted = product_arm(INVENTORY, REWRITE, true_steps(truth, INVENTORY), truth)
+    kept, moved = blind(the_job, idle), sighted(the_job, SetWaits({}))
+    as_users_run_it = habits_arm(INVENTORY, truth)(the_job, SetWaits({}))
+    assert kept.model_copy(update={"advisor_wait_s": None}) == as_users_run_it
+    assert moved.config.micro_batch != 64
+    assert truth.true_run_s(the_job, moved.config) < truth.true_run_s(the_job, kept.config) / 2
+
+
+def test_an_advise_only_policy_leaves_every_job_as_its_user_runs_it(
+    table: StepTable, models: StepModels
+) -> None:
+    advise = REWRITE.model_copy(update={"mode": "advise"})
+    arm = product_arm(INVENTORY, advise, learned_steps(models, INVENTORY), table)
+    kept = arm(job(), SetWaits(BUSY_FAST))
+    assert kept.advisor_wait_s == BUSY_FAST["fast"], "the job as is, with the advisor's own wait for it"
+    assert kept.model_copy(update={"advisor_wait_s": None}) == habits_arm(INVENTORY, table)(
+        job(), SetWaits(BUSY_FAST)
+    )
+
+
+def test_a_multi_node_request_passes_through_as_the_product_does(
+    table: StepTable, models: StepModels
+) -> None:
+    eight_t4s = job(user_gpu_type="t4", gpus=8)  # two nodes of the 4-GPU partition
+    arm = product_arm(INVENTORY, REWRITE, learned_steps(models, INVENTORY), table)
+    decision = arm(eight_t4s, SetWaits({"slow": 20 * HOUR})).model_copy(update={"advisor_wait_s": None})
+    assert decision == habits_arm(INVENTORY, table)(eight_t4s, SetWaits({"slow": 20 * HOUR}))
+    assert decision.config.nodes == 2
