@@ -1,8 +1,10 @@
-"""Builds the CPU benchmark database the predictors are evaluated on: the CNN zoo at 32x32, batches 1-128.
+"""Builds the CPU benchmark database the predictors are evaluated on: the nightly plan's CPU grid
+(``advisor.bench.plan.nightly_grid("cpu")``: 20 CNNs at 32x32, batches 1-128), in repeated passes.
 
 Run in the background (``nice -n 10``), one pass after the other: it measures with the bench engine's own
-plan and runner, writes JSON lines as it goes and ingests them at the end, so a cut run still leaves a
-usable database. Each ``--steps-only`` pass gives each step one more measurement; ``--steps-only
+plan and runner, on the grid the nightly ``advisor bench run`` measures on a CPU partition, writes JSON
+lines as it goes and ingests them at the end, so a cut run still leaves a usable database. Each
+``--steps-only`` pass gives each step one more measurement; ``--steps-only
 --passes 5`` gives five, each in its own random order (in the plan's order every model's batch 2 ran
 back to back, so one slow minute shifted a whole batch size). ``--layers-only`` does the same for the
 layer micro-benchmarks (a layer's batch sizes measured hours apart were 15% out of step with each other
@@ -24,6 +26,7 @@ import json
 import random
 import sys
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from math import log
 from pathlib import Path
 from statistics import mean
@@ -32,42 +35,12 @@ from typing import Any
 import torch
 
 from advisor.bench.measure import zoo_table
-from advisor.bench.plan import DeviceProfile, Grid, Phase, Plan, PlanItem, build_plan, geometric
-from advisor.bench.records import LayerConfig
+from advisor.bench.plan import DeviceProfile, build_plan, nightly_grid
 from advisor.bench.results import jsonl_sink, read_jsonl
 from advisor.bench.run import run_plan, terminal_reporter
-from advisor.bench.zoo import SMALL
 from advisor.store import Store
 
-MODELS = (
-    "squeezenet1_1",
-    "shufflenet_v2_x0_5",
-    "mobilenet_v3_small",
-    "mnasnet0_5",
-    "resnet18",
-    "squeezenet1_0",
-    "shufflenet_v2_x1_0",
-    "mobilenet_v2",
-    "mobilenet_v3_large",
-    "mnasnet1_0",
-    "regnet_y_400mf",
-    "efficientnet_b0",
-    "resnet34",
-    "googlenet",
-    "regnet_x_1_6gf",
-    "regnet_y_1_6gf",
-    "resnet50",
-    "densenet121",
-    "resnext50_32x4d",
-    "vgg11_bn",
-)
-"""The twenty zoo CNNs that train at 32x32 on two CPU cores in minutes, cheapest first."""
-
-LAYER_BATCHES = (1, 2, 8, 15, 16, 128)
-"""On each side of PyTorch's CPU convolution kernel switches (one thread, float32, checked with
-``torch.profiler`` on 2.14.1): a 3x3 or 1x1 convolution of a small input runs ``_slow_conv2d`` at batch 1
-and oneDNN from 2; a stride-1 1x1 convolution runs ``_slow_conv2d`` below 16 and oneDNN from 16. A layer's
-time is a polyline through these points, so no segment crosses a switch."""
+NIGHTLY = nightly_grid("cpu")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -88,16 +61,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--batches",
         type=_batches,
-        default=geometric(128),
-        help="step batch sizes, comma-separated (default 1,2,4,...,128); say 12,24,48,96 for steps off "
-        "both grids, which the unseen-batch evaluation then holds out like any other",
+        default=NIGHTLY.batches,
+        help="step batch sizes, comma-separated (default: the nightly grid's, 1,2,4,...,128); say "
+        "12,24,48,96 for steps off both grids, which the unseen-batch evaluation holds out like any other",
     )
     parser.add_argument(
         "--layer-batches",
         type=_batches,
-        default=LAYER_BATCHES,
-        help="layer micro-benchmark batch sizes, comma-separated (default "
-        f"{','.join(map(str, LAYER_BATCHES))})",
+        default=NIGHTLY.layer_batches,
+        help="layer micro-benchmark batch sizes, comma-separated (default: the nightly grid's, "
+        f"{','.join(map(str, NIGHTLY.layer_batches))})",
     )
     parser.add_argument("--estimate", action="store_true", help="print the plan's estimate and stop")
     parser.add_argument("--spread", action="store_true", help="print the repeat spread of --db's steps")
@@ -109,21 +82,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     torch.set_num_threads(args.threads)
     batches = args.batches
-    grid = Grid(
-        models=() if args.layers_only else MODELS,
-        sizes=(SMALL,),
+    grid = replace(
+        NIGHTLY,
+        models=() if args.layers_only else NIGHTLY.models,
         batches=batches,
         coarse=batches[::2],
-        settings=(),
-        setting_batches=(),
-        workers=0,
-        layer_models=() if args.steps_only else MODELS,
+        layer_models=() if args.steps_only else NIGHTLY.layer_models,
         layer_batches=args.layer_batches,
-        steps=5 if args.steps_only else 3,
-        warmup=2 if args.steps_only else 1,
-        repeats=3,
+        steps=5 if args.steps_only else NIGHTLY.steps,
+        warmup=2 if args.steps_only else NIGHTLY.warmup,
     )
-    plan = _reorder(build_plan(grid, DeviceProfile.assumed("cpu"), zoo_table))
+    plan = build_plan(grid, DeviceProfile.assumed("cpu"), zoo_table)
     print(
         f"{args.passes} x {len(plan.items)} items, estimated {plan.estimate_s / 60:.1f} min a pass",
         file=sys.stderr,
@@ -186,18 +155,6 @@ def _batches(text: str) -> tuple[int, ...]:
     if sizes[0] < 1:
         raise argparse.ArgumentTypeError(f"batch sizes start at 1, not {sizes[0]}")
     return sizes
-
-
-def _reorder(plan: Plan) -> Plan:
-    """Every model and layer at a few batches before any large batch, so a cut run still spans the zoo."""
-
-    def rank(item: PlanItem) -> tuple[int, int]:
-        config = item.config
-        if isinstance(config, LayerConfig):
-            return (1 if config.batch == 16 else 2 if config.batch == 1 else 4, 0)
-        return (0 if item.phase is Phase.COARSE else 3, config.batch)
-
-    return plan.model_copy(update={"items": tuple(sorted(plan.items, key=rank))})
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from advisor.bench.plan import (
     quick_plan,
 )
 from advisor.bench.records import LayerConfig, StepConfig
-from advisor.bench.zoo import ZOO, zoo_model
+from advisor.bench.zoo import CPU_MODELS, SMALL, ZOO, zoo_model
 from advisor.introspect import Layer, LayerKind, LayerTable, Scaling, TensorShape
 from advisor.introspect.table import Window
 
@@ -161,3 +161,18 @@ def test_the_quick_plan_is_small_and_estimated_under_three_minutes() -> None:
     assert {c.amp for c in steps} == {False, True}
     assert max(c.batch for c in steps) == 64
     assert 0 < sum(isinstance(i.config, LayerConfig) for i in plan.items) <= 30
+
+
+def test_a_cpu_night_measures_the_cpu_zoo_at_32px_with_layers_either_side_of_the_kernel_switches() -> None:
+    plan = full_plan(DeviceProfile.assumed("cpu"), _table)
+    steps = [item.config for item in plan.items if isinstance(item.config, StepConfig)]
+    layers = [item.config for item in plan.items if isinstance(item.config, LayerConfig)]
+    assert {config.model for config in steps} == set(CPU_MODELS)
+    assert {config.input_size for config in steps} == {SMALL}
+    assert max(config.batch for config in steps) == 128
+    assert not any(config.amp or config.channels_last for config in steps), "bf16 is emulated on a CPU"
+    # _slow_conv2d at batch 1 and oneDNN from 2; a stride-1 1x1 switches between 15 and 16.
+    assert {config.batch for config in layers} == {1, 2, 8, 15, 16, 128}
+    first_layers = next(i for i, item in enumerate(plan.items) if item.phase is Phase.LAYERS)
+    assert plan.items[first_layers].config.batch == 16, "the layers phase measures the switch's far side"
+    assert plan.estimate_s < 8 * 3600, "a night"

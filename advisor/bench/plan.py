@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.bench.records import LayerConfig, StepConfig
-from advisor.bench.zoo import LARGE, SMALL, ZOO, distinct_layers, smallest_batch, zoo_model
+from advisor.bench.zoo import CPU_MODELS, LARGE, SMALL, ZOO, distinct_layers, smallest_batch, zoo_model
 from advisor.introspect import Layer, LayerTable, Optimizer, Precision, estimate_peak_memory
 
 TableSource = Callable[[str, int], LayerTable]
@@ -151,9 +151,34 @@ def quick_plan(tables: TableSource, device: DeviceProfile | None = None) -> Plan
     return build_plan(grid, device or DeviceProfile.assumed("cpu"), tables)
 
 
-def full_plan(device: DeviceProfile, tables: TableSource, *, workers: int = 4) -> Plan:
+def nightly_grid(kind: Literal["cpu", "cuda"], *, workers: int = 4) -> Grid:
+    """What a night measures on one device kind: the one grid, which the evaluations measure too.
+
+    On a GPU, the whole zoo at both input sides, every setting, batches up to 4096. On a CPU, the twenty
+    CNNs that train at 32x32 in minutes, batches up to 128, no settings (bf16 autocast is emulated there),
+    and layers on each side of PyTorch's CPU convolution kernel switches (one thread, float32, torch 2.14,
+    seen with ``torch.profiler``): a 3x3 or 1x1 convolution of a small input runs ``_slow_conv2d`` at batch
+    1 and oneDNN from 2, a stride-1 1x1 convolution ``_slow_conv2d`` below 16 and oneDNN from 16. A layer's
+    time is a polyline through its batches, so no segment may cross a switch. The first layer batch is
+    measured early, in the layers phase; the others later.
+    """
+    if kind == "cpu":
+        return Grid(
+            models=CPU_MODELS,
+            sizes=(SMALL,),
+            batches=geometric(128),
+            coarse=geometric(128)[::2],
+            settings=(),
+            setting_batches=(),
+            workers=0,
+            layer_models=CPU_MODELS,
+            layer_batches=(16, 1, 2, 8, 15, 128),
+            steps=3,
+            warmup=1,
+            repeats=3,
+        )
     batches = geometric(4096)
-    grid = Grid(
+    return Grid(
         models=tuple(model.name for model in ZOO),
         sizes=(SMALL, LARGE),
         batches=batches,
@@ -167,7 +192,11 @@ def full_plan(device: DeviceProfile, tables: TableSource, *, workers: int = 4) -
         warmup=5,
         repeats=20,
     )
-    return build_plan(grid, device, tables)
+
+
+def full_plan(device: DeviceProfile, tables: TableSource, *, workers: int = 4) -> Plan:
+    """The nightly plan of ``device``'s kind (`nightly_grid`)."""
+    return build_plan(nightly_grid(device.kind, workers=workers), device, tables)
 
 
 def build_plan(grid: Grid, device: DeviceProfile, tables: TableSource) -> Plan:
