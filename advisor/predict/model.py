@@ -265,24 +265,11 @@ def fit_machine(
     """Fits every predictor of one machine; ``folds`` > 1 holds models out to calibrate the p90."""
     if not steps or not layers:
         raise NotEnoughDataError(f"machine {machine}: no step or no layer measurements to train on")
-    layer_base = relative_least_squares([layer_terms(s.config) for s in layers], [s.seconds for s in layers])
-    layer_booster = _train(
-        _LAYER_PARAMS,
-        _LAYER_ROUNDS,
-        [layer_features(s.config) for s in layers],
-        [log(s.seconds) - log(_layer_base_s(layer_base, s.config)) for s in layers],
-    )
-    base = MachineModel(
-        machine=machine,
-        layer_base=(layer_base[0], layer_base[1], layer_base[2]),
-        layer_booster=layer_booster,
-        measured_layers=tuple((s.config, s.seconds) for s in layers),
-        step_base=(),
-        step_booster="",
-        p90_log_ratio=0.0,
-        heldout_mape=None,
-        memory=fit_memory(steps),
-        architectures=tuple(sorted({s.table.architecture_hash for s in steps})),
+    base = fit_layers(machine, layers).model_copy(
+        update={
+            "memory": fit_memory(steps),
+            "architectures": tuple(sorted({s.table.architecture_hash for s in steps})),
+        }
     )
     features = [base.features(s.table, s.batch, s.amp, s.channels_last) for s in steps]
     fit = _fit_steps(steps, features)
@@ -301,6 +288,29 @@ def fit_machine(
     mape = float(np.mean([abs(exp(-r) - 1.0) for r in residuals]))
     p90 = float(np.quantile(residuals, P90))
     return model.model_copy(update={"p90_log_ratio": p90, "heldout_mape": mape})
+
+
+def fit_layers(machine: str, layers: Sequence[LayerSample]) -> MachineModel:
+    """The machine's layer times alone (``layer_seconds``), before any step is fitted on top of them."""
+    layer_base = relative_least_squares([layer_terms(s.config) for s in layers], [s.seconds for s in layers])
+    layer_booster = _train(
+        _LAYER_PARAMS,
+        _LAYER_ROUNDS,
+        [layer_features(s.config) for s in layers],
+        [log(s.seconds) - log(_layer_base_s(layer_base, s.config)) for s in layers],
+    )
+    return MachineModel(
+        machine=machine,
+        layer_base=(layer_base[0], layer_base[1], layer_base[2]),
+        layer_booster=layer_booster,
+        measured_layers=tuple((s.config, s.seconds) for s in layers),
+        step_base=(),
+        step_booster="",
+        p90_log_ratio=0.0,
+        heldout_mape=None,
+        memory=MemoryFit(),
+        architectures=(),
+    )
 
 
 def _layer_base_s(coefficients: Sequence[float], config: LayerConfig) -> float:
