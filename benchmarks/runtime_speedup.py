@@ -1,11 +1,13 @@
 """Step time of one optimizer step under gradient accumulation, AMP and pinned memory, alone and together.
 
 Run: python benchmarks/runtime_speedup.py [--models resnet18,mobilenet_v3_small,shufflenet_v2_x1_0]
-     [--global-batch 64] [--accum 4] [--steps 8] [--threads 1]
+     [--global-batch 64] [--accum 4] [--steps 8] [--threads 1] [--device cpu|cuda] [--size 32]
 
 Every configuration trains the same global batch through `advisor.runtime` from an in-memory DataLoader
-(32x32 images, 10 classes) and prints the median optimizer-step time and the speed-up over the baseline
-(whole batch, fp32, unpinned). On a CPU these knobs are not what they are on a GPU: accumulation only
+(SIZE x SIZE images, 10 classes) and prints the median optimizer-step time and the speed-up over the
+baseline (whole batch, fp32, unpinned); on CUDA each step's end is a device synchronisation. fp16 trains
+with a GradScaler (`advisor.runtime`'s autocast plan); "all together" is accumulation, bf16 and pinned
+memory. On a CPU these knobs are not what they are on a GPU: accumulation only
 splits the batch into smaller, less efficient pieces (its use is fitting a batch that would not fit a
 GPU's memory); AMP (bf16) is often slower, since many CPUs lack fast bf16 arithmetic and autocast adds
 casts; and pinned memory does nothing useful without a GPU to copy to (torch does not even pin then; the
@@ -38,17 +40,23 @@ CONFIGS = [
     Config("baseline", accumulate=False, amp="off", pinned=False),
     Config("accumulation", accumulate=True, amp="off", pinned=False),
     Config("amp bf16", accumulate=False, amp="bf16", pinned=False),
+    Config("amp fp16", accumulate=False, amp="fp16", pinned=False),
     Config("pinned memory", accumulate=False, amp="off", pinned=True),
     Config("all together", accumulate=True, amp="bf16", pinned=True),
 ]
 
 
 def step_time(
-    model_name: str, config: Config, global_batch: int, accum: int, steps: int
+    model_name: str,
+    config: Config,
+    global_batch: int,
+    accum: int,
+    steps: int,
+    device: torch.device,
+    size: int,
 ) -> tuple[float, bool]:
     """Median seconds per optimizer step (after two warm-up steps) and whether batches came pinned."""
     torch.manual_seed(0)
-    device = torch.device("cpu")
     grad_accum = accum if config.accumulate else 1
     settings = RuntimeSettings(global_batch // grad_accum, grad_accum, config.amp)
     model = prepare_model(torchvision.models.get_model(model_name, num_classes=10), settings, device)
@@ -56,13 +64,15 @@ def step_time(
     stepper = AccumulatingStep(model, optimizer, settings, device)
     loss_fn = torch.nn.CrossEntropyLoss()
     samples = global_batch * (steps + 2)
-    data = TensorDataset(torch.randn(samples, 3, 32, 32), torch.randint(0, 10, (samples,)))
+    data = TensorDataset(torch.randn(samples, 3, size, size), torch.randint(0, 10, (samples,)))
     loader = DataLoader(data, batch_size=settings.micro_batch, pin_memory=config.pinned)
     times, pinned = [], False
     marked = time.perf_counter()
     for index, group in enumerate(micro_batches(loader, grad_accum, drop_last=True)):
         pinned = group[0][0].is_pinned()
         stepper.step(group, lambda images, labels: loss_fn(model(images), labels))
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
         now = time.perf_counter()
         if index >= 2:
             times.append(now - marked)
@@ -79,20 +89,28 @@ def main() -> None:
     parser.add_argument("--accum", type=int, default=4)
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--size", type=int, default=32, help="image side (224 for ImageNet-sized inputs)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    bf16 = torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        where = f"{torch.cuda.get_device_name(device)} (bf16: {torch.cuda.is_bf16_supported()})"
+    else:
+        bf16 = torch.ops.mkldnn._is_mkldnn_bf16_supported()
+        where = f"CPU {torch.backends.cpu.get_cpu_capability()} (native bf16: {'yes' if bf16 else 'no'})"
     print(
-        f"torch {torch.__version__}, CPU {torch.backends.cpu.get_cpu_capability()}"
-        f" (native bf16: {'yes' if bf16 else 'no'}), {args.threads} thread(s),"
-        f" global batch {args.global_batch},"
-        f" accumulation {args.accum} x {args.global_batch // args.accum}, 32x32, median of {args.steps} steps"
+        f"torch {torch.__version__}, {where}, {args.threads} thread(s), global batch {args.global_batch},"
+        f" accumulation {args.accum} x {args.global_batch // args.accum}, {args.size}x{args.size},"
+        f" median of {args.steps} steps"
     )
     print(f"{'model':<20} {'configuration':<15} {'step ms':>9} {'speed-up':>9} {'pinned':>7}")
     for model_name in args.models.split(","):
         baseline = None
         for config in CONFIGS:
-            seconds, pinned = step_time(model_name, config, args.global_batch, args.accum, args.steps)
+            seconds, pinned = step_time(
+                model_name, config, args.global_batch, args.accum, args.steps, device, args.size
+            )
             baseline = baseline or seconds
             print(
                 f"{model_name:<20} {config.name:<15} {seconds * 1000:>9.1f} {baseline / seconds:>8.2f}x"

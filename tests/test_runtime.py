@@ -150,6 +150,7 @@ def test_amp_runs_the_forward_pass_in_bf16_on_a_cpu() -> None:
         assert seen == [dtype]
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="fp16 with a GradScaler needs CUDA")
 def test_fp16_accumulation_with_a_grad_scaler_on_cuda() -> None:
     cuda = torch.device("cuda")

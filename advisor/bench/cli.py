@@ -25,12 +25,15 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     actions = bench.add_subparsers(required=True, metavar="ACTION")
 
     plan = actions.add_parser("plan", help="what a run measures and how long it should take")
-    plan.add_argument("--quick", action="store_true")
+    _plan_kind(plan)
     plan.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     plan.set_defaults(handler=_plan)
 
     run = actions.add_parser("run", help="measure this machine and store the results")
-    run.add_argument("--quick", action="store_true", help="a few small models: minutes, not hours")
+    _plan_kind(run)
+    run.add_argument(
+        "--device", choices=["auto", "cpu", "cuda"], default="auto", help="auto: CUDA where torch sees it"
+    )
     run.add_argument("--budget-minutes", type=float)
     run.add_argument("--partition", help="recorded in the fingerprint")
     run.add_argument("--out", type=Path, help="JSON-lines results file (default: in the state folder)")
@@ -54,13 +57,26 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     ingest.set_defaults(handler=_ingest)
 
 
+def _plan_kind(parser: argparse.ArgumentParser) -> None:
+    from advisor.bench.plan import CHECK_HELP
+
+    kind = parser.add_mutually_exclusive_group()
+    kind.add_argument("--quick", action="store_true", help="a few small models: minutes, not hours")
+    kind.add_argument("--check", action="store_true", help=CHECK_HELP)
+
+
 def _plan(args: argparse.Namespace, console: Console) -> int:
     from advisor.bench.measure import zoo_table
-    from advisor.bench.plan import DeviceProfile, describe, full_plan, quick_plan
+    from advisor.bench.plan import DeviceProfile, check_plan, describe, full_plan, quick_plan
 
     profile = DeviceProfile.assumed(args.device)
-    plan = quick_plan(zoo_table, profile) if args.quick else full_plan(profile, zoo_table)
-    table = Table(title=f"{'quick' if args.quick else 'full'} plan on {args.device}", title_justify="left")
+    if args.quick:
+        plan, title = quick_plan(zoo_table, profile), "quick"
+    elif args.check:
+        plan, title = check_plan(profile, zoo_table), "check"
+    else:
+        plan, title = full_plan(profile, zoo_table), "nightly"
+    table = Table(title=f"{title} plan on {args.device}", title_justify="left")
     for column in ("phase", "kind", "items", "subjects", "sizes", "batches", "settings", "estimate"):
         table.add_column(column)
     for row in describe(plan):
@@ -84,12 +100,14 @@ def _run(args: argparse.Namespace, console: Console) -> int:
 
     out = args.out or paths.state_dir() / "bench" / f"run-{datetime.now(UTC):%Y%m%dT%H%M%S}.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
-    words = ["--out", str(out), *(["--quick"] if args.quick else [])]
+    words = ["--out", str(out), "--device", args.device]
+    words += ["--quick"] if args.quick else ["--check"] if args.check else []
     if args.budget_minutes is not None:
         words += ["--budget-minutes", str(args.budget_minutes)]
     if args.partition:
         words += ["--partition", args.partition]
-    job.main(words)
+    if job.main(words) != 0:
+        return 2
     stored = Store.open(args.db).ingest(read_jsonl(out))
     console.print(f"{stored} new rows in {args.db} (results in {out})", highlight=False)
     return 0

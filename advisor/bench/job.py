@@ -16,13 +16,14 @@ import torch
 
 from advisor.bench.fingerprint import threads_for_job
 from advisor.bench.measure import zoo_table
-from advisor.bench.plan import DeviceProfile, Plan, full_plan, quick_plan
+from advisor.bench.plan import CHECK_HELP, DeviceProfile, Plan, check_plan, full_plan, quick_plan
 from advisor.bench.results import jsonl_sink
 from advisor.bench.run import run_plan, terminal_reporter
 
 _QUICK_BUDGET_MINUTES = 2.5
 """Measuring time: with start-up (imports, introspection) the quick job stays within three minutes."""
 _FULL_BUDGET_MINUTES = 180.0
+_CHECK_BUDGET_MINUTES = 5.0
 _MAX_WORKERS = 4
 
 
@@ -30,13 +31,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     threads = threads_for_job(os.environ)
     torch.set_num_threads(threads)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("advisor bench: error: --device cuda, but torch sees no CUDA device", file=sys.stderr)
+        return 2
+    automatic = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch.device(automatic if args.device == "auto" else args.device)
     limit = args.memory_limit_mb * 2**20 if args.memory_limit_mb is not None else None
     profile = DeviceProfile.assumed("cuda" if device.type == "cuda" else "cpu", _memory(device, limit))
-    plan = _plan(args.quick, profile, threads)
+    plan = _plan(args.quick, args.check, profile, threads)
     if args.plan_limit is not None:
         plan = plan.first(args.plan_limit)
-    minutes = args.budget_minutes or (_QUICK_BUDGET_MINUTES if args.quick else _FULL_BUDGET_MINUTES)
+    default = _QUICK_BUDGET_MINUTES if args.quick else _CHECK_BUDGET_MINUTES if args.check else None
+    minutes = args.budget_minutes or default or _FULL_BUDGET_MINUTES
     with terminal_reporter(len(plan.items), sys.stderr) as progress:
         summary = run_plan(
             plan,
@@ -51,11 +57,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _plan(quick: bool, profile: DeviceProfile, threads: int) -> Plan:
+def _plan(quick: bool, check: bool, profile: DeviceProfile, threads: int) -> Plan:
     if quick:
         return quick_plan(zoo_table, profile)
     # Loader workers share the job's CPUs with torch's threads.
-    return full_plan(profile, zoo_table, workers=max(1, min(_MAX_WORKERS, threads // 2)))
+    workers = max(1, min(_MAX_WORKERS, threads // 2))
+    return (check_plan if check else full_plan)(profile, zoo_table, workers=workers)
 
 
 def _memory(device: torch.device, limit: int | None) -> int:
@@ -70,7 +77,12 @@ def _memory(device: torch.device, limit: int | None) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m advisor.bench.job", description=__doc__)
     parser.add_argument("--out", type=Path, required=True, help="JSON-lines file the results are appended to")
-    parser.add_argument("--quick", action="store_true", help="a few small models: minutes, not hours")
+    kind = parser.add_mutually_exclusive_group()
+    kind.add_argument("--quick", action="store_true", help="a few small models: minutes, not hours")
+    kind.add_argument("--check", action="store_true", help=CHECK_HELP)
+    parser.add_argument(
+        "--device", choices=["auto", "cpu", "cuda"], default="auto", help="auto: CUDA where torch sees it"
+    )
     parser.add_argument("--budget-minutes", type=float, help="stop starting measurements after this long")
     parser.add_argument("--partition", help="the Slurm partition, recorded in the fingerprint")
     parser.add_argument("--memory-limit-mb", type=int, help="treat configurations above this as not fitting")

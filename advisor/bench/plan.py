@@ -18,7 +18,16 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.bench.records import LayerConfig, StepConfig
-from advisor.bench.zoo import CPU_MODELS, LARGE, SMALL, ZOO, distinct_layers, smallest_batch, zoo_model
+from advisor.bench.zoo import (
+    CHECK_MODELS,
+    CPU_MODELS,
+    LARGE,
+    SMALL,
+    ZOO,
+    distinct_layers,
+    smallest_batch,
+    zoo_model,
+)
 from advisor.introspect import Layer, LayerTable, Optimizer, Precision, estimate_peak_memory
 
 TableSource = Callable[[str, int], LayerTable]
@@ -197,6 +206,33 @@ def nightly_grid(kind: Literal["cpu", "cuda"], *, workers: int = 4) -> Grid:
 def full_plan(device: DeviceProfile, tables: TableSource, *, workers: int = 4) -> Plan:
     """The nightly plan of ``device``'s kind (`nightly_grid`)."""
     return build_plan(nightly_grid(device.kind, workers=workers), device, tables)
+
+
+CHECK_HELP = "every part of the nightly plan, thinly (both input sizes, each setting, layers): minutes"
+
+
+def check_plan(device: DeviceProfile, tables: TableSource, *, workers: int = 4) -> Plan:
+    """Every part of a night, thinly: a new machine's first look in minutes. The nightly grid of the
+    device's kind on the twelve `CHECK_MODELS`, at its first four coarse batches, AMP and channels_last
+    at batch 16 (pinned memory is `benchmarks/runtime_speedup.py`'s), the layers at two batch sizes (with
+    and without cuDNN's benchmark mode on a GPU), five timed steps in three repeats."""
+    grid = nightly_grid(device.kind, workers=workers)
+    coarse = grid.coarse[:4]
+    models = tuple(name for name in CHECK_MODELS if name in grid.models)
+    thin = replace(
+        grid,
+        models=models,
+        layer_models=models,
+        batches=coarse,
+        coarse=coarse,
+        settings=tuple(phase for phase in grid.settings if phase is not Phase.PINNED),
+        setting_batches=(16,) if grid.settings else (),
+        layer_batches=grid.layer_batches[:2],
+        steps=5,
+        warmup=2,
+        repeats=3,
+    )
+    return build_plan(thin, device, tables)
 
 
 def build_plan(grid: Grid, device: DeviceProfile, tables: TableSource) -> Plan:

@@ -109,6 +109,23 @@ CPU_MODELS = (
     "vgg11_bn",
 )
 """The twenty zoo CNNs that train at 32x32 on two CPU cores in minutes, cheapest first."""
+
+CHECK_MODELS = (
+    "resnet18",
+    "resnet50",
+    "resnext50_32x4d",
+    "vgg11_bn",
+    "densenet121",
+    "mobilenet_v2",
+    "mobilenet_v3_large",
+    "efficientnet_b0",
+    "shufflenet_v2_x1_0",
+    "regnet_y_400mf",
+    "convnext_tiny",
+    "vit_b_16",
+)
+"""A first look at a machine: every family of the zoo (dense, grouped, depthwise, dense blocks, a
+transformer) in twelve models."""
 _BY_NAME = {model.name: model for model in ZOO}
 
 

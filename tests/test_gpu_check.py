@@ -1,0 +1,53 @@
+"""`benchmarks/gpu/check.sh --device cpu`: the GPU check's every part runs, and says what it measured."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_the_gpu_check_runs_each_part_on_a_cpu_and_prints_its_table(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHON": sys.executable, "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(
+        [str(REPO / "benchmarks" / "gpu" / "check.sh"), "--device", "cpu", "--out", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stderr
+    assert sorted(path.name for path in out.iterdir()) == [
+        "bench.jsonl",
+        "bench.log",
+        "pytest.txt",
+        "speedup.txt",
+        "summary.txt",
+    ]
+    records = [json.loads(line) for line in (out / "bench.jsonl").read_text().splitlines()]
+    measured = [record["measurement"] for record in records if record["measurement"]["median_s"]]
+    # Twelve seconds of a CPU reach the first coarse steps (and whatever cheap layers still fit the budget).
+    assert measured[0]["kind"] == "step" and measured[0]["config"]["batch"] == 1
+    assert {m["kind"] for m in measured} <= {"step", "layer"}
+    summary = result.stdout
+    assert summary == (out / "summary.txt").read_text()
+    assert "step measured: plain" in summary and "bench: exit 0" in summary
+    assert (
+        "squeezenet1_1        baseline" in summary and "amp fp16" in summary and "speedup: exit 0" in summary
+    )
+    assert "pytest: exit 0" in summary, "the CUDA-only tests are collected (and skipped without CUDA)"
+
+
+def test_the_check_refuses_an_unknown_device(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [str(REPO / "benchmarks" / "gpu" / "check.sh"), "--device", "tpu", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2 and "cuda or cpu" in result.stderr
