@@ -219,6 +219,8 @@ def test_ctrl_c_while_the_daemon_thinks_submits_nothing_and_prints_no_traceback(
             env={**env, "ADVISOR_TIMEOUT": "30"},
             stderr=subprocess.PIPE,
             text=True,
+            # A suite started in the background (`cmd &`) has SIGINT ignored, and children inherit that.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         deadline = time.monotonic() + 30
         while not script.requests:
