@@ -96,7 +96,7 @@ class Explanation(_Message):
     recommendation: Recommendation
 
 
-class Problem(_Message):
+class ErrorAnswer(_Message):
     """Every error response: what went wrong, and where when a file or field is to blame."""
 
     error: str

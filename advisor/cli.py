@@ -96,7 +96,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _inspect(args: argparse.Namespace, console: Console) -> int:
     # torch is imported only here: the other commands start without it.
-    from advisor.introspect.report import inspect_command
+    from advisor.inspection import inspect_command
 
     kwargs = {} if args.num_classes is None else {"num_classes": args.num_classes}
     return inspect_command(args.model, args.input_shape, args.batch_size, args.json, console, kwargs)

@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from advisor.bench.records import Fingerprint, LayerMeasurement, ResultLine, StepMeasurement
+from advisor.records import Fingerprint, LayerMeasurement, ResultLine, StepMeasurement
 from advisor.wait.accuracy import WaitRecord
 
 BUSY_TIMEOUT_S = 30.0

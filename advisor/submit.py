@@ -96,7 +96,7 @@ class SbatchInterrupted(Exception):
 
 
 @dataclass(frozen=True)
-class Advice:
+class Answer:
     """The daemon's answer: the request id to report the job under, the checked submission, the whole body."""
 
     request_id: str
@@ -170,7 +170,7 @@ def _batch_flag(text: str, where: str, description_args: list[str]) -> str | Non
     return flag if isinstance(flag, str) else None
 
 
-def _advise(job: UserJob, script: bytes, description_args: list[str]) -> Advice:
+def _advise(job: UserJob, script: bytes, description_args: list[str]) -> Answer:
     request = {
         "script_b64": base64.b64encode(script).decode("ascii"),
         "where": job.where,
@@ -182,7 +182,7 @@ def _advise(job: UserJob, script: bytes, description_args: list[str]) -> Advice:
     body = json.loads(_call("POST", "/advise", json.dumps(request).encode()))
     if not isinstance(body, dict) or not isinstance(body.get("request_id"), str):
         raise ValueError("the answer carries no request id")
-    return Advice(request_id=body["request_id"], submission=checked(job, body.get("submission")), body=body)
+    return Answer(request_id=body["request_id"], submission=checked(job, body.get("submission")), body=body)
 
 
 def _factory_table(text: str, where: str, description_args: list[str]) -> Any:
@@ -269,7 +269,7 @@ def _reason(error: Exception) -> str:
     return sanitized(f"the advisor failed ({type(error).__name__}: {error})")
 
 
-def _show(advice: Advice, job: UserJob, flags: Flags) -> None:
+def _show(advice: Answer, job: UserJob, flags: Flags) -> None:
     """The table; an answer this version cannot read is no advice (a daemon upgraded before the wrapper)."""
     if flags.json or not (flags.explain or sys.stderr.isatty()):
         return
@@ -298,7 +298,7 @@ def _agreed(flags: Flags) -> bool:
     return line.strip().lower() in ("", "y", "yes")
 
 
-def _finish(submission: SbatchCall, flags: Flags, response: Advice | None) -> int:
+def _finish(submission: SbatchCall, flags: Flags, response: Answer | None) -> int:
     if flags.dry_run:
         submission = replace(submission, argv=["--test-only", *submission.argv])
     result = _sbatch(submission, capture=True)

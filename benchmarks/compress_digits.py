@@ -20,7 +20,7 @@ from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 from torch import nn
 
-from advisor.compress.model import LayerKinds, compress_state, load, save
+from advisor.compress.checkpoint import LayerKinds, compress_state, load, save
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt

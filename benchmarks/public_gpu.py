@@ -2,17 +2,17 @@
 
 Three sections (``--section``, default all), each calling the product's own code:
 
-**Layer times** (`advisor.predict.model.fit_layers`, the part of a machine's model that prices a convolution
+**Layer times** (`advisor.predict.machine.fit_layers`, the part of a machine's model that prices a convolution
 the nightly benchmark never measured): on DeepBench's forward + backward (input and weight gradient)
 times of 55 convolution geometries at batch 4-32 on 11 devices, five folds by geometry per device: trained on
 the others' rows, each held-out geometry priced at its batch sizes, against a constant FLOP rate (the
 device's median seconds per FLOP over the training rows).
 
 **Batch interpolation** of a model measured whole (the measured-curve path of
-`advisor.predict.model.MachineModel.predict`: the log ratio of the step time to its base, interpolated in log
-batch with `advisor.predict.curves.interpolate`; here the base is the per-sample cost, since public data has
-no layer tables): each interior batch size of a single-GPU curve held out and predicted from the others, on
-Sia (T4, V100, A100, RTX) and Gavel (K80, P100, V100; both of its campaigns, whose disagreement on the same
+`advisor.predict.machine.MachineModel.predict`: the log ratio of the step time to its base, interpolated in
+log batch with `advisor.predict.curves.interpolate`; here the base is the per-sample cost, since public data
+has no layer tables): each interior batch size of a single-GPU curve held out and predicted from the others,
+on Sia (T4, V100, A100, RTX) and Gavel (K80, P100, V100; both of its campaigns, whose disagreement on the same
 jobs is the noise floor), against linear interpolation of the step time.
 
 **The roofline fallback** (`advisor.predict.scaling`), which estimates a GPU type
@@ -52,13 +52,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from advisor import paths  # noqa: E402 (after the path set-up)
-from advisor.bench.records import LayerConfig  # noqa: E402
 from advisor.introspect.run import introspect  # noqa: E402
 from advisor.predict.curves import interpolate  # noqa: E402
 from advisor.predict.features import layer_flops  # noqa: E402
-from advisor.predict.model import LayerSample, fit_layers  # noqa: E402
+from advisor.predict.machine import LayerSample, fit_layers  # noqa: E402
 from advisor.predict.scaling import match_spec, roofline_ratio  # noqa: E402
 from advisor.predict.service import load_specs  # noqa: E402
+from advisor.records import LayerConfig  # noqa: E402
 from benchmarks.harness.truth import StepTable  # noqa: E402
 
 GPU = {"aws": "T4", "azure": "V100", "dgx": "A100-SXM4-40GB"}

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from advisor.bench.records import StepConfig
+from advisor.records import StepConfig
 
 CPU = torch.device("cpu")
 TINY = StepConfig(

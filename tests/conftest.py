@@ -136,3 +136,15 @@ def local_slurm(sandbox: Sandbox) -> Iterator[SlurmClient]:
 def _run_in_a_scratch_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Jobs write slurm-N.out into the submitting folder: keep that out of the repository."""
     monkeypatch.chdir(tmp_path)
+
+
+REAL_CLUSTER_FIXTURES = {"sandbox", "sshd", "slurm", "local_slurm"}
+"""A test that asks for one of these needs the sandbox cluster or the loopback sshd: the `slurm` tier."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Marks every test that reaches a real cluster, however it gets there, so `-m "not slurm"` is the
+    fast tier; tests that start clusters of their own carry the marker themselves."""
+    for item in items:
+        if REAL_CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slurm)

@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from advisor.bench.measure import zoo_table
-from advisor.bench.records import ResultLine
 from advisor.bench.results import read_jsonl
 from advisor.predict.registry import machines, train_machine
+from advisor.records import ResultLine
 from advisor.store import Store
 
 FIXTURE = Path(__file__).parent / "data" / "predict" / "cpu-zoo.jsonl"

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from advisor.bench.measure import layer_configs, measure_layer, measure_step, zoo_table
-from advisor.bench.records import LayerConfig
+from advisor.records import LayerConfig
 
 from .bench_support import CPU, TINY, one_thread  # noqa: F401 (an autouse fixture)
 
@@ -105,7 +105,7 @@ def test_a_real_allocation_failure_is_recorded_not_raised() -> None:
         """
         import resource, torch
         from advisor.bench.measure import measure_step
-        from advisor.bench.records import StepConfig
+        from advisor.records import StepConfig
         torch.ones(1000) + 1  # start torch's threads before the cap
         mapped = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmSize:"))
         cap = (mapped + 300 * 1024) * 1024

@@ -14,10 +14,10 @@ from advisor.bench.plan import (
     geometric,
     quick_plan,
 )
-from advisor.bench.records import LayerConfig, StepConfig
 from advisor.bench.zoo import CPU_MODELS, SMALL, ZOO, zoo_model
 from advisor.introspect import Layer, LayerKind, LayerTable, Scaling, TensorShape
 from advisor.introspect.table import Window
+from advisor.records import LayerConfig, StepConfig
 
 PHASE_ORDER = list(Phase)
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from advisor.bench.plan import Phase, Plan, PlanItem
-from advisor.bench.records import ResultLine
 from advisor.bench.results import read_jsonl
 from advisor.bench.run import Event, run_plan
+from advisor.records import ResultLine
 
 from .bench_support import CPU, TINY, one_thread  # noqa: F401 (an autouse fixture)
 
@@ -69,7 +69,7 @@ _WRITER = textwrap.dedent(
     from datetime import UTC, datetime
     from pathlib import Path
     from advisor.bench.fingerprint import fingerprint
-    from advisor.bench.records import ResultLine, StepMeasurement, StepConfig
+    from advisor.records import ResultLine, StepMeasurement, StepConfig
     from advisor.bench.results import jsonl_sink
     sink = jsonl_sink(Path(sys.argv[1]))
     config = StepConfig(model="m", input_size=32, batch=1, amp=False, channels_last=False,

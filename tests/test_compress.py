@@ -15,6 +15,7 @@ from rich.console import Console
 from torch import nn
 
 from advisor.compress import cli
+from advisor.compress.checkpoint import compress_state, load, load_into, matrix_from, save
 from advisor.compress.curve import (
     compress_matrix,
     estimated_nbytes,
@@ -25,7 +26,6 @@ from advisor.compress.curve import (
 )
 from advisor.compress.estimate import dense_layers, render_savings
 from advisor.compress.fileformat import CompressedFileError, pack_bits, read_container, unpack_bits
-from advisor.compress.model import compress_state, load, load_into, matrix_from, save
 from advisor.introspect.run import introspect
 
 torch.set_num_threads(1)

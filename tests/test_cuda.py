@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from advisor.bench.measure import measure_layer, measure_step
-from advisor.bench.records import LayerConfig
+from advisor.records import LayerConfig
 
 from .bench_support import TINY
 

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from advisor.policy import Policy, parse_policy, resolve
-from advisor.policy.model import (
+from advisor.policy.schema import (
     MODE_RANK,
     AccountRules,
     Mode,

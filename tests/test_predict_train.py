@@ -18,16 +18,16 @@ import pytest
 from rich.console import Console
 
 from advisor.bench.measure import zoo_table
-from advisor.bench.records import LayerConfig, ResultLine, StepMeasurement
 from advisor.bench.results import read_jsonl
 from advisor.predict import evaluate
 from advisor.predict.cli import add_commands
 from advisor.predict.evaluate import leave_one_model_out, unseen_batches
 from advisor.predict.features import KernelPath, kernel_path, layer_bytes, layer_flops, timed_layers
-from advisor.predict.model import LayerSample, MachineModel, StepSample, fit_machine
+from advisor.predict.machine import LayerSample, MachineModel, StepSample, fit_machine
 from advisor.predict.registry import active_models, layer_samples, machines, step_samples, train_machine
 from advisor.predict.scaling import DeviceSpec
 from advisor.predict.service import Predictors, predict
+from advisor.records import LayerConfig, ResultLine, StepMeasurement
 from advisor.store import AdvisedJobs, ModelRegistry, Store
 
 FIXTURE = Path(__file__).parent / "data" / "predict" / "cpu-zoo.jsonl"

@@ -9,7 +9,7 @@ from rich.console import Console
 
 from advisor.jobscript.advisor_lines import JobDescription
 from advisor.jobscript.rewrite import Advice
-from advisor.policy.model import Mode, Objective, RewriteRules, TimeLimitRule, Tuning
+from advisor.policy.schema import Mode, Objective, RewriteRules, TimeLimitRule, Tuning
 from advisor.recommend.candidates import Offer, Shape, baseline, shapes
 from advisor.recommend.choose import Decision, Estimate, Recommendation, choose
 from advisor.recommend.cli import HEADERS, added_words, show

@@ -13,7 +13,7 @@ from advisor.cli import main
 from advisor.introspect.run import introspect
 from advisor.jobscript.submission import parse_submission
 from advisor.policy.load import parse_policy
-from advisor.policy.model import Policy
+from advisor.policy.schema import Policy
 from advisor.recommend.choose import Recommendation
 from advisor.recommend.cluster import ClusterView
 from advisor.recommend.edges import recommend_now

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from advisor.jobscript.submission import parse_submission
-from advisor.policy.model import Policy
+from advisor.policy.schema import Policy
 from advisor.recommend.service import Context, recommend
 from benchmarks.harness.arms import habits_arm
 from benchmarks.harness.predictor import StepModels, train_predictors

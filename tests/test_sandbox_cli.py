@@ -56,6 +56,7 @@ def cluster_files(tmp_path: Path) -> tuple[Path, Path]:
     return tmp_path / "state", config
 
 
+@pytest.mark.slurm
 def test_up_twice_then_down_leaves_nothing_behind(cluster_files: tuple[Path, Path]) -> None:
     root, config = cluster_files
     first = advisor("up", root=root, config=config)
@@ -101,6 +102,7 @@ def test_up_twice_then_down_leaves_nothing_behind(cluster_files: tuple[Path, Pat
     assert "no sandbox runs" in status.stdout
 
 
+@pytest.mark.slurm
 def test_a_busy_port_is_named_and_nothing_is_left_running(cluster_files: tuple[Path, Path]) -> None:
     root, config = cluster_files
     base_port = int(config.read_text().split("base_port = ")[1].split()[0])

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from advisor.slurm.models import Gpus, Node, Partition, QueuedJob
 from advisor.wait.collect import build_snapshot, expand_hostlist
 from advisor.wait.estimate import Candidate, WaitEstimate, sbatch_options
-from advisor.wait.snapshot import Allocation, JobRequest
+from advisor.wait.snapshot import Allocation, SlotRequest
 
 NOW = datetime(2030, 1, 1, 12, tzinfo=UTC)
 
@@ -111,7 +111,7 @@ def test_a_snapshot_splits_running_jobs_over_their_nodes_and_orders_pending_jobs
     assert running.limit_end == NOW + timedelta(minutes=90)
     assert [p.job_id for p in state.pending] == [3, 2]
     first, second = (p.request for p in state.pending)
-    assert first == JobRequest(
+    assert first == SlotRequest(
         partitions=["a100"],
         nodes=1,
         gpus_per_node=2,
@@ -128,7 +128,7 @@ def test_a_snapshot_splits_running_jobs_over_their_nodes_and_orders_pending_jobs
 
 
 def test_a_candidate_becomes_sbatch_options_for_one_task_per_node() -> None:
-    request = JobRequest(
+    request = SlotRequest(
         partitions=["t4"],
         nodes=2,
         gpus_per_node=2,
@@ -145,7 +145,7 @@ def test_a_candidate_becomes_sbatch_options_for_one_task_per_node() -> None:
         "--mem=100",
         "--time=01:00:00",
     ]
-    assert sbatch_options(JobRequest(partitions=["cpu"], time_limit=None)) == [
+    assert sbatch_options(SlotRequest(partitions=["cpu"], time_limit=None)) == [
         "--partition=cpu",
         "--nodes=1",
         "--ntasks=1",

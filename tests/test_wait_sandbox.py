@@ -10,7 +10,7 @@ from advisor.slurm.client import SlurmClient
 from advisor.slurm.runner import LocalRunner
 from advisor.wait.collect import take_snapshot
 from advisor.wait.estimate import Candidate, estimate_waits
-from advisor.wait.snapshot import JobRequest
+from advisor.wait.snapshot import SlotRequest
 
 SLEEP = "#!/bin/sh\nsleep 600\n"
 # t4 has two nodes of two GPUs: two ten-minute jobs of two GPUs fill it, and a third waits.
@@ -25,7 +25,7 @@ def states(slurm: SlurmClient, job_ids: list[int], wanted: list[str], timeout_s:
 
 
 def candidate(partition: str, script: str | None = None) -> Candidate:
-    request = JobRequest(
+    request = SlotRequest(
         partitions=[partition], gpus_per_node=1, memory_mb_per_node=100, time_limit=timedelta(minutes=5)
     )
     return Candidate(request=request) if script is None else Candidate(request=request, script=script)
@@ -47,7 +47,7 @@ def test_a_full_partition_waits_for_its_jobs_and_an_idle_one_starts_now(sandbox:
         first = held[jobs[0]]
         assert first.limit_end == first.start_time + timedelta(minutes=10)
         (waiting,) = [job for job in state.pending if job.job_id == jobs[2]]
-        assert waiting.request == JobRequest(
+        assert waiting.request == SlotRequest(
             partitions=["t4"], gpus_per_node=2, memory_mb_per_node=100, time_limit=timedelta(minutes=10)
         )
 

@@ -19,7 +19,7 @@ from advisor.wait.remaining import (
     remaining_seconds,
 )
 from advisor.wait.simulate import predict_starts
-from advisor.wait.snapshot import Allocation, JobRequest, PendingJob, QueueSnapshot, RunningJob, SnapshotNode
+from advisor.wait.snapshot import Allocation, PendingJob, QueueSnapshot, RunningJob, SlotRequest, SnapshotNode
 
 NOW = datetime(2030, 1, 1, 12, tzinfo=UTC)
 HOUR = timedelta(hours=1)
@@ -47,8 +47,8 @@ def running(job_id: int, node: str, gpus: int, started: timedelta, limit: timede
     )
 
 
-def request(partition: str, gpus: int, limit: timedelta | None, nodes: int = 1) -> JobRequest:
-    return JobRequest(
+def request(partition: str, gpus: int, limit: timedelta | None, nodes: int = 1) -> SlotRequest:
+    return SlotRequest(
         partitions=[partition], nodes=nodes, gpus_per_node=gpus, cpus_per_node=gpus or 1, time_limit=limit
     )
 
@@ -71,7 +71,7 @@ def at_limits(state: QueueSnapshot) -> RuntimeEstimates:
     return estimate_runtimes(state, NOW, RatioTable(), {})
 
 
-def start_in(state: QueueSnapshot, runtimes: RuntimeEstimates, candidate: JobRequest) -> timedelta | None:
+def start_in(state: QueueSnapshot, runtimes: RuntimeEstimates, candidate: SlotRequest) -> timedelta | None:
     (start,) = predict_starts(state, runtimes, [candidate], NOW)
     return None if start is None else start - NOW
 
@@ -169,7 +169,7 @@ def test_jobs_in_other_partitions_do_not_delay_the_candidate() -> None:
 
 
 def reference_starts(
-    state: QueueSnapshot, runtimes: RuntimeEstimates, candidates: Sequence[JobRequest], window: timedelta
+    state: QueueSnapshot, runtimes: RuntimeEstimates, candidates: Sequence[SlotRequest], window: timedelta
 ) -> list[datetime | None]:
     """The same model, planned naively: every pass rebuilds the table and tries every start time."""
     capacity = {node.name: (node.gpus, node.cpus, node.memory_mb) for node in state.nodes}
@@ -206,7 +206,7 @@ def reference_starts(
                 return False
         return True
 
-    def earliest(table: list, job: JobRequest, now: float) -> tuple[float, list[str]]:
+    def earliest(table: list, job: SlotRequest, now: float) -> tuple[float, list[str]]:
         amount = (job.gpus_per_node, job.cpus_per_node, job.memory_mb_per_node)
         limit = seconds(job.time_limit)
         best: tuple[float, list[str]] = (math.inf, [])
@@ -264,7 +264,7 @@ def reference_starts(
 LIMITS = st.integers(0, 12).map(lambda n: minutes(10 * n) if n else None)
 RUNTIMES = st.integers(-1, 24).map(lambda n: 300.0 * n if n >= 0 else None)
 SHAPES = st.builds(
-    JobRequest,
+    SlotRequest,
     partitions=st.sampled_from([["p"], ["q"], ["p", "q"], ["q", "p"]]),
     nodes=st.integers(1, 2),
     gpus_per_node=st.integers(0, 2),
@@ -275,7 +275,7 @@ SHAPES = st.builds(
 
 
 @st.composite
-def queues(draw: st.DrawFn) -> tuple[QueueSnapshot, RuntimeEstimates, list[JobRequest], timedelta]:
+def queues(draw: st.DrawFn) -> tuple[QueueSnapshot, RuntimeEstimates, list[SlotRequest], timedelta]:
     """Small crowded clusters, where every pass has something to replan."""
     nodes = [
         SnapshotNode(
@@ -322,7 +322,7 @@ def queues(draw: st.DrawFn) -> tuple[QueueSnapshot, RuntimeEstimates, list[JobRe
 @settings(max_examples=500, deadline=None)
 @given(queues())
 def test_the_incremental_replay_plans_exactly_like_planning_from_scratch(
-    case: tuple[QueueSnapshot, RuntimeEstimates, list[JobRequest], timedelta],
+    case: tuple[QueueSnapshot, RuntimeEstimates, list[SlotRequest], timedelta],
 ) -> None:
     state, runtimes, candidates, window = case
     assert predict_starts(state, runtimes, candidates, NOW, window) == reference_starts(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from advisor.bench.records import Fingerprint
+from advisor.records import Fingerprint
 
 _CPUINFO = Path("/proc/cpuinfo")
 _NVIDIA_SMI_TIMEOUT_S = 10

@@ -21,11 +21,11 @@ from torch import Tensor, nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from advisor.bench.records import LayerConfig, LayerMeasurement, StepConfig, StepMeasurement
 from advisor.bench.training import amp_dtype, pace_step, start_training
 from advisor.bench.zoo import distinct_layers, zoo_model
 from advisor.introspect import LayerTable, Optimizer, Precision, estimate_peak_memory
 from advisor.introspect.run import introspect
+from advisor.records import LayerConfig, LayerMeasurement, StepConfig, StepMeasurement
 
 GROUP_S = 0.3
 """A paced step shorter than this is timed in a group of steps this long: a lone 10 ms step is all noise."""

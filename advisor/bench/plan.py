@@ -17,7 +17,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from advisor.bench.records import LayerConfig, StepConfig
 from advisor.bench.zoo import (
     CHECK_MODELS,
     CPU_MODELS,
@@ -29,6 +28,7 @@ from advisor.bench.zoo import (
     zoo_model,
 )
 from advisor.introspect import Layer, LayerTable, Optimizer, Precision, estimate_peak_memory
+from advisor.records import LayerConfig, StepConfig
 
 TableSource = Callable[[str, int], LayerTable]
 """A zoo model's layer table at an input side (introspection, behind a seam so planning stays pure)."""

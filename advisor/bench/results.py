@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from advisor.bench.records import ResultLine
+from advisor.records import ResultLine
 
 Sink = Callable[[ResultLine], None]
 

@@ -20,14 +20,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from advisor.bench.fingerprint import fingerprint
 from advisor.bench.measure import measure_layer, measure_step
 from advisor.bench.plan import Plan, PlanItem
-from advisor.bench.records import (
+from advisor.bench.results import Sink
+from advisor.records import (
     LayerConfig,
     LayerMeasurement,
     ResultLine,
     StepConfig,
     StepMeasurement,
 )
-from advisor.bench.results import Sink
 
 Status = Literal[
     "measured", "does not fit", "skipped: budget", "skipped: a smaller batch did not fit", "failed"

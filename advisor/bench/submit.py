@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from advisor.bench.records import ResultLine
 from advisor.bench.results import read_jsonl
+from advisor.records import ResultLine
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.models import Partition
 from advisor.slurm.values import format_duration

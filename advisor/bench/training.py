@@ -16,8 +16,8 @@ import torchvision
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
 
-from advisor.bench.records import StepConfig
 from advisor.bench.zoo import zoo_model
+from advisor.records import StepConfig
 
 _IMAGE_POOL = 32
 

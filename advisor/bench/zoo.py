@@ -14,8 +14,8 @@ from typing import Literal
 
 from pydantic import JsonValue
 
-from advisor.bench.records import LayerConfig
 from advisor.introspect import Layer, LayerKind, LayerTable
+from advisor.records import LayerConfig
 
 SMALL, LARGE = 32, 224
 """CIFAR-like and ImageNet-like input sides."""

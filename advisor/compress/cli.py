@@ -49,7 +49,7 @@ def _index_bits(text: str) -> int:
 
 
 def _compress(args: argparse.Namespace, console: Console) -> int:
-    from advisor.compress.model import compress_state, read_checkpoint, save
+    from advisor.compress.checkpoint import compress_state, read_checkpoint, save
 
     state = read_checkpoint(args.checkpoint)
     compressed = compress_state(state, args.layers, args.prune, args.index_bits)
@@ -81,7 +81,7 @@ def _compress(args: argparse.Namespace, console: Console) -> int:
 def _decompress(args: argparse.Namespace, console: Console) -> int:
     import torch
 
-    from advisor.compress.model import load
+    from advisor.compress.checkpoint import load
 
     state = load(args.file)
     torch.save(state, args.out)

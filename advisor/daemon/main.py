@@ -118,7 +118,7 @@ class _Retrainer:
 
     def __call__(self) -> None:
         from advisor.bench.measure import zoo_table
-        from advisor.predict.model import NotEnoughDataError
+        from advisor.predict.machine import NotEnoughDataError
         from advisor.predict.registry import machines, train_machine
 
         store = Store.open(self.database)

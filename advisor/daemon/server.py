@@ -30,7 +30,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestHandler
 from pydantic import BaseModel, ValidationError
 
-from advisor.api import AdviseRequest, Problem, Submitted
+from advisor.api import AdviseRequest, ErrorAnswer, Submitted
 from advisor.daemon.app import Advisor, Forbidden, RequestError
 from advisor.daemon.limits import Limits
 from advisor.daemon.transport import BUDGET_HEADER, Peer, check_socket_directory, peer_credentials
@@ -114,7 +114,7 @@ class _Routes:
         try:
             return await self._route(request)
         except _Refusal as refusal:
-            return _reply(refusal.status, Problem(error=refusal.message))
+            return _reply(refusal.status, ErrorAnswer(error=refusal.message))
 
     async def _route(self, request: web.BaseRequest) -> web.StreamResponse:
         path, method = request.path, request.method
@@ -134,7 +134,7 @@ class _Routes:
         if (method, path) == ("POST", "/submitted"):
             submitted = await _body(request, Submitted)
             return await self._answer(request, lambda peer: self.advisor.submitted(peer, submitted))
-        return _reply(HTTPStatus.NOT_FOUND, Problem(error=f"no such endpoint: {method} {path[:100]}"))
+        return _reply(HTTPStatus.NOT_FOUND, ErrorAnswer(error=f"no such endpoint: {method} {path[:100]}"))
 
     async def _answer(self, request: web.BaseRequest, work: Callable[[Peer], BaseModel]) -> web.Response:
         peer = self._peer(request)
@@ -200,24 +200,24 @@ def _fields(error: ValidationError) -> str:
     )
 
 
-def _outcome(work: Callable[[Peer], _B], peer: Peer) -> tuple[HTTPStatus, _B | Problem]:
+def _outcome(work: Callable[[Peer], _B], peer: Peer) -> tuple[HTTPStatus, _B | ErrorAnswer]:
     """The status and body of one request, wherever it runs: a bug costs one request, never the daemon."""
     try:
         return HTTPStatus.OK, work(peer)
     except (ScriptError, RequestError, IntrospectionError) as error:
-        return HTTPStatus.UNPROCESSABLE_ENTITY, Problem(error=str(error))
+        return HTTPStatus.UNPROCESSABLE_ENTITY, ErrorAnswer(error=str(error))
     except ValidationError as error:
-        return HTTPStatus.UNPROCESSABLE_ENTITY, Problem(error=_fields(error))
+        return HTTPStatus.UNPROCESSABLE_ENTITY, ErrorAnswer(error=_fields(error))
     except Forbidden as error:
-        return HTTPStatus.FORBIDDEN, Problem(error=str(error))
+        return HTTPStatus.FORBIDDEN, ErrorAnswer(error=str(error))
     except LookupError as error:
-        return HTTPStatus.NOT_FOUND, Problem(error=str(error))
+        return HTTPStatus.NOT_FOUND, ErrorAnswer(error=str(error))
     except SlurmError as error:
         log.warning("Slurm failed: %s", error)
-        return HTTPStatus.BAD_GATEWAY, Problem(error="Slurm did not answer the advisor")
+        return HTTPStatus.BAD_GATEWAY, ErrorAnswer(error="Slurm did not answer the advisor")
     except Exception as error:
         log.exception("request failed")
-        return HTTPStatus.INTERNAL_SERVER_ERROR, Problem(error=f"internal error: {type(error).__name__}")
+        return HTTPStatus.INTERNAL_SERVER_ERROR, ErrorAnswer(error=f"internal error: {type(error).__name__}")
 
 
 def _reply(status: HTTPStatus, payload: BaseModel) -> web.Response:

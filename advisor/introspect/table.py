@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Self
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+from pydantic import Field, JsonValue, model_validator
+
+from advisor.frozen import Frozen
 
 # Bounds far above any real network, low enough that arithmetic on a hostile table stays cheap and sane.
 MAX_LAYERS = 200_000
@@ -21,10 +23,6 @@ _MAX_COUNT = 10**18
 Count = Annotated[int, Field(ge=0, le=_MAX_COUNT)]
 Dim = Annotated[int, Field(ge=1, le=2**31)]
 Size = Annotated[int, Field(ge=0, le=2**31)]
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class LayerKind(StrEnum):
@@ -43,7 +41,7 @@ class LayerKind(StrEnum):
     ELEMENTWISE = "elementwise"
 
 
-class Scaling(_Frozen):
+class Scaling(Frozen):
     """A cost that grows linearly with the batch: ``per_sample * n + fixed`` (weights read once per step)."""
 
     per_sample: Count = 0
@@ -56,7 +54,7 @@ class Scaling(_Frozen):
         return Scaling(per_sample=self.per_sample + other.per_sample, fixed=self.fixed + other.fixed)
 
 
-class TensorShape(_Frozen):
+class TensorShape(Frozen):
     """A shape at batch size 1; ``batch_dim`` is the dimension that grows with the batch, if any."""
 
     dims: tuple[Size, ...]
@@ -72,7 +70,7 @@ class TensorShape(_Frozen):
         return tuple(d * batch_size if i == self.batch_dim else d for i, d in enumerate(self.dims))
 
 
-class Window(_Frozen):
+class Window(Frozen):
     """Sliding-window geometry of a convolution or pooling; ``channels`` are (in, out) for convolutions."""
 
     kernel: tuple[Dim, ...]
@@ -92,7 +90,7 @@ class Window(_Frozen):
         return self
 
 
-class Layer(_Frozen):
+class Layer(Frozen):
     """One executed leaf operation: a leaf module call, an attention call, or a bare tensor op."""
 
     index: Count
@@ -133,7 +131,7 @@ class Costs:
         return self.forward_flops + self.backward_flops
 
 
-class Totals(_Frozen):
+class Totals(Frozen):
     """Model-wide figures; ``unused_parameters`` are parameters no executed layer read."""
 
     parameters: Count
@@ -171,7 +169,7 @@ def architecture_hash(input_shape: tuple[int, int, int], layers: tuple[Layer, ..
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-class LayerTable(_Frozen):
+class LayerTable(Frozen):
     """Every executed leaf operation of one model at one input shape, with totals and a hash to check them."""
 
     reference: str = Field(max_length=1000)

@@ -6,8 +6,8 @@ for the service, ``cli`` is ``advisor policy check``.
 
 from advisor.policy.holder import PolicyHolder
 from advisor.policy.load import PolicyError, Problem, load_policy, parse_policy
-from advisor.policy.model import Policy
 from advisor.policy.resolve import Effective, PartitionTerms, resolve
+from advisor.policy.schema import Policy
 
 __all__ = [
     "Effective",

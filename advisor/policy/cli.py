@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from advisor.policy.load import PolicyError, load_policy
-from advisor.policy.model import Policy
+from advisor.policy.schema import Policy
 
 INVALID = 2
 

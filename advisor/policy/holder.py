@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from advisor.policy.load import PolicyError, Problem, load_policy
-from advisor.policy.model import Policy
+from advisor.policy.schema import Policy
 
 
 class PolicyHolder:

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import ErrorDetails
 
 from advisor.policy.locate import KeyPath, key_lines, line_of
-from advisor.policy.model import Policy
+from advisor.policy.schema import Policy
 
 _TOML_PLACE = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
 _TOML_END = " (at end of document)"

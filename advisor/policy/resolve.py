@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from advisor.policy.model import (
+from advisor.policy.schema import (
     MODE_RANK,
     Mode,
     Objective,

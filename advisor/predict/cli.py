@@ -68,7 +68,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def _train(args: argparse.Namespace, console: Console) -> int:
     from advisor.bench.measure import zoo_table
-    from advisor.predict.model import NotEnoughDataError
+    from advisor.predict.machine import NotEnoughDataError
     from advisor.predict.registry import machines, train_machine
 
     store = Store.open(args.db)

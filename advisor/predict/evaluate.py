@@ -15,9 +15,9 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from advisor.bench.records import LayerConfig
 from advisor.predict.features import timed_layers
-from advisor.predict.model import LayerSample, StepSample, fit_machine, fit_memory
+from advisor.predict.machine import LayerSample, StepSample, fit_machine, fit_memory
+from advisor.records import LayerConfig
 
 
 class Point(BaseModel):

@@ -13,10 +13,10 @@ from math import log
 
 from pydantic import BaseModel, ConfigDict
 
-from advisor.bench.records import LayerConfig
 from advisor.bench.zoo import layer_config
 from advisor.introspect import LayerKind, LayerTable
 from advisor.predict.curves import Polyline, through_weights
+from advisor.records import LayerConfig
 
 _FLOAT_BYTES = 4
 _TINY = 1e-9

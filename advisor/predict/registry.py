@@ -20,10 +20,10 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict
 from scipy.stats import trim_mean  # type: ignore[import-untyped]
 
-from advisor.bench.records import LayerConfig
 from advisor.introspect import LayerTable
 from advisor.predict.curves import median_polish
-from advisor.predict.model import LayerSample, MachineModel, StepSample, fit_machine
+from advisor.predict.machine import LayerSample, MachineModel, StepSample, fit_machine
+from advisor.records import LayerConfig
 from advisor.store import ModelRegistry, Store
 
 TableSource = Callable[[str, int], LayerTable]

@@ -11,13 +11,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from advisor.bench.records import Fingerprint
 from advisor.introspect import LayerTable
 from advisor.predict.calibration import Correction
-from advisor.predict.model import MEMORY_MARGIN, MachineModel
+from advisor.predict.machine import MEMORY_MARGIN, MachineModel
 from advisor.predict.outcomes import corrections
 from advisor.predict.registry import active_models
 from advisor.predict.scaling import ASSUMED_CPU_FLOPS, DeviceSpec, match_spec, roofline_ratio
+from advisor.records import Fingerprint
 from advisor.store import Store
 
 Confidence = Literal["high", "medium", "low"]

@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.jobscript.advisor_lines import JobDescription
-from advisor.policy.model import Tuning
+from advisor.policy.schema import Tuning
 
 
 class Offer(BaseModel):

@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.jobscript.rewrite import Advice
-from advisor.policy.model import Confidence, Mode, Objective, RewriteRules
+from advisor.policy.schema import Confidence, Mode, Objective, RewriteRules
 from advisor.recommend.candidates import Shape
 from advisor.slurm.values import format_duration
 

@@ -12,7 +12,7 @@ from advisor.introspect import LayerTable
 from advisor.jobscript.render import render_script
 from advisor.jobscript.request import JobRequest
 from advisor.jobscript.submission import ParsedSubmission
-from advisor.policy.model import Policy
+from advisor.policy.schema import Policy
 from advisor.predict.registry import model_created_at
 from advisor.predict.scaling import DeviceSpec
 from advisor.predict.service import Prediction, Predictors, predict
@@ -22,7 +22,7 @@ from advisor.recommend.service import Context, WaitQuery, Waits, recommend
 from advisor.slurm.models import Partition
 from advisor.store import AdvisedJobs, Store
 from advisor.wait.estimate import PLACEHOLDER_SCRIPT, Candidate, estimate_waits
-from advisor.wait.snapshot import JobRequest as SlotRequest
+from advisor.wait.snapshot import SlotRequest
 
 
 def recommend_now(

@@ -18,8 +18,8 @@ from pydantic import BaseModel, ConfigDict
 from advisor.jobscript.advisor_lines import JobDescription
 from advisor.jobscript.request import JobRequest
 from advisor.jobscript.rewrite import Advice
-from advisor.policy.model import Mode, Policy
 from advisor.policy.resolve import Effective, resolve
+from advisor.policy.schema import Mode, Policy
 from advisor.predict.jobtime import JobShape, job_time
 from advisor.predict.service import NoModelError, Prediction
 from advisor.recommend.candidates import Offer, Shape, amp_dtype, baseline, optimizer_steps, shapes

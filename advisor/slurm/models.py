@@ -8,24 +8,20 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from pydantic import BaseModel, ConfigDict
+from advisor.frozen import Frozen
 
 #: One ``scontrol show -o`` record: Slurm's own keys and raw values, for fields we do not model.
 Record = dict[str, str]
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Gpus(_Frozen):
+class Gpus(Frozen):
     """GPUs of one gres specification; ``type`` is None when untyped or when several types are mixed."""
 
     type: str | None
     count: int
 
 
-class Node(_Frozen):
+class Node(Frozen):
     name: str
     state: str
     flags: list[str]
@@ -38,7 +34,7 @@ class Node(_Frozen):
     gpus_used: int
 
 
-class Partition(_Frozen):
+class Partition(Frozen):
     """A partition joined with its nodes; per-node figures are maxima, since nodes may differ."""
 
     name: str
@@ -55,7 +51,7 @@ class Partition(_Frozen):
     nodes: list[Node]
 
 
-class QueuedJob(_Frozen):
+class QueuedJob(Frozen):
     """A job as squeue sees it; ``start_time`` of a pending job is Slurm's estimate, when it has one."""
 
     job_id: int
@@ -79,7 +75,7 @@ class QueuedJob(_Frozen):
     node_list: str
 
 
-class FinishedJob(_Frozen):
+class FinishedJob(Frozen):
     """An ended job from accounting; ``alloc_tres`` counts are raw (``mem`` in MB)."""
 
     job_id: int
@@ -100,12 +96,12 @@ class FinishedJob(_Frozen):
     exit_code: int
 
 
-class SubmitResult(_Frozen):
+class SubmitResult(Frozen):
     job_id: int
     cluster: str | None
 
 
-class TestOnlyResult(_Frozen):
+class TestOnlyResult(Frozen):
     """Slurm's start estimate for a job that was not submitted; ``nodes`` is a hostlist expression."""
 
     __test__ = False  # not a pytest test class, despite the name

@@ -15,19 +15,19 @@ from advisor.wait.accuracy import (
 from advisor.wait.estimate import Candidate, WaitEstimate, estimate_waits, sbatch_options
 from advisor.wait.remaining import RatioTable, RuntimeEstimates, estimate_runtimes, historical_ratios
 from advisor.wait.simulate import predict_starts
-from advisor.wait.snapshot import Allocation, JobRequest, PendingJob, QueueSnapshot, RunningJob, SnapshotNode
+from advisor.wait.snapshot import Allocation, PendingJob, QueueSnapshot, RunningJob, SlotRequest, SnapshotNode
 
 __all__ = [
     "Allocation",
     "Candidate",
     "Estimator",
     "EstimatorError",
-    "JobRequest",
     "PendingJob",
     "QueueSnapshot",
     "RatioTable",
     "RunningJob",
     "RuntimeEstimates",
+    "SlotRequest",
     "SnapshotNode",
     "WaitEstimate",
     "WaitRecord",

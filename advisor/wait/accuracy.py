@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from advisor.frozen import Frozen
 
 Estimator = Literal["slurm", "advisor"]
 #: Slurm's own estimate is the default: it is what users already see, so it needs no track record.
@@ -17,11 +17,7 @@ DEFAULT_ESTIMATOR: Estimator = "slurm"
 MIN_RECORDS = 5
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class WaitRecord(_Frozen):
+class WaitRecord(Frozen):
     """One estimate set against what happened: the job's predicted and actual start."""
 
     estimator: Estimator
@@ -34,7 +30,7 @@ class WaitRecord(_Frozen):
         return abs((self.predicted_start - self.actual_start).total_seconds())
 
 
-class EstimatorError(_Frozen):
+class EstimatorError(Frozen):
     estimator: Estimator
     partition: str
     records: int

@@ -12,10 +12,10 @@ from advisor.slurm.models import Node, Partition, QueuedJob
 from advisor.slurm.values import parse_memory_mb
 from advisor.wait.snapshot import (
     Allocation,
-    JobRequest,
     PendingJob,
     QueueSnapshot,
     RunningJob,
+    SlotRequest,
     SnapshotNode,
 )
 
@@ -136,10 +136,10 @@ def _split(total: int, parts: int) -> list[int]:
     return [share + (1 if index < extra else 0) for index in range(parts)]
 
 
-def _request(job: QueuedJob, partitions: Sequence[Partition]) -> JobRequest:
+def _request(job: QueuedJob, partitions: Sequence[Partition]) -> SlotRequest:
     known = {partition.name for partition in partitions}
     count = max(job.node_count, 1)
-    return JobRequest(
+    return SlotRequest(
         partitions=[name for name in job.partition.split(",") if name in known],
         nodes=count,
         gpus_per_node=math.ceil(job.gpus / count),

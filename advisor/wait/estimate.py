@@ -6,8 +6,9 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import Field, field_validator
 
+from advisor.frozen import Frozen
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.models import FinishedJob
 from advisor.slurm.runner import SlurmError
@@ -16,33 +17,29 @@ from advisor.wait.accuracy import DEFAULT_ESTIMATOR, Estimator, WaitRecord, pref
 from advisor.wait.collect import take_snapshot
 from advisor.wait.remaining import estimate_runtimes, historical_ratios
 from advisor.wait.simulate import BACKFILL_WINDOW, predict_starts
-from advisor.wait.snapshot import JobRequest
+from advisor.wait.snapshot import SlotRequest
 
 #: ``sbatch --test-only`` needs a script; the scheduler only reads the options.
 PLACEHOLDER_SCRIPT = "#!/bin/sh\ntrue\n"
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Candidate(_Frozen):
+class Candidate(Frozen):
     """One way to run the job: its request in one partition, and the script and other sbatch options
     (account, QOS) Slurm should judge it with; the request's own options come last and win."""
 
-    request: JobRequest
+    request: SlotRequest
     script: str = PLACEHOLDER_SCRIPT
-    options: list[str] = []
+    options: list[str] = Field(default_factory=list)
 
     @field_validator("request")
     @classmethod
-    def _one_partition(cls, request: JobRequest) -> JobRequest:
+    def _one_partition(cls, request: SlotRequest) -> SlotRequest:
         if len(request.partitions) != 1:
             raise ValueError(f"a candidate runs in exactly one partition, not {request.partitions}")
         return request
 
 
-class WaitEstimate(_Frozen):
+class WaitEstimate(Frozen):
     """Both estimators' start times (None: no estimate) and which one has been right more often here."""
 
     partition: str
@@ -61,7 +58,7 @@ class WaitEstimate(_Frozen):
         return first if first is not None else second
 
 
-def sbatch_options(request: JobRequest) -> list[str]:
+def sbatch_options(request: SlotRequest) -> list[str]:
     """The request as sbatch options: one task per node, holding all of that node's CPUs.
 
     ``--ntasks`` rather than ``--ntasks-per-node`` so that it replaces a script's own task count, which

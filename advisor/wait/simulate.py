@@ -17,7 +17,7 @@ from itertools import islice
 
 from advisor.wait.profile import INF, Amount, Profile
 from advisor.wait.remaining import RuntimeEstimates
-from advisor.wait.snapshot import JobRequest, QueueSnapshot, RunningJob
+from advisor.wait.snapshot import QueueSnapshot, RunningJob, SlotRequest
 
 #: Slurm's default ``bf_window``: a job that cannot start within it gets no reservation.
 BACKFILL_WINDOW = timedelta(days=1)
@@ -60,7 +60,7 @@ class _Running:
 def predict_starts(
     snapshot: QueueSnapshot,
     runtimes: RuntimeEstimates,
-    candidates: Sequence[JobRequest],
+    candidates: Sequence[SlotRequest],
     now: datetime,
     window: timedelta = BACKFILL_WINDOW,
 ) -> list[datetime | None]:
@@ -107,7 +107,7 @@ class _Replay:
         )
         self._waiting = [job for job in waiting if self._ever_fits(job)]
 
-    def job(self, request: JobRequest, runtime: float, rank: int) -> _Job:
+    def job(self, request: SlotRequest, runtime: float, rank: int) -> _Job:
         limit = _seconds(_limit(request))
         partitions = [self._usable.get(partition, []) for partition in request.partitions]
         amount = (request.gpus_per_node, request.cpus_per_node, request.memory_mb_per_node)
@@ -260,7 +260,9 @@ def _fits_now(profile: Profile, job: _Job, now: float) -> bool:
     return _place(profile, job, now, now)[0] == now
 
 
-def _components(snapshot: QueueSnapshot, candidates: Sequence[JobRequest]) -> dict[frozenset[str], list[int]]:
+def _components(
+    snapshot: QueueSnapshot, candidates: Sequence[SlotRequest]
+) -> dict[frozenset[str], list[int]]:
     """Candidates grouped by the nodes whose jobs can delay them: partitions that share a node, or that
     one job names together, belong to one group."""
     parent = {node.name: node.name for node in snapshot.nodes}
@@ -296,7 +298,7 @@ def _components(snapshot: QueueSnapshot, candidates: Sequence[JobRequest]) -> di
     return {frozenset(nodes_of[key]): group for key, group in groups.items()}
 
 
-def _limit(request: JobRequest) -> float | None:
+def _limit(request: SlotRequest) -> float | None:
     return None if request.time_limit is None else request.time_limit.total_seconds()
 
 

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from advisor.frozen import Frozen
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class SnapshotNode(_Frozen):
+class SnapshotNode(Frozen):
     """A node's capacity; ``usable`` is False when it takes no new jobs (down, drained, draining)."""
 
     name: str
@@ -25,7 +23,7 @@ class SnapshotNode(_Frozen):
     usable: bool = True
 
 
-class Allocation(_Frozen):
+class Allocation(Frozen):
     """What one job holds on one node."""
 
     node: str
@@ -34,7 +32,7 @@ class Allocation(_Frozen):
     memory_mb: int = Field(ge=0)
 
 
-class JobRequest(_Frozen):
+class SlotRequest(Frozen):
     """A job's ask, per node as the scheduler places it; ``time_limit`` None is unlimited.
 
     ``memory_mb_per_node`` 0 leaves memory out of the simulation (and to Slurm's default in sbatch).
@@ -48,7 +46,7 @@ class JobRequest(_Frozen):
     time_limit: timedelta | None
 
 
-class RunningJob(_Frozen):
+class RunningJob(Frozen):
     job_id: int
     user: str
     partition: str
@@ -62,13 +60,13 @@ class RunningJob(_Frozen):
         return None if self.time_limit is None else self.start_time + self.time_limit
 
 
-class PendingJob(_Frozen):
+class PendingJob(Frozen):
     job_id: int
     user: str
-    request: JobRequest
+    request: SlotRequest
 
 
-class QueueSnapshot(_Frozen):
+class QueueSnapshot(Frozen):
     taken_at: datetime
     nodes: list[SnapshotNode]
     #: partition name -> the names of its nodes

@@ -27,9 +27,9 @@ done
 case "$device" in
   # About six minutes of measuring on a GPU; each part has its own hard limit within one 10-minute call.
   cuda) bench_minutes=3.5 bench_limit=300 models=resnet50,resnet18,mobilenet_v3_large size=224 batch=128
-        steps=10 speed_limit=150 test_limit=90 ;;
-  cpu) bench_minutes=0.2 bench_limit=240 models=squeezenet1_1 size=32 batch=8 steps=3 speed_limit=240
-       test_limit=120 ;;
+        steps=10 threads=4 speed_limit=150 test_limit=90 ;;
+  cpu) bench_minutes=0.2 bench_limit=240 models=squeezenet1_1 size=32 batch=8 steps=3 threads=1
+       speed_limit=240 test_limit=120 ;;
   *) echo "check.sh: --device is cuda or cpu, not $device" >&2; exit 2 ;;
 esac
 python=${PYTHON:-python3}
@@ -49,7 +49,7 @@ echo "bench: exit $? after $(($(date +%s) - started)) s" >>"$out/bench.log"
 
 started=$(date +%s)
 timeout "$speed_limit" "$python" benchmarks/runtime_speedup.py --device "$device" --models "$models" \
-  --size "$size" --global-batch "$batch" --accum 4 --steps "$steps" --threads 4 >"$out/speedup.txt" 2>&1
+  --size "$size" --global-batch "$batch" --accum 4 --steps "$steps" --threads "$threads" >"$out/speedup.txt" 2>&1
 echo "speedup: exit $? after $(($(date +%s) - started)) s" >>"$out/speedup.txt"
 
 started=$(date +%s)

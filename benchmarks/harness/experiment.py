@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from advisor.policy.model import Policy
+from advisor.policy.schema import Policy
 from benchmarks.harness.arms import habits_arm, slurm_arm
 from benchmarks.harness.model import Arm, ArmName, Arrival, Inventory, Job, Outcome
 from benchmarks.harness.predictor import HeldOutError, held_out_batches, held_out_error, train_predictors

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from advisor.jobscript.submission import parse_job
-from advisor.policy.model import Policy
+from advisor.policy.schema import Policy
 from advisor.predict.service import NoModelError, Prediction
 from advisor.recommend.service import Context, StepPredictor, WaitEstimator, Waits, recommend
 from advisor.recommend.service import WaitQuery as CandidateQuery

@@ -20,10 +20,10 @@ from advisor.wait.remaining import RatioTable, estimate_runtimes
 from advisor.wait.simulate import predict_starts
 from advisor.wait.snapshot import (
     Allocation,
-    JobRequest,
     PendingJob,
     QueueSnapshot,
     RunningJob,
+    SlotRequest,
     SnapshotNode,
 )
 from benchmarks.harness.model import Arm, ArmName, Inventory, Job, Outcome, TrueRunTime, WaitQuery
@@ -193,8 +193,8 @@ def _running(attempt: Attempt, backfill: Backfill) -> RunningJob:
     )
 
 
-def _request(query: WaitQuery, backfill: Backfill) -> JobRequest:
-    return JobRequest(
+def _request(query: WaitQuery, backfill: Backfill) -> SlotRequest:
+    return SlotRequest(
         partitions=[query.partition],
         nodes=query.nodes,
         gpus_per_node=per_node_gpus(query.gpus, query.nodes),

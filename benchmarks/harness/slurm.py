@@ -31,7 +31,7 @@ from advisor.wait.collect import take_snapshot
 from advisor.wait.estimate import Candidate, sbatch_options, slurm_start_estimates
 from advisor.wait.remaining import MIN_REMAINING_S, RatioTable, estimate_runtimes
 from advisor.wait.simulate import predict_starts
-from advisor.wait.snapshot import JobRequest
+from advisor.wait.snapshot import SlotRequest
 from benchmarks.harness.model import (
     Arm,
     ArmName,
@@ -91,9 +91,9 @@ def real_limit(limit_s: float, compression: float) -> timedelta:
     return timedelta(minutes=max(1, math.ceil(limit_s / compression / 60)))
 
 
-def job_request(query: WaitQuery, compression: float) -> JobRequest:
+def job_request(query: WaitQuery, compression: float) -> SlotRequest:
     """What a replayed job asks Slurm for: GPUs spread evenly over its nodes, one CPU and a little memory."""
-    return JobRequest(
+    return SlotRequest(
         partitions=[query.partition],
         nodes=query.nodes,
         gpus_per_node=math.ceil(query.gpus / query.nodes),

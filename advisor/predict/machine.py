@@ -25,7 +25,6 @@ import numpy as np
 import xgboost as xgb
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
-from advisor.bench.records import LayerConfig
 from advisor.introspect import LayerTable, Optimizer, Precision, estimate_peak_memory
 from advisor.predict.curves import MeasuredCurve, Polyline, batch_effects, interpolate, through
 from advisor.predict.features import (
@@ -38,6 +37,7 @@ from advisor.predict.features import (
     timed_layers,
 )
 from advisor.predict.leastsquares import relative_least_squares
+from advisor.records import LayerConfig
 
 _LAYER_PARAMS = {"max_depth": 6, "eta": 0.1, "min_child_weight": 2.0, "subsample": 0.9}
 _LAYER_ROUNDS = 300
