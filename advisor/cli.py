@@ -28,7 +28,7 @@ from advisor.sandbox.spec import SandboxConfigError, load_spec
 from advisor.slurm.runner import SlurmError
 from advisor.slurm.values import format_duration
 
-DEFAULT_SANDBOX_CONFIG = Path(__file__).resolve().parent.parent / "etc" / "sandbox.toml"
+DEFAULT_SANDBOX_CONFIG = paths.package_data("sandbox.toml")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

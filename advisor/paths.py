@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from importlib import resources
 from pathlib import Path
 
 
@@ -27,11 +28,14 @@ def policy() -> Path:
     return Path(os.environ.get("ADVISOR_POLICY", "/etc/advisor/policy.toml"))
 
 
+def package_data(name: str) -> Path:
+    """A file or folder of ``advisor/data``, installed with the package (a wheel has it too)."""
+    return Path(str(resources.files("advisor") / "data" / name))
+
+
 def gpu_specs() -> Path:
     """`$ADVISOR_GPU_SPECS`, else the specification files that ship with the package."""
-    return Path(
-        os.environ.get("ADVISOR_GPU_SPECS", Path(__file__).resolve().parent.parent / "etc" / "gpu-specs")
-    )
+    return Path(os.environ.get("ADVISOR_GPU_SPECS", package_data("gpu-specs")))
 
 
 def socket() -> Path:

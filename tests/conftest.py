@@ -19,7 +19,7 @@ from advisor.slurm.client import SlurmClient
 from advisor.slurm.runner import LocalRunner, SshRunner
 
 REPO = Path(__file__).resolve().parent.parent
-SANDBOX_CONFIG = REPO / "etc" / "sandbox.toml"
+SANDBOX_CONFIG = REPO / "advisor" / "data" / "sandbox.toml"
 
 
 def free_port_block(count: int) -> int:
