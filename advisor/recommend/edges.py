@@ -74,11 +74,18 @@ class StoredModels:
         self.specs = specs
         self.table = table
         self.gpu_types = {p.name: p.gpu_type for p in partitions}
+        self._steps: dict[tuple[str, int, bool, bool], Prediction] = {}
 
     def step(self, partition: str, gpus: int, micro_batch: int, amp: bool, channels_last: bool) -> Prediction:
-        """One device's step: data parallelism adds the all-reduce (`sync_s`), not device time."""
-        gpu, table = self.gpu_types.get(partition), self.table
-        return predict(self.predictors, partition, table, micro_batch, amp, channels_last, self.specs, gpu)
+        """One device's step, the same whatever ``gpus``: data parallelism adds the all-reduce (`sync_s`), not
+        device time; computed once per partition, micro-batch and settings, which many candidates share."""
+        key = (partition, micro_batch, amp, channels_last)
+        if key not in self._steps:
+            gpu, table, specs = self.gpu_types.get(partition), self.table, self.specs
+            self._steps[key] = predict(
+                self.predictors, partition, table, micro_batch, amp, channels_last, specs, gpu
+            )
+        return self._steps[key]
 
     def sync_s(self, partition: str, gpus: int) -> float:
         """A ring all-reduce of the float32 gradients at `LINK_BYTES_S`, the same on every partition."""

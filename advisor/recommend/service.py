@@ -33,7 +33,8 @@ BOTH = (False, True)
 class StepPredictor(Protocol):
     """What the recommender asks about one job: its steps on each partition and when a model was made.
 
-    May raise `NoModelError`: nothing to predict with, and the job stays as submitted.
+    Asked once per candidate, so many times for the same step: an implementation keeps what is costly to
+    compute. May raise `NoModelError`: nothing to predict with, and the job stays as submitted.
     """
 
     def step(self, partition: str, gpus: int, micro_batch: int, amp: bool, channels_last: bool) -> Prediction:
@@ -150,7 +151,7 @@ class _Run:
 
 
 class _Estimator:
-    """Predictions are cached per (partition, GPUs, micro-batch, AMP, layout): many candidates share them."""
+    """One recommendation's predictions and waits; model ages are read once per model version."""
 
     def __init__(
         self,
@@ -168,19 +169,12 @@ class _Estimator:
         self.predictor = predictor
         self.now = now
         self.partitions = {p.name: p for p in context.partitions}
-        self._cache: dict[tuple[str, int, int, bool, bool], Prediction] = {}
         self._trained_at: dict[tuple[str, int], datetime | None] = {}
-
-    def prediction(self, partition: str, gpus: int, batch: int, amp: bool, channels_last: bool) -> Prediction:
-        key = (partition, gpus, batch, amp, channels_last)
-        if key not in self._cache:
-            self._cache[key] = self.predictor.step(partition, gpus, batch, amp, channels_last)
-        return self._cache[key]
 
     def largest_batch(self, partition: str, amp: bool) -> int | None:
         """The largest micro-batch one device holds, as its smallest placement sees it."""
         gpus = 1 if self.partitions[partition].gpus_per_node else 0
-        return self.prediction(partition, gpus, 1, amp, False).largest_batch
+        return self.predictor.step(partition, gpus, 1, amp, False).largest_batch
 
     def estimate(self, candidates: list[Shape]) -> list[Estimate]:
         runs = [self._run(shape) for shape in candidates]
@@ -189,7 +183,7 @@ class _Estimator:
         return [self._estimate(run, waits[run.query]) for run in runs]
 
     def _run(self, shape: Shape) -> _Run:
-        prediction = self.prediction(
+        prediction = self.predictor.step(
             shape.partition, shape.gpus, shape.micro_batch, shape.amp, shape.channels_last
         )
         steps = optimizer_steps(self.description, shape.global_batch)
