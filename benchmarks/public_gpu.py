@@ -41,6 +41,7 @@ import math
 import statistics
 import sys
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from itertools import permutations
 from pathlib import Path
@@ -121,13 +122,16 @@ def _print_roofline(pairs: list[Pair]) -> None:
     print("roofline fallback on Sia (single GPU): |predicted / measured - 1|, mean over batch sizes")
     print(f"{'base -> target':<28} {'application':<12} {'rows':>4} {'roofline':>9} {'constant':>9}")
     for (base, target, application), group in _groups(pairs).items():
-        roof = _mape([p for p in group if p.roofline is not None], "roofline")
-        const = _mape(group, "constant")
+        roof = _error(group, "roofline", "measured", 0)
+        const = _error(group, "constant", "measured", 0)
         print(f"{base + ' -> ' + target:<28} {application:<12} {len(group):>4} {roof:>9} {const:>9}")
     with_tables = [p for p in pairs if p.roofline is not None]
-    roof, const = _mape(with_tables, "roofline"), _mape(with_tables, "constant")
+    roof, const = (
+        _error(with_tables, "roofline", "measured", 0),
+        _error(with_tables, "constant", "measured", 0),
+    )
     print(f"overall, where a table exists ({len(with_tables)} rows): roofline {roof}, constant {const}")
-    print(f"the constant on all {len(pairs)} rows: {_mape(pairs, 'constant')}")
+    print(f"the constant on all {len(pairs)} rows: {_error(pairs, 'constant', 'measured', 0)}")
 
 
 @dataclass(frozen=True)
@@ -215,9 +219,16 @@ def _print_layers(rows: list[LayerRow]) -> None:
     print()
 
 
-def _error(rows: list[LayerRow] | list[BatchRow], field: str) -> str:
-    errors = [abs(getattr(row, field) / row.measured_s - 1) for row in rows]
-    return f"{100 * statistics.fmean(errors):.1f}%" if errors else "-"
+def _error(
+    rows: Sequence[LayerRow | BatchRow | Pair], predicted: str, measured: str = "measured_s", digits: int = 1
+) -> str:
+    """Mean ``|predicted / measured - 1|`` over the rows that have a prediction, as a percentage."""
+    errors = [
+        abs(value / getattr(row, measured) - 1)
+        for row in rows
+        if (value := getattr(row, predicted)) is not None
+    ]
+    return f"{100 * statistics.fmean(errors):.{digits}f}%" if errors else "-"
 
 
 @dataclass(frozen=True)
@@ -352,15 +363,6 @@ def _groups(pairs: list[Pair]) -> dict[tuple[str, str, str], list[Pair]]:
             if (pair.base, pair.target) == (base, target):
                 groups.setdefault((base, target, pair.application), []).append(pair)
     return groups
-
-
-def _mape(pairs: list[Pair], estimate: str) -> str:
-    errors = [
-        abs(getattr(pair, estimate) / pair.measured - 1)
-        for pair in pairs
-        if getattr(pair, estimate) is not None
-    ]
-    return f"{100 * statistics.fmean(errors):.0f}%" if errors else "-"
 
 
 if __name__ == "__main__":

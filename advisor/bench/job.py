@@ -41,8 +41,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     plan = _plan(args.quick, args.check, profile, threads)
     if args.plan_limit is not None:
         plan = plan.first(args.plan_limit)
-    default = _QUICK_BUDGET_MINUTES if args.quick else _CHECK_BUDGET_MINUTES if args.check else None
-    minutes = args.budget_minutes or default or _FULL_BUDGET_MINUTES
+    default = (
+        _QUICK_BUDGET_MINUTES if args.quick else _CHECK_BUDGET_MINUTES if args.check else _FULL_BUDGET_MINUTES
+    )
+    minutes = args.budget_minutes or default
     with terminal_reporter(len(plan.items), sys.stderr) as progress:
         summary = run_plan(
             plan,

@@ -172,11 +172,12 @@ def nightly_grid(kind: Literal["cpu", "cuda"], *, workers: int = 4) -> Grid:
     measured early, in the layers phase; the others later.
     """
     if kind == "cpu":
+        batches = geometric(128)
         return Grid(
             models=CPU_MODELS,
             sizes=(SMALL,),
-            batches=geometric(128),
-            coarse=geometric(128)[::2],
+            batches=batches,
+            coarse=batches[::2],
             settings=(),
             setting_batches=(),
             workers=0,

@@ -9,6 +9,7 @@ import json
 import re
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +71,7 @@ def _last_json(path: Path) -> dict[str, Any] | None:
     return None
 
 
-def _tail(title: str, path: Path, keep: Any) -> list[str]:
+def _tail(title: str, path: Path, keep: Callable[[str], bool]) -> list[str]:
     return ["", title, *(f"  {line}" for line in _lines(path) if keep(line))]
 
 

@@ -89,6 +89,13 @@ class Decision(_Frozen):
     advisor_wait_s: float | None = None
     """The advisor's queue replay's wait for the submitted request, asked at submission."""
 
+    def query(self, time_limit_s: float | None = None) -> WaitQuery:
+        """What the submission asks of its partition; ``time_limit_s`` for an attempt under another limit
+        (a rerun runs under the user's own)."""
+        limit = self.time_limit_s if time_limit_s is None else time_limit_s
+        config = self.config
+        return WaitQuery(partition=self.partition, gpus=config.gpus, nodes=config.nodes, time_limit_s=limit)
+
 
 class Outcome(_Frozen):
     name: str

@@ -116,11 +116,11 @@ def true_steps(table: StepTable, inventory: Inventory) -> Callable[[str], StepPr
 
         def times(gpu_type: str, gpus: int, batch: int) -> tuple[float, float]:
             # Outside the measured range the truth has no answer; the nearest measurement stands in (such
-            # a candidate does not fit, or is low-confidence, and is never applied).
-            low, high = table.batch_range(application, gpu_type, gpus, 1) or (batch, batch)
+            # a candidate does not fit, or is low-confidence, and is never applied). `_Steps.step` asks
+            # only for a placement that has a curve.
+            low, high = curve(gpu_type, gpus) or (batch, batch)
             step = table.micro_step_s(application, gpu_type, gpus, 1, min(max(batch, low), high))
-            if step is None:
-                raise NoModelError(f"no {application} steps measured on {gpus} {gpu_type} GPUs")
+            assert step is not None, "a batch within a measured curve has a time"
             return step, step
 
         return _Steps(application, types, curve, times, "truth")
@@ -144,13 +144,7 @@ def product_arm(
         found = recommend(context, parsed.request, parsed.description, predictor, USER, None, TRAINED_AT)
         if not found.apply or found.chosen is None:
             kept = as_submitted(job, pool, table, view)
-            ask = WaitQuery(
-                partition=kept.partition,
-                gpus=kept.config.gpus,
-                nodes=kept.config.nodes,
-                time_limit_s=kept.time_limit_s,
-            )
-            (own,) = view.advisor_waits([ask])  # what `advise-submit --explain` shows for the job as is
+            (own,) = view.advisor_waits([kept.query()])  # what `advise-submit --explain` shows for it
             return kept.model_copy(update={"advisor_wait_s": own})
         chosen = found.chosen
         shape = chosen.shape

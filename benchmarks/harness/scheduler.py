@@ -73,10 +73,7 @@ class Attempt:
     @property
     def query(self) -> WaitQuery:
         """What the attempt asks of its partition."""
-        config = self.decision.config
-        return WaitQuery(
-            partition=self.decision.partition, gpus=config.gpus, nodes=config.nodes, time_limit_s=self.limit_s
-        )
+        return self.decision.query(self.limit_s)
 
     @property
     def killed(self) -> bool:

@@ -203,12 +203,7 @@ class SlurmReplay:
     ) -> None:
         script = self._scripts / f"{len(self._submissions)}.sh"
         script.write_text(sleep_script(min(true_run_s, limit_s) / self._compression))
-        query = WaitQuery(
-            partition=decision.partition,
-            gpus=decision.config.gpus,
-            nodes=decision.config.nodes,
-            time_limit_s=limit_s,
-        )
+        query = decision.query(limit_s)
         options = [
             f"--job-name={job.arrival.name}",
             "--output=/dev/null",
