@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from advisor import paths
+from advisor.bench.plan import add_plan_choice
 from advisor.bench.results import read_jsonl
 from advisor.bench.submit import BenchRequest, ingest_results, submit_benchmarks, wait_for_jobs
 from advisor.slurm.client import SlurmClient
@@ -25,12 +26,12 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     actions = bench.add_subparsers(required=True, metavar="ACTION")
 
     plan = actions.add_parser("plan", help="what a run measures and how long it should take")
-    _plan_kind(plan)
+    add_plan_choice(plan)
     plan.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     plan.set_defaults(handler=_plan)
 
     run = actions.add_parser("run", help="measure this machine and store the results")
-    _plan_kind(run)
+    add_plan_choice(run)
     run.add_argument(
         "--device", choices=["auto", "cpu", "cuda"], default="auto", help="auto: CUDA where torch sees it"
     )
@@ -55,14 +56,6 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     ingest.add_argument("files", type=Path, nargs="+")
     ingest.add_argument("--db", type=Path, default=paths.database())
     ingest.set_defaults(handler=_ingest)
-
-
-def _plan_kind(parser: argparse.ArgumentParser) -> None:
-    from advisor.bench.plan import CHECK_HELP
-
-    kind = parser.add_mutually_exclusive_group()
-    kind.add_argument("--quick", action="store_true", help="a few small models: minutes, not hours")
-    kind.add_argument("--check", action="store_true", help=CHECK_HELP)
 
 
 def _plan(args: argparse.Namespace, console: Console) -> int:

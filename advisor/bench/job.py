@@ -16,7 +16,7 @@ import torch
 
 from advisor.bench.fingerprint import threads_for_job
 from advisor.bench.measure import zoo_table
-from advisor.bench.plan import CHECK_HELP, DeviceProfile, Plan, check_plan, full_plan, quick_plan
+from advisor.bench.plan import DeviceProfile, Plan, add_plan_choice, check_plan, full_plan, quick_plan
 from advisor.bench.results import jsonl_sink
 from advisor.bench.run import run_plan, terminal_reporter
 
@@ -79,9 +79,7 @@ def _memory(device: torch.device, limit: int | None) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m advisor.bench.job", description=__doc__)
     parser.add_argument("--out", type=Path, required=True, help="JSON-lines file the results are appended to")
-    kind = parser.add_mutually_exclusive_group()
-    kind.add_argument("--quick", action="store_true", help="a few small models: minutes, not hours")
-    kind.add_argument("--check", action="store_true", help=CHECK_HELP)
+    add_plan_choice(parser)
     parser.add_argument(
         "--device", choices=["auto", "cpu", "cuda"], default="auto", help="auto: CUDA where torch sees it"
     )

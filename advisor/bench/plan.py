@@ -9,6 +9,7 @@ FLOPs and an assumed throughput per device kind: rough, but enough to cut a plan
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -209,9 +210,6 @@ def full_plan(device: DeviceProfile, tables: TableSource, *, workers: int = 4) -
     return build_plan(nightly_grid(device.kind, workers=workers), device, tables)
 
 
-CHECK_HELP = "every part of the nightly plan, thinly (both input sizes, each setting, layers): minutes"
-
-
 def check_plan(device: DeviceProfile, tables: TableSource, *, workers: int = 4) -> Plan:
     """Every part of a night, thinly: a new machine's first look in minutes. The nightly grid of the
     device's kind on the twelve `CHECK_MODELS`, at its first four coarse batches, AMP and channels_last
@@ -234,6 +232,17 @@ def check_plan(device: DeviceProfile, tables: TableSource, *, workers: int = 4) 
         repeats=3,
     )
     return build_plan(thin, device, tables)
+
+
+def add_plan_choice(parser: argparse.ArgumentParser) -> None:
+    """``--quick`` or ``--check`` instead of the nightly plan: the one spelling of every command's choice."""
+    kind = parser.add_mutually_exclusive_group()
+    kind.add_argument("--quick", action="store_true", help="a few small models: minutes, not hours")
+    kind.add_argument(
+        "--check",
+        action="store_true",
+        help="every part of the nightly plan, thinly (both input sizes, each setting, layers): minutes",
+    )
 
 
 def build_plan(grid: Grid, device: DeviceProfile, tables: TableSource) -> Plan:
