@@ -8,30 +8,27 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from advisor import paths
 from advisor.api import Explanation, Health
 from advisor.daemon.transport import DaemonRefused, DaemonUnreachable, call
+from advisor.settings.validated import Settings
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.runner import SlurmError
 from advisor.store import ModelRegistry, Store
-
-TIMEOUT_S = 10.0
 
 
 class DaemonError(RuntimeError):
     """The daemon did not answer, or refused."""
 
 
-def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], settings: Settings) -> None:
     status = commands.add_parser("status", help="daemon health, models, last benchmarks")
-    status.add_argument("--db", type=Path, default=paths.database())
+    status.add_argument("--db", type=Path, default=settings.database)
     status.add_argument("--json", action="store_true")
     status.set_defaults(handler=_status)
     explain = commands.add_parser("explain", help="the candidates and reasons behind an advised job")
@@ -40,11 +37,10 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     explain.set_defaults(handler=_explain)
 
 
-def ask(path: str) -> bytes:
-    """GET from the daemon on ``$ADVISOR_SOCKET``."""
-    timeout = float(os.environ.get("ADVISOR_TIMEOUT", TIMEOUT_S))
+def ask(settings: Settings, path: str) -> bytes:
+    """GET from the daemon on the settings' socket."""
     try:
-        return call(paths.socket(), "GET", path, None, timeout)
+        return call(settings.socket, "GET", path, None, settings.timeout_s)
     except (DaemonUnreachable, DaemonRefused) as error:
         raise DaemonError(str(error)) from error
 
@@ -53,7 +49,7 @@ def _explain(args: argparse.Namespace, console: Console) -> int:
     from advisor.recommend.cli import show
 
     try:
-        explanation = Explanation.model_validate_json(ask(f"/explain/{args.job_id}"))
+        explanation = Explanation.model_validate_json(ask(args.settings, f"/explain/{args.job_id}"))
     except DaemonError as error:
         console.print(f"advisor: error: {error}", highlight=False)
         return 1
@@ -86,7 +82,7 @@ def _queue(client: SlurmClient) -> list[dict[str, object]]:
 
 def _status(args: argparse.Namespace, console: Console) -> int:
     try:
-        health: Health | None = Health.model_validate_json(ask("/health"))
+        health: Health | None = Health.model_validate_json(ask(args.settings, "/health"))
         problem = None
     except DaemonError as error:
         health, problem = None, str(error)
@@ -103,14 +99,8 @@ def _status(args: argparse.Namespace, console: Console) -> int:
         for row in ModelRegistry(store).versions()
         if row["active"]
     ]
-    benchmarks = [
-        {"partition": row[0], "machine": row[1], "last": row[2], "rows": row[3]}
-        for row in store.db.execute(
-            "SELECT f.partition, s.machine, MAX(s.measured_at), COUNT(*) FROM step_measurements s "
-            "JOIN fingerprints f ON f.key = s.fingerprint GROUP BY f.partition, s.machine ORDER BY 1"
-        ).fetchall()
-    ]
-    queue = _queue(SlurmClient.local())
+    benchmarks = store.benchmark_coverage()
+    queue = _queue(SlurmClient.from_settings(args.settings.slurm))
     report = {
         "daemon": None if health is None else health.model_dump(),
         "daemon_error": problem,

@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from advisor import admin, argtypes, paths, report
+from advisor import admin, argtypes, report
 from advisor.bench import cli as bench_cli
 from advisor.compress import cli as compress_cli
 from advisor.daemon import main as daemon_main
@@ -25,14 +25,20 @@ from advisor.predict import cli as predict_cli
 from advisor.recommend import cli as recommend_cli
 from advisor.sandbox.cluster import Sandbox, SandboxError, SandboxStatus
 from advisor.sandbox.spec import SandboxConfigError, load_spec
+from advisor.settings import SettingsError, load_settings
+from advisor.settings.validated import Settings
 from advisor.slurm.runner import SlurmError
 from advisor.slurm.values import format_duration
 
-DEFAULT_SANDBOX_CONFIG = paths.package_data("sandbox.toml")
-
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    try:
+        settings = load_settings(os.environ, _config_option(words))
+    except SettingsError as exc:
+        print(f"advisor: error: {exc}", file=sys.stderr)
+        return 1
+    args = _parser(settings).parse_args(words)
     try:
         return int(args.handler(args, Console()))
     except (SandboxError, SandboxConfigError, SlurmError, ScriptError, IntrospectionError) as exc:
@@ -40,8 +46,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-def _parser() -> argparse.ArgumentParser:
+def _config_option(words: Sequence[str]) -> Path | None:
+    """``--config FILE`` before the command: the settings decide the commands' defaults, so come first."""
+    for index, word in enumerate(words):
+        if word == "--config" and index + 1 < len(words):
+            return Path(words[index + 1])
+        if word.startswith("--config="):
+            return Path(word.removeprefix("--config="))
+        if not word.startswith("-"):
+            break
+    return None
+
+
+def _parser(settings: Settings) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="advisor", description=__doc__)
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="the settings file (default: $ADVISOR_CONFIG, else /etc/advisor/advisor.toml where it exists)",
+    )
+    parser.set_defaults(settings=settings)
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
     sandbox = commands.add_parser("sandbox", help="a real Slurm cluster on this machine")
     actions = sandbox.add_subparsers(required=True, metavar="ACTION")
@@ -54,13 +79,13 @@ def _parser() -> argparse.ArgumentParser:
         action.add_argument(
             "--dir",
             type=Path,
-            default=paths.sandbox_dir(),
+            default=settings.sandbox_dir,
             help="folder for all of the cluster's state (default: %(default)s; $ADVISOR_SANDBOX_DIR)",
         )
         action.add_argument(
             "--config",
             type=Path,
-            default=Path(os.environ.get("ADVISOR_SANDBOX_CONFIG", DEFAULT_SANDBOX_CONFIG)),
+            default=settings.sandbox_config,
             help="cluster description (default: %(default)s, or $ADVISOR_SANDBOX_CONFIG)",
         )
         if name == "up":
@@ -83,14 +108,14 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("--num-classes", type=int, help="passed to the model's constructor")
     inspect.add_argument("--json", action="store_true", help="print the layer table as JSON")
     inspect.set_defaults(handler=_inspect)
-    bench_cli.add_commands(commands)
-    predict_cli.add_commands(commands)
-    report.add_commands(commands)
-    policy_cli.add_commands(commands)
-    recommend_cli.add_commands(commands)
-    daemon_main.add_commands(commands)
-    admin.add_commands(commands)
-    compress_cli.add_commands(commands)
+    bench_cli.add_commands(commands, settings)
+    predict_cli.add_commands(commands, settings)
+    report.add_commands(commands, settings)
+    policy_cli.add_commands(commands, settings)
+    recommend_cli.add_commands(commands, settings)
+    daemon_main.add_commands(commands, settings)
+    admin.add_commands(commands, settings)
+    compress_cli.add_commands(commands, settings)
     return parser
 
 

@@ -9,16 +9,16 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from advisor import paths
 from advisor.predict.calibration import Outcome, PartitionReport, fit_corrections, report
 from advisor.predict.outcomes import collect_outcomes, load_outcomes
+from advisor.settings.validated import Settings
 from advisor.slurm.client import SlurmClient
 from advisor.store import Store
 
 
-def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], settings: Settings) -> None:
     parser = commands.add_parser("report", help="predicted against actual times of finished advised jobs")
-    parser.add_argument("--db", type=Path, default=paths.database())
+    parser.add_argument("--db", type=Path, default=settings.database)
     parser.add_argument(
         "--collect", action="store_true", help="first read finished jobs from Slurm's history (sacct)"
     )
@@ -30,7 +30,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def _report(args: argparse.Namespace, console: Console) -> int:
     store = Store.open(args.db)
     if args.collect:
-        collect_outcomes(store, SlurmClient.local())
+        collect_outcomes(store, SlurmClient.from_settings(args.settings.slurm))
     outcomes = load_outcomes(store)
     partitions = report(outcomes)
     corrections = fit_corrections(outcomes)

@@ -133,6 +133,16 @@ class Store:
         where = None if machine is None else "machine = ?"
         return list(self.db.table("layer_measurements").rows_where(where, [machine] if machine else []))
 
+    def benchmark_coverage(self) -> list[dict[str, Any]]:
+        """Per partition and machine: the last step measured and how many were."""
+        return [
+            {"partition": row[0], "machine": row[1], "last": row[2], "rows": row[3]}
+            for row in self.db.execute(
+                "SELECT f.partition, s.machine, MAX(s.measured_at), COUNT(*) FROM step_measurements s "
+                "JOIN fingerprints f ON f.key = s.fingerprint GROUP BY f.partition, s.machine ORDER BY 1"
+            ).fetchall()
+        ]
+
     def _create_tables(self) -> None:
         """The whole schema, once per connection: the wrappers below only read and write."""
         self.db.table("fingerprints").create(_FINGERPRINT_COLUMNS, pk="key", if_not_exists=True)
@@ -234,10 +244,6 @@ class ModelRegistry:
         with self.db.conn:
             self.db.execute("UPDATE model_versions SET active = 0 WHERE machine = ?", [row["machine"]])
             self.db.table("model_versions").insert({**row, "active": 1})
-
-    def active(self, machine: str) -> dict[str, Any] | None:
-        rows = self.db.table("model_versions").rows_where("machine = ? AND active = 1", [machine])
-        return next(iter(rows), None)
 
     def all_active(self) -> list[dict[str, Any]]:
         return list(self.db.table("model_versions").rows_where("active = 1", order_by="machine"))

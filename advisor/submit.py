@@ -8,8 +8,8 @@ with one warning line. sbatch's own output and exit status are the wrapper's.
 Advisor options: ``--dry-run`` (advise and ask Slurm with ``--test-only``, submit nothing), ``--json``
 (the advice as JSON on stdout), ``--yes`` (apply without asking on a terminal), ``--no-rewrite`` (submit
 unchanged, still advised), ``--explain`` (print the candidates and reasons even off a terminal).
-Environment: ``ADVISOR_SOCKET`` (the daemon), ``ADVISOR_TIMEOUT`` (seconds for the whole call, default 2),
-``ADVISOR_DAEMON_USER`` (who may serve the socket, default ``advisor``; root and the caller always may).
+Settings (`advisor.settings`): ``socket``, ``timeout_s`` (the whole call, default 2 s) and ``daemon_user``
+(who may serve the socket besides root and the caller), from the settings file and ``ADVISOR_*`` variables.
 
 The daemon's answer is untrusted input: `advisor.submit_guard` accepts only what a rewrite may do. A factory
 model (``package.module:factory``) is the user's code: it is imported and called at submission time, in a
@@ -35,12 +35,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from advisor import paths
 from advisor.daemon.transport import DaemonRefused, DaemonUnreachable, call
 from advisor.jobscript.advisor_words import description_values, names_a_factory, split_command_line
 from advisor.jobscript.errors import ScriptError
 from advisor.jobscript.lexer import MAX_SCRIPT_BYTES, STDIN
 from advisor.jobscript.options import script_arguments
+from advisor.settings import CallerSettings, SettingsError, caller_settings
 from advisor.submit_guard import SbatchCall, UntrustedAdvice, UserJob, checked, sanitized
 
 OURS = ("--dry-run", "--json", "--yes", "--no-rewrite", "--explain")
@@ -65,15 +65,13 @@ advisor options (first):
   --batch-range=MIN:MAX    --amp=yes|no    --grad-accum=yes|no    --workers=N    --batch-flag=FLAG
   A factory is your own code: it is imported and called when the job is submitted.
 
-environment:
+environment (over the settings file, $ADVISOR_CONFIG or /etc/advisor/advisor.toml):
   ADVISOR_SOCKET        the daemon's socket (default /run/advisor/advisor.sock)
   ADVISOR_TIMEOUT       seconds the whole exchange with the daemon may take (default 2)
   ADVISOR_DAEMON_USER   who may serve the socket besides root and you (default advisor)
 
 Every other option is sbatch's: see `sbatch --help`.
 """
-DEFAULT_TIMEOUT_S = 2.0
-DAEMON_USER = "advisor"
 INTROSPECT_TIMEOUT_S = 60
 INTROSPECT_MEMORY_BYTES = 8 * 2**30
 
@@ -232,30 +230,21 @@ def _child_limits() -> None:
 
 def _call(method: str, path: str, body: bytes | None = None) -> bytes:
     try:
-        return call(paths.socket(), method, path, body, _timeout(), trusted_uids=_trusted_uids())
+        settings = caller_settings(os.environ)
+    except SettingsError as error:
+        raise AdvisorUnavailable(f"the advisor's settings are unusable: {sanitized(str(error))}") from error
+    try:
+        return call(settings.socket, method, path, body, settings.timeout_s, _trusted_uids(settings))
     except DaemonUnreachable as error:
         raise AdvisorUnavailable(sanitized(str(error))) from error
     except DaemonRefused as error:
         raise AdvisorUnavailable(f"the advisor could not advise this job: {sanitized(str(error))}") from error
 
 
-def _timeout() -> float:
-    text = os.environ.get("ADVISOR_TIMEOUT", "").strip()
-    if not text:
-        return DEFAULT_TIMEOUT_S
-    try:
-        value = float(text)
-    except ValueError:
-        raise AdvisorUnavailable(f"ADVISOR_TIMEOUT={text!r} is not a number of seconds") from None
-    if not 0 < value < 3600:
-        raise AdvisorUnavailable(f"ADVISOR_TIMEOUT={text!r} is not between 0 and 3600 seconds")
-    return value
-
-
-def _trusted_uids() -> set[int]:
+def _trusted_uids(settings: CallerSettings) -> set[int]:
     """Root, the caller, and the advisor's user: anyone else serving the socket could rewrite the job."""
     trusted = {0, os.getuid()}
-    name = os.environ.get("ADVISOR_DAEMON_USER", "").strip() or DAEMON_USER
+    name = settings.daemon_user
     with contextlib.suppress(KeyError):  # no such user here: only root and the caller
         trusted.add(int(name) if name.isdigit() else pwd.getpwnam(name).pw_uid)
     return trusted

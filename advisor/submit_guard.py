@@ -27,9 +27,7 @@ _TIME = re.compile(r"(?:[1-9][0-9]{0,4}-)?[0-9]{2}:[0-5][0-9]:[0-5][0-9]")
 _COUNT = r"[1-9][0-9]{0,5}"
 _GPU_LIST = re.compile(rf"(?:{_NAME}:)?{_COUNT}")
 _GPU_GRES = re.compile(rf"gpu(?::{_NAME})?:{_COUNT}")
-_GPU_TRES = re.compile(rf"gres/gpu(?::{_NAME})?={_COUNT}")
 _GPU_LIST_OPTIONS = ("gpus", "gpus-per-node", "gpus-per-task", "gpus-per-socket")
-_GPU_TRES_OPTIONS = ("tres-per-task", "tres-per-node", "tres-per-socket", "tres-per-job")
 _VALUE = re.compile(r"(['\"]?)([0-9]+)\1")
 
 
@@ -157,8 +155,6 @@ def _gpu_form(value: str, given: dict[str, list[str]], key: str) -> str | None:
         return "the job gives its GPUs another way (a rewrite keeps the user's form)"
     if key in _GPU_LIST_OPTIONS:
         return None if _GPU_LIST.fullmatch(value) else "not [TYPE:]COUNT"
-    if key in _GPU_TRES_OPTIONS:
-        return None if _GPU_TRES.fullmatch(value) else "not gres/gpu[:TYPE]=COUNT"
     first, *others = value.split(",")
     own = {item for text in given[key] for item in text.split(",")}
     if not _GPU_GRES.fullmatch(first) or not set(others) <= own:
@@ -185,7 +181,7 @@ _CHECKS: dict[str, Callable[[str, dict[str, list[str]], str], str | None]] = {
     "job-name": _job_name,
     "gres": _gpu_form,
     "export": _export,
-    **{name: _gpu_form for name in (*_GPU_LIST_OPTIONS, *_GPU_TRES_OPTIONS)},
+    **{name: _gpu_form for name in _GPU_LIST_OPTIONS},
 }
 
 

@@ -38,6 +38,7 @@ import argparse
 import csv
 import json
 import math
+import os
 import statistics
 import sys
 from collections import defaultdict
@@ -52,14 +53,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from advisor import paths  # noqa: E402 (after the path set-up)
-from advisor.introspect.run import introspect  # noqa: E402
+from advisor.introspect.run import introspect  # noqa: E402 (after the path set-up)
 from advisor.predict.curves import interpolate  # noqa: E402
 from advisor.predict.features import layer_flops  # noqa: E402
 from advisor.predict.machine import LayerSample, fit_layers  # noqa: E402
 from advisor.predict.scaling import match_spec, roofline_ratio  # noqa: E402
 from advisor.predict.service import load_specs  # noqa: E402
 from advisor.records import LayerConfig  # noqa: E402
+from advisor.settings import load_settings  # noqa: E402
 from benchmarks.harness.truth import StepTable  # noqa: E402
 
 GPU = {"aws": "T4", "azure": "V100", "dgx": "A100-SXM4-40GB"}
@@ -333,7 +334,7 @@ def _single_gpu_steps(path: Path) -> dict[tuple[str, str, int], float]:
 
 
 def _pairs(steps: dict[tuple[str, str, int], float]) -> list[Pair]:
-    specs = load_specs(paths.gpu_specs())
+    specs = load_specs(load_settings(os.environ).gpu_specs)
     devices = {name: match_spec(name, specs) for name in GPU.values()}
     measured = [
         (base, target, app, batch, steps[(app, target, batch)] / seconds)

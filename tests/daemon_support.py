@@ -28,24 +28,24 @@ sleep 600
 
 
 class Daemon:
-    def __init__(self, root: Path, env: dict[str, str], options: list[str] | None = None) -> None:
+    def __init__(
+        self, root: Path, env: dict[str, str], options: list[str] | None = None, config: Path | None = None
+    ) -> None:
+        """With ``config`` the daemon finds everything through its settings file, else through options."""
         self.root = root
         self.env = env
         self.options = options or []
+        self.config = config
         self.socket = root / "advisor.sock"
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        argv = [
-            str(BIN / "advisor"),
-            "daemon",
-            "--socket",
-            str(self.socket),
-            "--db",
-            str(self.root / "advisor.db"),
-        ]
-        argv += ["--policy", str(self.root / "policy.toml"), "--models-dir", str(self.root / "models")]
-        argv += self.options
+        if self.config is not None:
+            argv = [str(BIN / "advisor"), "--config", str(self.config), "daemon", *self.options]
+        else:
+            argv = [str(BIN / "advisor"), "daemon", "--socket", str(self.socket)]
+            argv += ["--db", str(self.root / "advisor.db"), "--policy", str(self.root / "policy.toml")]
+            argv += ["--models-dir", str(self.root / "models"), *self.options]
         log = (self.root / "daemon.log").open("ab")
         self.process = subprocess.Popen(argv, env=self.env, stdout=log, stderr=log)
         deadline = time.monotonic() + 120

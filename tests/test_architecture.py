@@ -83,3 +83,108 @@ def test_no_class_name_is_defined_twice() -> None:
 def test_no_vague_module_name_is_used_twice() -> None:
     names = Counter(path.name for path in PACKAGE.rglob("*.py") if path.name in VAGUE)
     assert [name for name, count in names.items() if count > 1] == []
+
+
+PURE_CORE = (
+    "advisor.jobscript",
+    "advisor.introspect.table",
+    "advisor.introspect.flops",
+    "advisor.introspect.memory",
+    "advisor.predict.features",
+    "advisor.predict.curves",
+    "advisor.predict.jobtime",
+    "advisor.wait.simulate",
+    "advisor.policy",
+    "advisor.recommend.candidates",
+    "advisor.recommend.choose",
+    "advisor.recommend.service",
+    "advisor.bench.plan",
+    "advisor.bench.zoo",
+    "advisor.records",
+    "advisor.contract",
+    "advisor.frozen",
+    "advisor.tomlfile",
+)
+"""What decides (parsing, counting, predicting, simulating, choosing) takes its inputs as arguments."""
+EDGES = (
+    "advisor.store",
+    "advisor.slurm.client",
+    "advisor.slurm.runner",
+    "advisor.daemon",
+    "advisor.sandbox",
+    "advisor.settings",
+    "subprocess",
+    "socket",
+    "sqlite3",
+    "sqlite_utils",
+    "aiohttp",
+    "fabric",
+    "paramiko",
+    "apscheduler",
+)
+"""A database, Slurm, a socket, a child process, the settings (and through them the environment)."""
+CLOCKS = {("datetime", "now"), ("datetime", "utcnow"), ("date", "today"), ("time", "time")}
+CLOCKS |= {("time", "monotonic"), ("time", "perf_counter")}
+ENVIRONMENT_READERS = {
+    "advisor.cli": "hands the process's environment to the settings, and SBATCH_* to `advisor parse`",
+    "advisor.recommend.cli": "SBATCH_* variables, part of the submission `advisor recommend` reads",
+    "advisor.submit": "the settings, and the user's environment, which sbatch runs with",
+    "advisor.slurm.runner": "a Slurm command's environment: this one, less Slurm's own variables",
+    "advisor.sandbox.processes": "the sandbox's daemons run with this environment and their marker",
+    "advisor.bench.fingerprint": "the benchmark job's allocation (SLURM_*, CUDA_VISIBLE_DEVICES)",
+    "advisor.bench.job": "the benchmark job's allocation: its CPU threads",
+}
+"""Where `os.environ` may be read, and why; every other module is handed what it needs. Only
+`advisor.settings` interprets the advisor's own ``ADVISOR_*`` variables, from the mapping it is handed."""
+
+
+def _in(module: str, prefixes: tuple[str, ...] | set[str]) -> bool:
+    return any(module == prefix or module.startswith(prefix + ".") for prefix in prefixes)
+
+
+def _all_imports(tree: ast.Module) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+def _calls(tree: ast.Module) -> set[tuple[str, str]]:
+    """``owner.attribute`` pairs written in the module: ``os.environ``, ``datetime.now``..."""
+    return {
+        (node.value.id, node.attr)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+    }
+
+
+def test_the_pure_core_reaches_no_database_slurm_socket_process_clock_or_environment() -> None:
+    modules = {name.removesuffix(".__init__"): tree for name, tree in _modules().items()}
+    commands = {name for name in modules if name.endswith(".cli")}
+    core = {name: tree for name, tree in modules.items() if _in(name, PURE_CORE) and name not in commands}
+    assert len(core) >= len(PURE_CORE), "every module named is still there"
+    found = {
+        name: sorted(
+            {target for target in _all_imports(tree) if _in(target, EDGES)}
+            | {f"{owner}.{attr}" for owner, attr in _calls(tree) & (CLOCKS | {("os", "environ")})}
+        )
+        for name, tree in core.items()
+    }
+    assert {name: reached for name, reached in found.items() if reached} == {}
+
+
+def test_the_environment_is_read_where_the_list_says_and_nowhere_else() -> None:
+    modules = {name.removesuffix(".__init__"): tree for name, tree in _modules().items()}
+    readers = {
+        name
+        for name, tree in modules.items()
+        if {("os", "environ"), ("os", "getenv")} & _calls(tree) or "getenv" in _all_imports(tree)
+    }
+    assert sorted(name for name in readers if not _in(name, set(ENVIRONMENT_READERS))) == []
+    assert (
+        sorted(reader for reader in ENVIRONMENT_READERS if not any(_in(n, {reader}) for n in readers)) == []
+    )

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from advisor.bench.measure import layer_configs, measure_layer, measure_step, zoo_table
+from advisor.bench.measure import measure_layer, measure_step, zoo_table
 from advisor.records import LayerConfig
 
 from .bench_support import CPU, TINY, one_thread  # noqa: F401 (an autouse fixture)
@@ -90,13 +90,6 @@ def test_a_layer_is_timed(config: LayerConfig) -> None:
     assert result.pace_s is not None and result.pace_ratio is not None
     assert result.pace_ratio * result.pace_s == pytest.approx(result.median_s)
     assert config.depthwise == (config.groups == 16)
-
-
-def test_layer_configs_are_the_distinct_geometries_of_a_model() -> None:
-    configs = layer_configs("mobilenet_v3_small", 32, [1, 8], amp=(False, True))
-    assert len(configs) == len(set(configs))
-    assert {c.batch for c in configs} == {1, 8} and {c.amp for c in configs} == {False, True}
-    assert any(c.depthwise for c in configs) and any(c.op == "linear" for c in configs)
 
 
 def test_a_real_allocation_failure_is_recorded_not_raised() -> None:

@@ -126,11 +126,7 @@ def test_the_memory_estimate_caps_the_batch_grid() -> None:
     assert max(i.config.batch for i in small.items) < max(i.config.batch for i in big.items) == 4096
 
 
-def test_cutting_to_a_budget_keeps_order_and_skips_what_does_not_fit(plan: Plan) -> None:
-    cut = plan.within(600)
-    assert 0 < cut.estimate_s <= 600
-    positions = [plan.items.index(item) for item in cut.items]
-    assert positions == sorted(positions)
+def test_the_first_items_of_a_plan_keep_its_order() -> None:
     step = StepConfig(
         model="resnet18", input_size=32, batch=1, amp=False, channels_last=False, pinned=False, workers=0
     )
@@ -139,8 +135,7 @@ def test_cutting_to_a_budget_keeps_order_and_skips_what_does_not_fit(plan: Plan)
         for b, s in ((1, 5), (2, 100), (4, 5))
     )
     small = Plan(items=items, steps=1, warmup=0, repeats=1)
-    assert [i.config.batch for i in small.within(20).items] == [1, 4]
-    assert small.first(1).items == items[:1]
+    assert small.first(2).items == items[:2]
 
 
 def test_description_rows_cover_the_plan(plan: Plan) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import textwrap
@@ -27,6 +28,7 @@ from advisor.compress.curve import (
 from advisor.compress.estimate import dense_layers, render_savings
 from advisor.compress.fileformat import CompressedFileError, pack_bits, read_container, unpack_bits
 from advisor.introspect.run import introspect
+from advisor.settings import load_settings
 
 torch.set_num_threads(1)
 
@@ -123,14 +125,9 @@ def test_a_file_written_by_one_process_loads_in_another(tmp_path: Path) -> None:
     checkpoint, out = tmp_path / "model.pt", tmp_path / "model.advc"
     torch.save(_model().state_dict(), checkpoint)
     writer = textwrap.dedent(f"""
-        import argparse
-        from rich.console import Console
-        from advisor.compress import cli
-        parser = argparse.ArgumentParser()
-        cli.add_commands(parser.add_subparsers())
+        from advisor.cli import main
         argv = ["compress", {str(checkpoint)!r}, "--out", {str(out)!r}, "--index-bits", "4"]
-        args = parser.parse_args(argv)
-        raise SystemExit(args.handler(args, Console()))
+        raise SystemExit(main(argv))
     """)
     subprocess.run([sys.executable, "-c", writer], check=True, capture_output=True, timeout=120)
     expected = compress_state(torch.load(checkpoint, weights_only=True), "linear", 0.0, 4)
@@ -173,7 +170,7 @@ def test_cli_reports_each_layer_and_writes_a_loadable_file(tmp_path: Path) -> No
     checkpoint, out = tmp_path / "model.pt", tmp_path / "model.advc"
     torch.save({"state_dict": _model().state_dict()}, checkpoint)
     parser = argparse.ArgumentParser()
-    cli.add_commands(parser.add_subparsers())
+    cli.add_commands(parser.add_subparsers(), load_settings(os.environ))
     console = Console(record=True, width=200)
     args = parser.parse_args(["compress", str(checkpoint), "--out", str(out), "--prune", "0.2"])
     assert args.handler(args, console) == 0

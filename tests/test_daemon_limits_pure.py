@@ -11,7 +11,7 @@ from typing import cast
 
 import pytest
 
-from advisor.daemon.app import Advisor, Settings
+from advisor.daemon.app import AdviceService, ServiceInputs
 from advisor.daemon.transport import Peer
 from advisor.recommend.cluster import ClusterView
 from advisor.slurm.client import SlurmClient
@@ -102,8 +102,8 @@ def test_the_pace_lets_a_burst_through_then_spaces_calls_by_the_rate() -> None:
 
 def test_another_users_advised_job_reads_exactly_like_a_job_never_advised(tmp_path: Path) -> None:
     """/explain must not tell a stranger which job ids were advised."""
-    settings = Settings(database=tmp_path / "advisor.db", policy=tmp_path / "policy.toml", specs=[])
-    advisor = Advisor(settings, cast(SlurmClient, None), lambda: NOW)
+    inputs = ServiceInputs(database=tmp_path / "advisor.db", policy=tmp_path / "policy.toml", specs=[])
+    advisor = AdviceService(inputs, cast(SlurmClient, None), lambda: NOW)
     with advisor.store() as store:
         Audit(store).record({"request_id": "r1", "at": NOW.isoformat(), "uid": 1000, "user": "alice"})
         Audit(store).attach_job("r1", 42)

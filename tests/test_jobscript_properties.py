@@ -74,7 +74,7 @@ def test_check_script_gives_back_every_byte_it_accepts(data: bytes) -> None:
         assert text.encode("utf-8", errors="surrogateescape") == candidate
 
 
-@settings(max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=2_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=64), pieces, noise, st.lists(st.sampled_from(LINE_STARTS), min_size=1, max_size=2))
 def test_the_parser_raises_only_script_error(
     data: bytes, tokens: list[str], extra: str, starts: list[str]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from rich.console import Console
 from advisor.policy import Policy, PolicyError, PolicyHolder, load_policy, parse_policy, resolve
 from advisor.policy import cli as policy_cli
 from advisor.sandbox.spec import load_spec
+from advisor.settings import load_settings
 
 from .conftest import REPO, SANDBOX_CONFIG
 
@@ -34,7 +36,7 @@ def test_the_sandbox_policy_keeps_students_off_the_a100s_and_leaves_the_guest_al
     assert set(policy.partitions) == set(SANDBOX_PARTITIONS)  # every sandbox partition has a price
     students = resolve(policy, "bob", "students", SANDBOX_PARTITIONS)
     assert list(students.partitions) == ["v100", "t4", "cpu"]
-    assert students.may_rewrite("t4") and not students.may_rewrite("cpu")
+    assert (students.partitions["t4"].mode, students.partitions["cpu"].mode) == ("rewrite", "advise")
     assert resolve(policy, "guest", "students", SANDBOX_PARTITIONS).partitions == {}
     assert resolve(policy, "carol", "vision", SANDBOX_PARTITIONS).partitions["a100"].mode == "advise"
 
@@ -231,7 +233,7 @@ def test_a_file_that_disappears_keeps_the_last_good_policy(tmp_path: Path) -> No
 
 def run_check(*words: str) -> int:
     parser = argparse.ArgumentParser(prog="advisor")
-    policy_cli.add_commands(parser.add_subparsers(required=True))
+    policy_cli.add_commands(parser.add_subparsers(required=True), load_settings(os.environ))
     args = parser.parse_args(["policy", "check", *words])
     return int(args.handler(args, Console(width=200)))
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -28,6 +29,7 @@ from advisor.predict.registry import active_models, layer_samples, machines, ste
 from advisor.predict.scaling import DeviceSpec
 from advisor.predict.service import Predictors, predict
 from advisor.records import LayerConfig, ResultLine, StepMeasurement
+from advisor.settings import load_settings
 from advisor.store import AdvisedJobs, ModelRegistry, Store
 
 FIXTURE = Path(__file__).parent / "data" / "predict" / "cpu-zoo.jsonl"
@@ -196,7 +198,7 @@ def test_a_partition_without_benchmarks_is_scaled_with_low_confidence(store: Sto
 def test_predict_prints_json(store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "advisor.db"
     parser = argparse.ArgumentParser()
-    add_commands(parser.add_subparsers())
+    add_commands(parser.add_subparsers(), load_settings(os.environ))
     train = parser.parse_args(["models", "train", "--db", str(db), "--models-dir", str(tmp_path / "m")])
     assert train.handler(train, Console(quiet=True)) == 0
     words = ["predict", "--model", "mobilenet_v2", "--input-shape", "3,32,32", "--batch-size", "16"]
@@ -225,7 +227,7 @@ def test_evaluate_reports_each_held_out_batch_size_and_plots(
     store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     parser = argparse.ArgumentParser()
-    add_commands(parser.add_subparsers())
+    add_commands(parser.add_subparsers(), load_settings(os.environ))
     plot = tmp_path / "evaluation.png"
     args = parser.parse_args(
         ["models", "evaluate", "--db", str(tmp_path / "advisor.db"), "--json", "--plot", str(plot)]

@@ -17,8 +17,8 @@ from advisor.runtime import (
     AccumulatingStep,
     Amp,
     AutocastPlan,
+    ContractError,
     RuntimeSettings,
-    SettingsError,
     autocast_plan,
     loader_options,
     micro_batches,
@@ -280,7 +280,7 @@ def test_the_global_batch_given_or_the_users_fixes_what_the_advice_leaves_out(
     ],
 )
 def test_invalid_advice_is_refused_naming_the_variable(env: dict[str, str], named: str) -> None:
-    with pytest.raises(SettingsError, match=named):
+    with pytest.raises(ContractError, match=named):
         read_settings(env, RuntimeSettings(micro_batch=32, world_size=2))
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from advisor.sandbox.cluster import Sandbox
 from advisor.slurm.client import SlurmClient
-from advisor.slurm.models import FinishedJob, QueuedJob
+from advisor.slurm.models import FinishedJob, Gpus, QueuedJob
 from advisor.slurm.runner import SlurmError
 
 SCRIPT = "#!/bin/sh\nsleep {seconds}\n"
@@ -61,8 +61,8 @@ def test_nodes_report_their_gpus(slurm: SlurmClient) -> None:
     assert nodes["a100-1"].gpus is not None
     assert (nodes["a100-1"].gpus.type, nodes["a100-1"].gpus.count) == ("a100", 4)
     assert nodes["cpu-1"].gpus is None
-    assert slurm.show_node("t4-2")["Gres"] == "gpu:t4:2"
-    assert slurm.show_partition("v100")["Nodes"] == "v100-[1-2]"
+    assert nodes["t4-2"].gpus == Gpus(type="t4", count=2)
+    assert {n.name: n for n in slurm.partitions()}["v100"].node_names == ["v100-1", "v100-2"]
 
 
 def test_a_job_goes_from_pending_through_running_to_completed_and_into_history(slurm: SlurmClient) -> None:

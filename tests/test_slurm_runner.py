@@ -6,17 +6,13 @@ import time
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
 
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.runner import (
     CommandResult,
     LocalRunner,
-    SlurmConnection,
     SlurmError,
-    SshRunner,
     clean_environment,
-    make_runner,
 )
 
 
@@ -171,11 +167,3 @@ def test_client_show_job_without_records(tmp_path: Path) -> None:
     client = client_with(tmp_path, "scontrol", "echo 'No jobs in the system'")
     with pytest.raises(SlurmError, match="no such job"):
         client.show_job(5)
-
-
-def test_connection_settings() -> None:
-    assert isinstance(make_runner(SlurmConnection()), LocalRunner)
-    ssh = make_runner(SlurmConnection(mode="ssh", ssh_host="login", ssh_user="me", ssh_key="/k"))
-    assert isinstance(ssh, SshRunner)
-    with pytest.raises(ValidationError, match="mode 'ssh' needs ssh_host, ssh_key"):
-        SlurmConnection(mode="ssh", ssh_user="me")

@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from advisor import cli
+from advisor.settings import load_settings
 
 SYSTEMD_DIR = Path(__file__).resolve().parent.parent / "systemd"
 DAEMON = "advisor.service"
@@ -234,6 +235,6 @@ def test_every_command_line_is_one_advisor_accepts(argv: list[str]) -> None:
     errors = io.StringIO()
     with contextlib.redirect_stderr(errors):
         try:
-            cli._parser().parse_args(argv[1:])
+            cli._parser(load_settings({})).parse_args(argv[1:])
         except SystemExit:
             pytest.fail(f"advisor refuses {shlex.join(argv[1:])}: {errors.getvalue()}")

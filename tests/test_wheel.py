@@ -1,49 +1,122 @@
-"""A wheel built from the tree carries the package's data: installed alone, it finds its GPU specs."""
+"""A wheel built from the tree: it carries the package's data, `advisor predict` in a fresh venv finds its GPU
+specifications, and the training side's install needs none of the service's dependencies."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
+from advisor.bench.measure import zoo_table
+from advisor.bench.results import read_jsonl
+from advisor.predict.registry import machines, train_machine
+from advisor.predict.scaling import match_spec
+from advisor.predict.service import load_specs
+from advisor.store import Store
+
 REPO = Path(__file__).resolve().parent.parent
+FIXTURE = REPO / "tests" / "data" / "predict" / "cpu-zoo.jsonl"
+SERVICE_ONLY = ("torch", "torchvision", "xgboost", "fabric", "apscheduler", "sqlite_utils", "aiohttp")
+SERVICE_ONLY += ("scipy", "matplotlib", "sklearn")
 
 
-def test_a_wheel_installs_with_its_gpu_specifications_and_sandbox_description(tmp_path: Path) -> None:
-    wheels, target, tree = tmp_path / "wheels", tmp_path / "site", tmp_path / "tree"
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    root = tmp_path_factory.mktemp("wheel")
+    tree = root / "tree"
     # A copy, so the build neither reads nor leaves a build/ folder in the checkout.
     shutil.copytree(REPO / "advisor", tree / "advisor", ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, tree / name)
     build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w"]
-    subprocess.run([*build, str(wheels), str(tree)], cwd=tree, check=True, capture_output=True, timeout=300)
-    (wheel,) = wheels.glob("advisor-*.whl")
+    subprocess.run([*build, str(root), str(tree)], cwd=tree, check=True, capture_output=True, timeout=300)
+    (built,) = root.glob("advisor-*.whl")
+    yield built
+
+
+def test_the_wheel_holds_exactly_the_package(wheel: Path, tmp_path: Path) -> None:
     with zipfile.ZipFile(wheel) as archive:
         packed = {name for name in archive.namelist() if name.startswith("advisor/")}
-    copied = {path.relative_to(tree).as_posix() for path in (tree / "advisor").rglob("*") if path.is_file()}
+        metadata = next(name for name in archive.namelist() if name.endswith(".dist-info/METADATA"))
+        requires = [
+            line.removeprefix("Requires-Dist: ")
+            for line in archive.read(metadata).decode().splitlines()
+            if line.startswith("Requires-Dist: ")
+        ]
+    tree = REPO / "advisor"
+    copied = {
+        path.relative_to(REPO).as_posix()
+        for path in tree.rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    }
     assert packed == copied, "the wheel holds the tree, nothing stale and nothing missing"
-    install = [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)]
+    base = sorted(re.split(r"[<>=!~ ;]", line)[0] for line in requires if "extra ==" not in line)
+    assert base == ["pydantic", "rich"], "a training environment gets no service dependency"
+
+
+def test_advisor_predict_in_a_fresh_venv_finds_the_gpu_specifications(wheel: Path, tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    install = [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q", str(wheel)]
     subprocess.run(install, check=True, capture_output=True, timeout=300)
-    probe = (
-        "import json, advisor; from advisor import paths; from advisor.predict.service import load_specs; "
-        "print(json.dumps([advisor.__file__, len(load_specs(paths.gpu_specs())), "
-        "paths.package_data('sandbox.toml').is_file()]))"
+    # The dependencies, from this venv's site-packages as a plain path: its .pth files (the checkout's
+    # editable install among them) are not read, so `advisor` can only be the wheel's.
+    site = Path(sysconfig.get_paths()["purelib"])
+    target_site = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     )
-    env = {key: value for key, value in os.environ.items() if key != "ADVISOR_GPU_SPECS"}
-    result = subprocess.run(
-        [sys.executable, "-c", probe],
-        env={**env, "PYTHONPATH": str(target)},
-        cwd=tmp_path,  # not the checkout: the installed copy alone
+    (target_site / "dependencies.pth").write_text(f"{site}\n")
+    store = Store.open(tmp_path / "advisor.db")
+    store.ingest(read_jsonl(FIXTURE))
+    for machine in machines(store):
+        train_machine(store, machine, tmp_path / "models", zoo_table)
+    env = {key: value for key, value in os.environ.items() if not key.startswith("ADVISOR_")}
+    where = subprocess.run(
+        [str(python), "-c", "import advisor; print(advisor.__file__)"],
+        env=env,
+        cwd=tmp_path,
         capture_output=True,
         text=True,
         check=True,
-        timeout=120,
     )
-    where, specs, sandbox = json.loads(result.stdout)
-    assert Path(where).is_relative_to(target), "the wheel's copy, not the checkout's"
-    assert specs == len(list((REPO / "advisor" / "data" / "gpu-specs").glob("*.json"))) == 13
-    assert sandbox
+    assert Path(where.stdout.strip()).is_relative_to(target_site), "the wheel's copy, not the checkout's"
+    argv = [str(venv / "bin" / "advisor"), "predict", "--model", "resnet18", "--input-shape", "3,32,32"]
+    argv += ["--batch-size", "8", "--partition", "a100", "--gpu", "A100-SXM4-40GB"]
+    argv += ["--db", str(tmp_path / "advisor.db"), "--json"]
+    result = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    prediction = json.loads(result.stdout)
+    assert "scaled from" in prediction["note"] and "NVIDIA A100-SXM4-40GB" in prediction["note"]
+    spec = match_spec("A100-SXM4-40GB", load_specs(REPO / "advisor" / "data" / "gpu-specs"))
+    assert spec is not None and prediction["memory_bytes"] == spec.memory_bytes, "the specification's memory"
+
+
+def test_the_training_side_imports_nothing_of_the_service() -> None:
+    probe = (
+        "import sys\n"
+        f"blocked = {SERVICE_ONLY[2:]!r}\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in blocked: raise ImportError(f'{name} is the service\\'s')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import advisor.runtime, advisor.submit\n"
+        "print(sorted(name for name in sys.modules if name.split('.')[0] in blocked))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

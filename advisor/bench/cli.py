@@ -13,15 +13,15 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from advisor import paths
 from advisor.bench.plan import add_plan_choice
 from advisor.bench.results import read_jsonl
 from advisor.bench.submit import BenchRequest, ingest_results, submit_benchmarks, wait_for_jobs
+from advisor.settings.validated import Settings
 from advisor.slurm.client import SlurmClient
 from advisor.store import Store
 
 
-def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], settings: Settings) -> None:
     bench = commands.add_parser("bench", help="measure training steps and layers on each partition")
     actions = bench.add_subparsers(required=True, metavar="ACTION")
 
@@ -38,7 +38,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     run.add_argument("--budget-minutes", type=float)
     run.add_argument("--partition", help="recorded in the fingerprint")
     run.add_argument("--out", type=Path, help="JSON-lines results file (default: in the state folder)")
-    run.add_argument("--db", type=Path, default=paths.database())
+    run.add_argument("--db", type=Path, default=settings.database)
     run.set_defaults(handler=_run)
 
     submit = actions.add_parser("submit", help="one Slurm job per partition, then ingest what they measured")
@@ -46,15 +46,15 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     submit.add_argument("--budget-minutes", type=float, default=45.0)
     submit.add_argument("--quick", action="store_true")
     submit.add_argument("--one-at-a-time", action="store_true", help="nodes share hardware (the sandbox)")
-    submit.add_argument("--results-dir", type=Path, default=paths.state_dir() / "bench")
+    submit.add_argument("--results-dir", type=Path, default=settings.bench_dir)
     submit.add_argument("--python", default=sys.executable, help="the advisor's Python on the compute nodes")
     submit.add_argument("--job-arg", action="append", default=[], help="passed on to the benchmark job")
-    submit.add_argument("--db", type=Path, default=paths.database())
+    submit.add_argument("--db", type=Path, default=settings.database)
     submit.set_defaults(handler=_submit)
 
     ingest = actions.add_parser("ingest", help="store results files (again: ingestion is idempotent)")
     ingest.add_argument("files", type=Path, nargs="+")
-    ingest.add_argument("--db", type=Path, default=paths.database())
+    ingest.add_argument("--db", type=Path, default=settings.database)
     ingest.set_defaults(handler=_ingest)
 
 
@@ -91,7 +91,7 @@ def _plan(args: argparse.Namespace, console: Console) -> int:
 def _run(args: argparse.Namespace, console: Console) -> int:
     from advisor.bench import job
 
-    out = args.out or paths.state_dir() / "bench" / f"run-{datetime.now(UTC):%Y%m%dT%H%M%S}.jsonl"
+    out = args.out or args.settings.bench_dir / f"run-{datetime.now(UTC):%Y%m%dT%H%M%S}.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
     words = ["--out", str(out), "--device", args.device]
     words += ["--quick"] if args.quick else ["--check"] if args.check else []
@@ -107,7 +107,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
 
 
 def _submit(args: argparse.Namespace, console: Console) -> int:
-    client = SlurmClient.local()
+    client = SlurmClient.from_settings(args.settings.slurm)
     partitions = client.partitions()
     if args.partition:
         unknown = sorted(set(args.partition) - {p.name for p in partitions})

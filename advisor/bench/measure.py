@@ -22,7 +22,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from advisor.bench.training import amp_dtype, pace_step, start_training
-from advisor.bench.zoo import distinct_layers, zoo_model
+from advisor.bench.zoo import zoo_model
 from advisor.introspect import LayerTable, Optimizer, Precision, estimate_peak_memory
 from advisor.introspect.run import introspect
 from advisor.records import LayerConfig, LayerMeasurement, StepConfig, StepMeasurement
@@ -39,24 +39,6 @@ def zoo_table(model: str, input_size: int) -> LayerTable:
     """The layer table of a zoo model, built exactly as the benchmark builds the model."""
     kwargs = zoo_model(model).kwargs(input_size)
     return introspect(model, (3, input_size, input_size), kwargs, allow_factories=False)
-
-
-def layer_configs(
-    model: str,
-    input_size: int,
-    batches: Sequence[int],
-    *,
-    amp: Sequence[bool] = (False,),
-    cudnn_benchmark: Sequence[bool] = (True,),
-) -> list[LayerConfig]:
-    """The distinct convolution and linear configurations of a zoo model, at every combination asked for."""
-    return [
-        config.model_copy(update={"batch": batch, "amp": use_amp, "cudnn_benchmark": benchmark})
-        for config, _ in distinct_layers(zoo_table(model, input_size))
-        for batch in batches
-        for use_amp in amp
-        for benchmark in cudnn_benchmark
-    ]
 
 
 def is_out_of_memory(error: BaseException) -> bool:

@@ -97,16 +97,6 @@ class Plan(BaseModel):
     def estimate_s(self) -> float:
         return sum(item.estimate_s for item in self.items)
 
-    def within(self, budget_s: float) -> Plan:
-        """The items that fit the budget in order, skipping any single one that would overrun it."""
-        kept: list[PlanItem] = []
-        spent = 0.0
-        for item in self.items:
-            if spent + item.estimate_s <= budget_s:
-                kept.append(item)
-                spent += item.estimate_s
-        return self.model_copy(update={"items": tuple(kept)})
-
     def first(self, count: int) -> Plan:
         return self.model_copy(update={"items": self.items[:count]})
 

@@ -13,8 +13,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from advisor.settings.validated import Settings
 
-def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], settings: Settings) -> None:
     compress = commands.add_parser("compress", help="store dense-layer weights as indices on a shared curve")
     compress.add_argument("checkpoint", type=Path, help="a PyTorch state dict (loaded with weights_only)")
     compress.add_argument("--out", type=Path, required=True, help="the compressed file to write")

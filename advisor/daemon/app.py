@@ -49,7 +49,7 @@ class Forbidden(PermissionError):
 
 
 @dataclass(frozen=True)
-class Settings:
+class ServiceInputs:
     database: Path
     policy: Path
     specs: list[DeviceSpec]
@@ -64,13 +64,13 @@ class _Answer:
     """Serialised once for the audit: a burst of identical requests shares it."""
 
 
-class Advisor:
-    def __init__(self, settings: Settings, client: SlurmClient, clock: Callable[[], datetime]) -> None:
-        self.settings = settings
+class AdviceService:
+    def __init__(self, inputs: ServiceInputs, client: SlurmClient, clock: Callable[[], datetime]) -> None:
+        self.inputs = inputs
         self.client = client
         self.cluster = ClusterView(client, clock)
         self.clock = clock
-        self.policy = PolicyHolder(settings.policy)
+        self.policy = PolicyHolder(inputs.policy)
         self._stores: queue.SimpleQueue[Store] = queue.SimpleQueue()
         self._writing = threading.Lock()
 
@@ -81,7 +81,7 @@ class Advisor:
         try:
             store = self._stores.get_nowait()
         except queue.Empty:
-            store = Store.open(self.settings.database, any_thread=True)
+            store = Store.open(self.inputs.database, any_thread=True)
         try:
             yield store
         finally:
@@ -156,7 +156,7 @@ class Advisor:
         table = _table(parsed, request)
         with self.store() as store:
             recommendation = recommend_now(
-                self.cluster, store, self.policy.current, self.settings.specs, parsed, table, user, now
+                self.cluster, store, self.policy.current, self.inputs.specs, parsed, table, user, now
             )
         return _Answer(
             recommendation=recommendation,

@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING
 from apscheduler.schedulers.background import BackgroundScheduler  # type: ignore[import-untyped]
 from rich.console import Console
 
-from advisor import paths
 from advisor.daemon.limits import Limits
 from advisor.daemon.transport import UnsafeSocketDirectory
+from advisor.settings.validated import Settings
 from advisor.slurm.client import SlurmClient
 from advisor.store import Store
 
 if TYPE_CHECKING:
-    from advisor.daemon.app import Advisor
+    from advisor.daemon.app import AdviceService
 
 log = logging.getLogger("advisor.daemon")
 OUTCOME_MINUTES = 5
@@ -41,15 +41,15 @@ _LIMIT_OPTIONS = (
 RETRAIN_MINUTES = 10
 
 
-def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], settings: Settings) -> None:
     daemon = commands.add_parser(
         "daemon", help="serve advice on a Unix socket (run as the advisor's own user)"
     )
-    daemon.add_argument("--socket", type=Path, default=paths.socket(), help="default: %(default)s")
-    daemon.add_argument("--db", type=Path, default=paths.database())
-    daemon.add_argument("--policy", type=Path, default=paths.policy())
-    daemon.add_argument("--gpu-specs", type=Path, default=paths.gpu_specs())
-    daemon.add_argument("--models-dir", type=Path, default=paths.state_dir() / "models")
+    daemon.add_argument("--socket", type=Path, default=settings.socket, help="default: %(default)s")
+    daemon.add_argument("--db", type=Path, default=settings.database, help="default: %(default)s")
+    daemon.add_argument("--policy", type=Path, default=settings.policy, help="default: %(default)s")
+    daemon.add_argument("--gpu-specs", type=Path, default=settings.gpu_specs, help="default: %(default)s")
+    daemon.add_argument("--models-dir", type=Path, default=settings.models_dir, help="default: %(default)s")
     daemon.add_argument("--log-level", default="INFO")
     limits = daemon.add_argument_group("limits (what local users may hold of the daemon)")
     for flag, field, metavar, meaning in _LIMIT_OPTIONS:
@@ -67,20 +67,20 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def _daemon(args: argparse.Namespace, console: Console) -> int:
-    if os.geteuid() == 0 and not os.environ.get("ADVISOR_ALLOW_ROOT"):
+    if os.geteuid() == 0 and not args.settings.allow_root:
         console.print(
             "advisor: error: the daemon never runs as root; run it as the advisor user", highlight=False
         )
         return 1
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     # The service needs torch (introspection) and xgboost (predictors); other commands start without them.
-    from advisor.daemon.app import Advisor, Settings, utc_now
+    from advisor.daemon.app import AdviceService, ServiceInputs, utc_now
     from advisor.daemon.server import serve
     from advisor.predict.service import load_specs
 
     specs = load_specs(args.gpu_specs) if args.gpu_specs.is_dir() else []
-    settings = Settings(database=args.db, policy=args.policy, specs=specs)
-    advisor = Advisor(settings, SlurmClient.local(), utc_now)
+    inputs = ServiceInputs(database=args.db, policy=args.policy, specs=specs)
+    advisor = AdviceService(inputs, SlurmClient.from_settings(args.settings.slurm), utc_now)
     if advisor.policy.last_error is not None:
         log.error("policy not loaded, the built-in default is in force: %s", advisor.policy.last_error)
     scheduler = BackgroundScheduler(timezone="UTC")
@@ -99,7 +99,7 @@ def _daemon(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def _collect(advisor: Advisor) -> None:
+def _collect(advisor: AdviceService) -> None:
     from advisor.predict.outcomes import collect_outcomes
 
     with advisor.store() as store:

@@ -31,7 +31,7 @@ from aiohttp.web_protocol import RequestHandler
 from pydantic import BaseModel, ValidationError
 
 from advisor.api import AdviseRequest, ErrorAnswer, Submitted
-from advisor.daemon.app import Advisor, Forbidden, RequestError
+from advisor.daemon.app import AdviceService, Forbidden, RequestError
 from advisor.daemon.limits import Limits
 from advisor.daemon.transport import BUDGET_HEADER, Peer, check_socket_directory, peer_credentials
 from advisor.introspect.errors import IntrospectionError
@@ -100,7 +100,7 @@ class _CallerFaults(logging.Filter):
 class _Routes:
     """The endpoints of `advisor.api`; the advice runs on the pool, everything else on the loop."""
 
-    def __init__(self, advisor: Advisor, workers: int) -> None:
+    def __init__(self, advisor: AdviceService, workers: int) -> None:
         self.advisor = advisor
         self.workers = workers
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="advise")
@@ -224,14 +224,14 @@ def _reply(status: HTTPStatus, payload: BaseModel) -> web.Response:
     return web.Response(status=status, body=payload.model_dump_json(), content_type="application/json")
 
 
-def serve(advisor: Advisor, socket_path: Path, limits: Limits | None = None) -> None:
+def serve(advisor: AdviceService, socket_path: Path, limits: Limits | None = None) -> None:
     """Listens until SIGTERM or SIGINT; the socket is connectable by every user (callers are told apart
     by SO_PEERCRED, not by file permissions)."""
     check_socket_directory(socket_path.parent)
     asyncio.run(_serve(advisor, socket_path, limits or Limits()))
 
 
-async def _serve(advisor: Advisor, socket_path: Path, limits: Limits) -> None:
+async def _serve(advisor: AdviceService, socket_path: Path, limits: Limits) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
 

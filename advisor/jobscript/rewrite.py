@@ -128,8 +128,6 @@ def gpu_option(current: GpuRequest, count: int, gpu_type: str | None, gres: str 
     if current.option == "gres":
         others = [item for item in (gres or "").split(",") if item and not _is_gpu_gres(item)]
         return f"--gres={','.join([f'gpu:{typed}', *others])}"
-    if current.option.startswith("tres-per-"):
-        return f"--{current.option}=gres/gpu{':' + gpu_type if gpu_type else ''}={count}"
     return f"--{current.option}={typed}"
 
 

@@ -12,11 +12,12 @@ from rich.table import Table
 
 from advisor.policy.load import PolicyError, load_policy
 from advisor.policy.schema import Policy
+from advisor.settings.validated import Settings
 
 INVALID = 2
 
 
-def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], settings: Settings) -> None:
     policy = commands.add_parser("policy", help="admin policies: which partitions, objectives and limits")
     actions = policy.add_subparsers(required=True, metavar="ACTION")
     check = actions.add_parser("check", help="validate a policy file; errors name their line")

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from advisor.policy.load import PolicyError, Problem, load_policy
+from advisor.policy.load import PolicyError, load_policy
 from advisor.policy.schema import Policy
+from advisor.tomlfile import Problem
 
 
 class PolicyHolder:

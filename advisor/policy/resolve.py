@@ -54,14 +54,6 @@ class Effective(BaseModel):
     time_limit: TimeLimitRule
     tuning: Tuning
 
-    def allows(self, partition: str) -> bool:
-        return partition in self.partitions
-
-    def may_rewrite(self, partition: str) -> bool:
-        """Whether a job may be rewritten to run on ``partition`` (otherwise it can only be advised)."""
-        terms = self.partitions.get(partition)
-        return terms is not None and terms.mode == "rewrite"
-
 
 def resolve(policy: Policy, user: str, account: str | None, partitions: Sequence[str]) -> Effective:
     """``account`` is the one Slurm will charge (the user's default when the job names none); None applies

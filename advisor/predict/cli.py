@@ -14,25 +14,26 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
-from advisor import argtypes, paths
+from advisor import argtypes
 from advisor.predict.jobtime import JobShape, job_time
+from advisor.settings.validated import Settings
 from advisor.store import Store
 
 if TYPE_CHECKING:
     from advisor.predict.evaluate import MachineEvaluation
 
 
-def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], settings: Settings) -> None:
     models = commands.add_parser("models", help="train and evaluate the per-machine predictors")
     actions = models.add_subparsers(required=True, metavar="ACTION")
 
     train = actions.add_parser("train", help="retrain every machine's predictors and swap them in")
-    train.add_argument("--db", type=Path, default=paths.database())
-    train.add_argument("--models-dir", type=Path, default=paths.state_dir() / "models")
+    train.add_argument("--db", type=Path, default=settings.database)
+    train.add_argument("--models-dir", type=Path, default=settings.models_dir)
     train.set_defaults(handler=_train)
 
     evaluate = actions.add_parser("evaluate", help="held-out accuracy: unseen models, batch sizes, memory")
-    evaluate.add_argument("--db", type=Path, default=paths.database())
+    evaluate.add_argument("--db", type=Path, default=settings.database)
     evaluate.add_argument("--json", action="store_true")
     evaluate.add_argument("--plot", type=Path, help="PNG of predicted against measured step times")
     evaluate.set_defaults(handler=_evaluate)
@@ -55,11 +56,11 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     predict.add_argument("--amp", action="store_true")
     predict.add_argument("--channels-last", action="store_true")
     predict.add_argument("--steps", type=int, help="also the whole job's time for this many steps")
-    predict.add_argument("--db", type=Path, default=paths.database())
+    predict.add_argument("--db", type=Path, default=settings.database)
     predict.add_argument(
         "--gpu-specs",
         type=Path,
-        default=paths.gpu_specs(),
+        default=settings.gpu_specs,
         help="folder of GPU specification files (default: %(default)s, or $ADVISOR_GPU_SPECS)",
     )
     predict.add_argument("--json", action="store_true")

@@ -12,25 +12,25 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from advisor import paths
 from advisor.jobscript.advisor_words import split_command_line
 from advisor.jobscript.rewrite import AdviceError, apply_advice
 from advisor.jobscript.submission import parse_submission
 from advisor.policy.holder import PolicyHolder
 from advisor.recommend.choose import Estimate, Recommendation, describe
+from advisor.settings.validated import Settings
 from advisor.slurm.values import format_duration
 
 
-def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], settings: Settings) -> None:
     parser = commands.add_parser(
         "recommend",
         help="candidates, choice and explanation for a batch script, without submitting it",
         usage="advisor recommend [--policy FILE] [--db DB] SCRIPT [job description options] [sbatch options]"
         " [--json]",
     )
-    parser.add_argument("--policy", type=Path, default=paths.policy(), help="default: %(default)s")
-    parser.add_argument("--db", type=Path, default=paths.database())
-    parser.add_argument("--gpu-specs", type=Path, default=paths.gpu_specs())
+    parser.add_argument("--policy", type=Path, default=settings.policy, help="default: %(default)s")
+    parser.add_argument("--db", type=Path, default=settings.database)
+    parser.add_argument("--gpu-specs", type=Path, default=settings.gpu_specs)
     parser.add_argument("script", type=Path)
     parser.add_argument("words", nargs=argparse.REMAINDER, help="#ADVISOR options, then sbatch options")
     parser.set_defaults(handler=_recommend)
@@ -60,7 +60,7 @@ def _recommend(args: argparse.Namespace, console: Console) -> int:
     specs = load_specs(args.gpu_specs) if args.gpu_specs.is_dir() else []
     now = datetime.now(UTC)
     result = recommend_now(
-        ClusterView(SlurmClient.local(), lambda: now),
+        ClusterView(SlurmClient.from_settings(args.settings.slurm), lambda: now),
         Store.open(args.db),
         holder.current,
         specs,

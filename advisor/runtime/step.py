@@ -17,7 +17,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from advisor.runtime.data import to_device
-from advisor.runtime.settings import Amp, RuntimeSettings
+from advisor.runtime.environment import Amp, RuntimeSettings
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 LossOf = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]

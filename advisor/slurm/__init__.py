@@ -15,11 +15,10 @@ from advisor.slurm.runner import (
     CommandResult,
     LocalRunner,
     Runner,
-    SlurmConnection,
     SlurmError,
     SshRunner,
     clean_environment,
-    make_runner,
+    runner_for,
 )
 
 __all__ = [
@@ -33,11 +32,10 @@ __all__ = [
     "Record",
     "Runner",
     "SlurmClient",
-    "SlurmConnection",
     "SlurmError",
     "SshRunner",
     "SubmitResult",
     "TestOnlyResult",
     "clean_environment",
-    "make_runner",
+    "runner_for",
 ]

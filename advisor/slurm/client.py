@@ -6,10 +6,9 @@ surfaces as ``SlurmError`` carrying the command and its output.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from advisor.slurm.models import FinishedJob, Node, Partition, QueuedJob, Record, SubmitResult, TestOnlyResult
 from advisor.slurm.pace import RateLimit
@@ -22,7 +21,10 @@ from advisor.slurm.parse import (
     parse_submit,
     parse_test_only,
 )
-from advisor.slurm.runner import CommandResult, LocalRunner, Runner, SlurmError
+from advisor.slurm.runner import CommandResult, Runner, SlurmError, runner_for
+
+if TYPE_CHECKING:
+    from advisor.settings.validated import SlurmSettings
 
 _T = TypeVar("_T")
 # sbatch --test-only prints, and sacct reads, wall-clock times in the local zone of wherever they run
@@ -65,10 +67,9 @@ class SlurmClient:
         self._test_only_pace = test_only_pace or RateLimit(TEST_ONLY_PER_SECOND, burst=16)
 
     @classmethod
-    def local(cls) -> SlurmClient:
-        """The cluster this shell's Slurm commands reach: ``SLURM_CONF`` is the one Slurm variable kept."""
-        conf = os.environ.get("SLURM_CONF")
-        return cls(LocalRunner(env={"SLURM_CONF": conf} if conf else {}))
+    def from_settings(cls, slurm: SlurmSettings) -> SlurmClient:
+        """The cluster the settings reach, locally or over SSH."""
+        return cls(runner_for(slurm), timeout_s=slurm.timeout_s)
 
     def nodes(self) -> list[Node]:
         return self._parse(self._run(["sinfo", "--json"]), parse_sinfo_json)
@@ -96,12 +97,6 @@ class SlurmClient:
 
     def show_job(self, job_id: int | str) -> Record:
         return self._show("job", str(job_id))
-
-    def show_partition(self, name: str) -> Record:
-        return self._show("partition", name)
-
-    def show_node(self, name: str) -> Record:
-        return self._show("node", name)
 
     def submit(
         self,

@@ -15,12 +15,12 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, Self
-
-from pydantic import BaseModel, ConfigDict, model_validator
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 if TYPE_CHECKING:
     from fabric import Connection
+
+    from advisor.settings.validated import SlurmSettings
 
 #: Variables that silently change what Slurm commands do or print (default partition, output format...).
 _SLURM_PREFIXES = ("SBATCH_", "SLURM_", "SALLOC_", "SRUN_", "SQUEUE_", "SINFO_", "SACCT_")
@@ -258,38 +258,16 @@ def _drained(channel: Any) -> bool:
     return not channel.recv_ready() and not channel.recv_stderr_ready()
 
 
-class SlurmConnection(BaseModel):
-    """Where and how to reach Slurm; part of the advisor's settings."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    mode: Literal["local", "ssh"] = "local"
-    env: dict[str, str] = {}
-    timeout_s: float = 30
-    ssh_host: str | None = None
-    ssh_port: int = 22
-    ssh_user: str | None = None
-    ssh_key: str | None = None
-    ssh_known_hosts: str | None = None
-
-    @model_validator(mode="after")
-    def _ssh_needs_a_target(self) -> Self:
-        if self.mode == "ssh":
-            missing = [name for name in ("ssh_host", "ssh_user", "ssh_key") if getattr(self, name) is None]
-            if missing:
-                raise ValueError(f"mode 'ssh' needs {', '.join(missing)}")
-        return self
-
-
-def make_runner(settings: SlurmConnection) -> LocalRunner | SshRunner:
-    if settings.mode == "local":
-        return LocalRunner(settings.env)
-    assert settings.ssh_host is not None  # guaranteed by the validator
+def runner_for(slurm: SlurmSettings) -> LocalRunner | SshRunner:
+    """The runner the settings name: this host's Slurm commands, or a login node's over SSH."""
+    if slurm.mode == "local":
+        return LocalRunner(slurm.env)
+    assert slurm.host is not None and slurm.key is not None  # the settings' validator guarantees them
     return SshRunner(
-        settings.ssh_host,
-        settings.ssh_port,
-        settings.ssh_user,
-        settings.ssh_key,
-        settings.env,
-        settings.ssh_known_hosts,
+        slurm.host,
+        slurm.port,
+        slurm.user,
+        str(slurm.key),
+        slurm.env,
+        None if slurm.known_hosts is None else str(slurm.known_hosts),
     )

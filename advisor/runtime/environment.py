@@ -18,7 +18,7 @@ Amp = Literal["off", "bf16", "fp16"]
 AMP_MODES: tuple[Amp, ...] = ("off", "bf16", "fp16")
 
 
-class SettingsError(ValueError):
+class ContractError(ValueError):
     """An `ADVISOR_*` value the job cannot follow; the message names the variable."""
 
 
@@ -35,9 +35,9 @@ class RuntimeSettings:
     def __post_init__(self) -> None:
         for name in ("micro_batch", "grad_accum", "world_size"):
             if getattr(self, name) < 1:
-                raise SettingsError(f"{name} must be at least 1, not {getattr(self, name)}")
+                raise ContractError(f"{name} must be at least 1, not {getattr(self, name)}")
         if self.amp not in AMP_MODES:
-            raise SettingsError(f"amp must be one of {', '.join(AMP_MODES)}, not {self.amp!r}")
+            raise ContractError(f"amp must be one of {', '.join(AMP_MODES)}, not {self.amp!r}")
 
     @property
     def global_batch(self) -> int:
@@ -59,7 +59,7 @@ def read_settings(environ: Mapping[str, str], user: RuntimeSettings) -> RuntimeS
         total, source = user.global_batch, f"the script's own global batch {user.global_batch}"
     if total is not None and (micro is None or accum is None):
         if total % user.world_size:
-            raise SettingsError(f"{source} does not divide among {user.world_size} processes")
+            raise ContractError(f"{source} does not divide among {user.world_size} processes")
         per_process = total // user.world_size
         if micro is None:
             accum = accum if accum is not None else user.grad_accum
@@ -74,7 +74,7 @@ def read_settings(environ: Mapping[str, str], user: RuntimeSettings) -> RuntimeS
         world_size=user.world_size,
     )
     if total is not None and settings.global_batch != total:
-        raise SettingsError(
+        raise ContractError(
             f"{contract.MICRO_BATCH}={settings.micro_batch} x {contract.GRAD_ACCUM}={settings.grad_accum}"
             f" x {settings.world_size} processes is {settings.global_batch},"
             f" not {source}"
@@ -88,13 +88,13 @@ def _positive(environ: Mapping[str, str], name: str) -> int | None:
         return None
     text = raw.strip()
     if not text.isdecimal() or int(text) < 1:
-        raise SettingsError(f"{name}={raw!r} is not a positive integer")
+        raise ContractError(f"{name}={raw!r} is not a positive integer")
     return int(text)
 
 
 def _quotient(whole: int, part: int, part_name: str, source: str) -> int:
     if whole % part:
-        raise SettingsError(f"{source} per process ({whole}) is not a multiple of {part_name}={part}")
+        raise ContractError(f"{source} per process ({whole}) is not a multiple of {part_name}={part}")
     return whole // part
 
 
@@ -103,7 +103,7 @@ def _amp(environ: Mapping[str, str], default: Amp) -> Amp:
     if raw is None:
         return default
     if raw not in AMP_MODES:
-        raise SettingsError(f"{contract.AMP}={raw!r} is not one of {', '.join(AMP_MODES)}")
+        raise ContractError(f"{contract.AMP}={raw!r} is not one of {', '.join(AMP_MODES)}")
     return raw
 
 
@@ -112,5 +112,5 @@ def _flag(environ: Mapping[str, str], name: str, default: bool) -> bool:
     if raw is None:
         return default
     if raw not in ("0", "1"):
-        raise SettingsError(f"{name}={raw!r} is not 0 or 1")
+        raise ContractError(f"{name}={raw!r} is not 0 or 1")
     return raw == "1"

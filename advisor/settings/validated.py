@@ -1,0 +1,120 @@
+"""The settings' types and their validation: a bad file names its line, a bad variable names itself."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import Field, ValidationError, model_validator
+
+from advisor.frozen import Frozen
+from advisor.settings import (
+    DEFAULT_DAEMON_USER,
+    DEFAULT_SOCKET,
+    DEFAULT_TIMEOUT_S,
+    MAX_TIMEOUT_S,
+    VARIABLES,
+    SettingsError,
+    package_data,
+)
+from advisor.tomlfile import Problem, TomlFileError, read_toml, validate
+
+_DERIVED = {"database": "advisor.db", "models_dir": "models", "bench_dir": "bench", "sandbox_dir": "sandbox"}
+"""Paths that default to a name inside ``state_dir``."""
+
+
+class SlurmSettings(Frozen):
+    """How the daemon and the admin commands reach Slurm: this host's commands, or a login node's over SSH
+    (the daemon then runs on a service host with no Slurm client of its own)."""
+
+    mode: Literal["local", "ssh"] = "local"
+    host: str | None = None
+    port: Annotated[int, Field(ge=1, le=65535)] = 22
+    user: str | None = None
+    key: Path | None = None
+    """The private key the service user logs in with; no agent and no other key is tried."""
+    known_hosts: Path | None = None
+    """Only hosts listed here are accepted; without it an unknown host key is trusted on first use."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Variables Slurm's commands run with, such as the cluster's ``SLURM_CONF``."""
+    timeout_s: Annotated[float, Field(gt=0, le=MAX_TIMEOUT_S)] = 30
+    """Seconds one Slurm command may take."""
+
+    @model_validator(mode="after")
+    def _ssh_needs_a_target(self) -> Self:
+        if self.mode == "ssh":
+            missing = [name for name in ("host", "user", "key") if getattr(self, name) is None]
+            if missing:
+                raise ValueError(f"mode 'ssh' needs {', '.join(missing)}")
+        return self
+
+
+class Settings(Frozen):
+    state_dir: Path
+    """Everything the advisor keeps; the paths below default to names inside it."""
+    database: Path
+    models_dir: Path
+    bench_dir: Path
+    """Where ``advisor bench`` writes its results."""
+    sandbox_dir: Path
+    sandbox_config: Path = package_data("sandbox.toml")
+    socket: Path = DEFAULT_SOCKET
+    policy: Path = Path("/etc/advisor/policy.toml")
+    gpu_specs: Path = package_data("gpu-specs")
+    timeout_s: Annotated[float, Field(gt=0, le=MAX_TIMEOUT_S)] = DEFAULT_TIMEOUT_S
+    """Seconds a caller (``advise-submit``, ``advisor status``, ``advisor explain``) waits for the daemon's
+    whole answer; past it advise-submit submits the job unchanged."""
+    daemon_user: str = DEFAULT_DAEMON_USER
+    """Who may serve the socket besides root and the caller."""
+    allow_root: bool = False
+    """Lets the daemon run as root: for test suites that run as root, never on a cluster."""
+    slurm: SlurmSettings = SlurmSettings()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _paths_inside_the_state_dir(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "state_dir" in data:
+            state = Path(data["state_dir"])
+            data = {name: state / leaf for name, leaf in _DERIVED.items()} | data
+        return data
+
+
+class SettingsFileError(SettingsError, TomlFileError):
+    """Settings that cannot be used: one ``FILE:LINE: key: what is wrong`` (or variable) per problem."""
+
+
+def load(environ: Mapping[str, str], path: Path | None) -> Settings:
+    """The settings of a process started with ``environ``, from the file at ``path`` if any."""
+    text, data = read_toml(path, SettingsFileError) if path is not None else ("", {})
+    data = {"state_dir": _xdg_state(environ)} | data | _overrides(environ)
+    if environ.get("SLURM_CONF"):
+        # The one Slurm variable a shell passes on: the cluster its own commands reach; the file's wins.
+        slurm = dict(data.get("slurm") or {})
+        slurm["env"] = {"SLURM_CONF": environ["SLURM_CONF"]} | dict(slurm.get("env") or {})
+        data["slurm"] = slurm
+    return validate(Settings, data, text, str(path or "built-in settings"), SettingsFileError)
+
+
+def _overrides(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The variables that are set, each checked alone so that a bad one is named as the culprit."""
+    found: dict[str, Any] = {}
+    for variable, key in VARIABLES.items():
+        value = environ.get(variable, "").strip()
+        if not value:
+            continue
+        try:
+            Settings.model_validate({"state_dir": "/", key: value})
+        except ValidationError as error:
+            reasons = "; ".join(detail["msg"] for detail in error.errors())
+            problem = Problem(line=None, key=variable, message=f"{value!r}: {reasons}")
+            raise SettingsFileError("environment", [problem]) from None
+        found[key] = value
+    return found
+
+
+def _xdg_state(environ: Mapping[str, str]) -> Path:
+    """The XDG state folder of the user running the command."""
+    xdg = environ.get("XDG_STATE_HOME")
+    base = Path(xdg) if xdg else Path(environ.get("HOME") or Path.home()) / ".local" / "state"
+    return base / "advisor"
