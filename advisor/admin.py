@@ -62,7 +62,7 @@ def _explain(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def _queue(client: SlurmClient) -> list[dict[str, object]]:
+def queue_summary(client: SlurmClient) -> list[dict[str, object]]:
     """Per partition: GPUs in use of all, jobs running and pending (empty when Slurm cannot be reached)."""
     try:
         partitions, jobs = client.partitions(), client.jobs()
@@ -100,7 +100,7 @@ def _status(args: argparse.Namespace, console: Console) -> int:
         if row["active"]
     ]
     benchmarks = store.benchmark_coverage()
-    queue = _queue(SlurmClient.from_settings(args.settings.slurm))
+    queue = queue_summary(SlurmClient.from_settings(args.settings.slurm))
     report = {
         "daemon": None if health is None else health.model_dump(),
         "daemon_error": problem,

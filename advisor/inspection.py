@@ -9,9 +9,10 @@ from rich.console import Console
 from rich.table import Table
 
 from advisor.compress.estimate import render_savings
-from advisor.introspect.memory import Optimizer, Precision, estimate_peak_memory, optimizer_state_bytes
+from advisor.introspect.memory import Optimizer, estimate_peak_memory, optimizer_state_bytes
 from advisor.introspect.run import introspect
 from advisor.introspect.table import Layer, LayerTable, TensorShape
+from advisor.precision import Precision
 
 _UNITS = ("", "K", "M", "G", "T", "P", "E")
 

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from advisor.introspect import LayerTable, Optimizer, Precision, estimate_peak_memory
+from advisor.introspect import LayerTable, Optimizer, estimate_peak_memory
 from advisor.introspect.memory import optimizer_state_bytes
 from advisor.introspect.run import introspect
+from advisor.precision import Precision
 
 REPO = Path(__file__).resolve().parent.parent
 FACTORY = "tests.factories.cnn:build"

@@ -206,8 +206,8 @@ def test_predict_prints_json(store: Store, tmp_path: Path, capsys: pytest.Captur
     assert args.handler(args, Console()) == 0
     output = json.loads(capsys.readouterr().out)
     assert output["confidence"] == "medium"
-    assert output["step_s"] < output["step_s_p90"]
-    expected = {"step_s", "step_s_p90", "peak_memory_bytes", "fits", "machine", "model_version", "confidence"}
+    assert output["step_s"] < output["step_p90_s"]
+    expected = {"step_s", "step_p90_s", "peak_memory_bytes", "fits", "machine", "model_version", "confidence"}
     assert expected <= set(output)
     factory = [
         "predict",

@@ -137,3 +137,18 @@ def test_the_commands_take_their_defaults_from_the_file(tmp_path: Path) -> None:
     )
     assert failed.returncode == 1
     assert failed.stderr == f"advisor: error: {broken}:1: socket: Input should be a valid path, not 5\n"
+
+
+def test_advise_submit_with_a_broken_settings_file_submits_unchanged(tmp_path: Path) -> None:
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/sh\n#SBATCH -p t4\n#ADVISOR --model=resnet18 --steps=10\ntrue\n")
+    broken = write(tmp_path, "timeout_s = -1\n")
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "advise-submit"), "--dry-run", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "ADVISOR_CONFIG": str(broken)},
+    )
+    warning = f"advise-submit: warning: the advisor's settings are unusable: {broken}:1: timeout_s: "
+    assert result.stderr.startswith(warning) and "; submitting unchanged" in result.stderr.splitlines()[0]

@@ -21,10 +21,11 @@ from torch import Tensor, nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from advisor.bench.training import amp_dtype, pace_step, start_training
+from advisor.bench.training import amp_plan, pace_step, start_training
 from advisor.bench.zoo import zoo_model
-from advisor.introspect import LayerTable, Optimizer, Precision, estimate_peak_memory
+from advisor.introspect import LayerTable, Optimizer, estimate_peak_memory
 from advisor.introspect.run import introspect
+from advisor.precision import Precision
 from advisor.records import LayerConfig, LayerMeasurement, StepConfig, StepMeasurement
 
 GROUP_S = 0.3
@@ -285,7 +286,7 @@ def _time_layer(
     module, shape = _layer(config)
     module = module.to(device)
     inputs = torch.randn(shape, device=device, requires_grad=True)
-    with torch.autocast(device.type, dtype=amp_dtype(device), enabled=config.amp):
+    with torch.autocast(device.type, dtype=amp_plan(device).dtype, enabled=config.amp):
         gradient = torch.ones_like(module(inputs))
     marks = _Marks(device)
     spans = []
@@ -295,7 +296,7 @@ def _time_layer(
         module.zero_grad(set_to_none=True)
         inputs.grad = None
         start = marks.mark()
-        with torch.autocast(device.type, dtype=amp_dtype(device), enabled=config.amp):
+        with torch.autocast(device.type, dtype=amp_plan(device).dtype, enabled=config.amp):
             outputs = module(inputs)
         outputs.backward(gradient)
         end = marks.mark()

@@ -28,7 +28,8 @@ from advisor.bench.zoo import (
     smallest_batch,
     zoo_model,
 )
-from advisor.introspect import Layer, LayerTable, Optimizer, Precision, estimate_peak_memory
+from advisor.introspect import Layer, LayerTable, Optimizer, estimate_peak_memory
+from advisor.precision import Precision
 from advisor.records import LayerConfig, StepConfig
 
 TableSource = Callable[[str, int], LayerTable]

@@ -18,15 +18,15 @@ from torch.utils.data import DataLoader, Dataset
 
 from advisor.bench.zoo import zoo_model
 from advisor.records import StepConfig
+from advisor.runtime.step import AutocastPlan, autocast_plan
 
 _IMAGE_POOL = 32
 
 
-def amp_dtype(device: torch.device) -> torch.dtype:
-    """bf16 where the device has it (no loss scaling needed), else fp16 with a GradScaler."""
-    if device.type == "cuda" and not torch.cuda.is_bf16_supported():
-        return torch.float16
-    return torch.bfloat16
+def amp_plan(device: torch.device) -> AutocastPlan:
+    """Mixed precision on ``device`` as a training job there runs it (`advisor.runtime`'s own plan)."""
+    bf16 = device.type != "cuda" or torch.cuda.is_bf16_supported()
+    return autocast_plan("bf16", device.type, bf16)
 
 
 class _SyntheticImages(Dataset[tuple[Tensor, Tensor]]):
@@ -77,8 +77,8 @@ def start_training(config: StepConfig, device: torch.device, batches: int) -> Tr
     model = model.to(memory_format=memory_format)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     criterion = nn.CrossEntropyLoss()
-    dtype = amp_dtype(device)
-    scaler = torch.amp.GradScaler(device.type, enabled=config.amp and dtype == torch.float16)
+    plan = amp_plan(device)
+    scaler = torch.amp.GradScaler(device.type, enabled=config.amp and plan.scaled)
     dataset = _SyntheticImages(
         config.batch * batches, config.input_size, zoo_model(config.model).classes(config.input_size)
     )
@@ -99,7 +99,7 @@ def start_training(config: StepConfig, device: torch.device, batches: int) -> Tr
 
     def compute(images: Tensor, labels: Tensor) -> None:
         optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(device.type, dtype=dtype, enabled=config.amp):
+        with torch.autocast(device.type, dtype=plan.dtype, enabled=config.amp):
             loss = criterion(model(images), labels)
         scaler.scale(loss).backward()
         scaler.step(optimizer)

@@ -7,7 +7,7 @@ table is ``advisor.introspect.run.introspect``.
 """
 
 from advisor.introspect.errors import IntrospectionError
-from advisor.introspect.memory import MemoryEstimate, Optimizer, Precision, estimate_peak_memory
+from advisor.introspect.memory import MemoryEstimate, Optimizer, estimate_peak_memory
 from advisor.introspect.table import BatchCosts, Costs, Layer, LayerKind, LayerTable, Scaling, TensorShape
 
 __all__ = [
@@ -19,7 +19,6 @@ __all__ = [
     "LayerTable",
     "MemoryEstimate",
     "Optimizer",
-    "Precision",
     "Scaling",
     "TensorShape",
     "estimate_peak_memory",

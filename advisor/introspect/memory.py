@@ -12,16 +12,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from advisor.introspect.table import LayerTable
+from advisor.precision import Precision
 
 _FP32 = 4
 _HALF = 2
 _HALF_ACTIVATIONS = 0.5
-
-
-class Precision(StrEnum):
-    FP32 = "fp32"
-    BF16 = "bf16"
-    FP16 = "fp16"
 
 
 class Optimizer(StrEnum):

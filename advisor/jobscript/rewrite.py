@@ -12,7 +12,7 @@ import re
 from collections.abc import Collection, Sequence
 from datetime import timedelta
 from pathlib import PurePath
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -21,6 +21,7 @@ from advisor.jobscript.advisor_lines import JobDescription
 from advisor.jobscript.lexer import body_start
 from advisor.jobscript.options import parse_options
 from advisor.jobscript.request import GpuRequest, JobRequest
+from advisor.precision import Amp
 from advisor.slurm.values import format_duration
 
 _GPU_TYPE = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -44,7 +45,7 @@ class Advice(BaseModel):
     """Only under a policy that lets the global batch move within the user's declared range."""
     micro_batch: Annotated[int, Field(ge=1)] | None = None
     grad_accum: Annotated[int, Field(ge=1)] | None = None
-    amp: Literal["off", "bf16", "fp16"] | None = None
+    amp: Amp | None = None
     channels_last: bool | None = None
 
 

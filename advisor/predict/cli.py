@@ -175,8 +175,8 @@ def _predict(args: argparse.Namespace, console: Console) -> int:
         return 1
     output = prediction.model_dump(mode="json")
     if args.steps is not None:
-        whole = job_time(prediction.step_s, prediction.step_s_p90, JobShape(steps=args.steps))
-        output["job_s"], output["job_s_p90"] = whole.p50_s, whole.p90_s
+        whole = job_time(prediction.step_s, prediction.step_p90_s, JobShape(steps=args.steps))
+        output["job_s"], output["job_p90_s"] = whole.p50_s, whole.p90_s
     if args.json:
         print(json.dumps(output, indent=2))
         return 0

@@ -29,7 +29,7 @@ class JobShape(BaseModel):
     startup_s: float = Field(default=0.0, ge=0)
 
 
-def job_time(step_s: float, step_s_p90: float, shape: JobShape) -> JobTime:
+def job_time(step_s: float, step_p90_s: float, shape: JobShape) -> JobTime:
     """A measured step holds one forward, backward and update; accumulating k micro-batches pays k
     forward-backward passes and one update. Model error is systematic across a job's steps, so the p90
     scales with the step count instead of shrinking like independent noise would."""
@@ -40,4 +40,4 @@ def job_time(step_s: float, step_s_p90: float, shape: JobShape) -> JobTime:
         per_step = k * micro_s - (k - 1) * optimizer_s
         return shape.startup_s + shape.epochs * shape.epoch_overhead_s + shape.steps * per_step
 
-    return JobTime(p50_s=total(step_s), p90_s=total(max(step_s_p90, step_s)))
+    return JobTime(p50_s=total(step_s), p90_s=total(max(step_p90_s, step_s)))

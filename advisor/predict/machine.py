@@ -25,7 +25,8 @@ import numpy as np
 import xgboost as xgb
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
-from advisor.introspect import LayerTable, Optimizer, Precision, estimate_peak_memory
+from advisor.introspect import LayerTable, Optimizer, estimate_peak_memory
+from advisor.precision import Precision
 from advisor.predict.curves import MeasuredCurve, Polyline, batch_effects, interpolate, through
 from advisor.predict.features import (
     KernelPath,
@@ -76,7 +77,7 @@ class StepPrediction(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     step_s: float
-    step_s_p90: float
+    step_p90_s: float
     peak_memory_bytes: int
 
 
@@ -160,13 +161,13 @@ class MachineModel(BaseModel):
     machine: str
     layer_base: tuple[float, float, float] = (1.0, 1.0, 0.0)
     """Coefficients of ``layer_terms``, which the layer booster corrects; the default (a second per flop, plus
-    one) is what versions before it divided by."""
+    one) reads versions stored before the field."""
     layer_booster: str
     measured_layers: tuple[tuple[LayerConfig, float], ...]
     step_base: tuple[float, ...]
     """Coefficients of ``StepFeatures.base_terms``."""
     batch_curve: tuple[tuple[float, float], ...] = ()
-    """(log batch, log ratio of measured to base) shared by all models; empty in versions before it."""
+    """(log batch, log ratio of measured to base) shared by all models; empty in older versions."""
     step_booster: str
     p90_log_ratio: float
     """The 90th percentile of log(measured / predicted) over held-out models."""
@@ -175,10 +176,10 @@ class MachineModel(BaseModel):
     architectures: tuple[str, ...]
     """Hashes of the architectures measured whole on this machine: their predictions deserve more trust."""
     measured_curves: tuple[MeasuredCurve, ...] = ()
-    """Empty in versions before them; ratios to the base with the shared curve in those of 2026-11-30."""
+    """Each model measured whole: its ratios to the base with the shared curve; empty in older versions."""
     layer_calibration: tuple[tuple[KernelPath, int, float], ...] = ()
-    """(kernel path, benchmarked batch, multiplier of ``step_base``'s layer coefficient); empty, so every
-    part at 1, in versions before it."""
+    """(kernel path, benchmarked batch, multiplier of ``step_base``'s layer coefficient); empty (every part at
+    1) in older versions."""
 
     _polylines: dict[LayerConfig, Polyline] = PrivateAttr(default_factory=dict)
     _grid: tuple[int, ...] = PrivateAttr(default=())
@@ -226,7 +227,7 @@ class MachineModel(BaseModel):
             step_s = exp(log_s)
         return StepPrediction(
             step_s=step_s,
-            step_s_p90=step_s * exp(max(self.p90_log_ratio, 0.0)),
+            step_p90_s=step_s * exp(max(self.p90_log_ratio, 0.0)),
             peak_memory_bytes=round(self.memory.predict(table, batch, amp)),
         )
 
@@ -359,9 +360,8 @@ def _calibrated_base(
 ) -> tuple[tuple[float, ...], dict[Part, float]]:
     """The base's coefficients, and a multiplier of its layer coefficient for each ``Part``: a layer timed
     alone strays from its time inside a network by kernel path and batch size, which bends a model's ratio
-    to the base between batch sizes (1x1-heavy models dipped 10-15% at batch 16 on the CPU zoo, where
-    their kernel switches; each part's coefficient of its own took held-out batch sizes from 3.0% to
-    2.6%). Shrunk toward the shared coefficient, so a part the steps rarely reach keeps it."""
+    to the base between batch sizes, where its kernel switches (figures: benchmarks/README.md). Shrunk toward
+    the shared coefficient, so a part the steps rarely reach keeps it."""
     parts = sorted({part for f in features for part in f.layer_parts})
     rows = [[f.layer_parts.get(part, 0.0) for part in parts] + f.base_terms({})[1:] for f in features]
     *coefficients, shared = relative_least_squares(rows, seconds, shrunk=len(parts))

@@ -81,11 +81,11 @@ def layer_samples(rows: Iterable[dict[str, Any]]) -> list[LayerSample]:
 def _seconds(groups: Mapping[K, Sequence[dict[str, Any]]]) -> dict[K, float]:
     """Each configuration's seconds from its measurements. Paced: its ratio to the pace step at the
     machine's pace (the median pace step), after each run's own level is taken out (``median_polish`` over
-    runs and configurations): the pace step keeps one speed through a run, and four layer runs on one VM sat
-    10-16% apart. What is left of the noise goes both ways and lies between measurements, so a
-    configuration's runs count by their interquartile mean: a wild quarter at either end is cut, as by the
-    median, but the middle half is averaged, not one value taken (held-out batch sizes' error on this VM:
-    3.5% with the median, 3.0% with it). Unpaced: the fastest, as a shared node's noise only adds time.
+    runs and configurations): the pace step keeps one speed through a run, while whole runs on one VM differ.
+    What is left of the noise goes both ways and lies between measurements, so a configuration's runs count
+    by their interquartile mean: a wild quarter at either end is cut, as by the median, but the middle half
+    is averaged, not one value taken (figures: benchmarks/README.md). Unpaced: the fastest, as a shared
+    node's noise only adds time.
     Measured both ways, the paced ones count."""
     paced = [(row, key) for key, members in groups.items() for row in members if row["pace_ratio"]]
     pace = median(float(row["pace_s"]) for row, _ in paced) if paced else 0.0

@@ -34,7 +34,7 @@ class Prediction(BaseModel):
     amp: bool
     channels_last: bool
     step_s: float
-    step_s_p90: float
+    step_p90_s: float
     peak_memory_bytes: int
     memory_bytes: int | None
     """The device's memory; None on a CPU, whose host memory the fingerprint does not record."""
@@ -127,7 +127,7 @@ def _calibrated(prediction: Prediction, predictors: Predictors) -> Prediction:
     return prediction.model_copy(
         update={
             "step_s": prediction.step_s * factor,
-            "step_s_p90": prediction.step_s_p90 * factor,
+            "step_p90_s": prediction.step_p90_s * factor,
             "calibration": factor,
         }
     )
@@ -191,7 +191,7 @@ def _predict_once(
         amp=amp,
         channels_last=channels_last,
         step_s=step.step_s,
-        step_s_p90=step.step_s_p90,
+        step_p90_s=step.step_p90_s,
         peak_memory_bytes=step.peak_memory_bytes,
         memory_bytes=capacity,
         fits=capacity is None or step.peak_memory_bytes * (1 + MEMORY_MARGIN) <= capacity,
@@ -244,7 +244,7 @@ def _scaled(
     return own.model_copy(
         update={
             "step_s": own.step_s * ratio,
-            "step_s_p90": own.step_s_p90 * ratio,
+            "step_p90_s": own.step_p90_s * ratio,
             "memory_bytes": capacity,
             "fits": fits,
             "largest_batch": None if capacity is None else model.largest_batch(table, amp, capacity),

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -136,12 +135,3 @@ def optimizer_steps(description: JobDescription, global_batch: int) -> int:
     if description.epochs is not None and description.dataset_size is not None:
         return math.ceil(description.epochs * math.ceil(description.dataset_size / global_batch))
     return math.ceil(description.total_steps * description.global_batch / global_batch)
-
-
-_FP16_ONLY = ("v100", "t4", "p100", "k80", "2080", "1080", "titan")
-"""GPUs before Ampere have no fast bfloat16; mixed precision there means float16 with a loss scaler."""
-
-
-def amp_dtype(gpu_type: str | None) -> Literal["bf16", "fp16"]:
-    name = (gpu_type or "").lower()
-    return "fp16" if any(old in name for old in _FP16_ONLY) else "bf16"

@@ -20,9 +20,10 @@ from advisor.jobscript.request import JobRequest
 from advisor.jobscript.rewrite import Advice
 from advisor.policy.resolve import Effective, resolve
 from advisor.policy.schema import Mode, Policy
+from advisor.precision import amp_mode, has_bf16, mixed_precision
 from advisor.predict.jobtime import JobShape, job_time
 from advisor.predict.service import NoModelError, Prediction
-from advisor.recommend.candidates import Offer, Shape, amp_dtype, baseline, optimizer_steps, shapes
+from advisor.recommend.candidates import Offer, Shape, baseline, optimizer_steps, shapes
 from advisor.recommend.choose import Decision, Estimate, Recommendation, WaitSource, choose
 from advisor.slurm.models import Partition
 from advisor.slurm.values import format_duration
@@ -188,7 +189,7 @@ class _Estimator:
         )
         steps = optimizer_steps(self.description, shape.global_batch)
         whole = job_time(
-            prediction.step_s, prediction.step_s_p90, JobShape(steps=steps, accumulation=shape.accumulation)
+            prediction.step_s, prediction.step_p90_s, JobShape(steps=steps, accumulation=shape.accumulation)
         )
         all_reduce_s = steps * self.predictor.sync_s(shape.partition, shape.gpus)
         p90_s = whole.p90_s + all_reduce_s
@@ -276,6 +277,6 @@ def _advice(decision: Decision, request: JobRequest, offers: dict[str, Offer]) -
         global_batch=chosen.global_batch if chosen.global_batch != asked.global_batch else None,
         micro_batch=chosen.micro_batch,
         grad_accum=chosen.accumulation,
-        amp=amp_dtype(target.gpu_type) if chosen.amp else "off",
+        amp=amp_mode(mixed_precision(has_bf16(target.gpu_type))) if chosen.amp else "off",
         channels_last=chosen.channels_last,
     )

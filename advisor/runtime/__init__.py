@@ -10,8 +10,9 @@ for group in micro_batches(loader, settings.grad_accum):
 
 from __future__ import annotations
 
+from advisor.precision import Amp
 from advisor.runtime.data import LoaderOptions, loader_options, micro_batches, to_device
-from advisor.runtime.environment import Amp, ContractError, RuntimeSettings, read_settings
+from advisor.runtime.environment import ContractError, RuntimeSettings, read_settings
 from advisor.runtime.step import AccumulatingStep, AutocastPlan, autocast_plan, prepare_model, world_size
 
 __all__ = [

@@ -10,12 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
 
 from advisor import contract
-
-Amp = Literal["off", "bf16", "fp16"]
-AMP_MODES: tuple[Amp, ...] = ("off", "bf16", "fp16")
+from advisor.precision import AMP_MODES, Amp
 
 
 class ContractError(ValueError):

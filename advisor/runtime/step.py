@@ -16,8 +16,9 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from advisor.precision import Amp, Precision, step_precision
 from advisor.runtime.data import to_device
-from advisor.runtime.environment import Amp, RuntimeSettings
+from advisor.runtime.environment import RuntimeSettings
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 LossOf = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -32,19 +33,13 @@ class AutocastPlan:
     scaled: bool
 
 
-def autocast_plan(amp: Amp, device_type: str, bf16_supported: bool = True) -> AutocastPlan:
-    """bf16 or fp16 with a GradScaler on CUDA, bf16 on a CPU.
+_DTYPES = {Precision.BF16: torch.bfloat16, Precision.FP16: torch.float16}
 
-    fp16 needs loss scaling against gradient underflow; bf16 has fp32's range and does not. A GPU without
-    bf16 (V100, T4) gets fp16; a CPU gets bf16, the precision its autocast is made for.
-    """
-    if amp == "off":
-        return AutocastPlan(None, scaled=False)
-    if device_type == "cuda":
-        if amp == "bf16" and bf16_supported:
-            return AutocastPlan(torch.bfloat16, scaled=False)
-        return AutocastPlan(torch.float16, scaled=True)
-    return AutocastPlan(torch.bfloat16, scaled=False)
+
+def autocast_plan(amp: Amp, device_type: str, bf16_supported: bool = True) -> AutocastPlan:
+    """Autocast's dtype (None: fp32, no autocast) and whether a GradScaler is needed, by `step_precision`."""
+    precision = step_precision(amp, device_type, bf16_supported)
+    return AutocastPlan(_DTYPES.get(precision), scaled=precision.scaled)
 
 
 def world_size() -> int:

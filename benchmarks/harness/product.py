@@ -74,7 +74,7 @@ class _Steps:
             amp=amp,
             channels_last=channels_last,
             step_s=p50,
-            step_s_p90=p90,
+            step_p90_s=p90,
             peak_memory_bytes=0,
             memory_bytes=None,
             fits=micro_batch <= high,

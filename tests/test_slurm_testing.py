@@ -1,0 +1,72 @@
+"""The recorded Slurm (`advisor.slurm.testing`) and the adapter's users on it, with no cluster running."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from advisor.admin import queue_summary
+from advisor.recommend.cluster import ClusterView
+from advisor.slurm.client import SlurmClient
+from advisor.slurm.runner import SlurmError
+from advisor.slurm.testing import RecordedAnswer, RecordedCall, RecordedRunner
+
+from .slurm_recording import RECORDING
+
+NOW = datetime(2026, 12, 1, 12, tzinfo=UTC)
+
+
+@pytest.fixture
+def runner() -> RecordedRunner:
+    return RecordedRunner.load(RECORDING)
+
+
+def test_the_longest_recorded_words_answer_and_every_call_is_kept() -> None:
+    runner = RecordedRunner(
+        [
+            RecordedAnswer(("squeue",), 0, "short", ""),
+            RecordedAnswer(("squeue", "--json"), 0, "long", ""),
+        ]
+    )
+    assert runner.run(["squeue", "--json", "--user=me"], timeout=1).stdout == "long"
+    assert runner.run(["squeue", "--me"], stdin="x", timeout=1).stdout == "short"
+    with pytest.raises(SlurmError, match="no recorded answer"):
+        runner.run(["sinfo"], timeout=1)
+    assert runner.calls == [
+        RecordedCall(("squeue", "--json", "--user=me"), None),
+        RecordedCall(("squeue", "--me"), "x"),
+        RecordedCall(("sinfo",), None),
+    ]
+
+
+def test_the_recording_reads_as_the_sandbox(runner: RecordedRunner) -> None:
+    client = SlurmClient(runner)
+    partitions = {partition.name: partition for partition in client.partitions()}
+    assert list(partitions) == ["a100", "v100", "t4", "cpu"]
+    assert (partitions["t4"].gpu_type, partitions["t4"].gpus_per_node) == ("t4", 2)
+    assert {(job.name, job.state) for job in client.jobs()} >= {("run", "RUNNING"), ("wait", "PENDING")}
+    assert client.test_only("#!/bin/sh\ntrue\n", ["--partition=t4"]).partition == "t4"
+    assert [job.name for job in client.history(NOW - timedelta(days=400))] == ["done"]
+
+
+def test_the_cluster_view_asks_slurm_once_per_freshness_window(runner: RecordedRunner) -> None:
+    now = [NOW]
+    view = ClusterView(SlurmClient(runner), lambda: now[0], fresh_for=timedelta(minutes=1))
+    for _ in range(5):
+        assert view.partitions()[0].name == "a100"
+    assert runner.commands() == [("scontrol", "show"), ("sinfo",)], "one query set for five requests"
+    now[0] += timedelta(minutes=2)
+    view.partitions()
+    assert len(runner.calls) == 4, "asked again once the window has passed"
+    view.history()
+    view.history()
+    assert runner.commands()[4:] == [("env", "TZ=UTC", "sacct")]
+
+
+def test_status_sums_each_partitions_gpus_and_jobs(runner: RecordedRunner) -> None:
+    rows = {row["partition"]: row for row in queue_summary(SlurmClient(runner))}
+    assert rows["t4"] == {"partition": "t4", "gpus_used": 2, "gpus": 4, "running": 1, "pending": 1}
+    assert rows["a100"]["gpus"] == 8 and rows["a100"]["running"] == 0
+    unreachable = RecordedRunner([])
+    assert queue_summary(SlurmClient(unreachable)) == [], "no Slurm, no queue table, no traceback"
