@@ -15,8 +15,8 @@ from pathlib import Path
 
 from advisor.sandbox.cluster import Sandbox
 from advisor.slurm.client import SlurmClient
-from advisor.slurm.runner import LocalRunner, Runner
-from advisor.slurm.testing import RecordedAnswer, record, save
+from advisor.slurm.runner import CommandResult, LocalRunner, Runner
+from advisor.slurm.testing import record, save
 
 RECORDING = Path(__file__).parent / "data" / "slurm" / "sandbox-22.05.recording.json"
 JOB = "#!/bin/sh\n#SBATCH --output=/dev/null\nsleep {seconds}\n"
@@ -24,7 +24,7 @@ WHEN = "2026-01-01T00:00:00"
 """sacct's start of history in the recording: any time before the sandbox's first job."""
 
 
-def recorded(runner: Runner) -> list[RecordedAnswer]:
+def recorded(runner: Runner) -> list[CommandResult]:
     """One answer per command the adapter runs, with one job running and one waiting behind it on t4."""
     client = SlurmClient(runner, timeout_s=30)
     finished = client.submit(JOB.format(seconds=0), ["--partition=cpu", "--job-name=done"])

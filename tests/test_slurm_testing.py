@@ -9,8 +9,8 @@ import pytest
 from advisor.admin import queue_summary
 from advisor.recommend.cluster import ClusterView
 from advisor.slurm.client import SlurmClient
-from advisor.slurm.runner import SlurmError
-from advisor.slurm.testing import RecordedAnswer, RecordedCall, RecordedRunner
+from advisor.slurm.runner import CommandResult, SlurmError
+from advisor.slurm.testing import RecordedCall, RecordedRunner
 
 from .slurm_recording import RECORDING
 
@@ -25,8 +25,8 @@ def runner() -> RecordedRunner:
 def test_the_longest_recorded_words_answer_and_every_call_is_kept() -> None:
     runner = RecordedRunner(
         [
-            RecordedAnswer(("squeue",), 0, "short", ""),
-            RecordedAnswer(("squeue", "--json"), 0, "long", ""),
+            CommandResult(("squeue",), 0, "short", ""),
+            CommandResult(("squeue", "--json"), 0, "long", ""),
         ]
     )
     assert runner.run(["squeue", "--json", "--user=me"], timeout=1).stdout == "long"

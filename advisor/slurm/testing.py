@@ -1,29 +1,20 @@
 """A Slurm for the tests of code above the adapter: a runner that answers from a recording of real Slurm
 output and keeps every command it is asked to run, as httpx ships a mock transport.
 
-Record against a real cluster with `record` (each answer is kept under the words that select it, such as
-``("squeue", "--json")`` for every squeue call with more options after them), save it, and replay it with
-`RecordedRunner`. The package ships none: a test suite records its own cluster (this project's, the
-sandbox's, in ``tests/data/slurm/sandbox-22.05.recording.json``).
+Record against a real cluster with `record` (each answer is a `CommandResult` kept under the words that
+select it as its argv, such as ``("squeue", "--json")`` for every squeue call with more options after
+them), save it, and replay it with `RecordedRunner`. The package ships none: a test suite records its own
+cluster (this project's, the sandbox's, in ``tests/data/slurm/sandbox-22.05.recording.json``).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from advisor.slurm.runner import CommandResult, Runner, SlurmError
-
-
-@dataclass(frozen=True)
-class RecordedAnswer:
-    words: tuple[str, ...]
-    """The first words of the commands this answers; the longest match wins."""
-    returncode: int
-    stdout: str
-    stderr: str
 
 
 @dataclass(frozen=True)
@@ -37,21 +28,22 @@ class RecordedRunner:
     """Answers each command with the recorded answer whose words begin it; no answer is a failure to run,
     as a missing executable is for the real runners."""
 
-    answers: Sequence[RecordedAnswer]
+    answers: Sequence[CommandResult]
+    """Each answers the commands that begin with its argv; the longest match wins."""
     calls: list[RecordedCall] = field(default_factory=list)
 
     @classmethod
     def load(cls, path: Path) -> RecordedRunner:
         rows = json.loads(path.read_text(encoding="utf-8"))
-        return cls([RecordedAnswer(**{**row, "words": tuple(row["words"])}) for row in rows])
+        return cls([CommandResult(**{**row, "argv": tuple(row["argv"])}) for row in rows])
 
     def run(self, argv: Sequence[str], *, stdin: str | None = None, timeout: float) -> CommandResult:
         args = tuple(argv)
         self.calls.append(RecordedCall(args, stdin))
-        matches = [answer for answer in self.answers if args[: len(answer.words)] == answer.words]
+        matches = [answer for answer in self.answers if args[: len(answer.argv)] == answer.argv]
         if not matches:
             raise SlurmError(args, "no recorded answer")
-        best = max(matches, key=lambda answer: len(answer.words))
+        best = max(matches, key=lambda answer: len(answer.argv))
         return CommandResult(args, best.returncode, best.stdout, best.stderr)
 
     def commands(self) -> list[tuple[str, ...]]:
@@ -61,13 +53,13 @@ class RecordedRunner:
 
 def record(
     runner: Runner, argv: Sequence[str], words: int, stdin: str | None = None, timeout: float = 30
-) -> RecordedAnswer:
+) -> CommandResult:
     """Run ``argv`` for real and keep its answer under its first ``words`` words."""
     result = runner.run(argv, stdin=stdin, timeout=timeout)
-    return RecordedAnswer(tuple(argv[:words]), result.returncode, result.stdout, result.stderr)
+    return replace(result, argv=tuple(argv[:words]))
 
 
-def save(answers: Sequence[RecordedAnswer], path: Path) -> None:
+def save(answers: Sequence[CommandResult], path: Path) -> None:
     path.write_text(json.dumps([asdict(answer) for answer in answers], indent=1) + "\n", encoding="utf-8")
 
 
