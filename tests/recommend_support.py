@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from advisor.bench.measure import zoo_table
 from advisor.bench.results import read_jsonl
+from advisor.bench.zoo import zoo_table
 from advisor.predict.registry import machines, train_machine
 from advisor.records import ResultLine
 from advisor.store import Store

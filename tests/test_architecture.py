@@ -188,3 +188,23 @@ def test_the_environment_is_read_where_the_list_says_and_nowhere_else() -> None:
     assert (
         sorted(reader for reader in ENVIRONMENT_READERS if not any(_in(n, {reader}) for n in readers)) == []
     )
+
+
+SERVICE = ("advisor.daemon", "advisor.recommend", "advisor.predict", "advisor.admin", "advisor.submit")
+BENCHMARK_ENGINE = (
+    "advisor.bench.measure",
+    "advisor.bench.training",
+    "advisor.bench.run",
+    "advisor.bench.job",
+)
+
+
+def test_the_service_retrains_and_advises_without_the_benchmark_engine() -> None:
+    """The daemon reads what the nightly jobs measured; the torch timing code runs only in those jobs."""
+    modules = {name.removesuffix(".__init__"): tree for name, tree in _modules().items()}
+    found = {
+        name: sorted(target for target in _all_imports(tree) if _in(target, BENCHMARK_ENGINE))
+        for name, tree in modules.items()
+        if _in(name, SERVICE)
+    }
+    assert {name: reached for name, reached in found.items() if reached} == {}

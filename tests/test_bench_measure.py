@@ -9,7 +9,8 @@ import textwrap
 
 import pytest
 
-from advisor.bench.measure import measure_layer, measure_step, zoo_table
+from advisor.bench.measure import measure_layer, measure_step
+from advisor.bench.zoo import zoo_table
 from advisor.records import LayerConfig
 
 from .bench_support import CPU, TINY, one_thread  # noqa: F401 (an autouse fixture)
@@ -22,7 +23,9 @@ from .bench_support import CPU, TINY, one_thread  # noqa: F401 (an autouse fixtu
 )
 def test_a_training_step_is_timed_with_its_memory(settings: dict[str, object]) -> None:
     config = TINY.model_copy(update=settings)
-    result = measure_step(config, CPU, steps=3, warmup=1)
+    # The group is sized by the last warm-up step: the first one also pays for autocast's and the
+    # allocator's first use, which on a loaded machine alone can pass GROUP_S.
+    result = measure_step(config, CPU, steps=3, warmup=2)
     assert result.fits and result.error is None
     assert result.median_s is not None and result.median_s > 0
     assert result.non_device_share is not None and 0 <= result.non_device_share <= 1

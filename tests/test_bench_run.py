@@ -10,6 +10,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -33,11 +34,19 @@ def _plan(*batches: int, estimate_s: float = 1.0) -> Plan:
 def test_each_result_reaches_the_sink_at_once() -> None:
     lines: list[ResultLine] = []
     events: list[Event] = []
+    when = datetime(2026, 12, 1, 3, tzinfo=UTC)
     summary = run_plan(
-        _plan(2), device=CPU, partition="p", budget_s=600, sink=lines.append, progress=events.append
+        _plan(2),
+        device=CPU,
+        partition="p",
+        budget_s=600,
+        sink=lines.append,
+        now=lambda: when,
+        progress=events.append,
     )
     assert summary.measured == 1 and len(lines) == 1
     assert lines[0].fingerprint.partition == "p" and lines[0].run_id == summary.run_id
+    assert lines[0].measured_at == when
     assert [e.status for e in events] == ["measured"]
 
 

@@ -8,7 +8,7 @@ from math import log
 
 import pytest
 
-from advisor.bench.measure import zoo_table
+from advisor.bench.zoo import zoo_table
 from advisor.predict.curves import batch_effects, through, through_weights
 from advisor.predict.features import STEP_FEATURES, KernelPath, LayerGroup, step_features, timed_layers
 from advisor.predict.jobtime import JobShape, job_time

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from advisor.bench.measure import zoo_table
 from advisor.bench.results import read_jsonl
+from advisor.bench.zoo import zoo_table
 from advisor.predict import evaluate
 from advisor.predict.cli import add_commands
 from advisor.predict.evaluate import leave_one_model_out, unseen_batches
@@ -27,7 +27,7 @@ from advisor.predict.features import KernelPath, kernel_path, layer_bytes, layer
 from advisor.predict.machine import LayerSample, MachineModel, StepSample, fit_machine
 from advisor.predict.registry import active_models, layer_samples, machines, step_samples, train_machine
 from advisor.predict.scaling import DeviceSpec
-from advisor.predict.service import Predictors, predict
+from advisor.predict.service import Predictors, StepQuestion, predict
 from advisor.records import LayerConfig, ResultLine, StepMeasurement
 from advisor.settings import load_settings
 from advisor.store import AdvisedJobs, ModelRegistry, Store
@@ -184,13 +184,13 @@ def test_a_partition_without_benchmarks_is_scaled_with_low_confidence(store: Sto
     (machine,) = machines(store)
     train_machine(store, machine, tmp_path / "models", zoo_table)
     table = zoo_table("resnet18", 32)
-    own = predict(Predictors.load(store), "cpu", table, 32, False, False, [T4])
+    own = predict(Predictors.load(store), StepQuestion("cpu", table, 32, False, False), [T4])
     assert own.confidence == "high" and own.machine == machine and own.scaled_from is None
-    scaled = predict(Predictors.load(store), "t4", table, 32, False, False, [T4])
+    scaled = predict(Predictors.load(store), StepQuestion("t4", table, 32, False, False), [T4])
     assert scaled.confidence == "low" and scaled.scaled_from == machine
     assert scaled.step_s < own.step_s and scaled.memory_bytes == T4.memory_bytes and scaled.fits
     assert scaled.note is not None and "Tesla T4" in scaled.note
-    unknown = predict(Predictors.load(store), "mystery", table, 32, False, False, [T4])
+    unknown = predict(Predictors.load(store), StepQuestion("mystery", table, 32, False, False), [T4])
     assert unknown.confidence == "low" and unknown.step_s == own.step_s
     assert unknown.note is not None and "no GPU specification" in unknown.note
 
@@ -246,16 +246,16 @@ def test_finished_jobs_correct_their_machines_predictions(store: Store, tmp_path
     (machine,) = machines(store)
     train_machine(store, machine, tmp_path / "models", zoo_table)
     table = zoo_table("resnet18", 32)
-    before = predict(Predictors.load(store), "cpu", table, 32, False, False, [T4])
+    before = predict(Predictors.load(store), StepQuestion("cpu", table, 32, False, False), [T4])
     advised = AdvisedJobs(store)
     for job_id in range(20):
         row = {"job_id": job_id, "submitted_at": "2026-11-30T10:00:00+00:00", "partition": "cpu"}
         advised.record({**row, "machine": machine, "predicted_s": 100.0, "predicted_p90_s": 120.0})
         advised.finish(job_id, "COMPLETED", 150.0, datetime(2026, 11, 30, 11, tzinfo=UTC), None)
-    after = predict(Predictors.load(store), "cpu", table, 32, False, False, [T4])
+    after = predict(Predictors.load(store), StepQuestion("cpu", table, 32, False, False), [T4])
     assert 1.3 < after.calibration < 1.5, "20 jobs ran 1.5x longer; the prior keeps a little doubt"
     assert after.step_s == pytest.approx(before.step_s * after.calibration)
-    scaled = predict(Predictors.load(store), "t4", table, 32, False, False, [T4])
+    scaled = predict(Predictors.load(store), StepQuestion("t4", table, 32, False, False), [T4])
     assert scaled.calibration == 1.0, "jobs on the cpu partition say nothing about the scaled t4 estimate"
 
 
@@ -271,7 +271,7 @@ def test_partitions_of_identical_nodes_share_one_machine_and_its_predictor(
     train_machine(store, machine, tmp_path / "models", zoo_table)
     table = zoo_table("resnet18", 32)
     for partition in ("cpu", "twin"):
-        found = predict(Predictors.load(store), partition, table, 32, False, False, [T4])
+        found = predict(Predictors.load(store), StepQuestion(partition, table, 32, False, False), [T4])
         assert found.machine == machine and found.scaled_from is None and found.confidence == "high"
 
 

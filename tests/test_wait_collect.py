@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from advisor.slurm.models import Gpus, Node, Partition, QueuedJob
 from advisor.wait.collect import build_snapshot, expand_hostlist
-from advisor.wait.estimate import Candidate, WaitEstimate, sbatch_options
+from advisor.wait.estimate import WaitEstimate, WaitRequest, sbatch_options
 from advisor.wait.snapshot import Allocation, SlotRequest
 
 NOW = datetime(2030, 1, 1, 12, tzinfo=UTC)
@@ -152,7 +152,7 @@ def test_a_candidate_becomes_sbatch_options_for_one_task_per_node() -> None:
         "--cpus-per-task=1",
     ]
     with pytest.raises(ValidationError, match="exactly one partition"):
-        Candidate(request=request.model_copy(update={"partitions": ["t4", "v100"]}))
+        WaitRequest(request=request.model_copy(update={"partitions": ["t4", "v100"]}))
 
 
 def test_the_preferred_estimators_wait_is_shown_first_and_the_other_fills_in() -> None:

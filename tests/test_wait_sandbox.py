@@ -9,7 +9,7 @@ from advisor.sandbox.cluster import Sandbox
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.runner import LocalRunner
 from advisor.wait.collect import take_snapshot
-from advisor.wait.estimate import Candidate, estimate_waits
+from advisor.wait.estimate import WaitRequest, estimate_waits
 from advisor.wait.snapshot import SlotRequest
 
 SLEEP = "#!/bin/sh\nsleep 600\n"
@@ -24,11 +24,11 @@ def states(slurm: SlurmClient, job_ids: list[int], wanted: list[str], timeout_s:
         time.sleep(0.2)
 
 
-def candidate(partition: str, script: str | None = None) -> Candidate:
+def candidate(partition: str, script: str | None = None) -> WaitRequest:
     request = SlotRequest(
         partitions=[partition], gpus_per_node=1, memory_mb_per_node=100, time_limit=timedelta(minutes=5)
     )
-    return Candidate(request=request) if script is None else Candidate(request=request, script=script)
+    return WaitRequest(request=request) if script is None else WaitRequest(request=request, script=script)
 
 
 def test_a_full_partition_waits_for_its_jobs_and_an_idle_one_starts_now(sandbox: Sandbox) -> None:

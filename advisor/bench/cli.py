@@ -59,8 +59,8 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
 
 
 def _plan(args: argparse.Namespace, console: Console) -> int:
-    from advisor.bench.measure import zoo_table
     from advisor.bench.plan import DeviceProfile, check_plan, describe, full_plan, quick_plan
+    from advisor.bench.zoo import zoo_table
 
     profile = DeviceProfile.assumed(args.device)
     if args.quick:

@@ -15,10 +15,10 @@ from pathlib import Path
 import torch
 
 from advisor.bench.fingerprint import threads_for_job
-from advisor.bench.measure import zoo_table
 from advisor.bench.plan import DeviceProfile, Plan, add_plan_choice, check_plan, full_plan, quick_plan
 from advisor.bench.results import jsonl_sink
 from advisor.bench.run import run_plan, terminal_reporter
+from advisor.bench.zoo import zoo_table
 
 _QUICK_BUDGET_MINUTES = 2.5
 """Measuring time: with start-up (imports, introspection) the quick job stays within three minutes."""

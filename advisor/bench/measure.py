@@ -22,9 +22,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from advisor.bench.training import amp_plan, pace_step, start_training
-from advisor.bench.zoo import zoo_model
-from advisor.introspect import LayerTable, Optimizer, estimate_peak_memory
-from advisor.introspect.run import introspect
+from advisor.bench.zoo import zoo_table
+from advisor.introspect import Optimizer, estimate_peak_memory
 from advisor.precision import Precision
 from advisor.records import LayerConfig, LayerMeasurement, StepConfig, StepMeasurement
 
@@ -34,12 +33,6 @@ MAX_GROUP = 64
 _OOM_TEXT = ("out of memory", "can't allocate memory", "cannot allocate memory", "not enough memory")
 _ERROR_CHARS = 2000
 T = TypeVar("T")
-
-
-def zoo_table(model: str, input_size: int) -> LayerTable:
-    """The layer table of a zoo model, built exactly as the benchmark builds the model."""
-    kwargs = zoo_model(model).kwargs(input_size)
-    return introspect(model, (3, input_size, input_size), kwargs, allow_factories=False)
 
 
 def is_out_of_memory(error: BaseException) -> bool:

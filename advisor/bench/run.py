@@ -68,10 +68,12 @@ def run_plan(
     budget_s: float,
     sink: Sink,
     clock: Callable[[], float] = time.monotonic,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
     progress: Reporter | None = None,
     memory_limit_bytes: int | None = None,
 ) -> RunSummary:
-    """Measures the plan's items in order while the budget lasts.
+    """Measures the plan's items in order while the budget lasts (``clock`` times the budget, ``now`` dates
+    each result).
 
     An item whose estimate exceeds what is left is skipped (a later, cheaper one may still fit). Once a
     batch of a series (a configuration but for its batch) does not fit, larger batches of it are skipped.
@@ -103,7 +105,7 @@ def run_plan(
                     ResultLine(
                         run_id=run_id,
                         fingerprint=machine,
-                        measured_at=datetime.now(UTC),
+                        measured_at=now(),
                         measurement=measurement,
                     )
                 )

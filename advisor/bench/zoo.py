@@ -143,6 +143,15 @@ _LAYER_OPS: dict[LayerKind, Literal["conv2d", "conv_transpose2d", "linear"]] = {
 }
 
 
+def zoo_table(model: str, input_size: int) -> LayerTable:
+    """The layer table of a zoo model, built exactly as the benchmark builds the model (on the meta device:
+    torch loads here, not where the zoo is only listed)."""
+    from advisor.introspect.run import introspect
+
+    kwargs = zoo_model(model).kwargs(input_size)
+    return introspect(model, (3, input_size, input_size), kwargs, allow_factories=False)
+
+
 def layer_config(layer: Layer) -> LayerConfig | None:
     """The micro-benchmark of ``layer`` at batch 1, or None for a layer that is neither a 2-d convolution
     nor a linear.

@@ -117,7 +117,7 @@ class _Retrainer:
         self.seen: int | None = None
 
     def __call__(self) -> None:
-        from advisor.bench.measure import zoo_table
+        from advisor.bench.zoo import zoo_table
         from advisor.predict.machine import NotEnoughDataError
         from advisor.predict.registry import machines, train_machine
 

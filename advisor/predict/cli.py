@@ -68,7 +68,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
 
 
 def _train(args: argparse.Namespace, console: Console) -> int:
-    from advisor.bench.measure import zoo_table
+    from advisor.bench.zoo import zoo_table
     from advisor.predict.machine import NotEnoughDataError
     from advisor.predict.registry import machines, train_machine
 
@@ -93,7 +93,7 @@ def _train(args: argparse.Namespace, console: Console) -> int:
 
 
 def _evaluate(args: argparse.Namespace, console: Console) -> int:
-    from advisor.bench.measure import zoo_table
+    from advisor.bench.zoo import zoo_table
     from advisor.predict.evaluate import evaluate_machine
     from advisor.predict.registry import layer_samples, machines, step_samples
 
@@ -152,7 +152,7 @@ def _plot(results: list[MachineEvaluation], path: Path) -> None:
 def _predict(args: argparse.Namespace, console: Console) -> int:
     from advisor.bench.zoo import zoo_model
     from advisor.introspect.run import introspect
-    from advisor.predict.service import NoModelError, Predictors, load_specs, predict
+    from advisor.predict.service import NoModelError, Predictors, StepQuestion, load_specs, predict
 
     _channels, height, width = args.input_shape
     kwargs = {} if args.num_classes is None else {"num_classes": args.num_classes}
@@ -167,9 +167,8 @@ def _predict(args: argparse.Namespace, console: Console) -> int:
     store = Store.open(args.db)
     try:
         predictors = Predictors.load(store)
-        prediction = predict(
-            predictors, args.partition, table, args.batch_size, args.amp, args.channels_last, specs, args.gpu
-        )
+        question = StepQuestion(args.partition, table, args.batch_size, args.amp, args.channels_last)
+        prediction = predict(predictors, question, specs, args.gpu)
     except NoModelError as error:
         console.print(f"advisor: error: {error}", highlight=False)
         return 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -74,47 +74,72 @@ class NoModelError(LookupError):
 
 
 @dataclass(frozen=True)
+class StepQuestion:
+    """What a prediction answers: one device's step of a model (its layer table) at a micro-batch, with
+    these settings, on a partition."""
+
+    partition: str
+    table: LayerTable
+    batch: int
+    amp: bool
+    channels_last: bool
+
+
+@dataclass(frozen=True)
 class Predictors:
     """All a prediction reads from the database, read at once: a recommendation makes dozens of predictions,
-    and the daemon shares one reading between requests for a little while."""
+    and the daemon shares one reading between requests for a little while. Its answers are remembered for
+    as long as the reading lives: a version file never changes, so the same question gets the same answer
+    until a new reading (a new version, new calibration) replaces this one."""
 
     fingerprints: list[Fingerprint]
     models: dict[str, tuple[MachineModel, int]]
     """Each machine's active predictor and its version."""
     corrections: dict[str, Correction]
     """Calibration from finished jobs, by `Prediction.calibration_key`."""
+    _answers: dict[tuple[object, ...], Prediction] = field(default_factory=dict, compare=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
 
     @classmethod
     def load(cls, store: Store) -> Predictors:
         return cls(store.fingerprints(), active_models(store), corrections(store))
 
+    def answer(self, machine: str, question: StepQuestion, capacity: int | None) -> Prediction:
+        """Machine ``machine``'s own prediction, unscaled and uncalibrated, computed once per question."""
+        q = question
+        key = (machine, q.partition, q.table.architecture_hash, q.batch, q.amp, q.channels_last, capacity)
+        with self._lock:
+            found = self._answers.get(key)
+        if found is None:
+            model, version = self.models[machine]
+            found = _predict_once(question, model, version, capacity)
+            with self._lock:
+                if len(self._answers) >= _ANSWERS_KEPT:
+                    self._answers.clear()
+                self._answers[key] = found
+        return found
+
+
+_ANSWERS_KEPT = 8192
+
 
 def predict(
-    predictors: Predictors,
-    partition: str,
-    table: LayerTable,
-    batch: int,
-    amp: bool,
-    channels_last: bool,
-    specs: list[DeviceSpec],
-    gpu: str | None = None,
+    predictors: Predictors, question: StepQuestion, specs: list[DeviceSpec], gpu: str | None = None
 ) -> Prediction:
+    """``gpu`` names the partition's GPU type, for a partition never benchmarked (default: its name)."""
     # Partitions of identical nodes share a machine type, so a machine has many fingerprints.
     every = predictors.fingerprints
-    fingerprints = {f.machine(): f for f in every}
-    own = {f.machine(): f for f in sorted(every, key=lambda f: f.node) if f.partition == partition}
+    own = {f.machine(): f for f in sorted(every, key=lambda f: f.node) if f.partition == question.partition}
     for machine, fingerprint in sorted(own.items()):
-        loaded = predictors.models.get(machine)
-        if loaded is not None:
-            model, version = loaded
-            capacity = _capacity(fingerprint)
-            confidence: Confidence = "high" if table.architecture_hash in model.architectures else "medium"
-            found = _prediction(
-                partition, model, version, table, batch, amp, channels_last, capacity, confidence
+        if machine in predictors.models:
+            model, _ = predictors.models[machine]
+            found = predictors.answer(machine, question, _capacity(fingerprint))
+            confidence: Confidence = (
+                "high" if question.table.architecture_hash in model.architectures else "medium"
             )
-            return _calibrated(found, predictors)
-    target = gpu or partition
-    scaled = _scaled(predictors, partition, table, batch, amp, channels_last, specs, target, fingerprints)
+            return _calibrated(found.model_copy(update={"confidence": confidence}), predictors)
+    fingerprints = {f.machine(): f for f in every}
+    scaled = _scaled(predictors, question, specs, gpu or question.partition, fingerprints)
     return _calibrated(scaled, predictors)
 
 
@@ -139,74 +164,33 @@ def _capacity(fingerprint: Fingerprint) -> int | None:
     return fingerprint.gpu_memory_mb * 2**20
 
 
-def _prediction(
-    partition: str,
-    model: MachineModel,
-    version: int,
-    table: LayerTable,
-    batch: int,
-    amp: bool,
-    channels_last: bool,
-    capacity: int | None,
-    confidence: Confidence,
-) -> Prediction:
-    """Memoised: a version file never changes, so the same question gets the same answer until a new
-    version is trained; the daemon asks the same few questions many times a second."""
-    key = (partition, id(model), table.architecture_hash, batch, amp, channels_last, capacity)
-    with _MEMO_LOCK:
-        memo = _MEMO.get(key)
-    # The entry keeps its model alive, so an equal id is the same model, never a new one at that address.
-    if memo is not None and memo[0] is model:
-        found = memo[1]
-    else:
-        found = _predict_once(partition, model, version, table, batch, amp, channels_last, capacity)
-        with _MEMO_LOCK:
-            if len(_MEMO) >= _MEMO_SIZE:
-                _MEMO.clear()
-            _MEMO[key] = (model, found)
-    return found.model_copy(update={"confidence": confidence})
-
-
-_MEMO: dict[tuple[object, ...], tuple[MachineModel, Prediction]] = {}
-_MEMO_LOCK = threading.Lock()
-_MEMO_SIZE = 8192
-
-
 def _predict_once(
-    partition: str,
-    model: MachineModel,
-    version: int,
-    table: LayerTable,
-    batch: int,
-    amp: bool,
-    channels_last: bool,
-    capacity: int | None,
+    question: StepQuestion, model: MachineModel, version: int, capacity: int | None
 ) -> Prediction:
-    step = model.predict(table, batch, amp, channels_last)
+    table, amp = question.table, question.amp
+    step = model.predict(table, question.batch, amp, question.channels_last)
     return Prediction(
-        partition=partition,
+        partition=question.partition,
         machine=model.machine,
         model_version=version,
-        batch_size=batch,
-        amp=amp,
-        channels_last=channels_last,
+        batch_size=question.batch,
+        amp=question.amp,
+        channels_last=question.channels_last,
         step_s=step.step_s,
         step_p90_s=step.step_p90_s,
         peak_memory_bytes=step.peak_memory_bytes,
         memory_bytes=capacity,
         fits=capacity is None or step.peak_memory_bytes * (1 + MEMORY_MARGIN) <= capacity,
-        largest_batch=None if capacity is None else model.largest_batch(table, amp, capacity),
+        largest_batch=None
+        if capacity is None
+        else model.largest_batch(question.table, question.amp, capacity),
         confidence="high",
     )
 
 
 def _scaled(
     predictors: Predictors,
-    partition: str,
-    table: LayerTable,
-    batch: int,
-    amp: bool,
-    channels_last: bool,
+    question: StepQuestion,
     specs: list[DeviceSpec],
     gpu: str,
     fingerprints: dict[str, Fingerprint],
@@ -217,15 +201,16 @@ def _scaled(
         for machine, loaded in predictors.models.items()
         if machine in fingerprints
     ]
+    partition = question.partition
     if not candidates:
         raise NoModelError(
             f"no benchmarked machine has a trained model to predict partition {partition!r} from"
         )
     target = match_spec(gpu, specs)
     ranked = sorted(candidates, key=lambda c: (c[0].device != "cuda", c[1].machine))
-    fingerprint, model, version = ranked[0]
+    fingerprint, model, _ = ranked[0]
     base = _base_spec(fingerprint, specs)
-    own = _prediction(partition, model, version, table, batch, amp, channels_last, None, "low")
+    own = predictors.answer(model.machine, question, None).model_copy(update={"confidence": "low"})
     if target is None:
         note = (
             f"partition {partition!r} was never benchmarked and no GPU specification matches {gpu!r}: "
@@ -233,7 +218,7 @@ def _scaled(
             f"({fingerprint.gpu_name or fingerprint.cpu_model}), unscaled"
         )
         return own.model_copy(update={"scaled_from": model.machine, "note": note})
-    costs = table.at_batch(batch).total
+    costs = question.table.at_batch(question.batch).total
     ratio = roofline_ratio(costs.train_flops, costs.bytes_read + costs.bytes_written, base, target)
     capacity = target.memory_bytes
     fits = capacity is None or own.peak_memory_bytes * (1 + MEMORY_MARGIN) <= capacity
@@ -241,13 +226,14 @@ def _scaled(
         f"partition {partition!r} was never benchmarked: scaled from {base.name} to {target.name} by their "
         f"roofline (FP32 FLOP/s{', bandwidth' if base.bandwidth else ' only: a CPU has no bandwidth figure'})"
     )
+    largest = None if capacity is None else model.largest_batch(question.table, question.amp, capacity)
     return own.model_copy(
         update={
             "step_s": own.step_s * ratio,
             "step_p90_s": own.step_p90_s * ratio,
             "memory_bytes": capacity,
             "fits": fits,
-            "largest_batch": None if capacity is None else model.largest_batch(table, amp, capacity),
+            "largest_batch": largest,
             "scaled_from": model.machine,
             "note": note,
         }

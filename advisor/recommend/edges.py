@@ -15,13 +15,13 @@ from advisor.jobscript.submission import ParsedSubmission
 from advisor.policy.schema import Policy
 from advisor.predict.registry import model_created_at
 from advisor.predict.scaling import DeviceSpec
-from advisor.predict.service import Prediction, Predictors, predict
+from advisor.predict.service import Prediction, Predictors, StepQuestion, predict
 from advisor.recommend.choose import Recommendation
 from advisor.recommend.cluster import ClusterView
 from advisor.recommend.service import Context, WaitQuery, Waits, recommend
 from advisor.slurm.models import Partition
 from advisor.store import AdvisedJobs, Store
-from advisor.wait.estimate import PLACEHOLDER_SCRIPT, Candidate, estimate_waits
+from advisor.wait.estimate import PLACEHOLDER_SCRIPT, WaitRequest, estimate_waits
 from advisor.wait.snapshot import SlotRequest
 
 
@@ -81,10 +81,8 @@ class StoredModels:
         device time; computed once per partition, micro-batch and settings, which many candidates share."""
         key = (partition, micro_batch, amp, channels_last)
         if key not in self._steps:
-            gpu, table, specs = self.gpu_types.get(partition), self.table, self.specs
-            self._steps[key] = predict(
-                self.predictors, partition, table, micro_batch, amp, channels_last, specs, gpu
-            )
+            question = StepQuestion(partition, self.table, micro_batch, amp, channels_last)
+            self._steps[key] = predict(self.predictors, question, self.specs, self.gpu_types.get(partition))
         return self._steps[key]
 
     def sync_s(self, partition: str, gpus: int) -> float:
@@ -121,7 +119,7 @@ def queue_waits(
         script = PLACEHOLDER_SCRIPT
     cpus = (request.cpus_per_task or 1) * (request.ntasks_per_node or request.ntasks or 1)
     candidates = [
-        Candidate(
+        WaitRequest(
             request=SlotRequest(
                 partitions=[query.partition],
                 gpus_per_node=query.gpus,

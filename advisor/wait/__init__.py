@@ -12,14 +12,13 @@ from advisor.wait.accuracy import (
     estimator_errors,
     preferred_estimators,
 )
-from advisor.wait.estimate import Candidate, WaitEstimate, estimate_waits, sbatch_options
+from advisor.wait.estimate import WaitEstimate, WaitRequest, estimate_waits, sbatch_options
 from advisor.wait.remaining import RatioTable, RuntimeEstimates, estimate_runtimes, historical_ratios
 from advisor.wait.simulate import predict_starts
 from advisor.wait.snapshot import Allocation, PendingJob, QueueSnapshot, RunningJob, SlotRequest, SnapshotNode
 
 __all__ = [
     "Allocation",
-    "Candidate",
     "Estimator",
     "EstimatorError",
     "PendingJob",
@@ -31,6 +30,7 @@ __all__ = [
     "SnapshotNode",
     "WaitEstimate",
     "WaitRecord",
+    "WaitRequest",
     "estimate_runtimes",
     "estimate_waits",
     "estimator_errors",

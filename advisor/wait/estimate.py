@@ -23,9 +23,10 @@ from advisor.wait.snapshot import SlotRequest
 PLACEHOLDER_SCRIPT = "#!/bin/sh\ntrue\n"
 
 
-class Candidate(Frozen):
-    """One way to run the job: its request in one partition, and the script and other sbatch options
-    (account, QOS) Slurm should judge it with; the request's own options come last and win."""
+class WaitRequest(Frozen):
+    """What both wait estimators are asked about one candidate: its request in one partition, and the script
+    and other sbatch options (account, QOS) Slurm should judge it with; the request's own options come last
+    and win."""
 
     request: SlotRequest
     script: str = PLACEHOLDER_SCRIPT
@@ -35,7 +36,7 @@ class Candidate(Frozen):
     @classmethod
     def _one_partition(cls, request: SlotRequest) -> SlotRequest:
         if len(request.partitions) != 1:
-            raise ValueError(f"a candidate runs in exactly one partition, not {request.partitions}")
+            raise ValueError(f"a wait request names exactly one partition, not {request.partitions}")
         return request
 
 
@@ -81,7 +82,7 @@ def sbatch_options(request: SlotRequest) -> list[str]:
 
 def estimate_waits(
     client: SlurmClient,
-    candidates: Sequence[Candidate],
+    candidates: Sequence[WaitRequest],
     now: datetime,
     advisor_predictions: Mapping[int, float],
     history: Sequence[FinishedJob],
@@ -121,7 +122,7 @@ def estimate_waits(
 
 
 def slurm_start_estimates(
-    client: SlurmClient, candidates: Sequence[Candidate]
+    client: SlurmClient, candidates: Sequence[WaitRequest]
 ) -> list[tuple[datetime | None, str | None]]:
     """Slurm's start estimate for each candidate, or why it has none.
 
@@ -131,7 +132,7 @@ def slurm_start_estimates(
         return list(pool.map(lambda candidate: _test_only(client, candidate), candidates))
 
 
-def _test_only(client: SlurmClient, candidate: Candidate) -> tuple[datetime | None, str | None]:
+def _test_only(client: SlurmClient, candidate: WaitRequest) -> tuple[datetime | None, str | None]:
     """One start estimate, or why none (a request Slurm refuses, an unreachable controller)."""
     try:
         result = client.test_only(candidate.script, [*candidate.options, *sbatch_options(candidate.request)])
