@@ -13,16 +13,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from advisor import admin, argtypes, report
-from advisor.bench import cli as bench_cli
-from advisor.compress import cli as compress_cli
-from advisor.daemon import main as daemon_main
+from advisor import argtypes
 from advisor.introspect.errors import IntrospectionError
 from advisor.jobscript.errors import ScriptError
 from advisor.jobscript.submission import parse_submission
-from advisor.policy import cli as policy_cli
-from advisor.predict import cli as predict_cli
-from advisor.recommend import cli as recommend_cli
 from advisor.sandbox.cluster import Sandbox, SandboxError, SandboxStatus
 from advisor.sandbox.spec import SandboxConfigError, load_spec
 from advisor.settings import SettingsError, load_settings
@@ -38,7 +32,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"advisor: error: {exc}", file=sys.stderr)
         return 1
-    args = _parser(settings).parse_args(words)
+    try:
+        parser = _parser(settings)
+    except ModuleNotFoundError as missing:  # a training environment's install, without the extra
+        print(
+            f"advisor: error: {missing.name} is not installed: the advisor's commands need the service's "
+            "dependencies (pip install 'advisor[service]')",
+            file=sys.stderr,
+        )
+        return 1
+    args = parser.parse_args(words)
     try:
         return int(args.handler(args, Console()))
     except (SandboxError, SandboxConfigError, SlurmError, ScriptError, IntrospectionError) as exc:
@@ -59,6 +62,15 @@ def _config_option(words: Sequence[str]) -> Path | None:
 
 
 def _parser(settings: Settings) -> argparse.ArgumentParser:
+    """Every command; their modules load here, so a missing service dependency is one clear error."""
+    from advisor import admin, report
+    from advisor.bench import cli as bench_cli
+    from advisor.compress import cli as compress_cli
+    from advisor.daemon import main as daemon_main
+    from advisor.policy import cli as policy_cli
+    from advisor.predict import cli as predict_cli
+    from advisor.recommend import cli as recommend_cli
+
     parser = argparse.ArgumentParser(prog="advisor", description=__doc__)
     parser.add_argument(
         "--config",

@@ -27,6 +27,7 @@ import shlex
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ from benchmarks.harness.workload import Habits, WorkloadError, load_arrivals  # 
 DEFAULT_DATA = ROOT.parent / "shared" / "data"
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     formatter = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
     parser.add_argument("workloads", nargs="*", default=["saturn/workload-1.csv"])
@@ -79,7 +80,9 @@ def main() -> int:
         metavar="N",
         help="replay the first N jobs of the Philly trace (0: all) instead of Sia workloads; sim mode only",
     )
-    args = parser.parse_args()
+    words = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(words)
+    args.words = words
     try:
         return _run(parser, args)
     except (InventoryError, WorkloadError, PolicyError, OSError) as error:
@@ -103,7 +106,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         rows = [_replay(path.relative_to(folder), load_arrivals(path), inventory, args) for path in paths]
     summary = args.out / "summary.md"
     summary.write_text(
-        _summary(rows, shlex.join(["python", "benchmarks/replay.py", *sys.argv[1:]])), encoding="utf-8"
+        _summary(rows, shlex.join(["python", "benchmarks/replay.py", *args.words])), encoding="utf-8"
     )
     print(summary.read_text(encoding="utf-8"))
     return 0

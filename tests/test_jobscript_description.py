@@ -33,7 +33,7 @@ def test_lines_become_a_description() -> None:
         global_batch=256,
         epochs=3,
         dataset_size=50000,
-        amp=False,
+        allow_amp=False,
     )
     assert description.workers is None, "a line after the first command is not a directive"
     assert description.total_steps == 3 * 196
@@ -42,7 +42,7 @@ def test_lines_become_a_description() -> None:
 def test_command_line_options_win_over_the_script() -> None:
     description = parse_description(SCRIPT, "job.sh", ["--global-batch", "512", "--amp=yes"])
     assert description is not None
-    assert (description.global_batch, description.amp) == (512, True)
+    assert (description.global_batch, description.allow_amp) == (512, True)
 
 
 def test_no_lines_and_no_options_mean_no_description() -> None:

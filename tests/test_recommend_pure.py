@@ -48,7 +48,7 @@ def test_batch_rules() -> None:
     keep = Tuning(amp=False, channels_last=False)
     never = shapes(describe(), [T4], 1, keep.model_copy(update={"batch": "never"}), small)
     assert [(s.micro_batch, s.accumulation) for s in never] == [(256, 1)], "left as is; it will not fit"
-    no_accumulation = shapes(describe(grad_accum=False), [T4], 1, keep, small)
+    no_accumulation = shapes(describe(allow_grad_accum=False), [T4], 1, keep, small)
     assert no_accumulation == [], "the user forbids accumulation and the batch does not fit"
     ranged = describe(global_batch=256, batch_range=(128, 512))
     within = shapes(ranged, [T4], 2, keep.model_copy(update={"batch": "within-declared-range"}), small)
@@ -58,7 +58,7 @@ def test_batch_rules() -> None:
         (2, 256, 32, 4),
     }
     assert not any(s.global_batch < 128 for s in within), "the range's floor holds"
-    amp_off = shapes(describe(amp=False), [T4], 1, Tuning(channels_last=False), small)
+    amp_off = shapes(describe(allow_amp=False), [T4], 1, Tuning(channels_last=False), small)
     assert {s.amp for s in amp_off} == {False}, "the job said it cannot run mixed precision"
 
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from benchmarks.harness.experiment import InventoryError, load_inventory, matching_backfill
+from benchmarks.replay import main as replay_main
 
 from .replay_support import write_philly, write_steps, write_workload
 
@@ -57,14 +56,25 @@ def test_a_bad_inventory_names_its_file_and_field(tmp_path: Path, text: str, exp
     assert expected in str(caught.value)
 
 
-def test_the_replay_command_names_a_bad_file_and_stops_cleanly(tmp_path: Path) -> None:
+def replay(capsys: pytest.CaptureFixture[str], *words: str) -> tuple[int, str, str]:
+    """`benchmarks/replay.py WORDS` in this process: its exit status, stdout and stderr."""
+    try:
+        status = replay_main(list(words))
+    except SystemExit as exit:
+        status = int(exit.code or 0)
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_the_replay_command_names_a_bad_file_and_stops_cleanly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     bad = tmp_path / "cluster.toml"
     bad.write_text("[[pools]\n", encoding="utf-8")
-    command = [sys.executable, str(ROOT / "benchmarks" / "replay.py"), "--inventory", str(bad)]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 2
-    assert result.stderr.startswith(f"replay: error: {bad}: not valid TOML")
-    assert "Traceback" not in result.stderr
+    status, _, err = replay(capsys, "--inventory", str(bad))
+    assert status == 2
+    assert err.startswith(f"replay: error: {bad}: not valid TOML")
+    assert "Traceback" not in err
 
 
 def test_the_twin_of_a_compressed_run_keeps_its_window_and_minute_in_workload_seconds() -> None:
@@ -74,7 +84,9 @@ def test_the_twin_of_a_compressed_run_keeps_its_window_and_minute_in_workload_se
     assert twin.window_s == 1440 * 60 * 400
 
 
-def test_the_replay_command_writes_a_report_per_workload_and_a_summary(tmp_path: Path) -> None:
+def test_the_replay_command_writes_a_report_per_workload_and_a_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     data = tmp_path / "data"
     (data / "sia" / "workloads" / "saturn").mkdir(parents=True)
     (data / "philly").mkdir()
@@ -84,11 +96,11 @@ def test_the_replay_command_writes_a_report_per_workload_and_a_summary(tmp_path:
     write_workload(data / "sia" / "workloads" / "saturn" / "w.csv", arrivals)
     (tmp_path / "cluster.toml").write_text(INVENTORY, encoding="utf-8")
     out = tmp_path / "out"
-    argv = [sys.executable, str(ROOT / "benchmarks" / "replay.py"), "saturn/*.csv", "--data", str(data)]
-    argv += ["--inventory", str(tmp_path / "cluster.toml"), "--out", str(out)]
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    assert "| saturn-w | sim |" in result.stdout
+    argv = ["saturn/*.csv", "--data", str(data), "--inventory", str(tmp_path / "cluster.toml")]
+    argv += ["--out", str(out)]
+    status, stdout, stderr = replay(capsys, *argv)
+    assert status == 0, stderr
+    assert "| saturn-w | sim |" in stdout
     figures = json.loads((out / "saturn-w" / "sim" / "report.json").read_text(encoding="utf-8"))
     assert {arm: summary["jobs"] for arm, summary in figures["arms"].items()} == {
         "habits": 12,
@@ -100,11 +112,11 @@ def test_the_replay_command_writes_a_report_per_workload_and_a_summary(tmp_path:
     report = (out / "saturn-w" / "sim" / "report.md").read_text(encoding="utf-8")
     assert "MAPE" in report and "simulated in real time" in report
     assert (out / "saturn-w" / "sim" / "completion_cdf.png").stat().st_size > 0
-    assert (out / "summary.md").read_text(encoding="utf-8") in result.stdout
+    assert (out / "summary.md").read_text(encoding="utf-8") in stdout
 
-    philly = subprocess.run([*argv, "--philly", "0"], capture_output=True, text=True, timeout=300)
-    assert philly.returncode == 0, philly.stderr
-    assert "| philly-all | sim |" in philly.stdout
+    status, stdout, stderr = replay(capsys, *argv, "--philly", "0")
+    assert status == 0, stderr
+    assert "| philly-all | sim |" in stdout
     figures = json.loads((out / "philly-all" / "sim" / "report.json").read_text(encoding="utf-8"))
     assert figures["arms"]["advisor"]["jobs"] == 8, "every job of the trace, with a Sia application"
-    assert f"--inventory {tmp_path / 'cluster.toml'} --out {out} --philly 0`" in philly.stdout, "as run"
+    assert f"--inventory {tmp_path / 'cluster.toml'} --out {out} --philly 0`" in stdout, "as run"

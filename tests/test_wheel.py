@@ -120,3 +120,22 @@ def test_the_training_side_imports_nothing_of_the_service() -> None:
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_without_the_service_extra_the_advisor_command_names_it() -> None:
+    probe = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'sqlite_utils':\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "from advisor.cli import main\n"
+        "raise SystemExit(main(['status']))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert result.stderr == (
+        "advisor: error: sqlite_utils is not installed: the advisor's commands need the service's "
+        "dependencies (pip install 'advisor[service]')\n"
+    )

@@ -41,8 +41,10 @@ class JobDescription(BaseModel):
     steps: Annotated[int, Field(ge=1, le=MAX_STEPS)] | None = None
     dataset_size: Annotated[int, Field(ge=1, le=2**40)] | None = None
     batch_range: tuple[BatchSize, BatchSize] | None = None
-    amp: bool = True
-    grad_accum: bool = True
+    allow_amp: bool = True
+    """Whether mixed precision may be used (``--amp=yes/no``); what is used is the advice's ``amp``."""
+    allow_grad_accum: bool = True
+    """Whether micro-batches may be accumulated (``--grad-accum=yes/no``)."""
     workers: Annotated[int, Field(ge=0, le=4096)] | None = None
     batch_via: Literal["env", "flag"] = "env"
     batch_flag: str | None = None

@@ -48,8 +48,8 @@ OPTIONS: dict[str, str] = {
     "--steps": "steps",
     "--dataset-size": "dataset_size",
     "--batch-range": "batch_range",
-    "--amp": "amp",
-    "--grad-accum": "grad_accum",
+    "--amp": "allow_amp",
+    "--grad-accum": "allow_grad_accum",
     "--workers": "workers",
     "--batch-flag": "batch_flag",
 }

@@ -69,7 +69,7 @@ def shapes(
 ) -> list[Shape]:
     """``largest_batch[(partition, amp)]`` is the biggest micro-batch that fits a device; None: unknown."""
     found: list[Shape] = []
-    amps = [False, True] if description.amp and tuning.amp else [False]
+    amps = [False, True] if description.allow_amp and tuning.amp else [False]
     layouts = [False, True] if tuning.channels_last else [False]
     for offer in offers:
         for gpus in _gpu_counts(offer, requested_gpus, tuning.max_gpus):
@@ -120,7 +120,7 @@ def _splits(
         per_device = global_batch // devices
         if largest is None or per_device <= largest or tuning.batch == "never":
             found.add((global_batch, per_device, 1))
-        elif description.grad_accum and largest >= 1:
+        elif description.allow_grad_accum and largest >= 1:
             micro = max(d for d in _divisors(per_device) if d <= largest)
             found.add((global_batch, micro, per_device // micro))
     return sorted(found)
