@@ -49,7 +49,8 @@ def test_an_advised_job_is_rewritten_submitted_once_and_explained(
     )
     assert explained.returncode == 0, explained.stderr
     explanation = json.loads(explained.stdout)
-    assert explanation["applied"] and explanation["recommendation"]["chosen"]["shape"]["partition"] == "a100"
+    chosen = explanation["recommendation"]["chosen"]
+    assert explanation["applied"] and chosen["candidate"]["partition"] == "a100"
 
 
 def test_parsable_output_and_exit_codes_match_sbatch(

@@ -10,7 +10,7 @@ from rich.console import Console
 from advisor.jobscript.advisor_lines import JobDescription
 from advisor.jobscript.rewrite import Advice
 from advisor.policy.schema import Mode, Objective, RewriteRules, TimeLimitRule, Tuning
-from advisor.recommend.candidates import Offer, Shape, baseline, shapes
+from advisor.recommend.candidates import Candidate, Offer, baseline, job_candidates
 from advisor.recommend.choose import Decision, Estimate, Recommendation, choose
 from advisor.recommend.cli import HEADERS, added_words, show
 
@@ -24,7 +24,8 @@ def describe(**fields: object) -> JobDescription:
 
 
 def test_a_global_batch_too_big_for_a_device_becomes_micro_batches_with_the_same_product() -> None:
-    found = shapes(describe(), [T4], 2, Tuning(channels_last=False), {("t4", False): 48, ("t4", True): 96})
+    largest = {("t4", False): 48, ("t4", True): 96}
+    found = job_candidates(describe(), [T4], 2, Tuning(channels_last=False), largest)
     assert {(s.gpus, s.amp, s.micro_batch, s.accumulation) for s in found} == {
         (1, False, 32, 8),
         (1, True, 64, 4),
@@ -37,40 +38,41 @@ def test_a_global_batch_too_big_for_a_device_becomes_micro_batches_with_the_same
 def test_gpu_counts_stay_within_the_request_the_node_and_the_policy() -> None:
     fits = {("a100", False): 1024, ("t4", False): 1024}
     limits = Tuning(amp=False, channels_last=False, max_gpus=2)
-    found = shapes(describe(global_batch=96), [A100, T4, CPU], 4, limits, fits)
+    found = job_candidates(describe(global_batch=96), [A100, T4, CPU], 4, limits, fits)
     assert sorted({(s.partition, s.gpus) for s in found}) == [("a100", 1), ("a100", 2), ("t4", 1), ("t4", 2)]
-    cpu_only = shapes(describe(), [A100, CPU], 0, limits, {("cpu", False): None})
+    cpu_only = job_candidates(describe(), [A100, CPU], 0, limits, {("cpu", False): None})
     assert [(s.partition, s.gpus, s.micro_batch) for s in cpu_only] == [("cpu", 0, 256)]
 
 
 def test_batch_rules() -> None:
     small = {("t4", False): 50}
     keep = Tuning(amp=False, channels_last=False)
-    never = shapes(describe(), [T4], 1, keep.model_copy(update={"batch": "never"}), small)
+    never = job_candidates(describe(), [T4], 1, keep.model_copy(update={"batch": "never"}), small)
     assert [(s.micro_batch, s.accumulation) for s in never] == [(256, 1)], "left as is; it will not fit"
-    no_accumulation = shapes(describe(allow_grad_accum=False), [T4], 1, keep, small)
+    no_accumulation = job_candidates(describe(allow_grad_accum=False), [T4], 1, keep, small)
     assert no_accumulation == [], "the user forbids accumulation and the batch does not fit"
     ranged = describe(global_batch=256, batch_range=(128, 512))
-    within = shapes(ranged, [T4], 2, keep.model_copy(update={"batch": "within-declared-range"}), small)
+    declared = keep.model_copy(update={"batch": "within-declared-range"})
+    within = job_candidates(ranged, [T4], 2, declared, small)
     assert (2, 100, 50, 1) not in {(s.gpus, s.global_batch, s.micro_batch, s.accumulation) for s in within}
     assert {(s.gpus, s.global_batch, s.micro_batch, s.accumulation) for s in within} >= {
         (1, 256, 32, 8),
         (2, 256, 32, 4),
     }
     assert not any(s.global_batch < 128 for s in within), "the range's floor holds"
-    amp_off = shapes(describe(allow_amp=False), [T4], 1, Tuning(channels_last=False), small)
+    amp_off = job_candidates(describe(allow_amp=False), [T4], 1, Tuning(channels_last=False), small)
     assert {s.amp for s in amp_off} == {False}, "the job said it cannot run mixed precision"
 
 
-def estimate(shape: Shape, run: float, wait: float, **fields: object) -> Estimate:
+def estimate(candidate: Candidate, run: float, wait: float, **fields: object) -> Estimate:
     values: dict[str, object] = {
-        "shape": shape,
+        "candidate": candidate,
         "run_s": run,
         "run_p90_s": run * 1.2,
         "peak_memory_bytes": 1,
         "fits": True,
         "confidence": "high",
-        "machine": f"m-{shape.partition}",
+        "machine": f"m-{candidate.partition}",
         "model_version": 1,
         "model_age": timedelta(days=1),
         "slurm_wait_s": wait,
@@ -98,11 +100,11 @@ def decide(
 
 def test_a_busy_fast_partition_loses_to_an_idle_slow_one() -> None:
     asked = estimate(baseline(describe(), A100, 1, False), run=3600, wait=6 * 3600)
-    slow = estimate(asked.shape.model_copy(update={"partition": "t4"}), run=3 * 3600, wait=0)
+    slow = estimate(asked.candidate.model_copy(update={"partition": "t4"}), run=3 * 3600, wait=0)
     decision = decide([asked, slow], asked)
-    assert decision.chosen.shape.partition == "t4" and decision.apply
+    assert decision.chosen.candidate.partition == "t4" and decision.apply
     assert "against 07:00:00 as submitted" in decision.reasons[0]
-    idle = estimate(asked.shape, run=3600, wait=0)
+    idle = estimate(asked.candidate, run=3600, wait=0)
     stays = decide([idle, slow.model_copy(update={"slurm_wait_s": 0.0})], idle)
     assert stays.chosen == idle and not stays.apply
     assert stays.reasons == ["the job as submitted is already the best candidate"]
@@ -110,7 +112,7 @@ def test_a_busy_fast_partition_loses_to_an_idle_slow_one() -> None:
 
 def test_advise_mode_low_confidence_and_small_gains_never_rewrite() -> None:
     asked = estimate(baseline(describe(), A100, 1, False), run=3600, wait=7200)
-    better = estimate(asked.shape.model_copy(update={"partition": "t4"}), run=3600, wait=0)
+    better = estimate(asked.candidate.model_copy(update={"partition": "t4"}), run=3600, wait=0)
     advise = decide([asked, better], asked, modes={"t4": "advise"})
     assert advise.chosen == better and not advise.apply
     assert "mode for partition t4 is advise" in advise.reasons[-1]
@@ -124,7 +126,8 @@ def test_advise_mode_low_confidence_and_small_gains_never_rewrite() -> None:
 
 def test_a_job_that_does_not_fit_is_moved_whatever_the_gain() -> None:
     asked = estimate(baseline(describe(), T4, 1, False), run=3600, wait=0, fits=False)
-    split = estimate(asked.shape.model_copy(update={"micro_batch": 32, "accumulation": 8}), run=3700, wait=0)
+    smaller = asked.candidate.model_copy(update={"micro_batch": 32, "accumulation": 8})
+    split = estimate(smaller, run=3700, wait=0)
     decision = decide([asked, split], asked)
     assert decision.chosen == split and decision.apply and "more memory" in decision.reasons[0]
     assert decision.ranked[-1] == asked, "what does not fit ranks last"
@@ -132,7 +135,7 @@ def test_a_job_that_does_not_fit_is_moved_whatever_the_gain() -> None:
 
 def test_the_cost_objective_prefers_the_cheaper_run() -> None:
     asked = estimate(baseline(describe(), A100, 1, False), run=3600, wait=0, cost=3.0)
-    cheap = estimate(asked.shape.model_copy(update={"partition": "t4"}), run=3 * 3600, wait=0, cost=1.5)
+    cheap = estimate(asked.candidate.model_copy(update={"partition": "t4"}), run=3 * 3600, wait=0, cost=1.5)
     anything = RewriteRules(min_gain_minutes=0)
     objectives: list[tuple[Objective, float | None, Estimate]] = [
         ("completion", None, asked),
@@ -150,7 +153,7 @@ def test_the_cost_objective_prefers_the_cheaper_run() -> None:
 def test_stale_models_never_drive_a_rewrite() -> None:
     asked = estimate(baseline(describe(), A100, 1, False), run=3600, wait=7200)
     old = estimate(
-        asked.shape.model_copy(update={"partition": "t4"}), run=3600, wait=0, model_age=timedelta(days=30)
+        asked.candidate.model_copy(update={"partition": "t4"}), run=3600, wait=0, model_age=timedelta(days=30)
     )
     decision = decide([asked, old], asked)
     assert decision.chosen == asked and not decision.apply, "the stale candidate is not eligible"
@@ -174,15 +177,15 @@ def test_the_time_limit_is_p90_times_factor_plus_margin_in_whole_minutes(
 
 def test_ties_go_to_the_cheaper_candidate_then_to_fewer_gpus() -> None:
     asked = estimate(baseline(describe(), A100, 1, False), run=3600, wait=0, cost=9.15)
-    cheap = estimate(asked.shape.model_copy(update={"partition": "t4"}), run=3600.2, wait=0, cost=1.53)
+    cheap = estimate(asked.candidate.model_copy(update={"partition": "t4"}), run=3600.2, wait=0, cost=1.53)
     assert decide([asked, cheap], asked).ranked[0] == cheap, "the same time for a sixth of the price"
-    two = estimate(cheap.shape.model_copy(update={"gpus": 2}), run=3600, wait=0, cost=1.53)
+    two = estimate(cheap.candidate.model_copy(update={"gpus": 2}), run=3600, wait=0, cost=1.53)
     assert decide([two, cheap, asked], asked).ranked[:2] == [cheap, two]
 
 
 def test_the_candidates_table_has_a_header_over_every_cell_and_shows_the_advice_as_options() -> None:
     asked = estimate(baseline(describe(), A100, 1, False), run=3600, wait=7200, wait_source="slurm")
-    better = estimate(asked.shape.model_copy(update={"partition": "t4"}), run=3600, wait=0, cost=1.5)
+    better = estimate(asked.candidate.model_copy(update={"partition": "t4"}), run=3600, wait=0, cost=1.5)
     result = Recommendation(
         user="alice",
         account=None,

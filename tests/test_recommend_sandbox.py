@@ -92,10 +92,10 @@ def test_with_every_partition_idle_the_fastest_wins(
     client: SlurmClient, store: Store, tmp_path: Path
 ) -> None:
     result = advise(client, store, tmp_path)
-    assert result.chosen is not None and result.chosen.shape.partition == "a100"
+    assert result.chosen is not None and result.chosen.candidate.partition == "a100"
     assert result.apply and result.advice is not None and result.advice.partition == "a100"
-    assert {c.shape.partition for c in result.candidates} == {"a100", "v100", "t4"}, "cpu has no GPUs"
-    assert result.baseline is not None and result.baseline.shape.partition == "t4"
+    assert {c.candidate.partition for c in result.candidates} == {"a100", "v100", "t4"}, "cpu has no GPUs"
+    assert result.baseline is not None and result.baseline.candidate.partition == "t4"
     assert result.chosen.wait_s < 60 and result.chosen.run_s < result.baseline.run_s / 3
     assert "against" in result.reasons[0], result.reasons
 
@@ -105,8 +105,10 @@ def test_a_busy_partition_loses_to_a_slower_free_one_only_when_the_total_is_lowe
 ) -> None:
     fill(client, "a100", 4, 2, minutes=2 * 24 * 60)
     long_wait = advise(client, store, tmp_path, partition="a100")
-    assert long_wait.chosen is not None and long_wait.chosen.shape.partition == "v100", long_wait.reasons
-    busy = next(c for c in long_wait.candidates if c.shape.partition == "a100" and c.shape.amp is False)
+    assert long_wait.chosen is not None and long_wait.chosen.candidate.partition == "v100", long_wait.reasons
+    busy = next(
+        c for c in long_wait.candidates if c.candidate.partition == "a100" and c.candidate.amp is False
+    )
     assert busy.slurm_wait_s is not None and busy.slurm_wait_s > 24 * 3600, "held until the limits end"
     assert busy.advisor_wait_s is not None
     for job in client.jobs():
@@ -114,7 +116,8 @@ def test_a_busy_partition_loses_to_a_slower_free_one_only_when_the_total_is_lowe
 
     fill(client, "a100", 4, 2, minutes=5)
     short_wait = advise(client, store, tmp_path, partition="a100")
-    assert short_wait.chosen is not None and short_wait.chosen.shape.partition == "a100", short_wait.reasons
+    chosen = short_wait.chosen
+    assert chosen is not None and chosen.candidate.partition == "a100", short_wait.reasons
     assert short_wait.advice is None or short_wait.advice.partition is None
 
 
@@ -122,11 +125,11 @@ def test_a_global_batch_that_does_not_fit_becomes_micro_batches(
     client: SlurmClient, store: Store, tmp_path: Path
 ) -> None:
     result = advise(client, store, tmp_path, batch=256, user="student")
-    t4 = [c for c in result.candidates if c.shape.partition == "t4" and c.fits]
+    t4 = [c for c in result.candidates if c.candidate.partition == "t4" and c.fits]
     assert t4, "some split of the batch fits the small t4"
-    for candidate in t4:
-        shape = candidate.shape
-        assert shape.accumulation > 1 and shape.micro_batch * shape.accumulation * shape.devices == 256
+    for estimate in t4:
+        split = estimate.candidate
+        assert split.accumulation > 1 and split.micro_batch * split.accumulation * split.devices == 256
     assert result.baseline is not None and not result.baseline.fits
 
 
@@ -134,10 +137,10 @@ def test_forbidden_partitions_are_never_chosen_and_advise_mode_changes_nothing(
     client: SlurmClient, store: Store, tmp_path: Path
 ) -> None:
     student = advise(client, store, tmp_path, user="student")
-    assert {c.shape.partition for c in student.candidates} <= {"v100", "t4"}
-    assert student.chosen is not None and student.chosen.shape.partition == "v100"
+    assert {c.candidate.partition for c in student.candidates} <= {"v100", "t4"}
+    assert student.chosen is not None and student.chosen.candidate.partition == "v100"
     careful = advise(client, store, tmp_path, user="careful")
-    assert careful.chosen is not None and careful.chosen.shape.partition == "a100"
+    assert careful.chosen is not None and careful.chosen.candidate.partition == "a100"
     assert not careful.apply and careful.advice is not None, "shown, never applied"
     assert "mode for partition a100 is advise" in careful.reasons[-1]
 
@@ -157,7 +160,7 @@ def test_recommend_command_prints_candidates_choice_and_explanation(
     db = store.db.conn.execute("PRAGMA database_list").fetchone()[2]
     assert main(["recommend", "--policy", str(policy), "--db", db, str(script), "--json"]) == 0
     output = json.loads(capsys.readouterr().out)
-    assert output["chosen"]["shape"]["partition"] == "a100"
+    assert output["chosen"]["candidate"]["partition"] == "a100"
     assert output["advice"]["partition"] == "a100" and output["apply"] is True
     assert len(output["candidates"]) >= 3 and output["reasons"]
 

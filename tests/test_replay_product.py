@@ -55,7 +55,7 @@ def test_arm_c_makes_the_choice_the_daemons_recommender_makes_for_the_users_scri
     found = recommend(context, parsed.request, parsed.description, steps("toy"), USER, None, TRAINED_AT)
 
     assert found.apply and found.chosen is not None
-    chosen = found.chosen.shape
+    chosen = found.chosen.candidate
     assert chosen.partition != "fast"  # the queue moved it: the comparison is not of two unchanged jobs
     assert decision.partition == chosen.partition
     config = decision.config

@@ -84,7 +84,7 @@ def test_an_advised_submission_asks_slurm_over_ssh(
     assert result.returncode == 0, result.stderr
     advice = json.loads(result.stdout)["advice"]
     chosen = advice["recommendation"]["chosen"]
-    assert chosen["shape"]["partition"] == "a100", "the idle fastest partition, seen through SSH"
+    assert chosen["candidate"]["partition"] == "a100", "the idle fastest partition, seen through SSH"
     assert chosen["slurm_wait_s"] is not None, "sbatch --test-only answered, over SSH"
     assert jobs_named(local_slurm, "remote") == ["a100"], "submitted once, by the user's own sbatch"
     log = (remote_daemon.root / "daemon.log").read_text()

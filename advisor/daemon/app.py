@@ -192,7 +192,7 @@ class AdviceService:
                 "job_id": message.job_id,
                 "submitted_at": row["at"],
                 "user": row["user"],
-                "partition": chosen.shape.partition,
+                "partition": chosen.candidate.partition,
                 "machine": chosen.machine,
                 "model_version": chosen.model_version,
                 "confidence": chosen.confidence,
@@ -266,7 +266,7 @@ def _submission(
             parsed.description,
             request.sbatch_argv,
             recommendation.advice,
-            {candidate.shape.partition for candidate in recommendation.candidates},
+            {estimate.candidate.partition for estimate in recommendation.candidates},
         )
     except AdviceError as error:
         return unchanged(request.sbatch_argv, stdin, f"advice not applied: {error}")

@@ -27,7 +27,7 @@ class Offer(BaseModel):
     max_time: timedelta | None
 
 
-class Shape(BaseModel):
+class Candidate(BaseModel):
     """One way to run the job: where, on how many devices, and how each optimizer step is split."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -46,10 +46,10 @@ class Shape(BaseModel):
         return max(self.gpus, 1)
 
 
-def baseline(description: JobDescription, offer: Offer, gpus: int, amp: bool) -> Shape:
+def baseline(description: JobDescription, offer: Offer, gpus: int, amp: bool) -> Candidate:
     """The job exactly as submitted: the whole per-device batch at once, no accumulation."""
     devices = max(gpus, 1)
-    return Shape(
+    return Candidate(
         partition=offer.name,
         gpus=gpus,
         global_batch=description.global_batch,
@@ -60,15 +60,15 @@ def baseline(description: JobDescription, offer: Offer, gpus: int, amp: bool) ->
     )
 
 
-def shapes(
+def job_candidates(
     description: JobDescription,
     offers: Sequence[Offer],
     requested_gpus: int,
     tuning: Tuning,
     largest_batch: Mapping[tuple[str, bool], int | None],
-) -> list[Shape]:
+) -> list[Candidate]:
     """``largest_batch[(partition, amp)]`` is the biggest micro-batch that fits a device; None: unknown."""
-    found: list[Shape] = []
+    found: list[Candidate] = []
     amps = [False, True] if description.allow_amp and tuning.amp else [False]
     layouts = [False, True] if tuning.channels_last else [False]
     for offer in offers:
@@ -78,7 +78,7 @@ def shapes(
                 for global_batch, micro, accumulation in _splits(description, gpus, largest, tuning):
                     for channels_last in layouts:
                         found.append(
-                            Shape(
+                            Candidate(
                                 partition=offer.name,
                                 gpus=gpus,
                                 global_batch=global_batch,

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.jobscript.rewrite import Advice
 from advisor.policy.schema import Confidence, Mode, Objective, RewriteRules
-from advisor.recommend.candidates import Shape
+from advisor.recommend.candidates import Candidate
 from advisor.slurm.values import format_duration
 
 WaitSource = Literal["slurm", "advisor"]
@@ -26,7 +26,7 @@ class Estimate(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    shape: Shape
+    candidate: Candidate
     run_s: float = Field(ge=0)
     run_p90_s: float = Field(ge=0)
     peak_memory_bytes: int
@@ -100,8 +100,8 @@ def choose(
             not e.fits,
             _tied(score(e)),
             _cost(e),
-            e.shape.gpus,
-            _changes(e.shape, baseline.shape),
+            e.candidate.gpus,
+            _changes(e.candidate, baseline.candidate),
         ),
     )
     reasons: list[str] = []
@@ -110,16 +110,16 @@ def choose(
         reasons.append(_no_eligible(ranked, rules))
         return Decision(ranked=ranked, baseline=baseline, chosen=baseline, apply=False, reasons=reasons)
     best = eligible[0]
-    if best.shape == baseline.shape:
+    if best.candidate == baseline.candidate:
         reasons.append("the job as submitted is already the best candidate")
         return Decision(ranked=ranked, baseline=baseline, chosen=baseline, apply=False, reasons=reasons)
     reasons.append(_why_best(best, baseline, objective))
     worth = _worth_it(best, baseline, objective, rules)
-    mode = modes.get(best.shape.partition, "advise")
+    mode = modes.get(best.candidate.partition, "advise")
     if worth is not None:
         reasons.append(worth)
     elif mode != "rewrite":
-        reasons.append(f"advice only: the policy's mode for partition {best.shape.partition} is {mode}")
+        reasons.append(f"advice only: the policy's mode for partition {best.candidate.partition} is {mode}")
     return Decision(
         ranked=ranked,
         baseline=baseline,
@@ -160,10 +160,10 @@ def _cost(estimate: Estimate) -> float:
     return estimate.cost if estimate.cost is not None else math.inf
 
 
-def _changes(shape: Shape, baseline: Shape) -> int:
+def _changes(candidate: Candidate, baseline: Candidate) -> int:
     """Fewer changes first among equals: the user's own choices win ties."""
     fields = ("partition", "gpus", "global_batch", "micro_batch", "accumulation", "amp", "channels_last")
-    return sum(getattr(shape, name) != getattr(baseline, name) for name in fields)
+    return sum(getattr(candidate, name) != getattr(baseline, name) for name in fields)
 
 
 def _worth_it(best: Estimate, baseline: Estimate, objective: Objective, rules: RewriteRules) -> str | None:
@@ -193,9 +193,9 @@ def _worth_it(best: Estimate, baseline: Estimate, objective: Objective, rules: R
 
 
 def _why_best(best: Estimate, baseline: Estimate, objective: Objective) -> str:
-    head = f"best: {describe(best.shape)}"
+    head = f"best: {describe(best.candidate)}"
     if not baseline.fits:
-        where = baseline.shape.partition
+        where = baseline.candidate.partition
         return f"{head}; as submitted the job needs more memory than a device of {where} has"
     if objective == "cost" and best.cost is not None and baseline.cost is not None:
         return f"{head}: costs {best.cost:.2f} against {baseline.cost:.2f} as submitted"
@@ -215,13 +215,13 @@ def _no_eligible(ranked: Sequence[Estimate], rules: RewriteRules) -> str:
     )
 
 
-def describe(shape: Shape) -> str:
-    devices = f"{shape.gpus} GPU{'s' if shape.gpus != 1 else ''}" if shape.gpus else "CPU"
-    split = f"micro-batch {shape.micro_batch}"
-    if shape.accumulation > 1:
-        split += f" x {shape.accumulation} accumulated"
-    extras = [name for name, on in (("AMP", shape.amp), ("channels_last", shape.channels_last)) if on]
-    return ", ".join([f"{shape.partition} with {devices}", split, *extras])
+def describe(candidate: Candidate) -> str:
+    devices = f"{candidate.gpus} GPU{'s' if candidate.gpus != 1 else ''}" if candidate.gpus else "CPU"
+    split = f"micro-batch {candidate.micro_batch}"
+    if candidate.accumulation > 1:
+        split += f" x {candidate.accumulation} accumulated"
+    extras = [name for name, on in (("AMP", candidate.amp), ("channels_last", candidate.channels_last)) if on]
+    return ", ".join([f"{candidate.partition} with {devices}", split, *extras])
 
 
 def _span(seconds: float) -> str:

@@ -74,7 +74,7 @@ def _recommend(args: argparse.Namespace, console: Console) -> int:
         return 0
     changes = None
     if result.advice is not None:
-        partitions = {candidate.shape.partition for candidate in result.candidates}
+        partitions = {candidate.candidate.partition for candidate in result.candidates}
         argv = [*split_command_line(words)[1], str(args.script)]
         try:
             submission = apply_advice(parsed.request, description, argv, result.advice, partitions)
@@ -134,7 +134,7 @@ def _fields(result: Recommendation) -> list[str]:
 def _row(estimate: Estimate, result: Recommendation) -> list[str]:
     return [
         _mark(estimate, result),
-        describe(estimate.shape),
+        describe(estimate.candidate),
         _wait(estimate.slurm_wait_s, estimate.wait_source == "slurm"),
         _wait(estimate.advisor_wait_s, estimate.wait_source == "advisor"),
         _span(estimate.run_s),

@@ -23,7 +23,7 @@ from advisor.policy.schema import Mode, Policy
 from advisor.precision import amp_mode, has_bf16, mixed_precision
 from advisor.predict.jobtime import JobShape, job_time
 from advisor.predict.service import NoModelError, Prediction
-from advisor.recommend.candidates import Offer, Shape, baseline, optimizer_steps, shapes
+from advisor.recommend.candidates import Candidate, Offer, baseline, job_candidates, optimizer_steps
 from advisor.recommend.choose import Decision, Estimate, Recommendation, WaitSource, choose
 from advisor.slurm.models import Partition
 from advisor.slurm.values import format_duration
@@ -122,7 +122,8 @@ def recommend(
     allowed = [offers[name] for name in effective.partitions if name in offers]
     try:
         largest = {(o.name, amp): estimator.largest_batch(o.name, amp) for o in allowed for amp in BOTH}
-        found = [s for s in shapes(description, allowed, gpus, effective.tuning, largest) if s != asked]
+        others = job_candidates(description, allowed, gpus, effective.tuning, largest)
+        found = [candidate for candidate in others if candidate != asked]
         estimates = estimator.estimate([asked, *found])
     except NoModelError as error:
         return nothing(f"nothing to predict with ({error}): benchmark, then run advisor models train")
@@ -144,7 +145,7 @@ def recommend(
 
 @dataclass(frozen=True)
 class _Run:
-    shape: Shape
+    candidate: Candidate
     prediction: Prediction
     run_s: float
     p90_s: float
@@ -177,29 +178,30 @@ class _Estimator:
         gpus = 1 if self.partitions[partition].gpus_per_node else 0
         return self.predictor.step(partition, gpus, 1, amp, False).largest_batch
 
-    def estimate(self, candidates: list[Shape]) -> list[Estimate]:
-        runs = [self._run(shape) for shape in candidates]
+    def estimate(self, candidates: list[Candidate]) -> list[Estimate]:
+        runs = [self._run(candidate) for candidate in candidates]
         unique = sorted({run.query for run in runs}, key=lambda q: (q.partition, q.gpus, q.time_limit))
         waits = dict(zip(unique, self.context.waits(unique), strict=True))
         return [self._estimate(run, waits[run.query]) for run in runs]
 
-    def _run(self, shape: Shape) -> _Run:
+    def _run(self, candidate: Candidate) -> _Run:
         prediction = self.predictor.step(
-            shape.partition, shape.gpus, shape.micro_batch, shape.amp, shape.channels_last
+            candidate.partition, candidate.gpus, candidate.micro_batch, candidate.amp, candidate.channels_last
         )
-        steps = optimizer_steps(self.description, shape.global_batch)
-        whole = job_time(
-            prediction.step_s, prediction.step_p90_s, JobShape(steps=steps, accumulation=shape.accumulation)
-        )
-        all_reduce_s = steps * self.predictor.sync_s(shape.partition, shape.gpus)
+        steps = optimizer_steps(self.description, candidate.global_batch)
+        length = JobShape(steps=steps, accumulation=candidate.accumulation)
+        whole = job_time(prediction.step_s, prediction.step_p90_s, length)
+        all_reduce_s = steps * self.predictor.sync_s(candidate.partition, candidate.gpus)
         p90_s = whole.p90_s + all_reduce_s
-        limit = self._time_limit(shape, p90_s)
-        gpu_type = self.partitions[shape.partition].gpu_type
-        query = WaitQuery(partition=shape.partition, gpus=shape.gpus, gpu_type=gpu_type, time_limit=limit)
-        return _Run(shape, prediction, whole.p50_s + all_reduce_s, p90_s, query)
+        limit = self._time_limit(candidate, p90_s)
+        gpu_type = self.partitions[candidate.partition].gpu_type
+        query = WaitQuery(
+            partition=candidate.partition, gpus=candidate.gpus, gpu_type=gpu_type, time_limit=limit
+        )
+        return _Run(candidate, prediction, whole.p50_s + all_reduce_s, p90_s, query)
 
-    def _time_limit(self, shape: Shape, p90_s: float) -> timedelta:
-        partition = self.partitions[shape.partition]
+    def _time_limit(self, candidate: Candidate, p90_s: float) -> timedelta:
+        partition = self.partitions[candidate.partition]
         requested = self.request.time_limit
         limit = self.effective.time_limit.limit(timedelta(seconds=p90_s), requested)
         if limit is None:
@@ -207,10 +209,11 @@ class _Estimator:
         return limit if partition.max_time is None else min(limit, partition.max_time)
 
     def _estimate(self, run: _Run, waits: Waits) -> Estimate:
-        shape, prediction, limit = run.shape, run.prediction, run.query.time_limit
-        terms = self.effective.partitions.get(shape.partition)
+        candidate, prediction, limit = run.candidate, run.prediction, run.query.time_limit
+        terms = self.effective.partitions.get(candidate.partition)
         cpus = self.request.cpus_per_task or 1
-        cost = None if terms is None else terms.cost(shape.gpus, cpus if shape.gpus == 0 else 0, run.run_s)
+        cpus_held = cpus if candidate.gpus == 0 else 0
+        cost = None if terms is None else terms.cost(candidate.gpus, cpus_held, run.run_s)
         notes = [prediction.note] if prediction.note else []
         if run.p90_s > limit.total_seconds():
             notes.append(f"the p90 run outlasts the time limit of {format_duration(limit)}")
@@ -219,7 +222,7 @@ class _Estimator:
             self._trained_at[version] = self.predictor.trained_at(*version)
         created = self._trained_at[version]
         return Estimate(
-            shape=shape,
+            candidate=candidate,
             run_s=run.run_s,
             run_p90_s=run.p90_s,
             peak_memory_bytes=prediction.peak_memory_bytes,
@@ -262,7 +265,7 @@ def _requested_gpus(request: JobRequest) -> int:
 
 
 def _advice(decision: Decision, request: JobRequest, offers: dict[str, Offer]) -> Advice | None:
-    chosen, asked = decision.chosen.shape, decision.baseline.shape
+    chosen, asked = decision.chosen.candidate, decision.baseline.candidate
     if decision.chosen == decision.baseline:
         return None
     target = offers[chosen.partition]

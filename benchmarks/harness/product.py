@@ -147,16 +147,16 @@ def product_arm(
             (own,) = view.advisor_waits([kept.query()])  # what `advise-submit --explain` shows for it
             return kept.model_copy(update={"advisor_wait_s": own})
         chosen = found.chosen
-        shape = chosen.shape
+        candidate = chosen.candidate
         config = Config(
-            gpu_type=pools[shape.partition].gpu_type,
-            gpus=shape.gpus,
+            gpu_type=pools[candidate.partition].gpu_type,
+            gpus=candidate.gpus,
             nodes=1,
-            micro_batch=shape.micro_batch,
-            accumulation=shape.accumulation,
+            micro_batch=candidate.micro_batch,
+            accumulation=candidate.accumulation,
         )
         return Decision(
-            partition=shape.partition,
+            partition=candidate.partition,
             config=config,
             time_limit_s=chosen.time_limit.total_seconds(),
             predicted_run_s=chosen.run_s,
