@@ -110,6 +110,18 @@ def test_a_busy_fast_partition_loses_to_an_idle_slow_one() -> None:
     assert stays.reasons == ["the job as submitted is already the best candidate"]
 
 
+def test_a_wait_no_estimator_knows_never_beats_a_known_one() -> None:
+    asked = estimate(baseline(describe(), T4, 1, False), run=3 * 3600, wait=600)
+    unknown = estimate(asked.candidate.model_copy(update={"partition": "a100"}), run=600, wait=0)
+    unknown = unknown.model_copy(update={"slurm_wait_s": None, "advisor_wait_s": None})
+    known = estimate(asked.candidate.model_copy(update={"partition": "v100"}), run=3600, wait=600)
+    decision = decide([asked, unknown, known], asked)
+    assert decision.chosen == known, "the a100's five-hour lead is worth nothing without a wait"
+    assert [e.candidate.partition for e in decision.ranked] == ["v100", "t4", "a100"]
+    alone = decide([asked, unknown], asked)
+    assert alone.chosen == asked and not alone.apply
+
+
 def test_advise_mode_low_confidence_and_small_gains_never_rewrite() -> None:
     asked = estimate(baseline(describe(), A100, 1, False), run=3600, wait=7200)
     better = estimate(asked.candidate.model_copy(update={"partition": "t4"}), run=3600, wait=0)

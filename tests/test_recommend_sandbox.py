@@ -19,6 +19,7 @@ from advisor.recommend.cluster import ClusterView
 from advisor.recommend.edges import recommend_now
 from advisor.sandbox.cluster import Sandbox
 from advisor.slurm.client import SlurmClient
+from advisor.slurm.runner import LocalRunner
 from advisor.store import Store
 
 from .recommend_support import trained_store
@@ -172,3 +173,18 @@ def test_a_cluster_without_trained_predictors_leaves_the_job_as_it_is(
     result = advise(client, empty, tmp_path)
     assert result.candidates == [] and result.advice is None and not result.apply
     assert "advisor models train" in result.reasons[0]
+
+
+def test_a_drained_partition_is_never_chosen(
+    client: SlurmClient, store: Store, tmp_path: Path, sandbox: Sandbox
+) -> None:
+    admin = LocalRunner(env=sandbox.client_env())
+    drain = ["scontrol", "update", "nodename=a100-[1-2]", "state=drain", "reason=advisor test"]
+    assert admin.run(drain, timeout=20).returncode == 0
+    try:
+        result = advise(client, store, tmp_path)
+        assert result.chosen is not None and result.chosen.candidate.partition == "v100", result.reasons
+        assert "a100" not in {estimate.candidate.partition for estimate in result.candidates}
+        assert "not considered, no node takes jobs: a100" in result.reasons
+    finally:
+        admin.run(["scontrol", "update", "nodename=a100-[1-2]", "state=resume"], timeout=20)

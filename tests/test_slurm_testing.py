@@ -70,3 +70,15 @@ def test_status_sums_each_partitions_gpus_and_jobs(runner: RecordedRunner) -> No
     assert rows["a100"]["gpus"] == 8 and rows["a100"]["running"] == 0
     unreachable = RecordedRunner([])
     assert queue_summary(SlurmClient(unreachable)) == [], "no Slurm, no queue table, no traceback"
+
+
+def test_a_partition_takes_jobs_while_one_of_its_nodes_serves_them(runner: RecordedRunner) -> None:
+    t4 = {partition.name: partition for partition in SlurmClient(runner).partitions()}["t4"]
+    assert t4.takes_jobs and all(node.serves_jobs for node in t4.nodes)
+    first, second = t4.nodes
+    drained = first.model_copy(update={"flags": ["DRAIN"]})
+    down = second.model_copy(update={"state": "DOWN"})
+    assert not drained.serves_jobs and not down.serves_jobs
+    assert t4.model_copy(update={"nodes": [drained, second]}).takes_jobs, "one node still serves"
+    assert not t4.model_copy(update={"nodes": [drained, down]}).takes_jobs
+    assert not t4.model_copy(update={"state": "DOWN"}).takes_jobs, "a partition set down takes none"

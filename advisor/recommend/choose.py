@@ -45,6 +45,11 @@ class Estimate(BaseModel):
     note: str | None = None
 
     @property
+    def wait_known(self) -> bool:
+        """Whether either estimator gave a wait: an unknown one is not a short one."""
+        return self.slurm_wait_s is not None or self.advisor_wait_s is not None
+
+    @property
     def wait_s(self) -> float:
         chosen = self.slurm_wait_s if self.wait_source == "slurm" else self.advisor_wait_s
         other = self.advisor_wait_s if self.wait_source == "slurm" else self.slurm_wait_s
@@ -59,7 +64,8 @@ class Decision(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     ranked: list[Estimate]
-    """Every candidate, best first by the objective; those that do not fit come last."""
+    """Every candidate, best first by the objective; those that do not fit come last, and among the rest
+    those whose wait no estimator knows come after every known one."""
     baseline: Estimate
     chosen: Estimate
     """The winner, or the baseline when nothing is worth changing."""
@@ -98,6 +104,7 @@ def choose(
         estimates,
         key=lambda e: (
             not e.fits,
+            not e.wait_known,
             _tied(score(e)),
             _cost(e),
             e.candidate.gpus,

@@ -119,7 +119,9 @@ def recommend(
     gpus = _requested_gpus(request)
     estimator = _Estimator(context, effective, request, description, predictor, now)
     asked = baseline(description, offers[asked_partition], gpus, amp=False)
-    allowed = [offers[name] for name in effective.partitions if name in offers]
+    open_now = {p.name for p in context.partitions if p.takes_jobs}
+    allowed = [offers[name] for name in effective.partitions if name in offers and name in open_now]
+    closed = [name for name in effective.partitions if name in offers and name not in open_now]
     try:
         largest = {(o.name, amp): estimator.largest_batch(o.name, amp) for o in allowed for amp in BOTH}
         others = job_candidates(description, allowed, gpus, effective.tuning, largest)
@@ -130,6 +132,12 @@ def recommend(
     modes: dict[str, Mode] = {name: terms.mode for name, terms in effective.partitions.items()}
     rules = effective.rewrite
     decision = choose(estimates, estimates[0], effective.objective, effective.cost_weight, rules, modes)
+    if closed:
+        decision = decision.model_copy(
+            update={
+                "reasons": [*decision.reasons, f"not considered, no node takes jobs: {', '.join(closed)}"]
+            }
+        )
     return Recommendation(
         user=user,
         account=account,

@@ -13,6 +13,9 @@ from advisor.frozen import Frozen
 #: One ``scontrol show -o`` record: Slurm's own keys and raw values, for fields we do not model.
 Record = dict[str, str]
 
+_OUT_OF_SERVICE = {"DOWN", "FUTURE", "UNKNOWN", "DRAINED"}
+_DRAINED = {"DRAIN", "DRAINED", "DRAINING", "NOT_RESPONDING", "MAINTENANCE"}
+
 
 class Gpus(Frozen):
     """GPUs of one gres specification; ``type`` is None when untyped or when several types are mixed."""
@@ -33,6 +36,12 @@ class Node(Frozen):
     gpus: Gpus | None
     gpus_used: int
 
+    @property
+    def serves_jobs(self) -> bool:
+        """Neither down (or not yet in service) nor drained or draining."""
+        flags = {flag.upper() for flag in self.flags}
+        return self.state.upper() not in _OUT_OF_SERVICE and not flags & _DRAINED
+
 
 class Partition(Frozen):
     """A partition joined with its nodes; per-node figures are maxima, since nodes may differ."""
@@ -49,6 +58,12 @@ class Partition(Frozen):
     cpus_per_node: int
     memory_per_node_mb: int
     nodes: list[Node]
+
+    @property
+    def takes_jobs(self) -> bool:
+        """Whether a job sent here can start without an admin: the partition is up and one of its nodes is
+        neither down nor drained."""
+        return self.state.upper() == "UP" and any(node.serves_jobs for node in self.nodes)
 
 
 class QueuedJob(Frozen):

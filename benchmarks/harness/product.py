@@ -20,7 +20,7 @@ from advisor.policy.schema import Policy
 from advisor.predict.service import NoModelError, Prediction
 from advisor.recommend.service import Context, StepPredictor, WaitEstimator, Waits, recommend
 from advisor.recommend.service import WaitQuery as CandidateQuery
-from advisor.slurm.models import Partition
+from advisor.slurm.models import Gpus, Node, Partition
 from advisor.slurm.values import format_duration
 from advisor.wait.accuracy import DEFAULT_ESTIMATOR
 from benchmarks.harness.arms import as_submitted, user_pool
@@ -231,5 +231,21 @@ def _partition(pool: Pool, first: bool) -> Partition:
         gpus_per_node=pool.gpus_per_node,
         cpus_per_node=0,
         memory_per_node_mb=0,
-        nodes=[],
+        nodes=[_node(name, pool) for name in names],
+    )
+
+
+def _node(name: str, pool: Pool) -> Node:
+    gpus = Gpus(type=pool.gpu_type, count=pool.gpus_per_node)
+    return Node(
+        name=name,
+        state="IDLE",
+        flags=[],
+        partitions=[pool.partition],
+        cpus=0,
+        alloc_cpus=0,
+        memory_mb=0,
+        alloc_memory_mb=0,
+        gpus=gpus,
+        gpus_used=0,
     )
