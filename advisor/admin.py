@@ -19,7 +19,7 @@ from advisor.daemon.transport import DaemonRefused, DaemonUnreachable, call
 from advisor.settings.validated import Settings
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.runner import SlurmError
-from advisor.store import ModelRegistry, Store
+from advisor.store import ModelRegistry, NoDatabase, Store
 
 
 class DaemonError(RuntimeError):
@@ -86,7 +86,11 @@ def _status(args: argparse.Namespace, console: Console) -> int:
         problem = None
     except DaemonError as error:
         health, problem = None, str(error)
-    store = Store.open(args.db)
+    try:
+        store: Store | None = Store.existing(args.db)
+        database_error = None
+    except NoDatabase as error:  # the daemon's health and the queue are still worth showing
+        store, database_error = None, str(error)
     now = datetime.now(UTC)
     models = [
         {
@@ -96,14 +100,15 @@ def _status(args: argparse.Namespace, console: Console) -> int:
             "heldout_mape": row["heldout_mape"],
             "steps": row["step_rows"],
         }
-        for row in ModelRegistry(store).versions()
+        for row in ([] if store is None else ModelRegistry(store).versions())
         if row["active"]
     ]
-    benchmarks = store.benchmark_coverage()
+    benchmarks = [] if store is None else store.benchmark_coverage()
     queue = queue_summary(SlurmClient.from_settings(args.settings.slurm))
     report = {
         "daemon": None if health is None else health.model_dump(),
         "daemon_error": problem,
+        "database_error": database_error,
         "models": models,
         "benchmarks": benchmarks,
         "queue": queue,
@@ -118,6 +123,8 @@ def _status(args: argparse.Namespace, console: Console) -> int:
         console.print(f"policy in force: {health.policy}", highlight=False)
     if health is not None and health.policy_error:
         console.print(f"policy error: {health.policy_error}", highlight=False)
+    if database_error is not None:
+        console.print(f"database: {database_error}", highlight=False)
     for title, rows in (("models", models), ("benchmarks", benchmarks), ("queue", queue)):
         table = Table(title=title)
         for column in rows[0] if rows else ["(none)"]:

@@ -44,7 +44,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(words)
     try:
         return int(args.handler(args, Console()))
-    except (SandboxError, SandboxConfigError, SlurmError, ScriptError, IntrospectionError) as exc:
+    # FileNotFoundError: a file the command reads is missing (the database, `advisor.store.NoDatabase`).
+    except (
+        SandboxError,
+        SandboxConfigError,
+        SlurmError,
+        ScriptError,
+        IntrospectionError,
+        FileNotFoundError,
+    ) as exc:
         print(f"advisor: error: {exc}", file=sys.stderr)
         return 1
 

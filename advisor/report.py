@@ -28,7 +28,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
 
 
 def _report(args: argparse.Namespace, console: Console) -> int:
-    store = Store.open(args.db)
+    store = Store.existing(args.db)
     if args.collect:
         collect_outcomes(store, SlurmClient.from_settings(args.settings.slurm))
     outcomes = load_outcomes(store)

@@ -82,12 +82,27 @@ _LAYER_COLUMNS: dict[str, Any] = {
 }
 
 
+class NoDatabase(FileNotFoundError):
+    """A command that reads the advisor's database was pointed at none."""
+
+
 class Store:
     """Typed access to the database; callers never write SQL for the tables defined here."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
         self._create_tables()
+
+    @classmethod
+    def existing(cls, path: Path) -> Store:
+        """The database a command only reads (or adds to what the service keeps): it never creates an
+        empty one where an admin mistyped the path or forgot the service's settings."""
+        if not path.is_file():
+            raise NoDatabase(
+                f"no advisor database at {path}: name the service's with --db, or with `database` in the "
+                "settings file (advisor --config FILE, $ADVISOR_CONFIG or /etc/advisor/advisor.toml)"
+            )
+        return cls.open(path)
 
     @classmethod
     def open(cls, path: Path, any_thread: bool = False) -> Store:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from advisor import cli
 from advisor.settings import CallerSettings, SettingsError, caller_settings, load_settings
 from advisor.settings.validated import Settings, SlurmSettings
 from advisor.slurm.runner import LocalRunner, SshRunner, runner_for
@@ -152,3 +154,30 @@ def test_advise_submit_with_a_broken_settings_file_submits_unchanged(tmp_path: P
     )
     warning = f"advise-submit: warning: the advisor's settings are unusable: {broken}:1: timeout_s: "
     assert result.stderr.startswith(warning) and "; submitting unchanged" in result.stderr.splitlines()[0]
+
+
+@pytest.mark.parametrize(
+    "words",
+    [["report"], ["models", "evaluate"], ["models", "train"]],
+    ids=["report", "evaluate", "train"],
+)
+def test_a_command_that_reads_the_database_creates_no_stray_one(
+    words: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "state" / "advisor.db"
+    assert cli.main([*words, "--db", str(missing)]) == 1
+    assert capsys.readouterr().err.startswith(f"advisor: error: no advisor database at {missing}: name")
+    assert not missing.exists() and not missing.parent.exists()
+
+
+def test_status_without_a_database_still_reports_the_daemon_and_creates_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ADVISOR_SOCKET", str(tmp_path / "absent.sock"))
+    missing = tmp_path / "state" / "advisor.db"
+    assert cli.main(["status", "--db", str(missing), "--json"]) == 3, "3: the daemon is down"
+    report = json.loads(capsys.readouterr().out)
+    assert report["daemon"] is None and report["database_error"].startswith(
+        f"no advisor database at {missing}"
+    )
+    assert report["models"] == [] and not missing.parent.exists()

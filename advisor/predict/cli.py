@@ -72,7 +72,7 @@ def _train(args: argparse.Namespace, console: Console) -> int:
     from advisor.predict.machine import NotEnoughDataError
     from advisor.predict.registry import machines, train_machine
 
-    store = Store.open(args.db)
+    store = Store.existing(args.db)
     began = time.monotonic()
     failed = 0
     for machine in machines(store):
@@ -97,7 +97,7 @@ def _evaluate(args: argparse.Namespace, console: Console) -> int:
     from advisor.predict.evaluate import evaluate_machine
     from advisor.predict.registry import layer_samples, machines, step_samples
 
-    store = Store.open(args.db)
+    store = Store.existing(args.db)
     results = []
     for machine in machines(store):
         steps = step_samples(store.step_rows(machine), zoo_table)
@@ -164,7 +164,7 @@ def _predict(args: argparse.Namespace, console: Console) -> int:
     # This command runs as the user who typed it, like `advisor inspect`: their own factories may be imported.
     table = introspect(args.model, args.input_shape, kwargs, allow_factories=True)
     specs = load_specs(args.gpu_specs) if args.gpu_specs.is_dir() else []
-    store = Store.open(args.db)
+    store = Store.existing(args.db)
     try:
         predictors = Predictors.load(store)
         question = StepQuestion(args.partition, table, args.batch_size, args.amp, args.channels_last)

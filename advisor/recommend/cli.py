@@ -61,7 +61,7 @@ def _recommend(args: argparse.Namespace, console: Console) -> int:
     now = datetime.now(UTC)
     result = recommend_now(
         ClusterView(SlurmClient.from_settings(args.settings.slurm), lambda: now),
-        Store.open(args.db),
+        Store.existing(args.db),
         holder.current,
         specs,
         parsed,
