@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from advisor.bench.training import amp_plan
-from advisor.precision import AMP_MODES, Precision, amp_mode, has_bf16, mixed_precision, step_precision
+from advisor.precision import AMP_MODES, Amp, Precision, amp_mode, has_bf16, mixed_precision, step_precision
 from advisor.runtime import autocast_plan
+from advisor.runtime.step import device_autocast
 
 DTYPES = {Precision.FP32: None, Precision.BF16: torch.bfloat16, Precision.FP16: torch.float16}
 
@@ -24,15 +24,12 @@ DTYPES = {Precision.FP32: None, Precision.BF16: torch.bfloat16, Precision.FP16: 
     ],
 )
 def test_a_step_runs_in_the_precision_its_device_has(
-    amp: str, device: str, bf16: bool, expected: Precision
+    amp: Amp, device: str, bf16: bool, expected: Precision
 ) -> None:
-    assert step_precision(amp, device, bf16) is expected  # type: ignore[arg-type]
-    plan = autocast_plan(amp, device, bf16)  # type: ignore[arg-type]
+    assert step_precision(amp, device, bf16) is expected
+    plan = autocast_plan(amp, device, bf16)
     assert plan.scaled == expected.scaled == (expected is Precision.FP16)
-    assert (
-        plan.dtype
-        == {Precision.FP32: None, Precision.BF16: torch.bfloat16, Precision.FP16: torch.float16}[expected]
-    )
+    assert plan.dtype == DTYPES[expected]
 
 
 def test_the_advice_names_the_precision_of_the_target_gpu() -> None:
@@ -48,5 +45,6 @@ def test_the_advice_names_the_precision_of_the_target_gpu() -> None:
     assert [amp_mode(step_precision(mode, "cuda", True)) for mode in AMP_MODES] == list(AMP_MODES)
 
 
-def test_the_benchmark_times_mixed_precision_as_the_job_runs_it() -> None:
-    assert amp_plan(torch.device("cpu")) == autocast_plan("bf16", "cpu")
+def test_on_a_cpu_the_device_asks_nothing_of_cuda_and_gets_bf16() -> None:
+    assert device_autocast("bf16", torch.device("cpu")) == autocast_plan("bf16", "cpu")
+    assert device_autocast("fp16", torch.device("cpu")).dtype == torch.bfloat16

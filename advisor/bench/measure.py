@@ -21,11 +21,12 @@ from torch import Tensor, nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from advisor.bench.training import amp_plan, pace_step, start_training
+from advisor.bench.training import pace_step, start_training
 from advisor.bench.zoo import zoo_table
 from advisor.introspect import Optimizer, estimate_peak_memory
 from advisor.precision import Precision
 from advisor.records import LayerConfig, LayerMeasurement, StepConfig, StepMeasurement
+from advisor.runtime.step import device_autocast
 
 GROUP_S = 0.3
 """A paced step shorter than this is timed in a group of steps this long: a lone 10 ms step is all noise."""
@@ -279,7 +280,8 @@ def _time_layer(
     module, shape = _layer(config)
     module = module.to(device)
     inputs = torch.randn(shape, device=device, requires_grad=True)
-    with torch.autocast(device.type, dtype=amp_plan(device).dtype, enabled=config.amp):
+    dtype = device_autocast("bf16", device).dtype  # mixed precision as a training job runs it
+    with torch.autocast(device.type, dtype=dtype, enabled=config.amp):
         gradient = torch.ones_like(module(inputs))
     marks = _Marks(device)
     spans = []
@@ -289,7 +291,7 @@ def _time_layer(
         module.zero_grad(set_to_none=True)
         inputs.grad = None
         start = marks.mark()
-        with torch.autocast(device.type, dtype=amp_plan(device).dtype, enabled=config.amp):
+        with torch.autocast(device.type, dtype=dtype, enabled=config.amp):
             outputs = module(inputs)
         outputs.backward(gradient)
         end = marks.mark()

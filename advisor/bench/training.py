@@ -18,15 +18,9 @@ from torch.utils.data import DataLoader, Dataset
 
 from advisor.bench.zoo import zoo_model
 from advisor.records import StepConfig
-from advisor.runtime.step import AutocastPlan, autocast_plan
+from advisor.runtime.step import device_autocast
 
 _IMAGE_POOL = 32
-
-
-def amp_plan(device: torch.device) -> AutocastPlan:
-    """Mixed precision on ``device`` as a training job there runs it (`advisor.runtime`'s own plan)."""
-    bf16 = device.type != "cuda" or torch.cuda.is_bf16_supported()
-    return autocast_plan("bf16", device.type, bf16)
 
 
 class _SyntheticImages(Dataset[tuple[Tensor, Tensor]]):
@@ -77,7 +71,7 @@ def start_training(config: StepConfig, device: torch.device, batches: int) -> Tr
     model = model.to(memory_format=memory_format)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     criterion = nn.CrossEntropyLoss()
-    plan = amp_plan(device)
+    plan = device_autocast("bf16", device)  # mixed precision as a training job on this device runs it
     scaler = torch.amp.GradScaler(device.type, enabled=config.amp and plan.scaled)
     dataset = _SyntheticImages(
         config.batch * batches, config.input_size, zoo_model(config.model).classes(config.input_size)

@@ -42,6 +42,12 @@ def autocast_plan(amp: Amp, device_type: str, bf16_supported: bool = True) -> Au
     return AutocastPlan(_DTYPES.get(precision), scaled=precision.scaled)
 
 
+def device_autocast(amp: Amp, device: torch.device) -> AutocastPlan:
+    """`autocast_plan` on ``device``, asking CUDA whether it has bf16."""
+    bf16 = device.type != "cuda" or torch.cuda.is_bf16_supported()
+    return autocast_plan(amp, device.type, bf16)
+
+
 def world_size() -> int:
     """Processes in the default group: what the global batch is divided among."""
     if torch.distributed.is_available() and torch.distributed.is_initialized():
@@ -69,8 +75,7 @@ class AccumulatingStep:
         self.optimizer = optimizer
         self.settings = settings
         self.device = device
-        bf16 = device.type != "cuda" or torch.cuda.is_bf16_supported()
-        self.plan = autocast_plan(settings.amp, device.type, bf16)
+        self.plan = device_autocast(settings.amp, device)
         self.scaler = torch.amp.GradScaler(device.type) if self.plan.scaled else None
 
     def step(self, batches: Sequence[Batch], loss_of: LossOf) -> torch.Tensor:
