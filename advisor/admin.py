@@ -56,8 +56,13 @@ def _explain(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print(explanation.model_dump_json(indent=2))
         return 0
-    verb = "applied" if explanation.applied else "not applied"
-    console.print(f"job {explanation.job_id} of {explanation.user}: advice {verb}", highlight=False)
+    if explanation.applied:
+        verdict = "submitted as advised"
+    elif explanation.offered:
+        verdict = "submitted as written (the advised changes were declined or refused)"
+    else:
+        verdict = "submitted as written (no change was offered)"
+    console.print(f"job {explanation.job_id} of {explanation.user}: {verdict}", highlight=False)
     show(explanation.recommendation, console)
     return 0
 

@@ -76,6 +76,9 @@ class Submitted(_Message):
     request_id: str = Field(max_length=64)
     job_id: int = Field(ge=1, le=2**32)
     """Slurm's job ids are 32-bit and start at 1."""
+    applied: bool
+    """Whether the job went in with the advised changes: False where the user declined them, the policy only
+    advised, or Slurm refused the advised job and the job as written went in instead."""
 
 
 class Health(_Message):
@@ -92,7 +95,10 @@ class Explanation(_Message):
     job_id: int
     request_id: str
     user: str
+    offered: bool
+    """The daemon answered with a rewrite."""
     applied: bool
+    """The job went in with the advised changes."""
     recommendation: Recommendation
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlite_utils import Database
+from sqlite_utils.db import Table
 
 from advisor.records import Fingerprint, LayerMeasurement, ResultLine, StepMeasurement
 from advisor.wait.accuracy import WaitRecord
@@ -160,19 +161,22 @@ class Store:
 
     def _create_tables(self) -> None:
         """The whole schema, once per connection: the wrappers below only read and write."""
-        self.db.table("fingerprints").create(_FINGERPRINT_COLUMNS, pk="key", if_not_exists=True)
+        self._table("fingerprints", _FINGERPRINT_COLUMNS, "key")
         for name, columns in (("step_measurements", _STEP_COLUMNS), ("layer_measurements", _LAYER_COLUMNS)):
-            measurements = self.db.table(name)
-            measurements.create(columns, pk="key", if_not_exists=True)
-            present = measurements.columns_dict
-            for column, kind in columns.items():
-                if column not in present:  # a database from before the column
-                    measurements.add_column(column, kind)
-            measurements.create_index(["machine"], if_not_exists=True)
-        self.db.table("model_versions").create(_MODEL_COLUMNS, pk=("machine", "version"), if_not_exists=True)
-        self.db.table("advised_jobs").create(_ADVISED_COLUMNS, pk="job_id", if_not_exists=True)
-        self.db.table("audit").create(_AUDIT_COLUMNS, pk="request_id", if_not_exists=True)
-        self.db.table("audit").create_index(["job_id"], if_not_exists=True)
+            self._table(name, columns, "key").create_index(["machine"], if_not_exists=True)
+        self._table("model_versions", _MODEL_COLUMNS, ("machine", "version"))
+        self._table("advised_jobs", _ADVISED_COLUMNS, "job_id")
+        self._table("audit", _AUDIT_COLUMNS, "request_id").create_index(["job_id"], if_not_exists=True)
+
+    def _table(self, name: str, columns: dict[str, Any], pk: str | tuple[str, ...]) -> Table:
+        """``name``, created if missing, with any column a database from an older version lacks."""
+        table = self.db.table(name)
+        table.create(columns, pk=pk, if_not_exists=True)
+        present = table.columns_dict
+        for column, kind in columns.items():
+            if column not in present:
+                table.add_column(column, kind)
+        return table
 
 
 def _fingerprint_row(fingerprint: Fingerprint) -> dict[str, Any]:
@@ -345,6 +349,7 @@ _AUDIT_COLUMNS: dict[str, Any] = {
     "argv": str,
     "request": str,
     "recommendation": str,
+    "offered": int,
     "applied": int,
     "latency_ms": float,
     "job_id": int,
@@ -352,8 +357,9 @@ _AUDIT_COLUMNS: dict[str, Any] = {
 
 
 class Audit:
-    """One row per advice request: who asked (by uid), what they asked, every candidate, the choice,
-    whether it was applied, and the job it became."""
+    """One row per advice request: who asked (by uid), what they asked, every candidate, the choice, whether
+    a rewrite was offered, and once the wrapper reports the job it became, whether that job went in as
+    advised (``applied``, from what was submitted, not from what was offered)."""
 
     def __init__(self, store: Store) -> None:
         self.db = store.db
@@ -365,9 +371,9 @@ class Audit:
     def get(self, request_id: str) -> dict[str, Any] | None:
         return next(iter(self.db.table("audit").rows_where("request_id = ?", [request_id])), None)
 
-    def attach_job(self, request_id: str, job_id: int) -> None:
+    def attach_job(self, request_id: str, job_id: int, applied: bool) -> None:
         with self.db.conn:
-            self.db.table("audit").update(request_id, {"job_id": job_id})
+            self.db.table("audit").update(request_id, {"job_id": job_id, "applied": int(applied)})
 
     def by_job(self, job_id: int) -> dict[str, Any] | None:
         rows = self.db.table("audit").rows_where("job_id = ?", [job_id], order_by="at desc", limit=1)

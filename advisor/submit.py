@@ -1,9 +1,10 @@
 """`advise-submit [advisor options] [#ADVISOR options] [sbatch options] SCRIPT [args]`: sbatch, advised.
 
-It asks the daemon, shows the advice, then runs sbatch itself, as the user, exactly once: with the
+It asks the daemon, shows the advice, then submits the job with sbatch, as the user, exactly once: with the
 advised changes when the policy applies them (and the user agrees), otherwise unchanged. Whatever goes
 wrong on the advisor's side (no daemon, a slow one, an error, a bug here) the job is submitted unchanged
-with one warning line. sbatch's own output and exit status are the wrapper's.
+with one warning line; if Slurm refuses the advised job, the job as written goes in instead. sbatch's
+own output and exit status are the wrapper's.
 
 Advisor options: ``--dry-run`` (advise and ask Slurm with ``--test-only``, submit nothing), ``--json``
 (the advice as JSON on stdout), ``--yes`` (apply without asking on a terminal), ``--no-rewrite`` (submit
@@ -139,15 +140,15 @@ def _main(words: list[str]) -> int:
     environ = {name: value for name, value in os.environ.items() if name.startswith("SBATCH_")}
     job = UserJob(sbatch_argv, text, where, environ, _batch_flag(text, where, description_args))
     if len(script) > MAX_SCRIPT_BYTES:
-        return _finish(job.unchanged(), flags, None)  # sbatch refuses it, in its own words
+        return _finish(job, job.unchanged(), flags, None)  # sbatch refuses it, in its own words
     try:
         advice = _advise(job, script, description_args)
         _show(advice, job, flags)
         agreed = advice.submission.rewritten and not flags.no_rewrite and _agreed(flags)
     except Exception as error:  # fail-open: nothing on the advisor's side may cost the user their job
         print(f"advise-submit: warning: {_reason(error)}; submitting unchanged", file=sys.stderr)
-        return _finish(job.unchanged(), flags, None)
-    return _finish(advice.submission if agreed else job.unchanged(), flags, advice)
+        return _finish(job, job.unchanged(), flags, None)
+    return _finish(job, advice.submission if agreed else job.unchanged(), flags, advice)
 
 
 def _flags(words: list[str]) -> tuple[Flags, list[str]]:
@@ -287,20 +288,32 @@ def _agreed(flags: Flags) -> bool:
     return line.strip().lower() in ("", "y", "yes")
 
 
-def _finish(submission: SbatchCall, flags: Flags, response: Answer | None) -> int:
-    if flags.dry_run:
-        submission = replace(submission, argv=["--test-only", *submission.argv])
-    result = _sbatch(submission, capture=True)
+def _finish(job: UserJob, submission: SbatchCall, flags: Flags, response: Answer | None) -> int:
+    """Runs sbatch once; if Slurm refuses the advised job (no job id), the job as written, once more, so the
+    advice never costs the user their job. The daemon is told which of the two went in."""
+    result = _sbatch(_dry(submission, flags), capture=True)
+    refused = None
+    if submission.rewritten and result.returncode not in (0, 127) and _job_id(result.stdout) is None:
+        refused = {"argv": submission.argv, "returncode": result.returncode, "stderr": result.stderr}
+        why = sanitized(" ".join(result.stderr.split()) or f"exit status {result.returncode}")
+        print(
+            f"advise-submit: note: sbatch refused the advised job ({why}); submitting it as written",
+            file=sys.stderr,
+        )
+        submission = job.unchanged()
+        result = _sbatch(_dry(submission, flags), capture=True)
     if flags.json:
         advice = None if response is None else response.body
         report = {"advice": advice, "sbatch": {"argv": submission.argv, "returncode": result.returncode}}
+        report["refused"] = refused
         print(json.dumps({**report, "stdout": result.stdout, "stderr": result.stderr}, indent=2))
     else:
         sys.stdout.write(result.stdout)
         sys.stderr.write(result.stderr)
-    job_id = _job_id(result.stdout) if result.returncode == 0 and not flags.dry_run else None
+    # With --wait sbatch exits with the job's status: a job id printed is a job in, whatever the status.
+    job_id = None if flags.dry_run else _job_id(result.stdout)
     if response is not None and job_id is not None:
-        note = {"request_id": response.request_id, "job_id": job_id}
+        note = {"request_id": response.request_id, "job_id": job_id, "applied": submission.rewritten}
         try:
             _call("POST", "/submitted", json.dumps(note).encode())
         except Exception as error:  # the job is in; only the advisor's record of it is missing
@@ -309,6 +322,10 @@ def _finish(submission: SbatchCall, flags: Flags, response: Answer | None) -> in
                 file=sys.stderr,
             )
     return result.returncode
+
+
+def _dry(submission: SbatchCall, flags: Flags) -> SbatchCall:
+    return replace(submission, argv=["--test-only", *submission.argv]) if flags.dry_run else submission
 
 
 def _sbatch(submission: SbatchCall, capture: bool) -> subprocess.CompletedProcess[str]:

@@ -53,6 +53,34 @@ def test_an_advised_job_is_rewritten_submitted_once_and_explained(
     assert explanation["applied"] and chosen["candidate"]["partition"] == "a100"
 
 
+def test_a_declined_rewrite_is_audited_as_declined_and_calibrated_as_written(
+    daemon: Daemon, local_slurm: SlurmClient, tmp_path: Path
+) -> None:
+    result = submit(daemon, tmp_path, "--no-rewrite", name="declined")
+    assert result.returncode == 0, result.stderr
+    job_id = int(result.stdout.split()[-1])
+    assert jobs_named(local_slurm, "declined") == ["t4"]
+    explained = subprocess.run(
+        [str(BIN / "advisor"), "explain", str(job_id), "--json"],
+        env=daemon.env,
+        capture_output=True,
+        text=True,
+    )
+    explanation = json.loads(explained.stdout)
+    assert explanation["offered"] and not explanation["applied"], "offered a100, submitted to t4"
+    assert explanation["recommendation"]["chosen"]["candidate"]["partition"] == "a100"
+    with sqlite3.connect(daemon.root / "advisor.db") as db:
+        (partition,) = db.execute("SELECT partition FROM advised_jobs WHERE job_id = ?", [job_id]).fetchone()
+    assert partition == "t4", "what calibration compares with the real run is the job that went in"
+    shown = subprocess.run(
+        [str(BIN / "advisor"), "explain", str(job_id)], env=daemon.env, capture_output=True, text=True
+    )
+    assert (
+        f"job {job_id} of " in shown.stdout
+        and "submitted as written (the advised changes were" in shown.stdout
+    )
+
+
 def test_parsable_output_and_exit_codes_match_sbatch(
     daemon: Daemon, local_slurm: SlurmClient, tmp_path: Path
 ) -> None:

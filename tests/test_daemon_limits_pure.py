@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -13,6 +14,7 @@ import pytest
 
 from advisor.daemon.app import AdviceService, ServiceInputs
 from advisor.daemon.transport import Peer
+from advisor.recommend.choose import Recommendation
 from advisor.recommend.cluster import ClusterView
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.pace import RateLimit
@@ -106,10 +108,46 @@ def test_another_users_advised_job_reads_exactly_like_a_job_never_advised(tmp_pa
     advisor = AdviceService(inputs, cast(SlurmClient, None), lambda: NOW)
     with advisor.store() as store:
         Audit(store).record({"request_id": "r1", "at": NOW.isoformat(), "uid": 1000, "user": "alice"})
-        Audit(store).attach_job("r1", 42)
+        Audit(store).attach_job("r1", 42, applied=True)
     stranger = Peer(pid=1, uid=1001, gid=1001)
     with pytest.raises(LookupError) as advised:
         advisor.explain(stranger, 42)
     with pytest.raises(LookupError) as never:
         advisor.explain(stranger, 43)
     assert str(advised.value).replace("42", "N") == str(never.value).replace("43", "N")
+
+
+def test_an_audit_from_before_offers_were_recorded_gains_the_column_and_reads_as_before(
+    tmp_path: Path,
+) -> None:
+    """Such rows set ``applied`` when the daemon answered: it stands for the offer there."""
+    path = tmp_path / "advisor.db"
+    with sqlite3.connect(path) as old:
+        old.execute(
+            "CREATE TABLE audit (request_id TEXT PRIMARY KEY, at TEXT, uid INTEGER, user TEXT, "
+            "recommendation TEXT, applied INTEGER, job_id INTEGER)"
+        )
+        old.execute(
+            "INSERT INTO audit VALUES ('r1', ?, 1000, 'alice', ?, 1, 42)",
+            [
+                NOW.isoformat(),
+                Recommendation(
+                    user="alice",
+                    account=None,
+                    mode="advise",
+                    candidates=[],
+                    baseline=None,
+                    chosen=None,
+                    apply=False,
+                    advice=None,
+                    reasons=[],
+                ).model_dump_json(),
+            ],
+        )
+    inputs = ServiceInputs(database=path, policy=tmp_path / "policy.toml", specs=[])
+    explanation = AdviceService(inputs, cast(SlurmClient, None), lambda: NOW).explain(
+        Peer(pid=1, uid=1000, gid=1000), 42
+    )
+    assert explanation.offered and explanation.applied
+    with sqlite3.connect(path) as db:
+        assert "offered" in [row[1] for row in db.execute("PRAGMA table_info(audit)")]

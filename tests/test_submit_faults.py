@@ -73,6 +73,42 @@ def test_a_rewrite_within_the_rules_is_applied(
     assert jobs_named(local_slurm, "fair") == ["a100"]
 
 
+def test_a_rewrite_slurm_refuses_goes_in_as_written_once_and_the_daemon_hears_so(
+    env: dict[str, str], local_slurm: SlurmClient, tmp_path: Path
+) -> None:
+    """A partition gone between the advice and sbatch: the job still goes in, as the user wrote it."""
+    body = answer(tmp_path, "refused", argv=["--partition=gone", str(tmp_path / "refused.sbatch")])
+    with serving(tmp_path / "advisor.sock", Script(body=body)) as script:
+        result = submit(tmp_path, env, "refused")
+    assert result.returncode == 0, result.stderr
+    assert "sbatch refused the advised job (sbatch: error: " in result.stderr
+    assert "invalid partition" in result.stderr.lower() and "submitting it as written" in result.stderr
+    assert result.stdout.startswith("Submitted batch job "), "the job as written, once"
+    assert jobs_named(local_slurm, "refused") == ["t4"]
+    job_id = int(result.stdout.split()[-1])
+    assert script.requests[-1] == ("/submitted", {"request_id": "r1", "job_id": job_id, "applied": False})
+
+
+def test_a_job_slurm_refuses_as_written_too_is_tried_once_more_and_fails_as_sbatch_fails(
+    env: dict[str, str], local_slurm: SlurmClient, tmp_path: Path
+) -> None:
+    (tmp_path / "nowhere.sbatch").write_text(
+        SCRIPT.format(name="nowhere").replace("--partition=t4", "--partition=nosuch"), encoding="utf-8"
+    )
+    body = answer(tmp_path, "nowhere", argv=["--partition=gone", str(tmp_path / "nowhere.sbatch")])
+    argv = [str(BIN / "advise-submit"), "--json", str(tmp_path / "nowhere.sbatch")]
+    with serving(tmp_path / "advisor.sock", Script(body=body)) as script:
+        result = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    report = json.loads(result.stdout)
+    assert result.returncode == report["sbatch"]["returncode"] != 0
+    assert report["refused"]["argv"][0] == "--partition=gone"
+    assert "nosuch" not in report["refused"]["stderr"] and report["sbatch"]["argv"][0].endswith(
+        "nowhere.sbatch"
+    )
+    assert [path for path, _ in script.requests] == ["/advise"], "no job, nothing to report"
+    assert jobs_named(local_slurm, "nowhere") == []
+
+
 @pytest.mark.parametrize(
     ("change", "reason"),
     [

@@ -136,7 +136,8 @@ class AdviceService:
             "argv": json.dumps(request.sbatch_argv),
             "request": answer.request_json,
             "recommendation": answer.recommendation_json,
-            "applied": int(answer.submission.rewritten),
+            "offered": int(answer.submission.rewritten),
+            "applied": None,
             "latency_ms": latency_ms,
         }
         # One writer at a time in this process: SQLite's own busy wait sleeps in steps of milliseconds.
@@ -177,9 +178,10 @@ class AdviceService:
             raise Forbidden(f"request {message.request_id} is not yours")
         if not self._owns(peer.uid, message.job_id):
             raise Forbidden(f"job {message.job_id} does not belong to uid {peer.uid}")
-        audit.attach_job(message.request_id, message.job_id)
+        audit.attach_job(message.request_id, message.job_id, message.applied)
         recommendation = Recommendation.model_validate_json(row["recommendation"])
-        chosen = recommendation.chosen if row["applied"] else recommendation.baseline
+        # What calibration later compares with the job's real run: the prediction for what went in.
+        chosen = recommendation.chosen if message.applied else recommendation.baseline
         if chosen is None:
             return self.health()
         submitted_at = datetime.fromisoformat(row["at"])
@@ -215,6 +217,7 @@ class AdviceService:
             job_id=job_id,
             request_id=row["request_id"],
             user=row["user"],
+            offered=bool(row["offered"] if row["offered"] is not None else row["applied"]),
             applied=bool(row["applied"]),
             recommendation=Recommendation.model_validate_json(row["recommendation"]),
         )
