@@ -50,7 +50,8 @@ def _report(args: argparse.Namespace, console: Console) -> int:
     console.print(_table(partitions))
     for correction in corrections.values():
         console.print(
-            f"{correction.machine}: times x {correction.factor:.3f} from {correction.jobs} completed jobs",
+            f"{correction.machine}: times x {correction.factor:.3f} from {correction.jobs} jobs "
+            "(completed, or timed out: at least their limit)",
             highlight=False,
         )
     return 0
@@ -58,14 +59,15 @@ def _report(args: argparse.Namespace, console: Console) -> int:
 
 def _table(partitions: list[PartitionReport]) -> Table:
     table = Table(title="advised jobs: predicted against actual")
-    for column in ("partition", "finished", "completed", "MAPE", "after calibration", "actual/predicted"):
+    columns = ("partition", "finished", "completed", "timed out", "MAPE", "after calibration")
+    for column in (*columns, "actual/predicted", "within p90"):
         table.add_column(column)
-    table.add_column("within p90")
     for p in partitions:
         table.add_row(
             p.partition,
             str(p.jobs),
             str(p.completed),
+            str(p.timed_out),
             _percent(p.mape),
             _percent(p.calibrated_mape),
             "-" if p.median_ratio is None else f"{p.median_ratio:.2f}",

@@ -41,11 +41,37 @@ def test_the_correction_follows_the_median_and_is_shrunk_while_jobs_are_few() ->
     assert many.factor == pytest.approx(2 ** (96 / (96 + PRIOR_JOBS))), "one outlier does not move the median"
 
 
-def test_only_completed_jobs_calibrate() -> None:
-    outcomes = [outcome(1, 100, 30, state="CANCELLED"), outcome(2, 100, 60, state="TIMEOUT")]
+def test_failed_and_cancelled_jobs_do_not_calibrate() -> None:
+    outcomes = [outcome(1, 100, 30, state="CANCELLED"), outcome(2, 100, 60, state="FAILED")]
     assert fit_corrections(outcomes) == {}
     (partition,) = report(outcomes)
-    assert (partition.jobs, partition.completed, partition.mape) == (2, 0, None)
+    assert (partition.jobs, partition.completed, partition.timed_out, partition.mape) == (2, 0, 0, None)
+    assert partition.median_ratio is None and partition.within_p90 is None
+
+
+def test_jobs_killed_at_their_limit_move_the_correction_as_lower_bounds() -> None:
+    """Three jobs ran as predicted; four were killed at twice their prediction. Completions alone say 1."""
+    outcomes = [outcome(i, 100, 100) for i in range(3)]
+    outcomes += [outcome(10 + i, 100, 200, state="TIMEOUT") for i in range(4)]
+    assert fit_corrections(outcomes[:3])["m"].factor == pytest.approx(1.0)
+    # Kaplan-Meier: after the three observed ratios of 1 the survival is 6/7 * 5/6 * 4/5 = 4/7, above one
+    # half, and the rest are censored: the median is at least the largest bound, 2.
+    corrected = fit_corrections(outcomes)["m"]
+    assert corrected.jobs == 7 and corrected.factor == pytest.approx(2 ** (7 / (7 + PRIOR_JOBS)))
+    (partition,) = report(outcomes)
+    assert (partition.completed, partition.timed_out) == (3, 4)
+    assert partition.median_ratio == pytest.approx(2.0)
+    assert partition.mape == pytest.approx(0.0), "errors are measured on completed jobs only"
+    assert partition.within_p90 == pytest.approx(3 / 7), "a timeout past its p90 is a miss"
+
+
+def test_the_censored_median_is_kaplan_meiers_by_hand() -> None:
+    """Ratios 1 and 3 observed, 1.5 censored: S(1) = 2/3, then the one left at risk ends at 3, S = 0."""
+    outcomes = [outcome(1, 100, 100), outcome(2, 100, 150, state="TIMEOUT"), outcome(3, 100, 300)]
+    (partition,) = report(outcomes)
+    assert partition.median_ratio == pytest.approx(3.0)
+    (even,) = report([outcome(1, 100, 100), outcome(2, 100, 300)])
+    assert even.median_ratio == pytest.approx(math.sqrt(3)), "between two values: their mean log-ratio"
 
 
 def test_report_figures_per_partition() -> None:
