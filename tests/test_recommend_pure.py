@@ -179,6 +179,8 @@ def test_stale_models_never_drive_a_rewrite() -> None:
         (timedelta(minutes=50), None, timedelta(minutes=75)),
         (timedelta(seconds=1), timedelta(hours=1), timedelta(minutes=16)),
         (timedelta(hours=10), timedelta(hours=1), None),
+        (timedelta(minutes=50), timedelta(hours=24), timedelta(hours=6)),  # the floor: a quarter of 24 h
+        (timedelta(hours=5), timedelta(hours=24), timedelta(minutes=375)),  # above the floor: the rule
     ],
 )
 def test_the_time_limit_is_p90_times_factor_plus_margin_in_whole_minutes(

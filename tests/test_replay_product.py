@@ -72,17 +72,37 @@ def test_arm_c_makes_the_choice_the_daemons_recommender_makes_for_the_users_scri
 def test_arm_c_sets_the_limit_by_the_policys_rule_from_the_models_p90(
     table: StepTable, models: StepModels
 ) -> None:
-    the_job = job()
+    the_job = job(steps=60_000)  # hours of training under a six-hour limit
     decision = product_arm(INVENTORY, REWRITE, learned_steps(models, INVENTORY), table)(
         the_job, SetWaits(BUSY_FAST)
     )
     config = decision.config
     p50, p90 = models.predict("toy", config.gpu_type, config.gpus, 1, config.micro_batch)
     micro_steps = the_job.steps * config.accumulation
-    rule = REWRITE.time_limit
-    minutes = math.ceil(micro_steps * p90 * rule.factor / 60 + rule.margin_minutes)
+    rule, startup_s = REWRITE.time_limit, REWRITE.overhead.startup_minutes * 60  # steps, no epochs
+    minutes = math.ceil((micro_steps * p90 + startup_s) * rule.factor / 60 + rule.margin_minutes)
+    floor = math.ceil(the_job.user_limit_s * rule.min_fraction_of_request / 60)
+    assert minutes > floor, "the rule, not the floor, sets this limit"
     assert decision.time_limit_s == minutes * 60
-    assert decision.predicted_run_s == pytest.approx(micro_steps * p50)
+    assert decision.predicted_run_s == pytest.approx(micro_steps * p50 + startup_s)
+
+
+def test_a_shortened_limit_keeps_the_policys_share_of_the_users_own(
+    table: StepTable, models: StepModels
+) -> None:
+    the_job = job(steps=200)  # minutes of training under a six-hour limit
+    decision = product_arm(INVENTORY, REWRITE, learned_steps(models, INVENTORY), table)(
+        the_job, SetWaits(BUSY_FAST)
+    )
+    rule = REWRITE.time_limit
+    assert decision.time_limit_s == math.ceil(the_job.user_limit_s * rule.min_fraction_of_request / 60) * 60
+    unfloored = REWRITE.model_copy(
+        update={"time_limit": rule.model_copy(update={"min_fraction_of_request": 0})}
+    )
+    short = product_arm(INVENTORY, unfloored, learned_steps(models, INVENTORY), table)(
+        the_job, SetWaits(BUSY_FAST)
+    )
+    assert short.time_limit_s < decision.time_limit_s / 2
 
 
 def test_the_oracle_sees_the_held_out_truth_that_arm_c_cannot(tmp_path: Path) -> None:
@@ -121,3 +141,37 @@ def test_a_multi_node_request_passes_through_as_the_product_does(
     decision = arm(eight_t4s, SetWaits({"slow": 20 * HOUR})).model_copy(update={"advisor_wait_s": None})
     assert decision == habits_arm(INVENTORY, table)(eight_t4s, SetWaits({"slow": 20 * HOUR}))
     assert decision.config.nodes == 2
+
+
+def test_start_up_and_each_epoch_add_the_policys_overhead_to_every_candidate(
+    tmp_path: Path, models: StepModels
+) -> None:
+    script = tmp_path / "train.sbatch"
+    text = job_script(job(), INVENTORY.pools[0])
+    assert "--steps 20000" in text
+    # 20000 steps of 256 over 512000 samples: ten epochs.
+    script.write_text(text.replace("--steps 20000", "--epochs 10 --dataset-size 512000"))
+    parsed = parse_submission(script, [], {})
+    assert parsed.description is not None
+
+    def run_times(overhead: dict[str, float]) -> dict[tuple[str, int, int], float]:
+        policy = REWRITE.model_copy(update={"overhead": REWRITE.overhead.model_validate(overhead)})
+        context = Context(policy, partitions_of(INVENTORY), queue_estimator(SetWaits({})))
+        found = recommend(
+            context,
+            parsed.request,
+            parsed.description,
+            learned_steps(models, INVENTORY)("toy"),
+            USER,
+            None,
+            TRAINED_AT,
+        )
+        return {
+            (e.candidate.partition, e.candidate.gpus, e.candidate.micro_batch): e.run_s
+            for e in found.candidates
+        }
+
+    bare = run_times({"startup_minutes": 0, "per_epoch_seconds": 0})
+    loaded = run_times({"startup_minutes": 3, "per_epoch_seconds": 30})
+    assert loaded.keys() == bare.keys() and len(bare) > 3
+    assert all(loaded[key] == pytest.approx(bare[key] + 3 * 60 + 10 * 30) for key in bare)

@@ -17,6 +17,7 @@ from advisor.policy.schema import (
     MODE_RANK,
     Mode,
     Objective,
+    Overhead,
     PartitionRules,
     Policy,
     RewriteRules,
@@ -52,6 +53,7 @@ class Effective(BaseModel):
     cost_weight: float | None
     rewrite: RewriteRules
     time_limit: TimeLimitRule
+    overhead: Overhead
     tuning: Tuning
 
 
@@ -84,5 +86,6 @@ def resolve(policy: Policy, user: str, account: str | None, partitions: Sequence
         cost_weight=policy.cost_weight,
         rewrite=policy.rewrite,
         time_limit=policy.time_limit,
+        overhead=policy.overhead,
         tuning=policy.tuning,
     )

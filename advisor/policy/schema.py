@@ -50,21 +50,37 @@ class RewriteRules(_Strict):
 
 
 class TimeLimitRule(_Strict):
-    """A rewritten time limit: p90 x factor + margin, never far above what the user asked for."""
+    """A rewritten time limit: p90 x factor + margin, never far above what the user asked for, and never
+    far below it either: a prediction that short may have missed what the job does besides training."""
 
     factor: Annotated[float, Field(ge=1, le=10)] = 1.2
     margin_minutes: Annotated[float, Field(ge=0, le=24 * 60)] = 15.0
     max_factor_of_request: Annotated[float, Field(ge=1)] | None = 4.0
+    min_fraction_of_request: Annotated[float, Field(ge=0, le=1)] = 0.25
 
     def limit(self, p90: timedelta, requested: timedelta | None) -> timedelta | None:
         """Whole minutes (Slurm's unit), rounded up; None when the limit would exceed the cap relative to
         the user's own limit: such a job is advised, not rewritten, since the prediction may be wrong."""
         minutes = math.ceil(p90.total_seconds() * self.factor / 60 + self.margin_minutes)
+        if requested is not None:  # the floor: a shortened limit keeps this share of the user's own
+            floor = math.ceil(requested.total_seconds() * self.min_fraction_of_request / 60)
+            minutes = max(minutes, floor)
         limit = timedelta(minutes=minutes)
         cap = self.max_factor_of_request
         if requested is not None and cap is not None and limit > requested * cap:
             return None
         return limit
+
+
+class Overhead(_Strict):
+    """What a job spends besides its training steps, which the benchmarks do not see: start-up (the
+    environment, the data's first read, the model's build) once, evaluation and a checkpoint each epoch."""
+
+    startup_minutes: Annotated[float, Field(ge=0, le=24 * 60)] = 2.0
+    per_epoch_seconds: Annotated[float, Field(ge=0, le=24 * 3600)] = 10.0
+
+    def seconds(self, epochs: float) -> float:
+        return self.startup_minutes * 60 + self.per_epoch_seconds * epochs
 
 
 class Tuning(_Strict):
@@ -103,6 +119,7 @@ class Policy(_Strict):
     cost_weight: Annotated[float, Field(ge=0, le=1)] | None = None
     rewrite: RewriteRules = RewriteRules()
     time_limit: TimeLimitRule = TimeLimitRule()
+    overhead: Overhead = Overhead()
     tuning: Tuning = Tuning()
     partitions: dict[PartitionName, PartitionRules] = {}
     accounts: dict[AccountName, AccountRules] = {}

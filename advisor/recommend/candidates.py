@@ -130,6 +130,16 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+def epochs(description: JobDescription) -> float:
+    """The passes over the data the job makes: as declared, or its samples over the dataset's; 0 when the job
+    gives steps and no dataset size (its per-epoch overhead is then unknown, and not counted)."""
+    if description.epochs is not None:
+        return description.epochs
+    if description.dataset_size is None:
+        return 0.0
+    return description.total_steps * description.global_batch / description.dataset_size
+
+
 def optimizer_steps(description: JobDescription, global_batch: int) -> int:
     """The job's optimizer steps at this global batch: the same epochs, or the same samples."""
     if description.epochs is not None and description.dataset_size is not None:

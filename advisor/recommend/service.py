@@ -23,7 +23,14 @@ from advisor.policy.schema import Mode, Policy
 from advisor.precision import amp_mode, has_bf16, mixed_precision
 from advisor.predict.jobtime import JobShape, job_time
 from advisor.predict.service import NoModelError, Prediction
-from advisor.recommend.candidates import Candidate, Offer, baseline, job_candidates, optimizer_steps
+from advisor.recommend.candidates import (
+    Candidate,
+    Offer,
+    baseline,
+    epochs,
+    job_candidates,
+    optimizer_steps,
+)
 from advisor.recommend.choose import Decision, Estimate, Recommendation, WaitSource, choose
 from advisor.slurm.models import Partition
 from advisor.slurm.values import format_duration
@@ -179,6 +186,8 @@ class _Estimator:
         self.predictor = predictor
         self.now = now
         self.partitions = {p.name: p for p in context.partitions}
+        self.overhead_s = effective.overhead.seconds(epochs(description))
+        """Start-up and per-epoch work: the same on every candidate, since each keeps the job's epochs."""
         self._trained_at: dict[tuple[str, int], datetime | None] = {}
 
     def largest_batch(self, partition: str, amp: bool) -> int | None:
@@ -199,14 +208,14 @@ class _Estimator:
         steps = optimizer_steps(self.description, candidate.global_batch)
         length = JobShape(steps=steps, accumulation=candidate.accumulation)
         whole = job_time(prediction.step_s, prediction.step_p90_s, length)
-        all_reduce_s = steps * self.predictor.sync_s(candidate.partition, candidate.gpus)
-        p90_s = whole.p90_s + all_reduce_s
+        besides_s = steps * self.predictor.sync_s(candidate.partition, candidate.gpus) + self.overhead_s
+        p90_s = whole.p90_s + besides_s
         limit = self._time_limit(candidate, p90_s)
         gpu_type = self.partitions[candidate.partition].gpu_type
         query = WaitQuery(
             partition=candidate.partition, gpus=candidate.gpus, gpu_type=gpu_type, time_limit=limit
         )
-        return _Run(candidate, prediction, whole.p50_s + all_reduce_s, p90_s, query)
+        return _Run(candidate, prediction, whole.p50_s + besides_s, p90_s, query)
 
     def _time_limit(self, candidate: Candidate, p90_s: float) -> timedelta:
         partition = self.partitions[candidate.partition]
