@@ -12,6 +12,7 @@ from advisor.jobscript.submission import parse_submission
 from advisor.policy.schema import Policy
 from advisor.recommend.service import Context, recommend
 from benchmarks.harness.arms import habits_arm
+from benchmarks.harness.model import Decision, Job
 from benchmarks.harness.predictor import StepModels, train_predictors
 from benchmarks.harness.product import (
     TRAINED_AT,
@@ -73,9 +74,7 @@ def test_arm_c_sets_the_limit_by_the_policys_rule_from_the_models_p90(
     table: StepTable, models: StepModels
 ) -> None:
     the_job = job(steps=60_000)  # hours of training under a six-hour limit
-    decision = product_arm(INVENTORY, REWRITE, learned_steps(models, INVENTORY), table)(
-        the_job, SetWaits(BUSY_FAST)
-    )
+    decision = arm_c(REWRITE, models, table, the_job)
     config = decision.config
     p50, p90 = models.predict("toy", config.gpu_type, config.gpus, 1, config.micro_batch)
     micro_steps = the_job.steps * config.accumulation
@@ -91,18 +90,19 @@ def test_a_shortened_limit_keeps_the_policys_share_of_the_users_own(
     table: StepTable, models: StepModels
 ) -> None:
     the_job = job(steps=200)  # minutes of training under a six-hour limit
-    decision = product_arm(INVENTORY, REWRITE, learned_steps(models, INVENTORY), table)(
-        the_job, SetWaits(BUSY_FAST)
-    )
+    decision = arm_c(REWRITE, models, table, the_job)
     rule = REWRITE.time_limit
     assert decision.time_limit_s == math.ceil(the_job.user_limit_s * rule.min_fraction_of_request / 60) * 60
     unfloored = REWRITE.model_copy(
         update={"time_limit": rule.model_copy(update={"min_fraction_of_request": 0})}
     )
-    short = product_arm(INVENTORY, unfloored, learned_steps(models, INVENTORY), table)(
+    assert arm_c(unfloored, models, table, the_job).time_limit_s < decision.time_limit_s / 2
+
+
+def arm_c(policy: Policy, models: StepModels, table: StepTable, the_job: Job) -> Decision:
+    return product_arm(INVENTORY, policy, learned_steps(models, INVENTORY), table)(
         the_job, SetWaits(BUSY_FAST)
     )
-    assert short.time_limit_s < decision.time_limit_s / 2
 
 
 def test_the_oracle_sees_the_held_out_truth_that_arm_c_cannot(tmp_path: Path) -> None:
