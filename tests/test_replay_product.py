@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from advisor.jobscript.rewrite import apply_advice
 from advisor.jobscript.submission import parse_submission
 from advisor.policy.schema import Policy
+from advisor.recommend.choose import Recommendation
 from advisor.recommend.service import Context, recommend
 from benchmarks.harness.arms import habits_arm
 from benchmarks.harness.model import Decision, Job
@@ -175,3 +177,54 @@ def test_start_up_and_each_epoch_add_the_policys_overhead_to_every_candidate(
     loaded = run_times({"startup_minutes": 3, "per_epoch_seconds": 30})
     assert loaded.keys() == bare.keys() and len(bare) > 3
     assert all(loaded[key] == pytest.approx(bare[key] + 3 * 60 + 10 * 30) for key in bare)
+
+
+def advise(tmp_path: Path, text: str, models: StepModels, waits: dict[str, float]) -> Recommendation:
+    script = tmp_path / "train.sbatch"
+    script.write_text(text)
+    parsed = parse_submission(script, [], {})
+    context = Context(REWRITE, partitions_of(INVENTORY), queue_estimator(SetWaits(waits)))
+    steps = learned_steps(models, INVENTORY)("toy")
+    return recommend(context, parsed.request, parsed.description, steps, USER, None, TRAINED_AT)
+
+
+def test_a_request_for_several_partitions_is_reordered_not_shrunk(tmp_path: Path, models: StepModels) -> None:
+    text = job_script(job(gpus=4, steps=60_000), INVENTORY.pools[0])
+    assert "--partition=fast\n" in text
+    several = advise(
+        tmp_path, text.replace("--partition=fast\n", "--partition=fast,slow\n"), models, BUSY_FAST
+    )
+    assert several.apply and several.advice is not None and several.chosen is not None
+    chosen = several.chosen.candidate
+    assert chosen.partition == "mid", "the busy A100s lose to the idle V100s"
+    assert [several.advice.partition, *several.advice.other_partitions] == ["mid", "fast", "slow"]
+    # The limit covers the slowest partition the job may start on: the same configuration on the T4s.
+    (on_t4,) = [
+        e for e in several.candidates if e.candidate == chosen.model_copy(update={"partition": "slow"})
+    ]
+    assert several.advice.time_limit == on_t4.time_limit > several.chosen.time_limit
+    single = advise(tmp_path, text, models, BUSY_FAST)
+    assert single.advice is not None and single.advice.other_partitions == []
+    assert single.advice.time_limit == several.chosen.time_limit
+    words = apply_advice(
+        parse_submission(tmp_path / "train.sbatch", [], {}).request,
+        None,
+        ["train.sbatch"],
+        several.advice,
+        {"fast", "mid", "slow"},
+    ).argv
+    assert "--partition=mid,fast,slow" in words
+
+
+def test_a_partition_the_advised_configuration_cannot_run_on_is_left_out_and_said(
+    tmp_path: Path, models: StepModels
+) -> None:
+    """Eight GPUs per node on the V100s; the T4 nodes have four."""
+    text = job_script(job(gpus=8, steps=60_000), INVENTORY.pools[0])
+    several = advise(
+        tmp_path, text.replace("--partition=fast\n", "--partition=fast,slow\n"), models, BUSY_FAST
+    )
+    assert several.advice is not None and several.chosen is not None
+    assert several.chosen.candidate.gpus == 8 and several.chosen.candidate.partition == "mid"
+    assert [several.advice.partition, *several.advice.other_partitions] == ["mid", "fast"]
+    assert any("does not run there: slow" in reason for reason in several.reasons)

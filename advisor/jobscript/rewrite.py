@@ -37,6 +37,8 @@ class Advice(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     partition: str | None = None
+    other_partitions: list[str] = []
+    """After ``partition``, where the job may also start (the user's own list, reordered, not shrunk)."""
     gpus: Annotated[int, Field(ge=1)] | None = None
     """In the unit of the user's own GPU request (per job, node or task)."""
     gpu_type: str | None = None
@@ -105,9 +107,11 @@ def advice_options(request: JobRequest, advice: Advice, partitions: Collection[s
     """The sbatch options that put `advice` in force over what the script and command line say."""
     options: list[str] = []
     if advice.partition is not None:
-        if advice.partition not in partitions:
-            raise AdviceError(f"partition {advice.partition!r} is not one of the cluster's")
-        options.append(f"--partition={advice.partition}")
+        names = [advice.partition, *advice.other_partitions]
+        for name in names:
+            if name not in partitions:
+                raise AdviceError(f"partition {name!r} is not one of the cluster's")
+        options.append(f"--partition={','.join(names)}")
     if advice.gpu_type is not None and not _GPU_TYPE.match(advice.gpu_type):
         raise AdviceError(f"GPU type {advice.gpu_type!r} is not a gres type name")
     if advice.gpus is not None or advice.gpu_type is not None:

@@ -139,6 +139,9 @@ def recommend(
     modes: dict[str, Mode] = {name: terms.mode for name, terms in effective.partitions.items()}
     rules = effective.rewrite
     decision = choose(estimates, estimates[0], effective.objective, effective.cost_weight, rules, modes)
+    spread = _spread(decision, request, estimator, {offer.name: offer for offer in allowed})
+    if spread is not None:
+        decision = decision.model_copy(update={"reasons": [*decision.reasons, *spread.reasons]})
     if closed:
         decision = decision.model_copy(
             update={
@@ -153,7 +156,7 @@ def recommend(
         baseline=decision.baseline,
         chosen=decision.chosen,
         apply=decision.apply,
-        advice=_advice(decision, request, offers),
+        advice=_advice(decision, request, offers, spread),
         reasons=decision.reasons,
     )
 
@@ -216,6 +219,11 @@ class _Estimator:
             partition=candidate.partition, gpus=candidate.gpus, gpu_type=gpu_type, time_limit=limit
         )
         return _Run(candidate, prediction, whole.p50_s + besides_s, p90_s, query)
+
+    def runs_on(self, candidate: Candidate) -> timedelta | None:
+        """The time limit ``candidate`` needs, or None where its micro-batch does not fit; no wait asked."""
+        run = self._run(candidate)
+        return run.query.time_limit if run.prediction.fits else None
 
     def _time_limit(self, candidate: Candidate, p90_s: float) -> timedelta:
         partition = self.partitions[candidate.partition]
@@ -281,19 +289,79 @@ def _requested_gpus(request: JobRequest) -> int:
     return request.gpus.count
 
 
-def _advice(decision: Decision, request: JobRequest, offers: dict[str, Offer]) -> Advice | None:
+@dataclass(frozen=True)
+class _Spread:
+    """A request for several partitions, advised: where the chosen configuration may still run."""
+
+    partitions: list[str]
+    """The chosen partition first, then the user's others it runs on, in the user's order."""
+    time_limit: timedelta
+    """Enough for the slowest of them: Slurm starts the job wherever it can first."""
+    reasons: list[str]
+
+
+def _spread(
+    decision: Decision, request: JobRequest, estimator: _Estimator, allowed: dict[str, Offer]
+) -> _Spread | None:
+    """``-p a100,v100`` is reordered, not shrunk: each other partition the user named stays where the
+    advised configuration fits there (GPUs per node, memory, the GPU type a typed request names, bf16 for
+    AMP) and its limit does not pass the chosen partition's MaxTime. None for a one-partition request."""
+    chosen = decision.chosen
+    if len(request.partitions) < 2 or chosen == decision.baseline:
+        return None
+    target = allowed[chosen.candidate.partition]
+    limits, dropped = [chosen.time_limit], []
+    kept = [target.name]
+    for name in request.partitions:
+        offer = allowed.get(name)
+        if name == target.name or offer is None:
+            continue
+        limit = _limit_on(chosen.candidate, offer, target, request, estimator)
+        if limit is None or (target.max_time is not None and limit > target.max_time):
+            dropped.append(name)
+            continue
+        kept.append(name)
+        limits.append(limit)
+    limit = max(limits)
+    for name in kept[1:]:
+        if (allowed[name].max_time or limit) < limit:
+            kept.remove(name)
+            dropped.append(name)
+    reasons = [f"partitions in order: {','.join(kept)} (the job asked for {','.join(request.partitions)})"]
+    if dropped:
+        reasons.append(f"not kept, the advised configuration does not run there: {', '.join(dropped)}")
+    return _Spread(partitions=kept, time_limit=limit, reasons=reasons)
+
+
+def _limit_on(
+    candidate: Candidate, offer: Offer, target: Offer, request: JobRequest, estimator: _Estimator
+) -> timedelta | None:
+    typed = request.gpus is not None and request.gpus.type is not None
+    if candidate.gpus > offer.gpus_per_node or (typed and offer.gpu_type != target.gpu_type):
+        return None
+    if candidate.amp and has_bf16(offer.gpu_type) != has_bf16(target.gpu_type):
+        return None
+    return estimator.runs_on(candidate.model_copy(update={"partition": offer.name}))
+
+
+def _advice(
+    decision: Decision, request: JobRequest, offers: dict[str, Offer], spread: _Spread | None
+) -> Advice | None:
     chosen, asked = decision.chosen.candidate, decision.baseline.candidate
     if decision.chosen == decision.baseline:
         return None
     target = offers[chosen.partition]
     moved = chosen.partition != asked.partition
-    typed = moved and request.gpus is not None and request.gpus.type is not None
+    if spread is not None:
+        moved = spread.partitions != request.partitions
+    typed = chosen.partition != asked.partition and request.gpus is not None and request.gpus.type is not None
     same_unit = request.gpus is not None and request.gpus.per != "task"
     return Advice(
         partition=chosen.partition if moved else None,
+        other_partitions=spread.partitions[1:] if moved and spread is not None else [],
         gpus=chosen.gpus if same_unit and chosen.gpus != asked.gpus and chosen.gpus > 0 else None,
         gpu_type=target.gpu_type if typed else None,
-        time_limit=decision.chosen.time_limit,
+        time_limit=decision.chosen.time_limit if spread is None else spread.time_limit,
         global_batch=chosen.global_batch if chosen.global_batch != asked.global_batch else None,
         micro_batch=chosen.micro_batch,
         grad_accum=chosen.accumulation,
