@@ -188,3 +188,40 @@ def test_a_drained_partition_is_never_chosen(
         assert "not considered, no node takes jobs: a100" in result.reasons
     finally:
         admin.run(["scontrol", "update", "nodename=a100-[1-2]", "state=resume"], timeout=20)
+
+
+def test_a_partition_closed_to_the_callers_groups_is_never_offered(
+    client: SlurmClient, store: Store, tmp_path: Path, sandbox: Sandbox
+) -> None:
+    admin = LocalRunner(env=sandbox.client_env())
+    close = ["scontrol", "update", "partitionname=a100", "allowgroups=advisor-nobody"]
+    assert admin.run(close, timeout=20).returncode == 0
+    try:
+        result = advise(client, store, tmp_path, user="root")
+        assert result.chosen is not None and result.chosen.candidate.partition == "v100", result.reasons
+        assert "a100" not in {estimate.candidate.partition for estimate in result.candidates}
+        assert "not considered, a100: none of your groups may use it (AllowGroups)" in result.reasons
+    finally:
+        admin.run(["scontrol", "update", "partitionname=a100", "allowgroups=ALL"], timeout=20)
+
+
+def test_a_job_whose_memory_only_the_largest_nodes_hold_stays_among_them(
+    client: SlurmClient, store: Store, tmp_path: Path
+) -> None:
+    script = tmp_path / "big.sbatch"
+    script.write_text(
+        SCRIPT.format(partition="a100", batch=32, steps=100_000).replace(
+            "#SBATCH --gres=gpu:1\n", "#SBATCH --gres=gpu:1\n#SBATCH --mem=200G\n"
+        ),
+        encoding="utf-8",
+    )
+    parsed = parse_submission(script, [], {})
+    assert parsed.description is not None and parsed.request.mem_mb == 200 * 1024
+    table = introspect(parsed.description.model, (3, 32, 32), {"num_classes": 10}, allow_factories=False)
+    now = datetime.now(UTC)
+    policy = parse_policy(POLICY, "policy.toml")
+    result = recommend_now(ClusterView(client, lambda: now), store, policy, [], parsed, table, "alice", now)
+    assert {estimate.candidate.partition for estimate in result.candidates} == {"a100"}
+    assert any(
+        reason.startswith("not considered, v100: no node in service there has") for reason in result.reasons
+    )

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import TypeVar, cast
 
 from advisor.slurm.client import SlurmClient
-from advisor.slurm.models import FinishedJob, Partition
+from advisor.slurm.models import Association, FinishedJob, Partition
 
 HISTORY = timedelta(days=14)
 """How far back finished jobs inform the actual/limit ratios of jobs the advisor did not predict."""
@@ -52,6 +52,11 @@ class ClusterView:
     def default_account(self, user: str) -> str | None:
         return self.cached(
             f"account:{user}", self.history_fresh_for, lambda: self.client.default_account(user)
+        )
+
+    def associations(self, user: str) -> list[Association]:
+        return self.cached(
+            f"associations:{user}", self.history_fresh_for, lambda: self.client.associations(user)
         )
 
     def peek(self, key: str, fresh_for: timedelta) -> object | None:

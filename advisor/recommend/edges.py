@@ -3,8 +3,12 @@ store for predictors and the advisor's own predictions of jobs still running."""
 
 from __future__ import annotations
 
+import contextlib
+import grp
 import hashlib
 import json
+import os
+import pwd
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
@@ -18,6 +22,7 @@ from advisor.predict.scaling import DeviceSpec
 from advisor.predict.service import Prediction, Predictors, StepQuestion, predict
 from advisor.recommend.choose import Recommendation
 from advisor.recommend.cluster import ClusterView
+from advisor.recommend.placement import Standing
 from advisor.recommend.service import Context, WaitQuery, Waits, recommend
 from advisor.slurm.models import Partition
 from advisor.store import AdvisedJobs, Store
@@ -51,7 +56,23 @@ def recommend_now(
     if table is not None:
         predictors = cluster.cached("predictors", PREDICTORS_FRESH_FOR, lambda: Predictors.load(store))
         predictor = StoredModels(store, predictors, specs, table, partitions)
-    return recommend(context, request, parsed.description, predictor, user, account, now)
+    standing = Standing(
+        groups=unix_groups(user), account=account, associations=tuple(cluster.associations(user))
+    )
+    return recommend(context, request, parsed.description, predictor, user, account, now, standing)
+
+
+def unix_groups(user: str) -> frozenset[str]:
+    """The user's groups by name, as Slurm's AllowGroups sees them (the name comes from the kernel's uid)."""
+    try:
+        gids = os.getgrouplist(user, pwd.getpwnam(user).pw_gid)
+    except KeyError:
+        return frozenset()
+    names = set()
+    for gid in gids:
+        with contextlib.suppress(KeyError):
+            names.add(grp.getgrgid(gid).gr_name)
+    return frozenset(names)
 
 
 LINK_BYTES_S = 12e9

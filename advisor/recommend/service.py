@@ -32,6 +32,7 @@ from advisor.recommend.candidates import (
     optimizer_steps,
 )
 from advisor.recommend.choose import Decision, Estimate, Recommendation, WaitSource, choose
+from advisor.recommend.placement import Standing, refusal
 from advisor.slurm.models import Partition
 from advisor.slurm.values import format_duration
 
@@ -97,7 +98,10 @@ def recommend(
     user: str,
     account: str | None,
     now: datetime,
+    standing: Standing | None = None,
 ) -> Recommendation:
+    """``standing``: the caller's groups and associations, checked against each partition's access lists
+    (None where nothing is known of them, as in a replay: only the nodes are checked)."""
     effective = resolve(context.policy, user, account, [p.name for p in context.partitions])
 
     def nothing(reason: str) -> Recommendation:
@@ -127,7 +131,16 @@ def recommend(
     estimator = _Estimator(context, effective, request, description, predictor, now)
     asked = baseline(description, offers[asked_partition], gpus, amp=False)
     open_now = {p.name for p in context.partitions if p.takes_jobs}
-    allowed = [offers[name] for name in effective.partitions if name in offers and name in open_now]
+    refused = {
+        p.name: why
+        for p in context.partitions
+        if p.name in open_now and (why := refusal(p, request, standing, asked_partition)) is not None
+    }
+    allowed = [
+        offers[name]
+        for name in effective.partitions
+        if name in offers and name in open_now and name not in refused
+    ]
     closed = [name for name in effective.partitions if name in offers and name not in open_now]
     try:
         largest = {(o.name, amp): estimator.largest_batch(o.name, amp) for o in allowed for amp in BOTH}
@@ -142,12 +155,12 @@ def recommend(
     spread = _spread(decision, request, estimator, {offer.name: offer for offer in allowed})
     if spread is not None:
         decision = decision.model_copy(update={"reasons": [*decision.reasons, *spread.reasons]})
-    if closed:
-        decision = decision.model_copy(
-            update={
-                "reasons": [*decision.reasons, f"not considered, no node takes jobs: {', '.join(closed)}"]
-            }
-        )
+    left_out = [f"not considered, no node takes jobs: {', '.join(closed)}"] if closed else []
+    left_out += [
+        f"not considered, {name}: {why}" for name, why in refused.items() if name in effective.partitions
+    ]
+    if left_out:
+        decision = decision.model_copy(update={"reasons": [*decision.reasons, *left_out]})
     return Recommendation(
         user=user,
         account=account,

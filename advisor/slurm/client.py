@@ -10,10 +10,20 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypeVar
 
-from advisor.slurm.models import FinishedJob, Node, Partition, QueuedJob, Record, SubmitResult, TestOnlyResult
+from advisor.slurm.models import (
+    Association,
+    FinishedJob,
+    Node,
+    Partition,
+    QueuedJob,
+    Record,
+    SubmitResult,
+    TestOnlyResult,
+)
 from advisor.slurm.pace import RateLimit
 from advisor.slurm.parse import (
     build_partitions,
+    parse_associations,
     parse_sacct_json,
     parse_scontrol_records,
     parse_sinfo_json,
@@ -145,6 +155,16 @@ class SlurmClient:
         except SlurmError:
             return None
         return lines[0] if lines else None
+
+    def associations(self, user: str) -> list[Association]:
+        """The user's associations: which accounts on which partitions with which QOS; empty on a cluster
+        without accounting (nothing to check against)."""
+        argv = ["sacctmgr", "--noheader", "--parsable2", "show", "assoc", f"where=user={user}"]
+        try:
+            result = self._run([*argv, "format=Account,Partition,QOS,DefaultQOS"])
+        except SlurmError:
+            return []
+        return self._parse(result, parse_associations)
 
     def cancel(self, job_id: int | str, signal: str | None = None) -> None:
         self._run(["scancel", *([f"--signal={signal}"] if signal else []), str(job_id)])

@@ -35,12 +35,34 @@ class Node(Frozen):
     alloc_memory_mb: int
     gpus: Gpus | None
     gpus_used: int
+    features: tuple[str, ...] = ()
+    """The node's active features, which ``--constraint`` selects by."""
 
     @property
     def serves_jobs(self) -> bool:
         """Neither down (or not yet in service) nor drained or draining."""
         flags = {flag.upper() for flag in self.flags}
         return self.state.upper() not in _OUT_OF_SERVICE and not flags & _DRAINED
+
+
+class Access(Frozen):
+    """Who may submit to a partition (``scontrol show partition``); None is Slurm's ALL, or no deny list."""
+
+    allow_accounts: list[str] | None = None
+    deny_accounts: list[str] | None = None
+    allow_groups: list[str] | None = None
+    allow_qos: list[str] | None = None
+    deny_qos: list[str] | None = None
+
+
+class Association(Frozen):
+    """One of a user's associations (``sacctmgr show assoc``): the account, on which partition (None: any),
+    with which QOS."""
+
+    account: str
+    partition: str | None
+    qos: list[str]
+    default_qos: str | None
 
 
 class Partition(Frozen):
@@ -58,6 +80,7 @@ class Partition(Frozen):
     cpus_per_node: int
     memory_per_node_mb: int
     nodes: list[Node]
+    access: Access = Access()
 
     @property
     def takes_jobs(self) -> bool:

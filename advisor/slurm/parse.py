@@ -15,6 +15,8 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any, TypeVar
 
 from advisor.slurm.models import (
+    Access,
+    Association,
     FinishedJob,
     Gpus,
     Node,
@@ -132,6 +134,7 @@ def build_partitions(records: Iterable[Mapping[str, str]], nodes: Sequence[Node]
                 cpus_per_node=max((node.cpus for node in members), default=0),
                 memory_per_node_mb=max((node.memory_mb for node in members), default=0),
                 nodes=members,
+                access=_access(record),
             )
         )
     return partitions
@@ -251,7 +254,49 @@ def _node(record: Mapping[str, Any]) -> Node:
         alloc_memory_mb=_number(record.get("alloc_memory")) or 0,
         gpus=parse_gres(record.get("gres") or ""),
         gpus_used=gpus_used.count if gpus_used else 0,
+        features=tuple(_names(record.get("active_features") or record.get("features") or "")),
     )
+
+
+def _names(value: Any) -> list[str]:
+    """A comma-separated list (or, in newer versions' JSON, a list) of names."""
+    items = value if isinstance(value, list) else str(value).split(",")
+    return [str(item).strip() for item in items if str(item).strip()]
+
+
+def _access(record: Mapping[str, str]) -> Access:
+    def names(key: str, everyone: str | None) -> list[str] | None:
+        value = record.get(key)
+        return None if value is None or value in ("", everyone, "(null)") else _names(value)
+
+    return Access(
+        allow_accounts=names("AllowAccounts", "ALL"),
+        deny_accounts=names("DenyAccounts", None),
+        allow_groups=names("AllowGroups", "ALL"),
+        allow_qos=names("AllowQos", "ALL"),
+        deny_qos=names("DenyQos", None),
+    )
+
+
+def parse_associations(text: str) -> list[Association]:
+    """``sacctmgr --noheader --parsable2 show assoc ... format=Account,Partition,QOS,DefQOS``."""
+    associations = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        fields = line.split("|")
+        if len(fields) < 4:
+            raise ValueError(f"an association line needs account|partition|qos|default qos, not {line!r}")
+        account, partition, qos, default_qos = (field.strip() for field in fields[:4])
+        associations.append(
+            Association(
+                account=account,
+                partition=partition or None,
+                qos=_names(qos),
+                default_qos=default_qos or None,
+            )
+        )
+    return associations
 
 
 def _queued_job(record: Mapping[str, Any]) -> QueuedJob:
