@@ -72,9 +72,12 @@ def advise(
     steps: int = 100_000,
     user: str = "alice",
     policy: Policy | None = None,
+    directives: str = "",
 ) -> Recommendation:
+    """``directives``: more ``#SBATCH`` lines, after the script's own."""
     script = tmp_path / "train.sbatch"
-    script.write_text(SCRIPT.format(partition=partition, batch=batch, steps=steps), encoding="utf-8")
+    text = SCRIPT.format(partition=partition, batch=batch, steps=steps)
+    script.write_text(text.replace("#SBATCH --output", f"{directives}#SBATCH --output"), encoding="utf-8")
     parsed = parse_submission(script, [], {})
     assert parsed.description is not None
     table = introspect(parsed.description.model, (3, 32, 32), {"num_classes": 10}, allow_factories=False)
@@ -208,19 +211,7 @@ def test_a_partition_closed_to_the_callers_groups_is_never_offered(
 def test_a_job_whose_memory_only_the_largest_nodes_hold_stays_among_them(
     client: SlurmClient, store: Store, tmp_path: Path
 ) -> None:
-    script = tmp_path / "big.sbatch"
-    script.write_text(
-        SCRIPT.format(partition="a100", batch=32, steps=100_000).replace(
-            "#SBATCH --gres=gpu:1\n", "#SBATCH --gres=gpu:1\n#SBATCH --mem=200G\n"
-        ),
-        encoding="utf-8",
-    )
-    parsed = parse_submission(script, [], {})
-    assert parsed.description is not None and parsed.request.mem_mb == 200 * 1024
-    table = introspect(parsed.description.model, (3, 32, 32), {"num_classes": 10}, allow_factories=False)
-    now = datetime.now(UTC)
-    policy = parse_policy(POLICY, "policy.toml")
-    result = recommend_now(ClusterView(client, lambda: now), store, policy, [], parsed, table, "alice", now)
+    result = advise(client, store, tmp_path, partition="a100", directives="#SBATCH --mem=200G\n")
     assert {estimate.candidate.partition for estimate in result.candidates} == {"a100"}
     assert any(
         reason.startswith("not considered, v100: no node in service there has") for reason in result.reasons
