@@ -6,7 +6,7 @@ Measurements are keyed by their content, so ingesting the same results twice sto
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -253,16 +253,45 @@ class ModelRegistry:
     def __init__(self, store: Store) -> None:
         self.db = store.db
 
-    def next_version(self, machine: str) -> int:
-        rows = self.db.execute("SELECT MAX(version) FROM model_versions WHERE machine = ?", [machine])
-        latest = rows.fetchone()[0]
-        return 1 if latest is None else int(latest) + 1
+    def add_version(self, machine: str, write: Callable[[int], dict[str, Any]], activate: bool) -> int:
+        """Numbers, writes and records a new version under the database's write lock, so two trainers
+        (the timer, an admin) never take one number; ``write(version)`` writes the file and returns the
+        row. A crash inside leaves no row: the number is taken again and its file overwritten."""
+        connection = self.db.conn
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            rows = connection.execute("SELECT MAX(version) FROM model_versions WHERE machine = ?", [machine])
+            latest = rows.fetchone()[0]
+            version = 1 if latest is None else int(latest) + 1
+            row = write(version)
+            if activate:
+                connection.execute("UPDATE model_versions SET active = 0 WHERE machine = ?", [machine])
+            self.db.table("model_versions").insert({**row, "machine": machine, "version": version})
+            connection.execute(
+                "UPDATE model_versions SET active = ? WHERE machine = ? AND version = ?",
+                [int(activate), machine, version],
+            )
+        except BaseException:
+            connection.rollback()
+            raise
+        connection.commit()
+        return version
 
-    def activate(self, row: dict[str, Any]) -> None:
-        """Records a new version and makes it the machine's only active one, in one transaction."""
+    def set_active(self, machine: str, version: int) -> None:
+        """Makes ``version`` the machine's only active one (a rollback, or a version the gate held back)."""
         with self.db.conn:
-            self.db.execute("UPDATE model_versions SET active = 0 WHERE machine = ?", [row["machine"]])
-            self.db.table("model_versions").insert({**row, "active": 1})
+            found = self.db.execute(
+                "SELECT 1 FROM model_versions WHERE machine = ? AND version = ?", [machine, version]
+            ).fetchone()
+            if found is None:
+                raise LookupError(f"{machine} has no version {version}")
+            self.db.execute(
+                "UPDATE model_versions SET active = (version = ?) WHERE machine = ?", [version, machine]
+            )
+
+    def active(self, machine: str) -> dict[str, Any] | None:
+        rows = self.db.table("model_versions").rows_where("machine = ? AND active = 1", [machine], limit=1)
+        return next(iter(rows), None)
 
     def all_active(self) -> list[dict[str, Any]]:
         return list(self.db.table("model_versions").rows_where("active = 1", order_by="machine"))

@@ -20,12 +20,20 @@ from rich.console import Console
 
 from advisor.bench.results import read_jsonl
 from advisor.bench.zoo import zoo_table
+from advisor.cli import main as cli
 from advisor.predict import evaluate
 from advisor.predict.cli import add_commands
 from advisor.predict.evaluate import leave_one_model_out, unseen_batches
 from advisor.predict.features import KernelPath, kernel_path, layer_bytes, layer_flops, timed_layers
 from advisor.predict.machine import LayerSample, MachineModel, StepSample, fit_machine
-from advisor.predict.registry import active_models, layer_samples, machines, step_samples, train_machine
+from advisor.predict.registry import (
+    active_models,
+    layer_samples,
+    machines,
+    passes_gate,
+    step_samples,
+    train_machine,
+)
 from advisor.predict.scaling import DeviceSpec
 from advisor.predict.service import Predictors, StepQuestion, predict
 from advisor.records import LayerConfig, ResultLine, StepMeasurement
@@ -197,9 +205,11 @@ def test_a_partition_without_benchmarks_is_scaled_with_low_confidence(store: Sto
 
 def test_predict_prints_json(store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "advisor.db"
+    settings = load_settings(os.environ)
     parser = argparse.ArgumentParser()
-    add_commands(parser.add_subparsers(), load_settings(os.environ))
+    add_commands(parser.add_subparsers(), settings)
     train = parser.parse_args(["models", "train", "--db", str(db), "--models-dir", str(tmp_path / "m")])
+    train.settings = settings
     assert train.handler(train, Console(quiet=True)) == 0
     words = ["predict", "--model", "mobilenet_v2", "--input-shape", "3,32,32", "--batch-size", "16"]
     args = parser.parse_args([*words, "--partition", "cpu", "--db", str(db), "--json"])
@@ -368,3 +378,41 @@ def test_a_database_from_before_pacing_gains_its_columns(tmp_path: Path) -> None
     store.ingest(read_jsonl(FIXTURE))
     assert all(row["pace_ratio"] is None for row in store.step_rows())
     assert step_samples(store.step_rows(), zoo_table)
+
+
+def test_a_version_worse_than_the_active_one_is_held_back_and_activate_rolls_either_way(
+    store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (machine,) = machines(store)
+    first = train_machine(store, machine, tmp_path / "models", zoo_table)
+    assert first.activated and first.heldout_mape is not None and first.heldout_mape > 0.01
+    # The active version claims a perfect held-out score: no new fit of the same data can match it.
+    store.db.execute("UPDATE model_versions SET heldout_mape = 0.0 WHERE version = ?", [first.version])
+    store.db.conn.commit()
+    held = train_machine(store, machine, tmp_path / "models", zoo_table, max_worse_mape=0.01)
+    assert not held.activated and held.path.exists()
+    assert active_models(store)[machine][1] == first.version, "the gate kept the active version serving"
+    ungated = train_machine(store, machine, tmp_path / "models", zoo_table, max_worse_mape=None)
+    assert ungated.activated and active_models(store)[machine][1] == ungated.version == held.version + 1
+
+    def models(*words: str) -> int:
+        return cli(["models", *words, "--db", str(tmp_path / "advisor.db")])
+
+    assert models("activate", machine, str(first.version)) == 0
+    assert active_models(store)[machine][1] == first.version, "rolled back"
+    assert models("activate", machine, str(held.version)) == 0
+    assert active_models(store)[machine][1] == held.version, "the held-back version, served by hand"
+    assert models("activate", machine, "99") == 1
+    assert "has no version 99" in capsys.readouterr().out
+    assert models("list", "--json") == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [(row["version"], row["active"]) for row in listed] == [
+        (first.version, False),
+        (held.version, True),
+        (ungated.version, False),
+    ]
+
+
+def test_the_gate_compares_held_out_errors_within_the_margin() -> None:
+    assert passes_gate(0.10, 0.09, 0.02) and not passes_gate(0.12, 0.09, 0.02)
+    assert passes_gate(0.5, None, 0.02) and passes_gate(None, 0.1, 0.02) and passes_gate(0.9, 0.1, None)

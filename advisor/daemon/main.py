@@ -1,7 +1,8 @@
 """`advisor daemon`: the service, with its background jobs on an APScheduler 3 scheduler.
 
 Background jobs: every few minutes read finished advised jobs from Slurm's history (calibration and the
-wait estimators' track record); every few minutes retrain the per-machine predictors when the benchmark
+wait estimators' track record); where the settings make the daemon the owner of retraining
+(``[models] retrain = "daemon"``), every few minutes retrain the per-machine predictors when the benchmark
 database has new rows (the nightly run adds them).
 """
 
@@ -85,8 +86,10 @@ def _daemon(args: argparse.Namespace, console: Console) -> int:
         log.error("policy not loaded, the built-in default is in force: %s", advisor.policy.last_error)
     scheduler = BackgroundScheduler(timezone="UTC")
     scheduler.add_job(_collect, "interval", minutes=OUTCOME_MINUTES, args=[advisor], id="outcomes")
-    retrain = _Retrainer(args.db, args.models_dir)
-    scheduler.add_job(retrain, "interval", minutes=RETRAIN_MINUTES, id="retrain")
+    models = args.settings.models
+    if models.retrain == "daemon":  # else the nightly timer retrains, and only it
+        retrain = _Retrainer(args.db, args.models_dir, models.max_worse_mape)
+        scheduler.add_job(retrain, "interval", minutes=RETRAIN_MINUTES, id="retrain")
     scheduler.start()
     try:
         limits = Limits(**{field: getattr(args, field) for _, field, _, _ in _LIMIT_OPTIONS})
@@ -111,9 +114,10 @@ def _collect(advisor: AdviceService) -> None:
 class _Retrainer:
     """Retrains when the benchmark tables grew since the last look; the first look only takes note."""
 
-    def __init__(self, database: Path, models_dir: Path) -> None:
+    def __init__(self, database: Path, models_dir: Path, max_worse_mape: float | None) -> None:
         self.database = database
         self.models_dir = models_dir
+        self.max_worse_mape = max_worse_mape
         self.seen: int | None = None
 
     def __call__(self) -> None:
@@ -126,9 +130,12 @@ class _Retrainer:
         if self.seen is not None and rows > self.seen:
             for machine in machines(store):
                 try:
-                    trained = train_machine(store, machine, self.models_dir, zoo_table)
+                    trained = train_machine(
+                        store, machine, self.models_dir, zoo_table, max_worse_mape=self.max_worse_mape
+                    )
                 except NotEnoughDataError as error:
                     log.warning("%s", error)
                     continue
-                log.info("retrained %s: version %d", machine, trained.version)
+                verb = "activated" if trained.activated else "held back by the quality gate"
+                log.info("retrained %s: version %d, %s", machine, trained.version, verb)
         self.seen = rows

@@ -17,7 +17,7 @@ from rich.table import Table
 from advisor import argtypes
 from advisor.predict.jobtime import JobShape, job_time
 from advisor.settings.validated import Settings
-from advisor.store import Store
+from advisor.store import ModelRegistry, Store
 
 if TYPE_CHECKING:
     from advisor.predict.evaluate import MachineEvaluation
@@ -31,6 +31,20 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
     train.add_argument("--db", type=Path, default=settings.database)
     train.add_argument("--models-dir", type=Path, default=settings.models_dir)
     train.set_defaults(handler=_train)
+
+    listing = actions.add_parser("list", help="every version of each machine's predictors, the active marked")
+    listing.add_argument("machine", nargs="?")
+    listing.add_argument("--db", type=Path, default=settings.database)
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(handler=_list)
+
+    activate = actions.add_parser(
+        "activate", help="make an earlier (or a held-back) version serve: a rollback, within a minute"
+    )
+    activate.add_argument("machine")
+    activate.add_argument("version", type=int)
+    activate.add_argument("--db", type=Path, default=settings.database)
+    activate.set_defaults(handler=_activate)
 
     evaluate = actions.add_parser("evaluate", help="held-out accuracy: unseen models, batch sizes, memory")
     evaluate.add_argument("--db", type=Path, default=settings.database)
@@ -77,7 +91,9 @@ def _train(args: argparse.Namespace, console: Console) -> int:
     failed = 0
     for machine in machines(store):
         try:
-            trained = train_machine(store, machine, args.models_dir, zoo_table)
+            trained = train_machine(
+                store, machine, args.models_dir, zoo_table, max_worse_mape=args.settings.models.max_worse_mape
+            )
         except NotEnoughDataError as error:
             console.print(f"{error}: its active version, if any, stays", highlight=False)
             failed += 1
@@ -88,8 +104,67 @@ def _train(args: argparse.Namespace, console: Console) -> int:
             f"layers, held-out MAPE {mape}, {trained.seconds:.1f} s -> {trained.path}",
             highlight=False,
         )
+        if not trained.activated:
+            console.print(
+                f"{machine}: version {trained.version} held back: its held-out error is worse than the "
+                f"active version's by more than max_worse_mape; `advisor models activate {machine} "
+                f"{trained.version}` serves it anyway",
+                highlight=False,
+            )
     console.print(f"trained in {time.monotonic() - began:.1f} s", highlight=False)
     return 1 if failed else 0
+
+
+def _list(args: argparse.Namespace, console: Console) -> int:
+    from rich.table import Table
+
+    rows = ModelRegistry(Store.existing(args.db)).versions(args.machine)
+    shown = [
+        {
+            "machine": row["machine"],
+            "version": row["version"],
+            "active": bool(row["active"]),
+            "created_at": row["created_at"],
+            "heldout_mape": row["heldout_mape"],
+            "steps": row["step_rows"],
+            "layers": row["layer_rows"],
+        }
+        for row in rows
+    ]
+    if args.json:
+        print(json.dumps(shown, indent=2))
+        return 0
+    if not shown:
+        console.print("no model versions yet: advisor models train", highlight=False)
+        return 0
+    table = Table(title="model versions")
+    for column in ("machine", "version", "active", "trained", "held-out MAPE", "steps", "layers"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(
+            row["machine"],
+            str(row["version"]),
+            "yes" if row["active"] else "",
+            row["created_at"][:16],
+            _percent(row["heldout_mape"]),
+            str(row["step_rows"]),
+            str(row["layer_rows"]),
+        )
+    console.print(table)
+    return 0
+
+
+def _activate(args: argparse.Namespace, console: Console) -> int:
+    try:
+        ModelRegistry(Store.existing(args.db)).set_active(args.machine, args.version)
+    except LookupError as error:
+        console.print(f"advisor: error: {error.args[0]}", highlight=False)
+        return 1
+    console.print(
+        f"{args.machine}: version {args.version} is active; the daemon serves it within a minute",
+        highlight=False,
+    )
+    return 0
 
 
 def _evaluate(args: argparse.Namespace, console: Console) -> int:

@@ -28,6 +28,7 @@ from advisor.store import ModelRegistry, Store
 
 TableSource = Callable[[str, int], LayerTable]
 HELDOUT_FOLDS = 5
+DEFAULT_MAX_WORSE_MAPE = 0.02
 _CUT_EACH_END = 0.25
 K = TypeVar("K", bound=Hashable)
 
@@ -42,6 +43,8 @@ class TrainedVersion(BaseModel):
     layer_rows: int
     heldout_mape: float | None
     seconds: float
+    activated: bool
+    """False when the quality gate kept the active version: ``advisor models activate`` can still."""
 
 
 def machines(store: Store) -> list[str]:
@@ -149,24 +152,28 @@ def train_machine(
     models_dir: Path,
     tables: TableSource,
     *,
+    max_worse_mape: float | None = DEFAULT_MAX_WORSE_MAPE,
     written: Callable[[Path], None] = lambda _path: None,
 ) -> TrainedVersion:
-    """Fits, writes and activates one machine's new version; ``written`` runs between file and registry."""
+    """Fits, writes and records one machine's new version, and activates it unless the quality gate holds
+    it back (`passes_gate`); ``written`` runs between file and registry."""
     began = time.monotonic()
     rows = store.step_rows(machine)
     steps = step_samples(rows, tables)
     layers = layer_samples(store.layer_rows(machine))
     model = fit_machine(machine, steps, layers, folds=HELDOUT_FOLDS)
     registry = ModelRegistry(store)
-    version = registry.next_version(machine)
-    path = models_dir / machine / f"v{version}.json"
-    _write_atomically(path, model.model_dump_json())
-    written(path)
+    active = registry.active(machine)
+    activate = passes_gate(
+        model.heldout_mape, None if active is None else active["heldout_mape"], max_worse_mape
+    )
     measured = sorted(row["measured_at"] for row in rows)
-    registry.activate(
-        {
-            "machine": machine,
-            "version": version,
+
+    def write(version: int) -> dict[str, Any]:
+        path = _version_file(models_dir, machine, version)
+        _write_atomically(path, model.model_dump_json())
+        written(path)
+        return {
             "path": str(path),
             "created_at": datetime.now(UTC).isoformat(),
             "step_rows": len(steps),
@@ -176,16 +183,31 @@ def train_machine(
             "measured_to": measured[-1],
             "heldout_mape": model.heldout_mape,
         }
-    )
+
+    version = registry.add_version(machine, write, activate)
     return TrainedVersion(
         machine=machine,
         version=version,
-        path=path,
+        path=_version_file(models_dir, machine, version),
         step_rows=len(steps),
         layer_rows=len(layers),
         heldout_mape=model.heldout_mape,
         seconds=time.monotonic() - began,
+        activated=activate,
     )
+
+
+def _version_file(models_dir: Path, machine: str, version: int) -> Path:
+    return models_dir / machine / f"v{version}.json"
+
+
+def passes_gate(new_mape: float | None, active_mape: float | None, max_worse: float | None) -> bool:
+    """A new version serves unless its held-out error is worse than the active one's by more than
+    ``max_worse`` (absolute: 0.02 is two percentage points of MAPE). No gate (None), no active version or
+    no held-out figure on either side lets it through: there is nothing to compare."""
+    if max_worse is None or new_mape is None or active_mape is None:
+        return True
+    return new_mape <= active_mape + max_worse
 
 
 def active_models(store: Store) -> dict[str, tuple[MachineModel, int]]:

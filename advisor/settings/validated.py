@@ -50,6 +50,17 @@ class SlurmSettings(Frozen):
         return self
 
 
+class ModelSettings(Frozen):
+    """Who retrains the predictors, and when a new version may serve."""
+
+    retrain: Literal["timer", "daemon"] = "timer"
+    """The one owner of retraining: the nightly timer's ``advisor models train`` after its benchmarks, or the
+    daemon, within minutes of new benchmark rows; the other never retrains."""
+    max_worse_mape: Annotated[float, Field(ge=0, le=10)] | None = 0.02
+    """A new version is activated only if its held-out MAPE is at most this much (absolute) above the
+    active version's; None activates every new version."""
+
+
 class Settings(Frozen):
     state_dir: Path
     """Everything the advisor keeps; the paths below default to names inside it."""
@@ -70,6 +81,7 @@ class Settings(Frozen):
     allow_root: bool = False
     """Lets the daemon run as root: for test suites that run as root, never on a cluster."""
     slurm: SlurmSettings = SlurmSettings()
+    models: ModelSettings = ModelSettings()
 
     @model_validator(mode="before")
     @classmethod
