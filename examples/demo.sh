@@ -20,7 +20,7 @@ has_models='from advisor import paths; from advisor.store import ModelRegistry, 
 raise SystemExit(0 if ModelRegistry(Store.open(paths.database())).versions() else 1)'
 if ! python -c "$has_models"; then
   echo "== a quick benchmark on every partition (one at a time: the sandbox's nodes share this host)"
-  advisor bench submit --quick --one-at-a-time --budget-minutes 4
+  advisor bench submit --quick --one-at-a-time --cpu-only --budget-minutes 4
   echo "== per-machine predictors"
   advisor models train
 fi

@@ -2,17 +2,33 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
 import sys
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from advisor.bench.results import read_jsonl
-from advisor.bench.submit import BenchRequest, ingest_results, submit_benchmarks, wait_for_jobs
+from advisor.bench.submit import (
+    BenchRequest,
+    cancel_leftovers,
+    ingest_results,
+    job_options,
+    job_script,
+    submit_benchmarks,
+    wait_for_jobs,
+)
 from advisor.sandbox.cluster import Sandbox
+from advisor.settings.validated import BenchSettings
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.runner import LocalRunner
+from advisor.slurm.testing import RecordedRunner
 from advisor.store import Store
+
+BIN = Path(sys.executable).parent
+RECORDING = Path(__file__).parent / "data" / "slurm" / "sandbox-22.05.recording.json"
 
 
 def request(tmp_path: Path, plan_limit: int) -> BenchRequest:
@@ -23,6 +39,7 @@ def request(tmp_path: Path, plan_limit: int) -> BenchRequest:
         quick=True,
         one_at_a_time=True,
         extra=("--plan-limit", str(plan_limit)),
+        site=BenchSettings(cpu_only=True),  # the sandbox's GPUs are gres entries, not devices
     )
 
 
@@ -31,7 +48,9 @@ def test_two_partitions_measure_and_land_rows_with_their_fingerprints(
 ) -> None:
     client = SlurmClient(LocalRunner(env=sandbox.client_env()))
     partitions = [p for p in client.partitions() if p.name in {"cpu", "t4"}]
-    jobs = submit_benchmarks(client, partitions, request(tmp_path, plan_limit=5), datetime.now(UTC))
+    night = submit_benchmarks(client, partitions, request(tmp_path, plan_limit=5), datetime.now(UTC))
+    jobs = night.jobs
+    assert night.refused == {}
     states = wait_for_jobs(client, jobs, timeout=timedelta(minutes=10), poll_s=1.0)
     assert set(states.values()) == {"COMPLETED"}, states
 
@@ -52,17 +71,66 @@ def test_two_partitions_measure_and_land_rows_with_their_fingerprints(
         assert len(rows) == 4 and all(r["fits"] and r["median_s"] > 0 for r in rows), fingerprint.partition
 
 
-def test_a_cancelled_benchmark_keeps_what_it_measured(sandbox: Sandbox, tmp_path: Path) -> None:
+def test_a_benchmark_left_running_at_the_windows_end_is_cancelled_and_keeps_what_it_measured(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
     client = SlurmClient(LocalRunner(env=sandbox.client_env()))
     cpu = [p for p in client.partitions() if p.name == "cpu"]
-    [job] = submit_benchmarks(client, cpu, request(tmp_path, plan_limit=40), datetime.now(UTC))
+    [job] = submit_benchmarks(client, cpu, request(tmp_path, plan_limit=40), datetime.now(UTC)).jobs
     deadline = time.monotonic() + 180
     while not (job.results.exists() and len(read_jsonl(job.results)) >= 2):
         assert time.monotonic() < deadline, "the benchmark measured nothing"
         time.sleep(0.5)
-    client.cancel(job.job_id)
+    window_closed = wait_for_jobs(client, [job], timeout=timedelta(0))
+    assert cancel_leftovers(client, window_closed) == [job.job_id], "still running when the window closed"
     states = wait_for_jobs(client, [job], timeout=timedelta(minutes=2), poll_s=1.0)
     assert states[job.job_id].startswith("CANCELLED")
     measured = read_jsonl(job.results)
     assert 2 <= len(measured) < 40
     assert ingest_results(Store.open(tmp_path / "advisor.db"), [job]) == len(measured)
+
+
+def test_a_night_with_a_partition_slurm_refuses_benchmarks_the_others_and_trains(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    admin = LocalRunner(env=sandbox.client_env())
+    env = {**sandbox.client_env(), "PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    db, night = str(tmp_path / "advisor.db"), ["bench", "submit", "--partition", "cpu", "--partition", "v100"]
+    night += ["--quick", "--cpu-only", "--one-at-a-time", "--budget-minutes", "3", "--db", db]
+    night += ["--results-dir", str(tmp_path / "bench"), "--job-arg=--plan-limit", "--job-arg=10"]
+    assert (
+        admin.run(["scontrol", "update", "partitionname=v100", "state=inactive"], timeout=20).returncode == 0
+    )
+    try:
+        benched = subprocess.run([str(BIN / "advisor"), *night], env=env, capture_output=True, text=True)
+    finally:
+        admin.run(["scontrol", "update", "partitionname=v100", "state=up"], timeout=20)
+    assert benched.returncode == 1, "a partition went unbenchmarked: the night says so"
+    assert "v100: not benchmarked, Slurm refused the job: sbatch: error: " in benched.stdout, benched.stdout
+    assert re.search(r"^cpu: job \d+: COMPLETED$", benched.stdout, re.MULTILINE), benched.stdout
+    trained = subprocess.run(
+        [str(BIN / "advisor"), "models", "train", "--db", db, "--models-dir", str(tmp_path / "models")],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert trained.returncode == 0, trained.stdout + trained.stderr
+    assert re.search(r": version 1 from \d+ steps and \d+ layers", trained.stdout), trained.stdout
+
+
+def test_benchmark_jobs_ask_for_one_gpu_and_the_sites_terms_not_a_node() -> None:
+    client = SlurmClient(RecordedRunner.load(RECORDING))
+    t4, cpu = (next(p for p in client.partitions() if p.name == name) for name in ("t4", "cpu"))
+    site = BenchSettings(account="ops", qos="bench", reservation="nightly", constraint="ib", memory="32G")
+    night = BenchRequest(
+        python="/opt/advisor/bin/python", results_dir=Path("/b"), budget=timedelta(minutes=45)
+    )
+    options = job_options(replace(night, site=site), t4, "stamp")
+    assert "--exclusive" not in options and "--mem=0" not in options
+    assert {"--gpus=1", "--cpus-per-task=8", "--mem=32G", "--account=ops", "--qos=bench"} <= set(options)
+    assert {"--reservation=nightly", "--constraint=ib", "--time=00:50:00"} <= set(options)
+    assert "--cpus-per-task=1" in job_options(night, cpu, "stamp"), "no more CPUs than its nodes have"
+    assert "--device cuda" in job_script(night, t4, Path("/b/t4.jsonl")), "a GPU partition measures its GPU"
+    assert "--device cpu" in job_script(night, cpu, Path("/b/cpu.jsonl"))
+    emulated = replace(night, site=BenchSettings(cpu_only=True))
+    assert "--device cpu" in job_script(emulated, t4, Path("/b/t4.jsonl"))

@@ -13,7 +13,7 @@ import pytest
 
 from advisor import cli
 from advisor.settings import CallerSettings, SettingsError, caller_settings, load_settings
-from advisor.settings.validated import ModelSettings, Settings, SlurmSettings
+from advisor.settings.validated import BenchSettings, ModelSettings, Settings, SlurmSettings
 from advisor.slurm.runner import LocalRunner, SshRunner, runner_for
 
 REPO = Path(__file__).resolve().parent.parent
@@ -104,11 +104,13 @@ def test_the_documented_example_holds_every_key_and_its_defaults() -> None:
     text = EXAMPLE.read_text(encoding="utf-8")
     uncommented = "\n".join(line.removeprefix("# ") for line in text.splitlines() if " = " in line)
     keys = {line.split(" = ")[0].strip() for line in uncommented.splitlines()}
-    assert set(Settings.model_fields) - {"allow_root", "slurm", "models"} <= keys
-    assert set(SlurmSettings.model_fields) | set(ModelSettings.model_fields) <= keys
+    assert set(Settings.model_fields) - {"allow_root", "slurm", "models", "bench"} <= keys
+    sections = (SlurmSettings, ModelSettings, BenchSettings)
+    assert {key for section in sections for key in section.model_fields} <= keys
     assert tomllib.loads(text) == {
         "slurm": {"mode": "local"},
         "models": {"retrain": "timer", "max_worse_mape": 0.02},
+        "bench": {},
     }
     example = load_settings({"HOME": "/home/me"}, EXAMPLE)
     assert example == load_settings({"HOME": "/home/me"}), "as written, it changes nothing"

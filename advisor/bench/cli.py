@@ -15,7 +15,13 @@ from rich.table import Table
 
 from advisor.bench.plan import add_plan_choice
 from advisor.bench.results import read_jsonl
-from advisor.bench.submit import BenchRequest, ingest_results, submit_benchmarks, wait_for_jobs
+from advisor.bench.submit import (
+    BenchRequest,
+    cancel_leftovers,
+    ingest_results,
+    submit_benchmarks,
+    wait_for_jobs,
+)
 from advisor.settings.validated import Settings
 from advisor.slurm.client import SlurmClient
 from advisor.store import Store
@@ -49,6 +55,12 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
     submit.add_argument("--results-dir", type=Path, default=settings.bench_dir)
     submit.add_argument("--python", default=sys.executable, help="the advisor's Python on the compute nodes")
     submit.add_argument("--job-arg", action="append", default=[], help="passed on to the benchmark job")
+    submit.add_argument(
+        "--cpu-only",
+        action="store_true",
+        default=settings.bench.cpu_only,
+        help="measure on the CPU even on GPU partitions (a cluster whose GPUs are not real: the sandbox)",
+    )
     submit.add_argument("--db", type=Path, default=settings.database)
     submit.set_defaults(handler=_submit)
 
@@ -122,16 +134,24 @@ def _submit(args: argparse.Namespace, console: Console) -> int:
         quick=args.quick,
         one_at_a_time=args.one_at_a_time,
         extra=tuple(args.job_arg),
+        site=args.settings.bench.model_copy(update={"cpu_only": args.cpu_only}),
     )
-    jobs = submit_benchmarks(client, partitions, request, datetime.now(UTC))
-    for bench_job in jobs:
+    night = submit_benchmarks(client, partitions, request, datetime.now(UTC))
+    for bench_job in night.jobs:
         console.print(f"{bench_job.partition}: job {bench_job.job_id}", highlight=False)
-    states = wait_for_jobs(client, jobs, timeout=request.budget * len(jobs) + timedelta(minutes=30))
-    stored = ingest_results(Store.open(args.db), jobs)
-    for job_id, state in states.items():
-        console.print(f"job {job_id}: {state}", highlight=False)
+    for name, why in night.refused.items():
+        console.print(f"{name}: not benchmarked, Slurm refused the job: {why}", highlight=False)
+    window = request.budget * len(night.jobs) + timedelta(minutes=30)
+    states = wait_for_jobs(client, night.jobs, timeout=window)
+    cancelled = set(cancel_leftovers(client, states))
+    stored = ingest_results(Store.open(args.db), night.jobs)
+    for bench_job in night.jobs:
+        state = states[bench_job.job_id]
+        shown = "cancelled at the window's end" if bench_job.job_id in cancelled else state
+        console.print(f"{bench_job.partition}: job {bench_job.job_id}: {shown}", highlight=False)
     console.print(f"{stored} new rows in {args.db}", highlight=False)
-    return 0
+    failed = [job for job in night.jobs if states[job.job_id] != "COMPLETED"]
+    return 1 if night.refused or failed else 0
 
 
 def _ingest(args: argparse.Namespace, console: Console) -> int:

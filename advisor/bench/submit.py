@@ -6,21 +6,25 @@ dies (or is cancelled) leaves every line it finished, and ingesting them twice s
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from advisor.bench.results import read_jsonl
 from advisor.records import ResultLine
+from advisor.settings.validated import BenchSettings
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.models import Partition
+from advisor.slurm.runner import SlurmError
 from advisor.slurm.values import format_duration
 from advisor.store import Store
 
 JOB_NAME = "advisor-bench"
+UNFINISHED = "UNFINISHED"
 _TIME_MARGIN = timedelta(minutes=5)
 
 
@@ -34,6 +38,7 @@ class BenchRequest:
     quick: bool = False
     one_at_a_time: bool = False
     extra: tuple[str, ...] = ()
+    site: BenchSettings = field(default_factory=BenchSettings)
 
 
 @dataclass(frozen=True)
@@ -43,8 +48,18 @@ class BenchJob:
     results: Path
 
 
-def job_script(request: BenchRequest, partition: str, results: Path) -> str:
-    """The batch script: the benchmark entry point and nothing else, its argv quoted word by word."""
+@dataclass(frozen=True)
+class Night:
+    """The jobs a night submitted, and the partitions Slurm refused one (with its words): the others go on."""
+
+    jobs: list[BenchJob]
+    refused: dict[str, str]
+
+
+def job_script(request: BenchRequest, partition: Partition, results: Path) -> str:
+    """The batch script: the benchmark entry point and nothing else, its argv quoted word by word. On a GPU
+    partition it measures the GPU or fails: a CPU's timings under a GPU partition's name would mislead."""
+    device = "cuda" if partition.gpus_per_node and not request.site.cpu_only else "cpu"
     argv = [
         request.python,
         "-m",
@@ -52,7 +67,9 @@ def job_script(request: BenchRequest, partition: str, results: Path) -> str:
         "--out",
         str(results),
         "--partition",
-        partition,
+        partition.name,
+        "--device",
+        device,
         "--budget-minutes",
         f"{request.budget.total_seconds() / 60:g}",
         *(["--quick"] if request.quick else []),
@@ -62,16 +79,28 @@ def job_script(request: BenchRequest, partition: str, results: Path) -> str:
 
 
 def job_options(request: BenchRequest, partition: Partition, stamp: str) -> list[str]:
-    """A whole node of the partition (stable timings), one of its GPUs, a limit just above the budget."""
+    """One GPU of the partition and a few CPUs, not a whole node, under the site's account, QOS,
+    reservation and constraint; a limit just above the budget."""
+    site = request.site
+    cpus = min(site.cpus_per_job, partition.cpus_per_node or site.cpus_per_job)
     options = [
         f"--partition={partition.name}",
         f"--job-name={JOB_NAME}",
         f"--time={format_duration(request.budget + _TIME_MARGIN)}",
-        "--exclusive",
-        "--mem=0",
         "--nodes=1",
+        "--ntasks=1",
+        f"--cpus-per-task={cpus}",
         f"--output={request.results_dir / f'{stamp}-{partition.name}.log'}",
     ]
+    for option, value in (
+        ("mem", site.memory),
+        ("account", site.account),
+        ("qos", site.qos),
+        ("reservation", site.reservation),
+        ("constraint", site.constraint),
+    ):
+        if value:
+            options.append(f"--{option}={value}")
     if partition.gpus_per_node:
         options.append("--gpus=1")
     if request.one_at_a_time:
@@ -82,17 +111,34 @@ def job_options(request: BenchRequest, partition: Partition, stamp: str) -> list
 
 def submit_benchmarks(
     client: SlurmClient, partitions: Sequence[Partition], request: BenchRequest, now: datetime
-) -> list[BenchJob]:
+) -> Night:
+    """One job per partition not skipped; a partition Slurm refuses is reported, and the others go on."""
     request.results_dir.mkdir(parents=True, exist_ok=True)
     stamp = now.strftime("%Y%m%dT%H%M%S")
-    jobs = []
+    night = Night(jobs=[], refused={})
     for partition in partitions:
+        if partition.name in request.site.skip_partitions:
+            continue
         results = request.results_dir / f"{stamp}-{partition.name}.jsonl"
-        submitted = client.submit(
-            job_script(request, partition.name, results), job_options(request, partition, stamp)
-        )
-        jobs.append(BenchJob(partition=partition.name, job_id=submitted.job_id, results=results))
-    return jobs
+        try:
+            submitted = client.submit(
+                job_script(request, partition, results), job_options(request, partition, stamp)
+            )
+        except SlurmError as error:
+            night.refused[partition.name] = " ".join(error.stderr.split()) or str(error)
+            continue
+        night.jobs.append(BenchJob(partition=partition.name, job_id=submitted.job_id, results=results))
+    return night
+
+
+def cancel_leftovers(client: SlurmClient, states: dict[int, str]) -> list[int]:
+    """The jobs still pending or running when the night's window closed: cancelled, so that none holds a
+    GPU into the day; what they measured so far is ingested like the rest."""
+    leftovers = [job_id for job_id, state in states.items() if state == UNFINISHED]
+    for job_id in leftovers:
+        with contextlib.suppress(SlurmError):  # it may have ended meanwhile
+            client.cancel(job_id)
+    return leftovers
 
 
 def wait_for_jobs(
@@ -113,7 +159,7 @@ def wait_for_jobs(
             if record.job_id in wanted:
                 states[record.job_id] = record.state
         if set(states) >= wanted or clock() > deadline:
-            return {job_id: states.get(job_id, "UNFINISHED") for job_id in sorted(wanted)}
+            return {job_id: states.get(job_id, UNFINISHED) for job_id in sorted(wanted)}
         time.sleep(poll_s)
 
 

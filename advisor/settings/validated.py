@@ -61,6 +61,24 @@ class ModelSettings(Frozen):
     active version's; None activates every new version."""
 
 
+class BenchSettings(Frozen):
+    """How the nightly benchmark jobs ask Slurm for their resources: as the site's own jobs would."""
+
+    account: str | None = None
+    qos: str | None = None
+    reservation: str | None = None
+    constraint: str | None = None
+    skip_partitions: list[str] = Field(default_factory=list)
+    """Partitions never benchmarked (a debug or interactive partition, one the service user may not use)."""
+    cpus_per_job: Annotated[int, Field(ge=1, le=1024)] = 8
+    """CPUs per benchmark job (fewer where a partition's nodes have fewer): its data loaders and threads."""
+    memory: str | None = None
+    """``--mem`` of each job (e.g. ``"32G"``); none: the partition's default."""
+    cpu_only: bool = False
+    """Measure on the CPU even on GPU partitions: only for a cluster whose GPUs are not real (the sandbox).
+    Otherwise a GPU partition whose GPU torch cannot use fails its job instead of timing a CPU."""
+
+
 class Settings(Frozen):
     state_dir: Path
     """Everything the advisor keeps; the paths below default to names inside it."""
@@ -82,6 +100,7 @@ class Settings(Frozen):
     """Lets the daemon run as root: for test suites that run as root, never on a cluster."""
     slurm: SlurmSettings = SlurmSettings()
     models: ModelSettings = ModelSettings()
+    bench: BenchSettings = BenchSettings()
 
     @model_validator(mode="before")
     @classmethod
