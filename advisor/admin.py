@@ -128,6 +128,8 @@ def _status(args: argparse.Namespace, console: Console) -> int:
         console.print(f"policy in force: {health.policy}", highlight=False)
     if health is not None and health.policy_error:
         console.print(f"policy error: {health.policy_error}", highlight=False)
+    for problem in [] if health is None else health.degraded:
+        console.print(f"degraded: {problem}", highlight=False)
     if database_error is not None:
         console.print(f"database: {database_error}", highlight=False)
     for title, rows in (("models", models), ("benchmarks", benchmarks), ("queue", queue)):

@@ -88,6 +88,9 @@ class Health(_Message):
     """Where the policy in force came from: its file, or the built-in default (advise only)."""
     policy_error: str | None = None
     """The last policy edit that failed to load (``policy`` says what stayed in force)."""
+    degraded: list[str] = []
+    """What keeps the advice from being as good as it can be: stale or missing predictors, a policy that
+    failed to load, Slurm not answering. Empty when all is well; the daemon still serves (fail-open)."""
     detail: str | None = None
 
 

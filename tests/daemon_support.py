@@ -71,8 +71,9 @@ class Daemon:
         return self.process.wait(timeout=30)
 
 
-def started_daemon(sandbox: Sandbox, root: Path, *options: str) -> Daemon:
-    """A daemon with trained predictors and `POLICY`, given ``options`` of `advisor daemon`."""
+def started_daemon(sandbox: Sandbox, root: Path, *options: str, **variables: str) -> Daemon:
+    """A daemon with trained predictors and `POLICY`, given ``options`` of `advisor daemon` and more
+    environment ``variables``."""
     trained_store(root)
     (root / "policy.toml").write_text(POLICY, encoding="utf-8")
     env = {
@@ -81,6 +82,7 @@ def started_daemon(sandbox: Sandbox, root: Path, *options: str) -> Daemon:
         "ADVISOR_ALLOW_ROOT": "1",  # the suite runs as root in CI; the service itself runs as its own user
         "ADVISOR_SOCKET": str(root / "advisor.sock"),
         "ADVISOR_TIMEOUT": "20",  # a loaded CI machine: the fail-open tests set their own
+        **variables,
     }
     server = Daemon(root, env, list(options))
     server.start()

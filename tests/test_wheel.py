@@ -26,7 +26,7 @@ from advisor.store import Store
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = REPO / "tests" / "data" / "predict" / "cpu-zoo.jsonl"
 SERVICE_ONLY = ("xgboost", "fabric", "apscheduler", "sqlite_utils", "aiohttp", "scipy", "matplotlib")
-SERVICE_ONLY += ("sklearn",)
+SERVICE_ONLY += ("sklearn", "prometheus_client")
 """What only the [service] extra brings (torch is the training job's own)."""
 
 

@@ -11,6 +11,7 @@ import json
 import os
 import pwd
 import queue
+import sqlite3
 import threading
 import time
 import uuid
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from advisor import __version__
 from advisor.api import AdviseRequest, AdviseResponse, Explanation, Health, Submitted
+from advisor.daemon.metrics import Metrics
 from advisor.daemon.transport import Peer
 from advisor.introspect import LayerTable
 from advisor.introspect.run import introspect
@@ -34,7 +36,7 @@ from advisor.recommend.choose import Recommendation
 from advisor.recommend.cluster import ClusterView
 from advisor.recommend.edges import WAITS_FRESH_FOR, recommend_now
 from advisor.slurm.client import SlurmClient
-from advisor.store import AdvisedJobs, Audit, Store
+from advisor.store import AdvisedJobs, Audit, ModelRegistry, Store
 
 MAX_IDLE_STORES = 8
 """SQLite connections kept open between requests: as many as the server's threads that advise."""
@@ -55,6 +57,10 @@ class ServiceInputs:
     specs: list[DeviceSpec]
 
 
+SLURM_DOWN_FOR_S = 120.0
+"""A Slurm command that never answered within this long ago makes /health say Slurm is unreachable."""
+
+
 @dataclass(frozen=True)
 class _Answer:
     recommendation: Recommendation
@@ -65,9 +71,19 @@ class _Answer:
 
 
 class AdviceService:
-    def __init__(self, inputs: ServiceInputs, client: SlurmClient, clock: Callable[[], datetime]) -> None:
+    def __init__(
+        self,
+        inputs: ServiceInputs,
+        client: SlurmClient,
+        clock: Callable[[], datetime],
+        metrics: Metrics | None = None,
+        slurm_failure: Callable[[float], str | None] = lambda _seconds: None,
+    ) -> None:
+        """``slurm_failure(seconds)``: the last Slurm command that never answered within that long, if any."""
         self.inputs = inputs
         self.client = client
+        self.metrics = metrics or Metrics()
+        self.slurm_failure = slurm_failure
         self.cluster = ClusterView(client, clock)
         self.clock = clock
         self.policy = PolicyHolder(inputs.policy)
@@ -100,7 +116,35 @@ class AdviceService:
             version=__version__,
             policy=self.policy.source or "built-in default",
             policy_error=None if error is None else str(error),
+            degraded=self._degraded(),
         )
+
+    def _degraded(self) -> list[str]:
+        problems = []
+        if self.policy.last_error is not None:
+            problems.append("policy: the last edit did not load; the one before stays in force")
+        try:
+            with self.store() as store:
+                active = ModelRegistry(store).all_active()
+        except sqlite3.Error as error:
+            problems.append(f"database: {error}")
+            active = []
+        else:
+            if not active:
+                problems.append("no predictors: benchmark the partitions, then `advisor models train`")
+        young = timedelta(days=self.policy.current.rewrite.max_model_age_days)
+        now = self.clock()
+        for row in active:
+            age = now - datetime.fromisoformat(row["created_at"])
+            if age > young:
+                problems.append(
+                    f"the predictor of {row['machine']} is {age.days} days old: its advice is shown, never "
+                    "applied"
+                )
+        failure = self.slurm_failure(SLURM_DOWN_FOR_S)
+        if failure is not None:
+            problems.append(f"Slurm did not answer: {failure}")
+        return problems
 
     def advise(self, peer: Peer, request: AdviseRequest) -> AdviseResponse:
         """The same request from the same caller under the same policy gets the same answer while the queue
@@ -179,6 +223,8 @@ class AdviceService:
         if not self._owns(peer.uid, message.job_id):
             raise Forbidden(f"job {message.job_id} does not belong to uid {peer.uid}")
         audit.attach_job(message.request_id, message.job_id, message.applied)
+        if row["offered"]:
+            self.metrics.rewrites.labels("applied" if message.applied else "declined").inc()
         recommendation = Recommendation.model_validate_json(row["recommendation"])
         # What calibration later compares with the job's real run: the prediction for what went in.
         chosen = recommendation.chosen if message.applied else recommendation.baseline

@@ -21,6 +21,7 @@ from advisor.daemon.limits import Limits
 from advisor.daemon.transport import UnsafeSocketDirectory
 from advisor.settings.validated import Settings
 from advisor.slurm.client import SlurmClient
+from advisor.slurm.runner import runner_for
 from advisor.store import Store
 
 if TYPE_CHECKING:
@@ -76,12 +77,17 @@ def _daemon(args: argparse.Namespace, console: Console) -> int:
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     # The service needs torch (introspection) and xgboost (predictors); other commands start without them.
     from advisor.daemon.app import AdviceService, ServiceInputs, utc_now
+    from advisor.daemon.metrics import CountingRunner, Metrics
     from advisor.daemon.server import serve
     from advisor.predict.service import load_specs
 
     specs = load_specs(args.gpu_specs) if args.gpu_specs.is_dir() else []
     inputs = ServiceInputs(database=args.db, policy=args.policy, specs=specs)
-    advisor = AdviceService(inputs, SlurmClient.from_settings(args.settings.slurm), utc_now)
+    metrics, slurm = Metrics(), args.settings.slurm
+    runner = CountingRunner(runner_for(slurm), metrics)
+    client = SlurmClient(runner, timeout_s=slurm.timeout_s)
+    advisor = AdviceService(inputs, client, utc_now, metrics, runner.failure_since)
+    metrics.watch_models(advisor.store, utc_now)
     if advisor.policy.last_error is not None:
         log.error("policy not loaded, the built-in default is in force: %s", advisor.policy.last_error)
     scheduler = BackgroundScheduler(timezone="UTC")
@@ -93,13 +99,20 @@ def _daemon(args: argparse.Namespace, console: Console) -> int:
     scheduler.start()
     try:
         limits = Limits(**{field: getattr(args, field) for _, field, _, _ in _LIMIT_OPTIONS})
-        serve(advisor, args.socket, limits)
+        serve(advisor, args.socket, limits, _address(args.settings.metrics_listen))
     except (UnsafeSocketDirectory, OSError) as error:
         console.print(f"advisor: error: cannot listen on {args.socket}: {error}", highlight=False)
         return 1
     finally:
         scheduler.shutdown(wait=False)
     return 0
+
+
+def _address(listen: str | None) -> tuple[str, int] | None:
+    if listen is None:
+        return None
+    host, port = listen.rsplit(":", 1)
+    return host, int(port)
 
 
 def _collect(advisor: AdviceService) -> None:

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ValidationError
 from advisor.api import AdviseRequest, ErrorAnswer, Submitted
 from advisor.daemon.app import AdviceService, Forbidden, RequestError
 from advisor.daemon.limits import Limits
+from advisor.daemon.metrics import CONTENT_TYPE
 from advisor.daemon.transport import BUDGET_HEADER, Peer, check_socket_directory, peer_credentials
 from advisor.introspect.errors import IntrospectionError
 from advisor.jobscript.errors import ScriptError
@@ -111,15 +112,24 @@ class _Routes:
         """A running mean of how long one takes, for the wait a new request would have."""
 
     async def __call__(self, request: web.BaseRequest) -> web.StreamResponse:
+        began, endpoint = time.monotonic(), _endpoint(request.path)
         try:
-            return await self._route(request)
+            response = await self._route(request)
         except _Refusal as refusal:
-            return _reply(refusal.status, ErrorAnswer(error=refusal.message))
+            response = _reply(refusal.status, ErrorAnswer(error=refusal.message))
+        metrics = self.advisor.metrics
+        metrics.requests.labels(endpoint, str(response.status)).inc()
+        metrics.latency.labels(endpoint).observe(time.monotonic() - began)
+        if endpoint == "/advise" and response.status != HTTPStatus.OK:
+            metrics.fail_open.inc()
+        return response
 
     async def _route(self, request: web.BaseRequest) -> web.StreamResponse:
         path, method = request.path, request.method
         if (method, path) == ("GET", "/health"):
             return _reply(HTTPStatus.OK, self.advisor.health())
+        if (method, path) == ("GET", "/metrics"):
+            return await _metrics(self.advisor)
         if method == "GET" and (match := _EXPLAIN.fullmatch(path)):
             job_id = int(match[1])
             return await self._answer(request, lambda peer: self.advisor.explain(peer, job_id))
@@ -160,6 +170,28 @@ class _Routes:
     def _done(self, began: float) -> None:
         self.waiting -= 1
         self.service_s = 0.9 * self.service_s + 0.1 * (time.monotonic() - began)
+
+
+def _endpoint(path: str) -> str:
+    """A bounded label: the callers choose paths, and every distinct label is a time series."""
+    if path.startswith("/explain/"):
+        return "/explain"
+    return path if path in ("/health", "/advise", "/submitted", "/metrics") else "other"
+
+
+async def _metrics(advisor: AdviceService) -> web.Response:
+    """Reading the model figures touches SQLite: off the event loop."""
+    body = await asyncio.get_running_loop().run_in_executor(None, advisor.metrics.exposition)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+
+
+async def _metrics_only(advisor: AdviceService, request: web.BaseRequest) -> web.StreamResponse:
+    """The TCP listener for Prometheus: the metrics and the health, nothing a caller could be served as."""
+    if (request.method, request.path) == ("GET", "/metrics"):
+        return await _metrics(advisor)
+    if (request.method, request.path) == ("GET", "/health"):
+        return _reply(HTTPStatus.OK, advisor.health())
+    return _reply(HTTPStatus.NOT_FOUND, ErrorAnswer(error="this listener serves /metrics and /health only"))
 
 
 class _Refusal(Exception):
@@ -224,14 +256,21 @@ def _reply(status: HTTPStatus, payload: BaseModel) -> web.Response:
     return web.Response(status=status, body=payload.model_dump_json(), content_type="application/json")
 
 
-def serve(advisor: AdviceService, socket_path: Path, limits: Limits | None = None) -> None:
+def serve(
+    advisor: AdviceService,
+    socket_path: Path,
+    limits: Limits | None = None,
+    metrics_listen: tuple[str, int] | None = None,
+) -> None:
     """Listens until SIGTERM or SIGINT; the socket is connectable by every user (callers are told apart
-    by SO_PEERCRED, not by file permissions)."""
+    by SO_PEERCRED, not by file permissions). ``metrics_listen``: a TCP address for Prometheus too."""
     check_socket_directory(socket_path.parent)
-    asyncio.run(_serve(advisor, socket_path, limits or Limits()))
+    asyncio.run(_serve(advisor, socket_path, limits or Limits(), metrics_listen))
 
 
-async def _serve(advisor: AdviceService, socket_path: Path, limits: Limits) -> None:
+async def _serve(
+    advisor: AdviceService, socket_path: Path, limits: Limits, metrics_listen: tuple[str, int] | None
+) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
 
@@ -263,9 +302,19 @@ async def _serve(advisor: AdviceService, socket_path: Path, limits: Limits) -> N
     await site.start()
     socket_path.chmod(0o666)
     log.info("listening on %s", socket_path)
+    scrape = None
+    if metrics_listen is not None:
+        scrape = web.ServerRunner(
+            web.Server(lambda request: _metrics_only(advisor, request), access_log=None), handle_signals=False
+        )
+        await scrape.setup()
+        await web.TCPSite(scrape, *metrics_listen).start()
+        log.info("metrics on http://%s:%d/metrics", *metrics_listen)
     try:
         await stop.wait()
     finally:
+        if scrape is not None:
+            await scrape.cleanup()
         await runner.cleanup()
         routes.pool.shutdown(wait=True)
         socket_path.unlink(missing_ok=True)

@@ -39,6 +39,7 @@ VARIABLES = {
     "ADVISOR_TIMEOUT": "timeout_s",
     "ADVISOR_DAEMON_USER": "daemon_user",
     "ADVISOR_ALLOW_ROOT": "allow_root",
+    "ADVISOR_METRICS_LISTEN": "metrics_listen",
 }
 """The variables that override a key of the file, each one key."""
 

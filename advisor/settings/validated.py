@@ -100,6 +100,9 @@ class Settings(Frozen):
     """Lets the daemon run as root: for test suites that run as root, never on a cluster."""
     slurm: SlurmSettings = SlurmSettings()
     models: ModelSettings = ModelSettings()
+    metrics_listen: Annotated[str, Field(pattern=r"^[^\s:]+:[0-9]{1,5}$")] | None = None
+    """``HOST:PORT`` where the daemon also serves ``/metrics`` (and ``/health``) over TCP for Prometheus,
+    e.g. ``127.0.0.1:9377``; none: only on the socket."""
     bench: BenchSettings = BenchSettings()
 
     @model_validator(mode="before")
