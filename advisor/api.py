@@ -66,6 +66,8 @@ class AdviseRequest(_Message):
 
 class AdviseResponse(_Message):
     request_id: str
+    """What to report the job under; empty where the policy turns the advisor off for the caller (nothing
+    of the submission is kept)."""
     recommendation: Recommendation
     submission: Submission
     """What to hand to sbatch: the job unchanged unless ``submission.rewritten``."""

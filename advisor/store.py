@@ -404,6 +404,12 @@ class Audit:
         with self.db.conn:
             self.db.table("audit").update(request_id, {"job_id": job_id, "applied": int(applied)})
 
+    def purge(self, before: datetime) -> int:
+        """Forgets every request older than ``before``; returns how many went."""
+        with self.db.conn:
+            cursor = self.db.execute("DELETE FROM audit WHERE at < ?", [before.isoformat()])
+        return int(cursor.rowcount)
+
     def by_job(self, job_id: int) -> dict[str, Any] | None:
         rows = self.db.table("audit").rows_where("job_id = ?", [job_id], order_by="at desc", limit=1)
         return next(iter(rows), None)

@@ -312,7 +312,7 @@ def _finish(job: UserJob, submission: SbatchCall, flags: Flags, response: Answer
         sys.stderr.write(result.stderr)
     # With --wait sbatch exits with the job's status: a job id printed is a job in, whatever the status.
     job_id = None if flags.dry_run else _job_id(result.stdout)
-    if response is not None and job_id is not None:
+    if response is not None and response.request_id and job_id is not None:  # "": nothing was kept
         note = {"request_id": response.request_id, "job_id": job_id, "applied": submission.rewritten}
         try:
             _call("POST", "/submitted", json.dumps(note).encode())

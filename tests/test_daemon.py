@@ -270,3 +270,33 @@ def test_a_repeated_request_is_audited_each_time_and_a_new_policy_answers_at_onc
     finally:
         policy.write_text(good, encoding="utf-8")
         daemon.process.send_signal(signal.SIGHUP)
+
+
+def test_a_user_whose_mode_is_off_is_submitted_unchanged_and_never_audited(
+    daemon: Daemon, local_slurm: SlurmClient, tmp_path: Path
+) -> None:
+    assert daemon.process is not None and daemon.process.poll() is None
+    policy = daemon.root / "policy.toml"
+    good = policy.read_text(encoding="utf-8")
+    me = pwd.getpwuid(os.getuid()).pw_name
+    try:
+        policy.write_text(good + f'\n[users.{me}]\nmode = "off"\n', encoding="utf-8")
+        daemon.process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 30
+        while (
+            json.loads(submit(daemon, tmp_path, "--dry-run", "--json", name="probe").stdout)["advice"][
+                "recommendation"
+            ]["mode"]
+            != "off"
+        ):
+            assert time.monotonic() < deadline, "the policy was never reloaded"
+            time.sleep(0.2)
+        before = _audit_rows(daemon)
+        result = submit(daemon, tmp_path, "--yes", name="private")
+        assert result.returncode == 0 and result.stdout.startswith("Submitted batch job"), result.stderr
+        assert "did not record" not in result.stderr, "nothing to link: the wrapper does not ask"
+        assert jobs_named(local_slurm, "private") == ["t4"], "unchanged"
+        assert _audit_rows(daemon) == before, "nothing of the submission is kept"
+    finally:
+        policy.write_text(good, encoding="utf-8")
+        daemon.process.send_signal(signal.SIGHUP)

@@ -151,3 +151,17 @@ def test_an_audit_from_before_offers_were_recorded_gains_the_column_and_reads_as
     assert explanation.offered and explanation.applied
     with sqlite3.connect(path) as db:
         assert "offered" in [row[1] for row in db.execute("PRAGMA table_info(audit)")]
+
+
+def test_the_audit_forgets_requests_past_the_policys_retention(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text("[audit]\nretention_days = 30\n", encoding="utf-8")
+    inputs = ServiceInputs(database=tmp_path / "advisor.db", policy=policy, specs=[])
+    advisor = AdviceService(inputs, cast(SlurmClient, None), lambda: NOW)
+    with advisor.store() as store:
+        for request_id, days in (("old", 31), ("edge", 29), ("new", 0)):
+            at = (NOW - timedelta(days=days)).isoformat()
+            Audit(store).record({"request_id": request_id, "at": at, "uid": 1000, "user": "alice"})
+    assert advisor.purge_audit() == 1
+    with advisor.store() as store:
+        assert [Audit(store).get(r) is None for r in ("old", "edge", "new")] == [True, False, False]

@@ -169,8 +169,17 @@ class AdviceService:
     def _audited(
         self, peer: Peer, request: AdviseRequest, answer: _Answer, user: str, now: datetime, began: float
     ) -> AdviseResponse:
-        request_id = uuid.uuid4().hex
+        """Audited unless the policy turns the advisor off for the caller: then nothing of the submission is
+        kept, and the empty request id tells the wrapper there is no record to link the job to."""
         latency_ms = (time.perf_counter() - began) * 1000
+        if answer.recommendation.mode == "off":
+            return AdviseResponse(
+                request_id="",
+                recommendation=answer.recommendation,
+                submission=answer.submission,
+                latency_ms=latency_ms,
+            )
+        request_id = uuid.uuid4().hex
         row = {
             "request_id": request_id,
             "at": now.isoformat(),
@@ -209,6 +218,12 @@ class AdviceService:
             request_json=parsed.request.model_dump_json(exclude={"script"}),
             recommendation_json=recommendation.model_dump_json(),
         )
+
+    def purge_audit(self) -> int:
+        """Forgets requests older than the policy's ``[audit] retention_days``; returns how many went."""
+        days = self.policy.current.audit.retention_days
+        with self._writing, self.store() as store:
+            return Audit(store).purge(self.clock() - timedelta(days=days))
 
     def submitted(self, peer: Peer, message: Submitted) -> Health:
         """Links the job to its advice once Slurm confirms the job is the caller's."""

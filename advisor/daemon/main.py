@@ -92,6 +92,7 @@ def _daemon(args: argparse.Namespace, console: Console) -> int:
         log.error("policy not loaded, the built-in default is in force: %s", advisor.policy.last_error)
     scheduler = BackgroundScheduler(timezone="UTC")
     scheduler.add_job(_collect, "interval", minutes=OUTCOME_MINUTES, args=[advisor], id="outcomes")
+    scheduler.add_job(_purge, "interval", hours=1, args=[advisor], id="audit-retention")
     models = args.settings.models
     if models.retrain == "daemon":  # else the nightly timer retrains, and only it
         retrain = _Retrainer(args.db, args.models_dir, models.max_worse_mape)
@@ -113,6 +114,12 @@ def _address(listen: str | None) -> tuple[str, int] | None:
         return None
     host, port = listen.rsplit(":", 1)
     return host, int(port)
+
+
+def _purge(advisor: AdviceService) -> None:
+    forgotten = advisor.purge_audit()
+    if forgotten:
+        log.info("forgot %d audited requests past the retention", forgotten)
 
 
 def _collect(advisor: AdviceService) -> None:

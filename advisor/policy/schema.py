@@ -111,6 +111,12 @@ class UserRules(_Strict):
     mode: Mode | None = None
 
 
+class AuditRules(_Strict):
+    """How long the daemon keeps what users submitted (argv, ``--export`` values, paths, the candidates)."""
+
+    retention_days: Annotated[float, Field(gt=0, le=3650)] = 90.0
+
+
 class Policy(_Strict):
     """The whole file. All defaults together are the built-in policy: advise only, earliest completion."""
 
@@ -120,6 +126,7 @@ class Policy(_Strict):
     rewrite: RewriteRules = RewriteRules()
     time_limit: TimeLimitRule = TimeLimitRule()
     overhead: Overhead = Overhead()
+    audit: AuditRules = AuditRules()
     tuning: Tuning = Tuning()
     partitions: dict[PartitionName, PartitionRules] = {}
     accounts: dict[AccountName, AccountRules] = {}
