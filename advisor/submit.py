@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from advisor.daemon.transport import DaemonRefused, DaemonUnreachable, call
+from advisor.daemon.transport import DaemonRefused, DaemonUnreachable, Service, call
 from advisor.jobscript.advisor_words import description_values, names_a_factory, split_command_line
 from advisor.jobscript.errors import ScriptError
 from advisor.jobscript.lexer import MAX_SCRIPT_BYTES, STDIN
@@ -235,7 +235,8 @@ def _call(method: str, path: str, body: bytes | None = None) -> bytes:
     except SettingsError as error:
         raise AdvisorUnavailable(f"the advisor's settings are unusable: {sanitized(str(error))}") from error
     try:
-        return call(settings.socket, method, path, body, settings.timeout_s, _trusted_uids(settings))
+        service = Service(settings.socket, settings.service, settings.munge_socket)
+        return call(service, method, path, body, settings.timeout_s, _trusted_uids(settings))
     except DaemonUnreachable as error:
         raise AdvisorUnavailable(sanitized(str(error))) from error
     except DaemonRefused as error:

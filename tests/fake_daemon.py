@@ -79,6 +79,26 @@ def serving(socket_path: Path, script: Script) -> Iterator[Script]:
         socket_path.unlink(missing_ok=True)
 
 
+class _TcpServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    script: Script
+
+
+@contextmanager
+def serving_tcp(script: Script) -> Iterator[int]:
+    """The fake daemon as a cluster-wide service on a loopback port (yielded): it signs nothing."""
+    server = _TcpServer(("127.0.0.1", 0), _Handler)
+    server.script = script
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield int(server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 if __name__ == "__main__":
     answer = json.loads(Path(sys.argv[2]).read_text(encoding="utf-8"))
     with serving(Path(sys.argv[1]), Script(body=answer)):

@@ -19,6 +19,7 @@ from rich.console import Console
 
 from advisor.daemon.limits import Limits
 from advisor.daemon.transport import UnsafeSocketDirectory
+from advisor.settings import address
 from advisor.settings.validated import Settings
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.runner import runner_for
@@ -78,7 +79,7 @@ def _daemon(args: argparse.Namespace, console: Console) -> int:
     # The service needs torch (introspection) and xgboost (predictors); other commands start without them.
     from advisor.daemon.app import AdviceService, ServiceInputs, utc_now
     from advisor.daemon.metrics import CountingRunner, Metrics
-    from advisor.daemon.server import serve
+    from advisor.daemon.server import Listen, serve
     from advisor.predict.service import load_specs
 
     specs = load_specs(args.gpu_specs) if args.gpu_specs.is_dir() else []
@@ -100,20 +101,19 @@ def _daemon(args: argparse.Namespace, console: Console) -> int:
     scheduler.start()
     try:
         limits = Limits(**{field: getattr(args, field) for _, field, _, _ in _LIMIT_OPTIONS})
-        serve(advisor, args.socket, limits, _address(args.settings.metrics_listen))
+        settings = args.settings
+        listen = Listen(
+            service=address(settings.service_listen, "service_listen") if settings.service_listen else None,
+            munge_socket=settings.munge_socket,
+            metrics=address(settings.metrics_listen, "metrics_listen") if settings.metrics_listen else None,
+        )
+        serve(advisor, args.socket, limits, listen)
     except (UnsafeSocketDirectory, OSError) as error:
         console.print(f"advisor: error: cannot listen on {args.socket}: {error}", highlight=False)
         return 1
     finally:
         scheduler.shutdown(wait=False)
     return 0
-
-
-def _address(listen: str | None) -> tuple[str, int] | None:
-    if listen is None:
-        return None
-    host, port = listen.rsplit(":", 1)
-    return host, int(port)
 
 
 def _purge(advisor: AdviceService) -> None:

@@ -16,11 +16,13 @@ import gc
 import logging
 import re
 import signal
+import socket
 import stat
 import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any, TypeVar
@@ -31,6 +33,7 @@ from aiohttp.web_protocol import RequestHandler
 from pydantic import BaseModel, ValidationError
 
 from advisor.api import AdviseRequest, ErrorAnswer, Submitted
+from advisor.daemon import munge
 from advisor.daemon.app import AdviceService, Forbidden, RequestError
 from advisor.daemon.limits import Limits
 from advisor.daemon.metrics import CONTENT_TYPE
@@ -45,6 +48,8 @@ _M = TypeVar("_M", bound=BaseModel)
 _B = TypeVar("_B", bound=BaseModel | None)
 MAX_BODY = 2 * MAX_SCRIPT_BYTES
 DEFAULT_BUDGET_S = 10.0
+_PEER, _RAW = "advisor.peer", "advisor.body"
+"""A TCP request's caller, from its MUNGE credential, and the body that credential was checked against."""
 _EXPLAIN = re.compile(r"/explain/([0-9]{1,10})")
 """Slurm's job ids are 32-bit: a longer number is no job of anyone's."""
 
@@ -55,20 +60,23 @@ class _Server(web.Server):
     def __init__(self, handler: Any, limits: Limits, **kwargs: Any) -> None:
         super().__init__(handler, **kwargs)
         self.limits = limits
-        self.peers: dict[RequestHandler, tuple[Peer, asyncio.TimerHandle]] = {}
-        """Each open connection's caller, and the timer that closes it at the deadline."""
-        self.per_uid: Counter[int] = Counter()
+        self.peers: dict[RequestHandler, tuple[Peer | None, str, asyncio.TimerHandle]] = {}
+        """Each open connection's caller (None over TCP, where each request's credential names it), what
+        its connections are counted under, and the timer that closes it at the deadline."""
+        self.per_caller: Counter[str] = Counter()
 
     def connection_made(self, handler: RequestHandler, transport: asyncio.Transport) -> None:
         super().connection_made(handler, transport)
-        peer = peer_credentials(transport.get_extra_info("socket"))
+        sock = transport.get_extra_info("socket")
+        peer = peer_credentials(sock) if sock.family == socket.AF_UNIX else None
+        caller = f"uid {peer.uid}" if peer is not None else f"host {transport.get_extra_info('peername')[0]}"
         loop = asyncio.get_running_loop()
-        self.peers[handler] = (peer, loop.call_later(self.limits.deadline_s, handler.force_close))
-        self.per_uid[peer.uid] += 1
-        mine, limits = self.per_uid[peer.uid], self.limits
+        self.peers[handler] = (peer, caller, loop.call_later(self.limits.deadline_s, handler.force_close))
+        self.per_caller[caller] += 1
+        mine, limits = self.per_caller[caller], self.limits
         if len(self.peers) > limits.connections or mine > limits.connections_per_uid:
             if mine == limits.connections_per_uid + 1 or len(self.peers) == limits.connections + 1:
-                log.warning("refusing connections of uid %d: %d open", peer.uid, mine)
+                log.warning("refusing connections of %s: %d open", caller, mine)
             # Once aiohttp has set the connection up: closed from within this call it would trip it.
             loop.call_soon(handler.force_close)
 
@@ -76,11 +84,11 @@ class _Server(web.Server):
         super().connection_lost(handler, exc)
         if handler not in self.peers:
             return
-        peer, deadline = self.peers.pop(handler)
+        _, caller, deadline = self.peers.pop(handler)
         deadline.cancel()
-        self.per_uid[peer.uid] -= 1
-        if not self.per_uid[peer.uid]:
-            del self.per_uid[peer.uid]
+        self.per_caller[caller] -= 1
+        if not self.per_caller[caller]:
+            del self.per_caller[caller]
 
 
 class _CallerFaults(logging.Filter):
@@ -101,9 +109,10 @@ class _CallerFaults(logging.Filter):
 class _Routes:
     """The endpoints of `advisor.api`; the advice runs on the pool, everything else on the loop."""
 
-    def __init__(self, advisor: AdviceService, workers: int) -> None:
+    def __init__(self, advisor: AdviceService, workers: int, munge_socket: Path | None = None) -> None:
         self.advisor = advisor
         self.workers = workers
+        self.munge_socket = munge_socket
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="advise")
         self.server: _Server | None = None
         self.waiting = 0
@@ -113,10 +122,15 @@ class _Routes:
 
     async def __call__(self, request: web.BaseRequest) -> web.StreamResponse:
         began, endpoint = time.monotonic(), _endpoint(request.path)
+        over_tcp = self._connection_peer(request) is None
         try:
+            if over_tcp and endpoint not in ("/health", "/metrics"):
+                request[_PEER] = await self._munge_caller(request)
             response = await self._route(request)
         except _Refusal as refusal:
             response = _reply(refusal.status, ErrorAnswer(error=refusal.message))
+        if over_tcp and isinstance(response, web.Response):
+            await self._sign(response)
         metrics = self.advisor.metrics
         metrics.requests.labels(endpoint, str(response.status)).inc()
         metrics.latency.labels(endpoint).observe(time.monotonic() - began)
@@ -163,9 +177,41 @@ class _Routes:
         self._done(began)
         return _reply(status, payload)
 
-    def _peer(self, request: web.BaseRequest) -> Peer:
+    def _connection_peer(self, request: web.BaseRequest) -> Peer | None:
         assert self.server is not None
         return self.server.peers[request.protocol][0]
+
+    def _peer(self, request: web.BaseRequest) -> Peer:
+        peer = self._connection_peer(request) or request.get(_PEER)
+        assert peer is not None, "a TCP request is answered only once its credential named the caller"
+        return peer
+
+    async def _munge_caller(self, request: web.BaseRequest) -> Peer:
+        """The caller a TCP request's MUNGE credential names, once munged vouches for it and its payload is
+        this request's digest; anything else is a 401 and nothing is done."""
+        body = await _raw_body(request) if request.method == "POST" else b""
+        request[_RAW] = body
+        credential = request.headers.get(munge.HEADER, "")
+        loop = asyncio.get_running_loop()
+        try:
+            signed = await loop.run_in_executor(None, munge.decode, credential, self.munge_socket)
+        except munge.MungeError as error:
+            raise _Refusal(HTTPStatus.UNAUTHORIZED, f"MUNGE credential refused: {error}") from None
+        if signed.payload != munge.request_digest(request.method, request.path_qs, body):
+            raise _Refusal(HTTPStatus.UNAUTHORIZED, "the MUNGE credential was made for another request")
+        return Peer(pid=0, uid=signed.uid, gid=signed.gid)
+
+    async def _sign(self, response: web.Response) -> None:
+        """The answer's credential: the caller knows it is the advisor's user answering, and this answer."""
+        body = response.body if isinstance(response.body, bytes) else b""
+        digest = munge.answer_digest(response.status, body)
+        loop = asyncio.get_running_loop()
+        try:
+            response.headers[munge.HEADER] = await loop.run_in_executor(
+                None, munge.encode, digest, self.munge_socket
+            )
+        except munge.MungeError as error:
+            log.error("cannot sign an answer: %s", error)
 
     def _done(self, began: float) -> None:
         self.waiting -= 1
@@ -210,15 +256,19 @@ def _budget(request: web.BaseRequest) -> float:
     return min(int(text) / 1000, DEFAULT_BUDGET_S)
 
 
-async def _body(request: web.BaseRequest, model: type[_M]) -> _M:
+async def _raw_body(request: web.BaseRequest) -> bytes:
     if request.content_length is None:
         raise _Refusal(HTTPStatus.LENGTH_REQUIRED, "a request body needs a Content-Length")
     if request.content_length > MAX_BODY:
         raise _Refusal(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"request over {MAX_BODY} bytes")
     try:
-        data = await request.content.readexactly(request.content_length) if request.content_length else b""
+        return await request.content.readexactly(request.content_length) if request.content_length else b""
     except (asyncio.IncompleteReadError, ConnectionError):
         raise _Refusal(HTTPStatus.BAD_REQUEST, "the request body ended early") from None
+
+
+async def _body(request: web.BaseRequest, model: type[_M]) -> _M:
+    data = request[_RAW] if _RAW in request else await _raw_body(request)
     try:
         return model.model_validate_json(data)
     except ValidationError as error:
@@ -253,24 +303,30 @@ def _outcome(work: Callable[[Peer], _B], peer: Peer) -> tuple[HTTPStatus, _B | E
 
 
 def _reply(status: HTTPStatus, payload: BaseModel) -> web.Response:
-    return web.Response(status=status, body=payload.model_dump_json(), content_type="application/json")
+    body = payload.model_dump_json().encode()  # bytes, which an answer's MUNGE signature covers
+    return web.Response(status=status, body=body, content_type="application/json")
+
+
+@dataclass(frozen=True)
+class Listen:
+    """Where the daemon listens besides its Unix socket: the cluster-wide service (callers identified by
+    MUNGE, through ``munge_socket``), and the metrics for Prometheus."""
+
+    service: tuple[str, int] | None = None
+    munge_socket: Path | None = None
+    metrics: tuple[str, int] | None = None
 
 
 def serve(
-    advisor: AdviceService,
-    socket_path: Path,
-    limits: Limits | None = None,
-    metrics_listen: tuple[str, int] | None = None,
+    advisor: AdviceService, socket_path: Path, limits: Limits | None = None, listen: Listen | None = None
 ) -> None:
     """Listens until SIGTERM or SIGINT; the socket is connectable by every user (callers are told apart
-    by SO_PEERCRED, not by file permissions). ``metrics_listen``: a TCP address for Prometheus too."""
+    by SO_PEERCRED, not by file permissions)."""
     check_socket_directory(socket_path.parent)
-    asyncio.run(_serve(advisor, socket_path, limits or Limits(), metrics_listen))
+    asyncio.run(_serve(advisor, socket_path, limits or Limits(), listen or Listen()))
 
 
-async def _serve(
-    advisor: AdviceService, socket_path: Path, limits: Limits, metrics_listen: tuple[str, int] | None
-) -> None:
+async def _serve(advisor: AdviceService, socket_path: Path, limits: Limits, listen: Listen) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
 
@@ -288,7 +344,7 @@ async def _serve(
             raise FileExistsError(f"{socket_path} exists and is not a socket")
         socket_path.unlink()
     logging.getLogger("aiohttp.server").addFilter(_CallerFaults())
-    routes = _Routes(advisor, limits.workers)
+    routes = _Routes(advisor, limits.workers, listen.munge_socket)
     server = _Server(routes, limits, access_log=None, keepalive_timeout=limits.deadline_s)
     routes.server = server
     # torch, xgboost and pydantic leave a few hundred thousand objects that live as long as the daemon; a full
@@ -302,14 +358,17 @@ async def _serve(
     await site.start()
     socket_path.chmod(0o666)
     log.info("listening on %s", socket_path)
+    if listen.service is not None:
+        await web.TCPSite(runner, *listen.service, backlog=1024).start()
+        log.info("serving the cluster on %s:%d (callers identified by MUNGE)", *listen.service)
     scrape = None
-    if metrics_listen is not None:
+    if listen.metrics is not None:
         scrape = web.ServerRunner(
             web.Server(lambda request: _metrics_only(advisor, request), access_log=None), handle_signals=False
         )
         await scrape.setup()
-        await web.TCPSite(scrape, *metrics_listen).start()
-        log.info("metrics on http://%s:%d/metrics", *metrics_listen)
+        await web.TCPSite(scrape, *listen.metrics).start()
+        log.info("metrics on http://%s:%d/metrics", *listen.metrics)
     try:
         await stop.wait()
     finally:

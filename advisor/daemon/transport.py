@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from advisor.daemon import munge
+
 _UCRED = struct.Struct("3i")
 
 
@@ -117,6 +119,38 @@ class UnixHTTPConnection(http.client.HTTPConnection):
         self.sock = sock
 
 
+class TcpHTTPConnection(http.client.HTTPConnection):
+    """An HTTPConnection to the cluster-wide service, whose ``timeout`` bounds the whole exchange too."""
+
+    def __init__(self, host: str, port: int, timeout: float) -> None:
+        super().__init__(host, port, timeout=timeout)
+        self.deadline = time.monotonic() + timeout
+
+    def connect(self) -> None:
+        family, kind, proto, _, address = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)[0]
+        sock = _DeadlineSocket(family, kind, proto)
+        sock.deadline = self.deadline
+        try:
+            sock.keep_deadline()
+            sock.connect(address)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+@dataclass(frozen=True)
+class Service:
+    """Where the daemon is: its Unix socket on this host, or the cluster-wide service over TCP with MUNGE."""
+
+    socket: Path
+    address: tuple[str, int] | None = None
+    munge_socket: Path | None = None
+
+    def __str__(self) -> str:
+        return str(self.socket) if self.address is None else f"{self.address[0]}:{self.address[1]}"
+
+
 BUDGET_HEADER = "Advisor-Budget-Ms"
 """How long the caller waits for the answer: a daemon that cannot answer in time says so at once (503)."""
 
@@ -130,7 +164,7 @@ class DaemonRefused(RuntimeError):
 
 
 def call(
-    socket_path: Path,
+    service: Service | Path,
     method: str,
     path: str,
     body: bytes | None,
@@ -138,20 +172,33 @@ def call(
     trusted_uids: Collection[int] | None = None,
 ) -> bytes:
     """One request to the daemon within ``timeout`` seconds in all; the body of a 200 answer, else one of
-    the two errors above (`UntrustedDaemon` is a `DaemonUnreachable` cause)."""
-    connection = UnixHTTPConnection(socket_path, timeout=timeout, trusted_uids=trusted_uids)
+    the two errors above (`UntrustedDaemon` is a `DaemonUnreachable` cause). Over TCP the request carries
+    a MUNGE credential of this process, and only an answer signed by a trusted uid is read."""
+    service = service if isinstance(service, Service) else Service(service)
+    headers = {"Content-Type": "application/json", "Connection": "close"}
+    headers[BUDGET_HEADER] = str(round(timeout * 1000))
+    connection: http.client.HTTPConnection
     try:
-        headers = {"Content-Type": "application/json", "Connection": "close"}
-        headers[BUDGET_HEADER] = str(round(timeout * 1000))
+        if service.address is None:
+            connection = UnixHTTPConnection(service.socket, timeout=timeout, trusted_uids=trusted_uids)
+        else:
+            connection = TcpHTTPConnection(*service.address, timeout=timeout)
+            digest = munge.request_digest(method, path, body or b"")
+            headers[munge.HEADER] = munge.encode(digest, service.munge_socket)
+    except munge.MungeError as error:
+        raise DaemonUnreachable(f"no MUNGE credential for the advisor service ({error})") from error
+    try:
         connection.request(method, path, body=body, headers=headers)
         response = connection.getresponse()
         data = response.read(MAX_ANSWER_BYTES + 1)
     except (OSError, http.client.HTTPException) as error:
-        raise DaemonUnreachable(f"the advisor daemon at {socket_path} did not answer ({error})") from error
+        raise DaemonUnreachable(f"the advisor daemon at {service} did not answer ({error})") from error
     finally:
         connection.close()
     if len(data) > MAX_ANSWER_BYTES:
-        raise DaemonUnreachable(f"the answer from {socket_path} is over {MAX_ANSWER_BYTES} bytes")
+        raise DaemonUnreachable(f"the answer from {service} is over {MAX_ANSWER_BYTES} bytes")
+    if service.address is not None:
+        _check_signed(service, response.status, response.getheader(munge.HEADER) or "", data, trusted_uids)
     if response.status != 200:
         try:
             detail = json.loads(data)["error"]
@@ -159,3 +206,21 @@ def call(
             detail = data[:200].decode("utf-8", "replace")
         raise DaemonRefused(str(detail))
     return data
+
+
+def _check_signed(
+    service: Service, status: int, credential: str, data: bytes, trusted_uids: Collection[int] | None
+) -> None:
+    """The service's answer, as MUNGE vouches for it: from a trusted uid, and this very answer."""
+    try:
+        signed = munge.decode(credential, service.munge_socket)
+    except munge.MungeError as error:
+        raise DaemonUnreachable(
+            f"the answer from {service} carries no valid MUNGE credential ({error})"
+        ) from error
+    if trusted_uids is not None and signed.uid not in trusted_uids:
+        raise DaemonUnreachable(
+            f"{service} is served by uid {signed.uid}, not by the advisor's user",
+        ) from UntrustedDaemon(str(service))
+    if signed.payload != munge.answer_digest(status, data):
+        raise DaemonUnreachable(f"the answer from {service} is not the one its credential signs")

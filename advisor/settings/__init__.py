@@ -40,6 +40,9 @@ VARIABLES = {
     "ADVISOR_DAEMON_USER": "daemon_user",
     "ADVISOR_ALLOW_ROOT": "allow_root",
     "ADVISOR_METRICS_LISTEN": "metrics_listen",
+    "ADVISOR_SERVICE": "service",
+    "ADVISOR_SERVICE_LISTEN": "service_listen",
+    "ADVISOR_MUNGE_SOCKET": "munge_socket",
 }
 """The variables that override a key of the file, each one key."""
 
@@ -73,19 +76,37 @@ class CallerSettings:
     socket: Path
     timeout_s: float
     daemon_user: str
+    service: tuple[str, int] | None = None
+    """The cluster-wide service, which replaces the socket where it is set."""
+    munge_socket: Path | None = None
 
 
 def caller_settings(environ: Mapping[str, str]) -> CallerSettings:
     """What advise-submit needs; the whole `load_settings` where a file is in use."""
     if settings_file(environ) is not None:
         settings = load_settings(environ)
-        return CallerSettings(settings.socket, settings.timeout_s, settings.daemon_user)
+        service = None if settings.service is None else address(settings.service, "service")
+        return CallerSettings(
+            settings.socket, settings.timeout_s, settings.daemon_user, service, settings.munge_socket
+        )
     timeout = environ.get("ADVISOR_TIMEOUT", "").strip()
+    service_text = environ.get("ADVISOR_SERVICE", "").strip()
+    munge_socket = environ.get("ADVISOR_MUNGE_SOCKET", "").strip()
     return CallerSettings(
         Path(environ.get("ADVISOR_SOCKET", "").strip() or DEFAULT_SOCKET),
         _seconds("ADVISOR_TIMEOUT", timeout) if timeout else DEFAULT_TIMEOUT_S,
         environ.get("ADVISOR_DAEMON_USER", "").strip() or DEFAULT_DAEMON_USER,
+        address(service_text, "ADVISOR_SERVICE") if service_text else None,
+        Path(munge_socket) if munge_socket else None,
     )
+
+
+def address(text: str, where: str) -> tuple[str, int]:
+    """``HOST:PORT`` as a host and a port."""
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise SettingsError(f"{where}: {text!r} is not HOST:PORT")
+    return host, int(port)
 
 
 def _seconds(variable: str, text: str) -> float:

@@ -20,6 +20,7 @@ from advisor.settings import (
 )
 from advisor.tomlfile import Problem, TomlFileError, read_toml, validate
 
+_ADDRESS = r"^[^\s:]+:[0-9]{1,5}$"
 _DERIVED = {"database": "advisor.db", "models_dir": "models", "bench_dir": "bench", "sandbox_dir": "sandbox"}
 """Paths that default to a name inside ``state_dir``."""
 
@@ -100,7 +101,15 @@ class Settings(Frozen):
     """Lets the daemon run as root: for test suites that run as root, never on a cluster."""
     slurm: SlurmSettings = SlurmSettings()
     models: ModelSettings = ModelSettings()
-    metrics_listen: Annotated[str, Field(pattern=r"^[^\s:]+:[0-9]{1,5}$")] | None = None
+    service: Annotated[str, Field(pattern=_ADDRESS)] | None = None
+    """``HOST:PORT`` of the cluster-wide service: advise-submit, ``advisor status`` and ``explain`` call it
+    over TCP with a MUNGE credential instead of the local socket."""
+    service_listen: Annotated[str, Field(pattern=_ADDRESS)] | None = None
+    """``HOST:PORT`` where the daemon serves the whole cluster (besides its socket); callers are identified
+    by their MUNGE credentials."""
+    munge_socket: Path | None = None
+    """munged's socket, where it is not MUNGE's default (``/run/munge/munge.socket.2``)."""
+    metrics_listen: Annotated[str, Field(pattern=_ADDRESS)] | None = None
     """``HOST:PORT`` where the daemon also serves ``/metrics`` (and ``/health``) over TCP for Prometheus,
     e.g. ``127.0.0.1:9377``; none: only on the socket."""
     bench: BenchSettings = BenchSettings()
