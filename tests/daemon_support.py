@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -103,3 +104,10 @@ def submit(
 
 def jobs_named(slurm: SlurmClient, name: str) -> list[str]:
     return [job.partition for job in slurm.jobs() if job.name == name]
+
+
+def free_port() -> int:
+    """A loopback TCP port no one listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import socket
 import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -18,13 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from advisor.daemon.transport import UnixHTTPConnection
 from advisor.sandbox.cluster import Sandbox
 
-from .daemon_support import Daemon, started_daemon, submit
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+from .daemon_support import Daemon, free_port, started_daemon, submit
 
 
 @pytest.fixture(scope="module")

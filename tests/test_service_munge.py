@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import socket
 import sqlite3
 import subprocess
 import time
@@ -22,14 +21,8 @@ from advisor.daemon import munge
 from advisor.sandbox.cluster import Sandbox
 from advisor.slurm.client import SlurmClient
 
-from .daemon_support import BIN, SCRIPT, Daemon, jobs_named, started_daemon
+from .daemon_support import BIN, SCRIPT, Daemon, free_port, jobs_named, started_daemon
 from .fake_daemon import Script, serving_tcp
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
