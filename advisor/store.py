@@ -83,8 +83,19 @@ _LAYER_COLUMNS: dict[str, Any] = {
 }
 
 
+SCHEMA_VERSION = 2
+"""``PRAGMA user_version`` of a database this version wrote. 1: before it was kept (the tables as they were);
+2: the audit's ``offered`` column. Each later version only adds tables and columns, which `Store` does when
+it opens an older database, so an upgrade needs no step; an older advisor refuses a newer database rather
+than write to tables it does not know."""
+
+
 class NoDatabase(FileNotFoundError):
     """A command that reads the advisor's database was pointed at none."""
+
+
+class NewerDatabase(RuntimeError):
+    """The database was written by a newer advisor: a downgrade needs the backup taken before the upgrade."""
 
 
 class Store:
@@ -92,7 +103,16 @@ class Store:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        found = int(db.execute("PRAGMA user_version").fetchone()[0])
+        if found > SCHEMA_VERSION:
+            raise NewerDatabase(
+                f"the advisor database is of schema version {found}, newer than this advisor's "
+                f"({SCHEMA_VERSION}): upgrade the advisor, or restore the backup taken before the upgrade"
+            )
         self._create_tables()
+        if found < SCHEMA_VERSION:
+            with db.conn:
+                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     @classmethod
     def existing(cls, path: Path) -> Store:

@@ -8,6 +8,10 @@
    (slurmctld's own RPC counts from `sdiag`; goal: one query set, not one per request), p50 and p99.
 4. Another local user (nobody) holds 600 idle connections while `/health` and one `/advise` are timed
    (goal: both answered).
+5. 100 varied `/advise` requests one after another, as users submit (partition, GPUs, batch, length and
+   limit differ; a few repeat): the Slurm commands the daemon ran per request, from its own `/metrics`
+   (`advisor_slurm_commands_total`), and slurmctld's RPCs from `sdiag` (goal: at most 5 per request on
+   average).
 
 The daemon runs with 1024 file descriptors, the default a unit without LimitNOFILE gets.
 
@@ -56,6 +60,7 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=20)
     parser.add_argument("--identical", type=int, default=100)
     parser.add_argument("--idle", type=int, default=600)
+    parser.add_argument("--varied", type=int, default=100)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="advisor-latency-") as folder:
         root = Path(folder)
@@ -90,6 +95,7 @@ def main() -> int:
             _concurrency(root / "advisor.sock", SCRIPT.encode(), args.clients, args.requests)
             _identical_burst(root / "advisor.sock", env, args.identical)
             _idle_connections(root / "advisor.sock", args.idle)
+            _varied_submissions(root / "advisor.sock", env, args.varied)
             if daemon.poll() is not None:
                 print(f"the daemon exited with status {daemon.returncode}")
         finally:
@@ -251,6 +257,60 @@ def _identical_burst(socket: Path, env: dict[str, str], count: int) -> None:
     print(
         f"  slurmctld RPCs: {spent.get('REQUEST_JOB_WILL_RUN', 0)} --test-only (REQUEST_JOB_WILL_RUN), "
         f"{sum(spent.values())} in all"
+    )
+
+
+def _slurm_commands(socket: Path) -> dict[str, float]:
+    """The daemon's own count of the Slurm commands it ran, by command, from its `/metrics`."""
+    connection = UnixHTTPConnection(socket, timeout=60)
+    try:
+        connection.request("GET", "/metrics")
+        text = connection.getresponse().read().decode()
+    finally:
+        connection.close()
+    counts: dict[str, float] = {}
+    for match in re.finditer(
+        r'^advisor_slurm_commands_total\{command="(\w+)",result="\w+"\} (\S+)$', text, re.M
+    ):
+        counts[match[1]] = counts.get(match[1], 0.0) + float(match[2])
+    return counts
+
+
+def _varied_submissions(socket: Path, env: dict[str, str], count: int) -> None:
+    bodies = []
+    for index in range(count):
+        partition = ("t4", "v100", "a100")[index % 3]
+        gpus, batch = (1, 2)[index % 2], (32, 64, 128)[(index // 2) % 3]
+        hours, steps = (1, 6, 12)[(index // 3) % 3], 20_000 + 10_000 * (index % 5)
+        script = (
+            SCRIPT.replace("#SBATCH --partition=t4", f"#SBATCH --partition={partition}")
+            .replace("#SBATCH --gres=gpu:1", f"#SBATCH --gres=gpu:{gpus}")
+            .replace("#SBATCH --time=12:00:00", f"#SBATCH --time={hours:02d}:00:00")
+            .replace("--global-batch=64", f"--global-batch={batch}")
+            .replace("--steps=100000", f"--steps={steps}")
+        )
+        bodies.append(
+            AdviseRequest.of(script.encode(), where="v.sbatch", sbatch_argv=["v.sbatch"]).model_dump_json()
+        )
+    distinct = len(set(bodies))
+    before, rpcs_before = _slurm_commands(socket), _rpc_counts(env)
+    latencies, errors = [], 0
+    for body in bodies:
+        status, took = _post(socket, body.encode())
+        latencies.append(took)
+        errors += status != 200
+    after, rpcs_after = _slurm_commands(socket), _rpc_counts(env)
+    spent = {
+        name: after[name] - before.get(name, 0.0) for name in after if after[name] > before.get(name, 0.0)
+    }
+    rpcs = sum(rpcs_after.get(name, 0) - rpcs_before.get(name, 0) for name in rpcs_after)
+    shown = ", ".join(f"{name} {value:.0f}" for name, value in sorted(spent.items()))
+    print(
+        f"{count} varied requests ({distinct} distinct), {errors} errors, p50 {_ms(sorted(latencies), 0.5)}"
+    )
+    print(
+        f"  Slurm commands the daemon ran: {sum(spent.values()) / count:.2f} per request ({shown}); "
+        f"slurmctld RPCs {rpcs / count:.2f} per request (goal <= 5)"
     )
 
 

@@ -18,7 +18,7 @@ from advisor.recommend.choose import Recommendation
 from advisor.recommend.cluster import ClusterView
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.pace import RateLimit
-from advisor.store import Audit
+from advisor.store import SCHEMA_VERSION, Audit, NewerDatabase, Store
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
@@ -165,3 +165,17 @@ def test_the_audit_forgets_requests_past_the_policys_retention(tmp_path: Path) -
     assert advisor.purge_audit() == 1
     with advisor.store() as store:
         assert [Audit(store).get(r) is None for r in ("old", "edge", "new")] == [True, False, False]
+
+
+def test_a_database_from_a_newer_advisor_is_refused_and_an_older_one_upgraded(tmp_path: Path) -> None:
+    newer = tmp_path / "newer.db"
+    with sqlite3.connect(newer) as db:
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(NewerDatabase, match="restore the backup taken before the upgrade"):
+        Store.open(newer)
+    older = tmp_path / "older.db"
+    with sqlite3.connect(older) as db:
+        db.execute("CREATE TABLE audit (request_id TEXT PRIMARY KEY, at TEXT, applied INTEGER)")
+    Store.open(older)
+    with sqlite3.connect(older) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)

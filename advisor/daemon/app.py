@@ -11,6 +11,7 @@ import json
 import os
 import pwd
 import queue
+import re
 import sqlite3
 import threading
 import time
@@ -36,6 +37,7 @@ from advisor.recommend.choose import Recommendation
 from advisor.recommend.cluster import ClusterView
 from advisor.recommend.edges import WAITS_FRESH_FOR, recommend_now
 from advisor.slurm.client import SlurmClient
+from advisor.slurm.runner import SlurmError
 from advisor.store import AdvisedJobs, Audit, ModelRegistry, Store
 
 MAX_IDLE_STORES = 8
@@ -284,11 +286,14 @@ class AdviceService:
         )
 
     def _owns(self, uid: int, job_id: int) -> bool:
-        queued = [job for job in self.client.jobs() if job.job_id == job_id]
-        if queued:
-            return queued[0].uid == uid
-        finished = self.client.history(self.clock() - timedelta(days=1), job_ids=[job_id])
-        return any(job.user == _user_name(uid) for job in finished)
+        """One ``scontrol show job`` (not the whole queue); accounting for a job the controller forgot."""
+        try:
+            record = self.client.show_job(job_id)
+        except SlurmError:
+            finished = self.client.history(self.clock() - timedelta(days=1), job_ids=[job_id])
+            return any(job.user == _user_name(uid) for job in finished)
+        owner = re.fullmatch(r".*\((\d+)\)", record.get("UserId", ""))
+        return owner is not None and int(owner[1]) == uid
 
 
 def _digest(request: AdviseRequest) -> str:

@@ -22,7 +22,7 @@ from advisor.daemon.transport import UnsafeSocketDirectory
 from advisor.settings import address
 from advisor.settings.validated import Settings
 from advisor.slurm.client import SlurmClient
-from advisor.slurm.runner import runner_for
+from advisor.slurm.runner import SlurmError, runner_for
 from advisor.store import Store
 
 if TYPE_CHECKING:
@@ -42,6 +42,7 @@ _LIMIT_OPTIONS = (
     ("--workers", "workers", "N", "threads that compute advice; fresh answers need none"),
 )
 RETRAIN_MINUTES = 10
+HISTORY_MINUTES = 5
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], settings: Settings) -> None:
@@ -94,6 +95,16 @@ def _daemon(args: argparse.Namespace, console: Console) -> int:
     scheduler = BackgroundScheduler(timezone="UTC")
     scheduler.add_job(_collect, "interval", minutes=OUTCOME_MINUTES, args=[advisor], id="outcomes")
     scheduler.add_job(_purge, "interval", hours=1, args=[advisor], id="audit-retention")
+    # Accounting history for the queue replay, read here and never in a request (sacct is slow on a big
+    # cluster); the first read happens at once.
+    scheduler.add_job(
+        _refresh_history,
+        "interval",
+        minutes=HISTORY_MINUTES,
+        args=[advisor],
+        id="history",
+        next_run_time=utc_now(),
+    )
     models = args.settings.models
     if models.retrain == "daemon":  # else the nightly timer retrains, and only it
         retrain = _Retrainer(args.db, args.models_dir, models.max_worse_mape)
@@ -114,6 +125,13 @@ def _daemon(args: argparse.Namespace, console: Console) -> int:
     finally:
         scheduler.shutdown(wait=False)
     return 0
+
+
+def _refresh_history(advisor: AdviceService) -> None:
+    try:
+        advisor.cluster.refresh_history()
+    except SlurmError as error:
+        log.warning("accounting history not read: %s", error)
 
 
 def _purge(advisor: AdviceService) -> None:

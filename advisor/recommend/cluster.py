@@ -2,12 +2,15 @@
 
 The daemon answers many requests a second at peak; asking sinfo, sacct and sacctmgr for each would
 cost hundreds of milliseconds per request and load the controller. Partitions and accounts change
-rarely, finished-job history slowly; queue waits are reused for a few seconds only, and only by requests
-for exactly the same resources.
+rarely, finished-job history slowly; the queue is read once every few seconds for all requests, and
+Slurm's own start estimate (``--test-only``) is shared by every request for the same resources under the
+same account for half a minute. Where a scheduler keeps the history fresh (`refresh_history`, the daemon's),
+no request ever waits on ``sacct``.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -16,9 +19,14 @@ from typing import TypeVar, cast
 
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.models import Association, FinishedJob, Partition
+from advisor.wait.collect import take_snapshot
+from advisor.wait.estimate import WaitRequest, ask_test_only
+from advisor.wait.snapshot import QueueSnapshot
 
 HISTORY = timedelta(days=14)
 """How far back finished jobs inform the actual/limit ratios of jobs the advisor did not predict."""
+SNAPSHOT_FRESH_FOR = timedelta(seconds=5)
+TEST_ONLY_FRESH_FOR = timedelta(seconds=30)
 
 _T = TypeVar("_T")
 _MAX_ENTRIES = 4096
@@ -35,6 +43,7 @@ class ClusterView:
     ) -> None:
         self.client = client
         self.clock = clock
+        self.background_history = False
         self.fresh_for = fresh_for
         self.history_fresh_for = history_fresh_for
         self._lock = threading.Lock()
@@ -45,9 +54,34 @@ class ClusterView:
         return self.cached("partitions", self.fresh_for, self.client.partitions)
 
     def history(self) -> list[FinishedJob]:
+        """The last history read: by `refresh_history` where a scheduler calls it, else by the first ask
+        (and again once older than ``history_fresh_for``)."""
+        with self._lock:
+            kept = self._cache.get("history")
+        if kept is not None and self.background_history:
+            return cast(list[FinishedJob], kept[2])
         return self.cached(
             "history", self.history_fresh_for, lambda: self.client.history(self.clock() - HISTORY)
         )
+
+    def refresh_history(self) -> None:
+        """Reads the history now, for the requests to come: a scheduled job, so no request waits on sacct."""
+        self.cached("history", timedelta(0), lambda: self.client.history(self.clock() - HISTORY))
+        self.background_history = True
+
+    def snapshot(self, now: datetime) -> QueueSnapshot:
+        """The queue as all requests of the next few seconds see it: one sinfo and one squeue for all."""
+        return self.cached("snapshot", SNAPSHOT_FRESH_FOR, lambda: take_snapshot(self.client, now))
+
+    def start_estimate(
+        self, candidate: WaitRequest, account: str | None
+    ) -> tuple[datetime | None, str | None]:
+        """Slurm's ``--test-only`` start for these resources under this account, shared across requests
+        (the script and the job's name do not move the start; its resources and account do)."""
+        key = "test-only:" + json.dumps(
+            [candidate.request.model_dump(mode="json"), candidate.options, account], sort_keys=True
+        )
+        return self.cached(key, TEST_ONLY_FRESH_FOR, lambda: ask_test_only(self.client, candidate))
 
     def default_account(self, user: str) -> str | None:
         return self.cached(

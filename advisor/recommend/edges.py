@@ -152,7 +152,16 @@ def queue_waits(
         for query in queries
     ]
     records = advised.wait_records()
-    estimates = estimate_waits(cluster.client, candidates, now, predicted, cluster.history(), records=records)
+    estimates = estimate_waits(
+        cluster.client,
+        candidates,
+        now,
+        predicted,
+        cluster.history(),
+        records=records,
+        snapshot=cluster.snapshot(now),
+        start_estimate=lambda candidate: cluster.start_estimate(candidate, request.account),
+    )
     return [
         Waits(slurm_s=e.slurm_wait_s, advisor_s=e.advisor_wait_s, preferred=e.preferred) for e in estimates
     ]

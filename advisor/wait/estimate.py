@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
@@ -17,7 +17,7 @@ from advisor.wait.accuracy import DEFAULT_ESTIMATOR, Estimator, WaitRecord, pref
 from advisor.wait.collect import take_snapshot
 from advisor.wait.remaining import estimate_runtimes, historical_ratios
 from advisor.wait.simulate import BACKFILL_WINDOW, predict_starts
-from advisor.wait.snapshot import SlotRequest
+from advisor.wait.snapshot import QueueSnapshot, SlotRequest
 
 #: ``sbatch --test-only`` needs a script; the scheduler only reads the options.
 PLACEHOLDER_SCRIPT = "#!/bin/sh\ntrue\n"
@@ -80,6 +80,10 @@ def sbatch_options(request: SlotRequest) -> list[str]:
     return options
 
 
+SlurmStart = Callable[[WaitRequest], tuple[datetime | None, str | None]]
+"""Slurm's start estimate for one candidate, or why it has none."""
+
+
 def estimate_waits(
     client: SlurmClient,
     candidates: Sequence[WaitRequest],
@@ -89,19 +93,26 @@ def estimate_waits(
     *,
     records: Sequence[WaitRecord] = (),
     window: timedelta = BACKFILL_WINDOW,
+    snapshot: QueueSnapshot | None = None,
+    start_estimate: SlurmStart | None = None,
 ) -> list[WaitEstimate]:
     """One estimate per candidate, in order.
 
     ``advisor_predictions`` maps job ids the advisor advised to their predicted run time in seconds;
     ``history`` (finished jobs) calibrates everyone else's; ``records`` choose the preferred estimator.
+    ``snapshot`` and ``start_estimate`` let a caller share the queue and Slurm's answers between requests
+    (the daemon's `ClusterView`); by default the queue is read now and each candidate asked with
+    ``--test-only``.
     """
-    snapshot = take_snapshot(client, now)
+    snapshot = snapshot or take_snapshot(client, now)
     runtimes = estimate_runtimes(snapshot, now, historical_ratios(history), advisor_predictions)
     advisor_starts = predict_starts(
         snapshot, runtimes, [candidate.request for candidate in candidates], now, window
     )
     choice = preferred_estimators(records)
-    answers = slurm_start_estimates(client, candidates)
+    answers = slurm_start_estimates(
+        start_estimate or (lambda candidate: ask_test_only(client, candidate)), candidates
+    )
     estimates: list[WaitEstimate] = []
     for candidate, advisor_start, (slurm_start, slurm_error) in zip(
         candidates, advisor_starts, answers, strict=True
@@ -122,17 +133,17 @@ def estimate_waits(
 
 
 def slurm_start_estimates(
-    client: SlurmClient, candidates: Sequence[WaitRequest]
+    slurm_start: SlurmStart, candidates: Sequence[WaitRequest]
 ) -> list[tuple[datetime | None, str | None]]:
     """Slurm's start estimate for each candidate, or why it has none.
 
     Each ``--test-only`` is a round trip to slurmctld; asked side by side they cost about one.
     """
     with ThreadPoolExecutor(max_workers=min(8, max(len(candidates), 1))) as pool:
-        return list(pool.map(lambda candidate: _test_only(client, candidate), candidates))
+        return list(pool.map(slurm_start, candidates))
 
 
-def _test_only(client: SlurmClient, candidate: WaitRequest) -> tuple[datetime | None, str | None]:
+def ask_test_only(client: SlurmClient, candidate: WaitRequest) -> tuple[datetime | None, str | None]:
     """One start estimate, or why none (a request Slurm refuses, an unreachable controller)."""
     try:
         result = client.test_only(candidate.script, [*candidate.options, *sbatch_options(candidate.request)])

@@ -28,7 +28,7 @@ from advisor.sandbox.spec import PartitionSpec, SandboxSpec, SchedulerSpec
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.models import FinishedJob
 from advisor.wait.collect import take_snapshot
-from advisor.wait.estimate import WaitRequest, sbatch_options, slurm_start_estimates
+from advisor.wait.estimate import WaitRequest, ask_test_only, sbatch_options, slurm_start_estimates
 from advisor.wait.remaining import MIN_REMAINING_S, RatioTable, estimate_runtimes
 from advisor.wait.simulate import predict_starts
 from advisor.wait.snapshot import SlotRequest
@@ -128,7 +128,7 @@ class LiveQueue:
     def slurm_waits(self, queries: Sequence[WaitQuery]) -> list[float | None]:
         now = datetime.now(UTC)
         candidates = [WaitRequest(request=job_request(query, self._compression)) for query in queries]
-        answers = slurm_start_estimates(self._client, candidates)
+        answers = slurm_start_estimates(lambda candidate: ask_test_only(self._client, candidate), candidates)
         return [simulated_wait(start, now, self._compression) for start, _ in answers]
 
     def advisor_waits(self, queries: Sequence[WaitQuery]) -> list[float | None]:
