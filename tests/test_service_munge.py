@@ -86,8 +86,8 @@ def audited_uid(daemon: Daemon, request_id: str) -> int:
 def test_a_login_host_submits_through_the_service_and_is_advised_as_itself(
     daemon: Daemon, local_slurm: SlurmClient, tmp_path: Path
 ) -> None:
-    script = tmp_path / "remote.sbatch"
-    script.write_text(SCRIPT.format(name="remote"), encoding="utf-8")
+    script = tmp_path / "central.sbatch"
+    script.write_text(SCRIPT.format(name="central"), encoding="utf-8")
     result = subprocess.run(
         [str(BIN / "advise-submit"), "--yes", "--json", str(script)],
         env=login_host_env(daemon),
@@ -99,7 +99,7 @@ def test_a_login_host_submits_through_the_service_and_is_advised_as_itself(
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["advice"] is not None, "advised over TCP, not submitted unchanged"
-    assert jobs_named(local_slurm, "remote") == ["a100"], (
+    assert jobs_named(local_slurm, "central") == ["a100"], (
         "rewritten, submitted once, by the user's own sbatch"
     )
     assert audited_uid(daemon, report["advice"]["request_id"]) == 0

@@ -29,6 +29,9 @@ from benchmarks.harness.predictor import StepModels
 from benchmarks.harness.truth import StepTable, nodes_for
 
 MAX_TIME = timedelta(days=1)
+CPUS_PER_GPU, MEMORY_MB_PER_GPU = 8, 64 * 1024
+"""Sia's traces count GPUs only: each node gets a GPU node's usual CPUs and memory, so that no job's
+placement (`advisor.recommend.placement`) hinges on what the traces do not say."""
 """Every replayed partition's MaxTime (Slurm's common site default)."""
 TRAINED_AT = datetime(2026, 1, 1, tzinfo=UTC)
 """The replay's models are as fresh at every decision as a nightly retrain keeps them."""
@@ -224,13 +227,13 @@ def _partition(pool: Pool, first: bool) -> Partition:
         state="up",
         is_default=first,
         node_names=names,
-        total_cpus=0,
+        total_cpus=pool.nodes * pool.gpus_per_node * CPUS_PER_GPU,
         max_time=MAX_TIME,
         default_time=None,
         gpu_type=pool.gpu_type,
         gpus_per_node=pool.gpus_per_node,
-        cpus_per_node=0,
-        memory_per_node_mb=0,
+        cpus_per_node=pool.gpus_per_node * CPUS_PER_GPU,
+        memory_per_node_mb=pool.gpus_per_node * MEMORY_MB_PER_GPU,
         nodes=[_node(name, pool) for name in names],
     )
 
@@ -242,9 +245,9 @@ def _node(name: str, pool: Pool) -> Node:
         state="IDLE",
         flags=[],
         partitions=[pool.partition],
-        cpus=0,
+        cpus=pool.gpus_per_node * CPUS_PER_GPU,
         alloc_cpus=0,
-        memory_mb=0,
+        memory_mb=pool.gpus_per_node * MEMORY_MB_PER_GPU,
         alloc_memory_mb=0,
         gpus=gpus,
         gpus_used=0,
