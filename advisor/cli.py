@@ -192,6 +192,8 @@ def _print_status(console: Console, status: SandboxStatus) -> None:
     if not status.daemons:
         console.print(f"no sandbox runs in {status.root}", highlight=False)
         return
+    for note in status.notes:
+        console.print(f"note: {note}", highlight=False)
     daemons = Table(title=f"sandbox in {status.root}")
     for column in ("daemon", "pid", "state"):
         daemons.add_column(column)

@@ -10,7 +10,7 @@ import json
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 
 class _Record(BaseModel):
@@ -38,10 +38,22 @@ class Fingerprint(_Record):
     cpu_cores: int
     """Cores the benchmark used (its torch threads), not the node's total."""
     torch: str
+    cpu_quota: float | None = None
+    """The CPUs its CPU cgroup may use, where a quota caps it (the sandbox's slow nodes); absent where none
+    does, so fingerprints from before the field keep their identity."""
+
+    @model_serializer(mode="wrap")
+    def _without_an_absent_quota(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        data: dict[str, object] = handler(self)
+        if data.get("cpu_quota") is None:
+            data.pop("cpu_quota", None)
+        return data
 
     def machine(self) -> str:
         """The machine type: what stays equal across nodes of one partition and across nights."""
         parts = [self.device, self.gpu_name or self.cpu_model, f"{self.gpu_count or self.cpu_cores}"]
+        if self.cpu_quota is not None:
+            parts.append(f"quota {self.cpu_quota:g}")
         return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 

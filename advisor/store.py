@@ -34,6 +34,7 @@ _FINGERPRINT_COLUMNS: dict[str, Any] = {
     "cpu_model": str,
     "cpu_cores": int,
     "torch": str,
+    "cpu_quota": float,
 }
 _COMMON: dict[str, Any] = {
     "key": str,

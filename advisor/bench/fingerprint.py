@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 
+from advisor.cgroups import quota_cores
 from advisor.records import Fingerprint
 
 _CPUINFO = Path("/proc/cpuinfo")
@@ -50,6 +51,7 @@ def fingerprint(partition: str | None, environ: Mapping[str, str] | None = None)
         cpu_model=cpu_model(_CPUINFO),
         cpu_cores=torch.get_num_threads(),
         torch=torch.__version__,
+        cpu_quota=quota_cores(),
     )
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from advisor.sandbox import processes
+from advisor.sandbox import processes, speed
 from advisor.sandbox.render import (
     Identity,
     Layout,
@@ -23,6 +23,7 @@ from advisor.sandbox.render import (
     render_slurmdbd_conf,
 )
 from advisor.sandbox.spec import SandboxSpec
+from advisor.sandbox.speed import SpeedControl
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.models import Partition
 from advisor.slurm.runner import LocalRunner, SlurmError
@@ -65,6 +66,8 @@ class SandboxStatus(BaseModel):
     root: Path
     daemons: list[DaemonState]
     partitions: list[Partition]
+    notes: list[str] = []
+    """What the sandbox could not do as described (nodes that run at full speed, and why)."""
 
     @property
     def running(self) -> bool:
@@ -80,6 +83,7 @@ class Sandbox:
         self.identity = identity or Identity(user=getpass.getuser(), hostname=socket.gethostname())
         self.runner = LocalRunner(env=self.client_env())
         self.client = SlurmClient(self.runner, timeout_s=15)
+        self.speed_control = SpeedControl.detect()
 
     def client_env(self) -> dict[str, str]:
         """What a Slurm command needs in its environment to talk to this cluster."""
@@ -116,6 +120,10 @@ class Sandbox:
         stopped = [name for name, pid in record.pids.items() if processes.is_ours(pid, self.layout.root)]
         processes.stop(list(reversed(record.pids.values())), self.layout.root)
         processes.stop(processes.marked_pids(self.layout.root), self.layout.root, grace_s=2.0)
+        for node in self.spec.node_names():
+            group = self.speed_control.path(self.layout.root, node)
+            if group is not None and group.exists():
+                speed.remove(group)
         if self.layout.record.exists():
             self.layout.record.unlink()
         return stopped
@@ -128,7 +136,9 @@ class Sandbox:
         ]
         controller_up = any(d.name == "slurmctld" and d.running for d in daemons)
         partitions = self.client.partitions() if controller_up else []
-        return SandboxStatus(root=self.layout.root, daemons=daemons, partitions=partitions)
+        return SandboxStatus(
+            root=self.layout.root, daemons=daemons, partitions=partitions, notes=self._speed_notes()
+        )
 
     def _start(self, slurm_conf: str, deadline: float) -> None:
         self._check_ports_free()
@@ -169,14 +179,31 @@ class Sandbox:
             deadline=deadline,
         )
         for node, port in self.spec.slurmd_ports().items():
+            group = self._speed_group(node)
             self._spawn(
                 record,
                 f"slurmd-{node}",
                 ["slurmd", "-D", "-f", str(layout.slurm_conf), "-N", node],
                 ready=lambda port=port: _port_open(port),  # type: ignore[misc]
                 deadline=deadline,
+                preexec=None if group is None else lambda group=group: speed.join(group),  # type: ignore[misc]
             )
         self._wait_for_nodes(deadline)
+
+    def _speed_group(self, node: str) -> Path | None:
+        """The CPU cgroup a slow node's slurmd runs in: its speed times the CPUs its jobs may use here."""
+        partition = next(p for p in self.spec.partition if node in p.node_names())
+        if partition.speed >= 1:
+            return None
+        cores = partition.speed * min(partition.cpus_per_node, os.cpu_count() or 1)
+        return self.speed_control.group(self.layout.root, node, cores)
+
+    def _speed_notes(self) -> list[str]:
+        slow = [p.name for p in self.spec.partition if p.speed < 1]
+        missing = self.speed_control.missing
+        if not slow or missing is None:
+            return []
+        return [f"partitions {', '.join(slow)} run at full speed: {missing}"]
 
     def _start_database(self, record: SandboxRecord, deadline: float) -> None:
         """MariaDB for slurmdbd: created on first start, kept under the sandbox folder afterwards."""
@@ -274,9 +301,11 @@ class Sandbox:
         *,
         ready: Callable[[], bool],
         deadline: float,
+        preexec: Callable[[], None] | None = None,
     ) -> None:
         log = self.layout.log / f"{name}.out"
-        process = processes.spawn(argv, root=self.layout.root, log=log, env=self.client_env())
+        env = self.client_env()
+        process = processes.spawn(argv, root=self.layout.root, log=log, env=env, preexec=preexec)
         record.pids[name] = process.pid
         self.layout.record.write_text(record.model_dump_json(indent=2))
         while not ready():

@@ -7,15 +7,23 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 MARKER = "ADVISOR_SANDBOX"
 """Set in every daemon's environment to the sandbox folder, so a pid is only ever ours if it carries it."""
 
 
-def spawn(argv: Sequence[str], *, root: Path, log: Path, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
-    """Start a daemon in the foreground of its own session, detached from the caller's terminal.
+def spawn(
+    argv: Sequence[str],
+    *,
+    root: Path,
+    log: Path,
+    env: Mapping[str, str],
+    preexec: Callable[[], None] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start a daemon in the foreground of its own session, detached from the caller's terminal;
+    ``preexec`` runs in the child just before the exec (joining a cgroup).
 
     Until the child has exec'd, /proc shows the caller's environment, so `is_ours` cannot yet see the
     marker: watch start-up through the returned Popen instead.
@@ -28,6 +36,8 @@ def spawn(argv: Sequence[str], *, root: Path, log: Path, env: Mapping[str, str])
             stderr=subprocess.STDOUT,
             start_new_session=True,
             env={**os.environ, **env, MARKER: str(root)},
+            # Only a cgroup write, in the child before its exec: nothing a forked thread could hold.
+            preexec_fn=preexec,
         )
     return process
 

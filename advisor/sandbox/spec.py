@@ -29,6 +29,9 @@ class PartitionSpec(BaseModel):
     gpu_type: Annotated[str, Field(pattern=_NAME)] | None = None
     gpus_per_node: Annotated[int, Field(ge=0, le=16)] = 0
     default: bool = False
+    speed: Annotated[float, Field(gt=0, le=1)] = 1.0
+    """The share of the CPUs its jobs may use that each node really gets (`advisor.sandbox.speed`): 0.4 runs
+    its jobs at 40%, so partitions differ in measured speed, not only in price."""
 
     @field_validator("max_time")
     @classmethod
