@@ -4,6 +4,7 @@ predictors from `tests/recommend_support.py`."""
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -191,12 +192,22 @@ def test_a_drained_partition_is_never_chosen(
         assert "not considered, no node takes jobs: a100" in result.reasons
     finally:
         admin.run(["scontrol", "update", "nodename=a100-[1-2]", "state=resume"], timeout=20)
+        serving(client, "a100")
+
+
+def serving(client: SlurmClient, partition: str) -> None:
+    """Waits until ``partition`` takes jobs again: a resumed node is not at once in service."""
+    deadline = time.monotonic() + 60
+    while not any(p.name == partition and p.takes_jobs for p in client.partitions()):
+        assert time.monotonic() < deadline, f"{partition} never took jobs again"
+        time.sleep(0.5)
 
 
 def test_a_partition_closed_to_the_callers_groups_is_never_offered(
     client: SlurmClient, store: Store, tmp_path: Path, sandbox: Sandbox
 ) -> None:
     admin = LocalRunner(env=sandbox.client_env())
+    serving(client, "a100")
     close = ["scontrol", "update", "partitionname=a100", "allowgroups=advisor-nobody"]
     assert admin.run(close, timeout=20).returncode == 0
     try:
