@@ -16,7 +16,6 @@ from rich.table import Table
 
 from advisor.api import Explanation, Health
 from advisor.daemon.transport import DaemonRefused, DaemonUnreachable, Service, call
-from advisor.settings import address
 from advisor.settings.validated import Settings
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.runner import SlurmError
@@ -40,11 +39,9 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
 
 def ask(settings: Settings, path: str) -> bytes:
     """GET from the daemon: the cluster-wide service where the settings name one, else the socket."""
-    service = None if settings.service is None else address(settings.service, "service")
+    service = Service(settings.socket, settings.service, settings.munge_socket)
     try:
-        return call(
-            Service(settings.socket, service, settings.munge_socket), "GET", path, None, settings.timeout_s
-        )
+        return call(service, "GET", path, None, settings.timeout_s)
     except (DaemonUnreachable, DaemonRefused) as error:
         raise DaemonError(str(error)) from error
 

@@ -19,7 +19,6 @@ from rich.console import Console
 
 from advisor.daemon.limits import Limits
 from advisor.daemon.transport import UnsafeSocketDirectory
-from advisor.settings import address
 from advisor.settings.validated import Settings
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.runner import SlurmError, runner_for
@@ -114,9 +113,9 @@ def _daemon(args: argparse.Namespace, console: Console) -> int:
         limits = Limits(**{field: getattr(args, field) for _, field, _, _ in _LIMIT_OPTIONS})
         settings = args.settings
         listen = Listen(
-            service=address(settings.service_listen, "service_listen") if settings.service_listen else None,
+            service=settings.service_listen,
             munge_socket=settings.munge_socket,
-            metrics=address(settings.metrics_listen, "metrics_listen") if settings.metrics_listen else None,
+            metrics=settings.metrics_listen,
         )
         serve(advisor, args.socket, limits, listen)
     except (UnsafeSocketDirectory, OSError) as error:

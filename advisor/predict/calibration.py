@@ -103,13 +103,14 @@ def report(outcomes: Sequence[Outcome]) -> list[PartitionReport]:
     by_partition: dict[str, list[Outcome]] = defaultdict(list)
     for outcome in outcomes:
         by_partition[outcome.partition].append(outcome)
-    return [_partition_report(name, rows, outcomes) for name, rows in sorted(by_partition.items())]
+    calibrating = _calibrating(outcomes)
+    return [_partition_report(name, rows, calibrating) for name, rows in sorted(by_partition.items())]
 
 
-def _partition_report(name: str, rows: list[Outcome], everything: Sequence[Outcome]) -> PartitionReport:
-    done = [row for row in _calibrating(rows) if row.state == COMPLETED]
+def _partition_report(name: str, rows: list[Outcome], calibrating: Sequence[Outcome]) -> PartitionReport:
+    """``calibrating``: every partition's outcomes that calibrate, which each job's correction learns from."""
     usable = _calibrating(rows)
-    calibrating = _calibrating(everything)
+    done = [row for row in usable if row.state == COMPLETED]
     calibrated = []
     for outcome in done:
         others = [o for o in calibrating if o.machine == outcome.machine and o.job_id != outcome.job_id]

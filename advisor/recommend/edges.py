@@ -22,7 +22,7 @@ from advisor.predict.scaling import DeviceSpec
 from advisor.predict.service import Prediction, Predictors, StepQuestion, predict
 from advisor.recommend.choose import Recommendation
 from advisor.recommend.cluster import ClusterView
-from advisor.recommend.placement import Standing
+from advisor.recommend.placement import Standing, cpus_per_node
 from advisor.recommend.service import Context, WaitQuery, Waits, recommend
 from advisor.slurm.models import Partition
 from advisor.store import AdvisedJobs, Store
@@ -138,7 +138,7 @@ def queue_waits(
         script = render_script(request)
     except ValueError:
         script = PLACEHOLDER_SCRIPT
-    cpus = (request.cpus_per_task or 1) * (request.ntasks_per_node or request.ntasks or 1)
+    cpus = cpus_per_node(request)
     candidates = [
         WaitRequest(
             request=SlotRequest(

@@ -131,10 +131,9 @@ def recommend(
     estimator = _Estimator(context, effective, request, description, predictor, now)
     asked = baseline(description, offers[asked_partition], gpus, amp=False)
     open_now = {p.name for p in context.partitions if p.takes_jobs}
+    considered = [p for p in context.partitions if p.name in effective.partitions and p.name in open_now]
     refused = {
-        p.name: why
-        for p in context.partitions
-        if p.name in open_now and (why := refusal(p, request, standing, asked_partition)) is not None
+        p.name: why for p in considered if (why := refusal(p, request, standing, asked_partition)) is not None
     }
     allowed = [
         offers[name]
@@ -156,9 +155,7 @@ def recommend(
     if spread is not None:
         decision = decision.model_copy(update={"reasons": [*decision.reasons, *spread.reasons]})
     left_out = [f"not considered, no node takes jobs: {', '.join(closed)}"] if closed else []
-    left_out += [
-        f"not considered, {name}: {why}" for name, why in refused.items() if name in effective.partitions
-    ]
+    left_out += [f"not considered, {name}: {why}" for name, why in refused.items()]
     if left_out:
         decision = decision.model_copy(update={"reasons": [*decision.reasons, *left_out]})
     return Recommendation(

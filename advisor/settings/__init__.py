@@ -85,9 +85,8 @@ def caller_settings(environ: Mapping[str, str]) -> CallerSettings:
     """What advise-submit needs; the whole `load_settings` where a file is in use."""
     if settings_file(environ) is not None:
         settings = load_settings(environ)
-        service = None if settings.service is None else address(settings.service, "service")
         return CallerSettings(
-            settings.socket, settings.timeout_s, settings.daemon_user, service, settings.munge_socket
+            settings.socket, settings.timeout_s, settings.daemon_user, settings.service, settings.munge_socket
         )
     timeout = environ.get("ADVISOR_TIMEOUT", "").strip()
     service_text = environ.get("ADVISOR_SERVICE", "").strip()
@@ -101,11 +100,17 @@ def caller_settings(environ: Mapping[str, str]) -> CallerSettings:
     )
 
 
-def address(text: str, where: str) -> tuple[str, int]:
-    """``HOST:PORT`` as a host and a port."""
+def address(text: str, where: str | None = None) -> tuple[str, int]:
+    """``HOST:PORT`` as a host and a port; ``where`` names the variable in the error."""
     host, _, port = text.rpartition(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise SettingsError(f"{where}: {text!r} is not HOST:PORT")
+    if (
+        not host
+        or ":" in host
+        or any(c.isspace() for c in host)
+        or not port.isdigit()
+        or not 0 < int(port) < 65536
+    ):
+        raise SettingsError(f"{where + ': ' if where else ''}{text!r} is not HOST:PORT")
     return host, int(port)
 
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import BeforeValidator, Field, ValidationError, model_validator
 
 from advisor.frozen import Frozen
 from advisor.settings import (
@@ -16,11 +16,15 @@ from advisor.settings import (
     MAX_TIMEOUT_S,
     VARIABLES,
     SettingsError,
+    address,
     package_data,
 )
 from advisor.tomlfile import Problem, TomlFileError, read_toml, validate
 
-_ADDRESS = r"^[^\s:]+:[0-9]{1,5}$"
+Address = Annotated[
+    tuple[str, int], BeforeValidator(lambda text: address(text) if isinstance(text, str) else text)
+]
+"""``HOST:PORT`` as written in the file or a variable, held as the host and the port."""
 _DERIVED = {"database": "advisor.db", "models_dir": "models", "bench_dir": "bench", "sandbox_dir": "sandbox"}
 """Paths that default to a name inside ``state_dir``."""
 
@@ -101,15 +105,15 @@ class Settings(Frozen):
     """Lets the daemon run as root: for test suites that run as root, never on a cluster."""
     slurm: SlurmSettings = SlurmSettings()
     models: ModelSettings = ModelSettings()
-    service: Annotated[str, Field(pattern=_ADDRESS)] | None = None
+    service: Address | None = None
     """``HOST:PORT`` of the cluster-wide service: advise-submit, ``advisor status`` and ``explain`` call it
     over TCP with a MUNGE credential instead of the local socket."""
-    service_listen: Annotated[str, Field(pattern=_ADDRESS)] | None = None
+    service_listen: Address | None = None
     """``HOST:PORT`` where the daemon serves the whole cluster (besides its socket); callers are identified
     by their MUNGE credentials."""
     munge_socket: Path | None = None
     """munged's socket, where it is not MUNGE's default (``/run/munge/munge.socket.2``)."""
-    metrics_listen: Annotated[str, Field(pattern=_ADDRESS)] | None = None
+    metrics_listen: Address | None = None
     """``HOST:PORT`` where the daemon also serves ``/metrics`` (and ``/health``) over TCP for Prometheus,
     e.g. ``127.0.0.1:9377``; none: only on the socket."""
     bench: BenchSettings = BenchSettings()
