@@ -14,7 +14,14 @@ from typing import Any
 from sqlite_utils import Database
 from sqlite_utils.db import Table
 
-from advisor.records import Fingerprint, LayerMeasurement, ResultLine, StepMeasurement
+from advisor.records import (
+    Fingerprint,
+    LayerConfig,
+    LayerMeasurement,
+    ResultLine,
+    StepConfig,
+    StepMeasurement,
+)
 from advisor.wait.accuracy import WaitRecord
 
 BUSY_TIMEOUT_S = 30.0
@@ -84,11 +91,22 @@ _LAYER_COLUMNS: dict[str, Any] = {
 }
 
 
-SCHEMA_VERSION = 2
+_ARCHITECTURE_COLUMNS: dict[str, Any] = {
+    "architecture_hash": str,
+    "model": str,
+    "input_shape": str,
+    "layer_table": str,
+    "batches": str,
+    "requests": int,
+    "first_at": str,
+    "last_at": str,
+}
+
+SCHEMA_VERSION = 3
 """``PRAGMA user_version`` of a database this version wrote. 1: before it was kept (the tables as they were);
-2: the audit's ``offered`` column. Each later version only adds tables and columns, which `Store` does when
-it opens an older database, so an upgrade needs no step; an older advisor refuses a newer database rather
-than write to tables it does not know."""
+2: the audit's ``offered`` column; 3: the ``architectures`` users submitted. Each later version only adds
+tables and columns, which `Store` does when it opens an older database, so an upgrade needs no step; an older
+advisor refuses a newer database rather than write to tables it does not know."""
 
 
 class NoDatabase(FileNotFoundError):
@@ -180,6 +198,19 @@ class Store:
             ).fetchall()
         ]
 
+    def latest_machines(self) -> dict[str, str]:
+        """Each partition's machine as its latest benchmark found it."""
+        latest: dict[str, tuple[str, str]] = {}
+        for partition, machine, at in self.db.execute(
+            "SELECT f.partition, f.machine, MAX(s.measured_at) FROM fingerprints f JOIN ("
+            "SELECT fingerprint, measured_at FROM step_measurements UNION ALL "
+            "SELECT fingerprint, measured_at FROM layer_measurements) s ON s.fingerprint = f.key "
+            "WHERE f.partition IS NOT NULL GROUP BY f.partition, f.machine"
+        ).fetchall():
+            if partition not in latest or at > latest[partition][1]:
+                latest[partition] = (machine, at)
+        return {partition: machine for partition, (machine, _) in latest.items()}
+
     def _create_tables(self) -> None:
         """The whole schema, once per connection: the wrappers below only read and write."""
         self._table("fingerprints", _FINGERPRINT_COLUMNS, "key")
@@ -188,6 +219,7 @@ class Store:
         self._table("model_versions", _MODEL_COLUMNS, ("machine", "version"))
         self._table("advised_jobs", _ADVISED_COLUMNS, "job_id")
         self._table("audit", _AUDIT_COLUMNS, "request_id").create_index(["job_id"], if_not_exists=True)
+        self._table("architectures", _ARCHITECTURE_COLUMNS, "architecture_hash")
 
     def _table(self, name: str, columns: dict[str, Any], pk: str | tuple[str, ...]) -> Table:
         """``name``, created if missing, with any column a database from an older version lacks."""
@@ -198,6 +230,43 @@ class Store:
             if column not in present:
                 table.add_column(column, kind)
         return table
+
+
+def step_config_of(row: dict[str, Any]) -> StepConfig:
+    """The configuration a step row measured."""
+    return StepConfig(
+        model=row["model"],
+        input_size=row["input_size"],
+        batch=row["batch"],
+        amp=bool(row["amp"]),
+        channels_last=bool(row["channels_last"]),
+        pinned=bool(row["pinned"]),
+        workers=row["workers"],
+    )
+
+
+def layer_config_of(row: dict[str, Any]) -> LayerConfig:
+    """The configuration a layer row measured."""
+    return LayerConfig(
+        op=row["op"],
+        in_channels=row["in_channels"],
+        out_channels=row["out_channels"],
+        kernel=_pair(row["kernel"]),
+        stride=_pair(row["stride"]),
+        padding=_pair(row["padding"]),
+        dilation=_pair(row["dilation"]),
+        groups=row["groups"],
+        height=row["height"],
+        width=row["width"],
+        batch=row["batch"],
+        amp=bool(row["amp"]),
+        cudnn_benchmark=bool(row["cudnn_benchmark"]),
+    )
+
+
+def _pair(text: str) -> tuple[int, int]:
+    first, second = text.split("x")
+    return int(first), int(second)
 
 
 def _fingerprint_row(fingerprint: Fingerprint) -> dict[str, Any]:

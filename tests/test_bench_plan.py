@@ -15,45 +15,10 @@ from advisor.bench.plan import (
     quick_plan,
 )
 from advisor.bench.zoo import CPU_MODELS, SMALL, ZOO, zoo_model
-from advisor.introspect import Layer, LayerKind, LayerTable, Scaling, TensorShape
-from advisor.introspect.table import Window
 from advisor.records import LayerConfig, StepConfig
+from tests.plan_support import fake_table
 
 PHASE_ORDER = list(Phase)
-
-
-def _table(name: str, size: int) -> LayerTable:
-    """A convolution (whose channels follow the model, so models differ) and a linear layer."""
-    channels = 8 + len(name)
-    conv = Layer(
-        index=0,
-        name="conv",
-        op="Conv2d",
-        kind=LayerKind.CONV,
-        inputs=(TensorShape(dims=(1, 3, size, size), batch_dim=0),),
-        outputs=(TensorShape(dims=(1, channels, size, size), batch_dim=0),),
-        window=Window(kernel=(3, 3), stride=(1, 1), padding=(1, 1), dilation=(1, 1), channels=(3, channels)),
-        parameters=27 * channels,
-        forward_flops=Scaling(per_sample=54 * channels * size * size),
-        backward_flops=Scaling(per_sample=108 * channels * size * size),
-        bytes_read=Scaling(per_sample=12 * size * size, fixed=108 * channels),
-        bytes_written=Scaling(per_sample=4 * channels * size * size),
-    )
-    linear = Layer(
-        index=1,
-        name="fc",
-        op="Linear",
-        kind=LayerKind.LINEAR,
-        inputs=(TensorShape(dims=(1, channels), batch_dim=0),),
-        outputs=(TensorShape(dims=(1, 10), batch_dim=0),),
-        parameters=10 * channels,
-        forward_flops=Scaling(per_sample=20 * channels),
-        backward_flops=Scaling(per_sample=40 * channels),
-        bytes_read=Scaling(per_sample=4 * channels, fixed=40 * channels),
-        bytes_written=Scaling(per_sample=40),
-    )
-    saved = Scaling(per_sample=8 * channels * size * size)
-    return LayerTable.build(name, {}, (3, size, size), (conv, linear), 37 * channels, saved)
 
 
 def test_the_zoo_spans_at_least_25_cnns_and_vision_transformers() -> None:
@@ -77,7 +42,7 @@ def test_batch_grids_are_geometric_from_one() -> None:
 
 @pytest.fixture(scope="module")
 def plan() -> Plan:
-    return full_plan(DeviceProfile.assumed("cuda", memory_bytes=80 * 2**30), _table)
+    return full_plan(DeviceProfile.assumed("cuda", memory_bytes=80 * 2**30), fake_table)
 
 
 def test_phases_come_in_order_with_the_coarse_grid_first(plan: Plan) -> None:
@@ -121,8 +86,8 @@ def test_no_configuration_is_planned_twice(plan: Plan) -> None:
 
 
 def test_the_memory_estimate_caps_the_batch_grid() -> None:
-    small = full_plan(DeviceProfile.assumed("cuda", memory_bytes=2**24), _table)
-    big = full_plan(DeviceProfile.assumed("cuda", memory_bytes=2**40), _table)
+    small = full_plan(DeviceProfile.assumed("cuda", memory_bytes=2**24), fake_table)
+    big = full_plan(DeviceProfile.assumed("cuda", memory_bytes=2**40), fake_table)
     assert max(i.config.batch for i in small.items) < max(i.config.batch for i in big.items) == 4096
 
 
@@ -159,7 +124,7 @@ def test_the_quick_plan_is_small_and_estimated_under_three_minutes() -> None:
 
 
 def test_a_cpu_night_measures_the_cpu_zoo_at_32px_with_layers_either_side_of_the_kernel_switches() -> None:
-    plan = full_plan(DeviceProfile.assumed("cpu"), _table)
+    plan = full_plan(DeviceProfile.assumed("cpu"), fake_table)
     steps = [item.config for item in plan.items if isinstance(item.config, StepConfig)]
     layers = [item.config for item in plan.items if isinstance(item.config, LayerConfig)]
     assert {config.model for config in steps} == set(CPU_MODELS)

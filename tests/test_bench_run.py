@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from advisor.bench.night import NightItem
 from advisor.bench.plan import Phase, Plan, PlanItem
 from advisor.bench.results import read_jsonl
 from advisor.bench.run import Event, run_plan
-from advisor.records import ResultLine
+from advisor.records import LayerConfig, ResultLine, StepMeasurement
 
 from .bench_support import CPU, TINY, one_thread  # noqa: F401 (an autouse fixture)
 
@@ -137,3 +138,68 @@ def test_the_job_writes_json_lines_and_exits_zero(tmp_path: Path) -> None:
     assert len(lines) == 2 and lines[0].fingerprint.node == "n1" and lines[0].fingerprint.cpu_cores == 1
     events = [json.loads(line) for line in completed.stderr.splitlines() if line.startswith("{")]
     assert [event["index"] for event in events] == [1, 2]
+
+
+def test_an_architecture_is_measured_by_its_own_layers_and_whole_steps(tmp_path: Path) -> None:
+    """`advisor bench run --architecture`: a user's factory, imported in the caller's process; its table is
+    kept for training, which cannot import it."""
+    from advisor.bench.architectures import Architectures, measured_tables
+    from advisor.bench.plan import nightly_grid
+    from advisor.bench.zoo import distinct_layers
+    from advisor.cli import main as cli
+    from advisor.introspect.run import introspect
+    from advisor.store import Store
+
+    reference, db = "tests.factories.cnn:build", tmp_path / "advisor.db"
+    words = ["bench", "run", "--architecture", reference, "--input-shape", "3,16,16", "--batch-sizes", "2"]
+    words += ["--device", "cpu", "--budget-minutes", "2", "--db", str(db), "--out", str(tmp_path / "a.jsonl")]
+    assert cli(words) == 0
+    store = Store.open(db)
+    table = introspect(reference, (3, 16, 16), {}, allow_factories=True)
+    steps, layers = store.step_rows(), store.layer_rows()
+    assert [(row["model"], row["batch"], row["arch_hash"]) for row in steps] == [
+        (reference, 2, table.architecture_hash)
+    ]
+    grid = nightly_grid("cpu")
+    assert len(layers) == len(distinct_layers(table)) * len(grid.layer_batches)
+    assert all(row["fits"] for row in [*steps, *layers])
+    assert Architectures(store).table(reference, 16) == table == measured_tables(store)(reference, 16)
+
+
+def test_a_job_that_finds_another_machine_runs_that_machines_first_night(tmp_path: Path) -> None:
+    from advisor.bench.night import Priority, Tonight
+    from advisor.bench.plan import nightly_grid
+
+    grid = nightly_grid("cpu")
+    layer = PlanItem(
+        phase=Phase.LAYERS,
+        config=LayerConfig(
+            op="linear",
+            in_channels=8,
+            out_channels=8,
+            kernel=(1, 1),
+            stride=(1, 1),
+            padding=(0, 0),
+            dilation=(1, 1),
+            groups=1,
+            height=1,
+            width=1,
+            batch=1,
+            amp=False,
+            cudnn_benchmark=True,
+        ),
+        estimate_s=0.1,
+    )
+    entries = (NightItem(priority=Priority.SUBMITTED, subject="x", item=layer),)
+    fields = {"budget_s": 60.0, "entries": entries, "grid_items": 1, "covered": 0}
+    counts = {"steps": grid.steps, "warmup": grid.warmup, "repeats": grid.repeats}
+    env = {**os.environ, "SLURM_JOB_ID": "1", "SLURM_CPUS_PER_TASK": "1", "SLURMD_NODENAME": "n1"}
+    # A plan run as planned is `bench run --architecture`'s (above); here the machine is not the planned one.
+    plan, out = tmp_path / "tonight.plan.json", tmp_path / "tonight.jsonl"
+    plan.write_text(Tonight(machine="a machine this is not", **fields, **counts).model_dump_json())
+    words = ["--out", str(out), "--plan", str(plan), "--plan-limit", "1", "--device", "cpu"]
+    job = [sys.executable, "-m", "advisor.bench.job", *words]
+    subprocess.run(job, capture_output=True, timeout=300, check=True, env=env)
+    (line,) = read_jsonl(out)
+    # Not the planned layer: the new machine's first night, whose first item is the coarse grid's first step.
+    assert isinstance(line.measurement, StepMeasurement) and line.measurement.config.batch == 1

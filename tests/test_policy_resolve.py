@@ -109,6 +109,28 @@ def test_site_wide_settings_pass_through_unchanged() -> None:
     assert effective.rewrite == policy.rewrite and effective.time_limit == policy.time_limit
 
 
+def test_an_account_or_user_may_choose_its_own_objective_and_the_most_specific_wins() -> None:
+    text = 'objective = "weighted"\ncost_weight = 0.3\n[accounts.lab]\nobjective = "cost"\n'
+    policy = parse_policy(text + '[users.ann]\nobjective = "completion"\n', "x")
+    assert (
+        resolve(policy, "zoe", "lab", CLUSTER).objective,
+        resolve(policy, "zoe", "lab", CLUSTER).cost_weight,
+    ) == (
+        "cost",
+        None,
+    )
+    assert resolve(policy, "ann", "lab", CLUSTER).objective == "completion"
+    assert (
+        resolve(policy, "zoe", "other", CLUSTER).objective,
+        resolve(policy, "zoe", None, CLUSTER).cost_weight,
+    ) == (
+        "weighted",
+        0.3,
+    )
+    with pytest.raises(Exception, match="objective"):
+        parse_policy('[accounts.lab]\nobjective = "weighted"\n', "x")
+
+
 modes_st = st.sampled_from(list(MODE_RANK))
 optional_modes = st.none() | modes_st
 partition_lists = st.none() | st.lists(st.sampled_from(CLUSTER), unique=True)

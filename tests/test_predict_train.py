@@ -36,7 +36,7 @@ from advisor.predict.registry import (
 )
 from advisor.predict.scaling import DeviceSpec
 from advisor.predict.service import Predictors, StepQuestion, predict
-from advisor.records import LayerConfig, ResultLine, StepMeasurement
+from advisor.records import LayerConfig, LayerMeasurement, ResultLine, StepMeasurement
 from advisor.settings import load_settings
 from advisor.store import AdvisedJobs, ModelRegistry, Store
 
@@ -413,3 +413,40 @@ def test_a_version_worse_than_the_active_one_is_held_back_and_activate_rolls_eit
 def test_the_gate_compares_held_out_errors_within_the_margin() -> None:
     assert passes_gate(0.10, 0.09, 0.02) and not passes_gate(0.12, 0.09, 0.02)
     assert passes_gate(0.5, None, 0.02) and passes_gate(None, 0.1, 0.02) and passes_gate(0.9, 0.1, None)
+
+
+def test_an_architecture_whose_own_layers_were_measured_is_predicted_with_high_confidence(
+    store: Store, tmp_path: Path
+) -> None:
+    """Its layers measured (as `advisor bench run --architecture --layers-only` does), no whole step."""
+    from advisor.bench.architectures import measured_tables
+    from advisor.bench.plan import nightly_grid
+    from advisor.bench.zoo import distinct_layers
+    from advisor.introspect.run import introspect
+
+    (machine,) = machines(store)
+    table = introspect("tests.factories.cnn:build", (3, 32, 32), {"width": 24}, allow_factories=True)
+    question = StepQuestion("cpu", table, 8, False, False)
+    train_machine(store, machine, tmp_path / "models", measured_tables(store))
+    before = predict(Predictors.load(store), question, [])
+    assert before.confidence == "medium"
+    (first, *_) = read_jsonl(FIXTURE)
+    lines = [
+        ResultLine(
+            run_id="own-layers",
+            fingerprint=first.fingerprint,
+            measured_at=datetime(2026, 12, 1, tzinfo=UTC),
+            measurement=LayerMeasurement(
+                config=config.model_copy(update={"batch": batch}), median_s=1e-4 * batch, fits=True
+            ),
+        )
+        for config, _ in distinct_layers(table)
+        for batch in nightly_grid("cpu").layer_batches
+    ]
+    store.ingest(lines)
+    train_machine(store, machine, tmp_path / "models", measured_tables(store), max_worse_mape=None)
+    after = predict(Predictors.load(store), question, [])
+    assert after.confidence == "high" and after.model_version == before.model_version + 1
+    wider = introspect("tests.factories.cnn:build", (3, 32, 32), {"width": 40}, allow_factories=True)
+    other = predict(Predictors.load(store), StepQuestion("cpu", wider, 8, False, False), [])
+    assert other.confidence == "medium", "another width has other layers, which were never measured"

@@ -1,6 +1,7 @@
 """`advisor bench plan|run|submit|ingest`: the nightly benchmarks from the command line.
 
-torch is imported only by the commands that measure; `submit` and `ingest` run on a login node.
+torch is imported only by the commands that measure or plan (introspecting the zoo on the meta device);
+`submit` and `ingest` run on a login node.
 """
 
 from __future__ import annotations
@@ -13,33 +14,76 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from advisor.bench.plan import add_plan_choice
+from advisor.argtypes import input_shape
+from advisor.bench.architectures import Architectures, plan_tonight
+from advisor.bench.night import Tonight, architecture_night, describe_night
+from advisor.bench.plan import Plan, add_plan_choice, describe, loader_workers
 from advisor.bench.results import read_jsonl
 from advisor.bench.submit import (
     BenchRequest,
     cancel_leftovers,
+    device_kind,
     ingest_results,
     submit_benchmarks,
     wait_for_jobs,
 )
+from advisor.introspect import LayerTable
 from advisor.settings.validated import Settings
 from advisor.slurm.client import SlurmClient
 from advisor.store import Store
+
+_WHOLE_STEP_BATCH = 64
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], settings: Settings) -> None:
     bench = commands.add_parser("bench", help="measure training steps and layers on each partition")
     actions = bench.add_subparsers(required=True, metavar="ACTION")
 
-    plan = actions.add_parser("plan", help="what a run measures and how long it should take")
-    add_plan_choice(plan)
+    plan = actions.add_parser(
+        "plan",
+        help="what tonight measures on a partition, why, and how much of the grid its machine has covered",
+        description="Tonight's plan: the coarse grid while a machine lacks it, then the architectures users "
+        "submitted that it has not measured, then the rest of the nightly grid, then its oldest results "
+        "again, within the budget. --grid, --quick and --check show those whole plans instead.",
+    )
+    choice = add_plan_choice(plan)
+    choice.add_argument("--grid", action="store_true", help="the whole nightly grid, by phase")
     plan.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    plan.add_argument(
+        "--partition", help="its machine's history in the database (default: a machine never benchmarked)"
+    )
+    plan.add_argument("--budget-minutes", type=float, default=settings.bench.budget_minutes)
+    plan.add_argument("--db", type=Path, default=settings.database)
     plan.set_defaults(handler=_plan)
 
     run = actions.add_parser("run", help="measure this machine and store the results")
     add_plan_choice(run)
     run.add_argument(
         "--device", choices=["auto", "cpu", "cuda"], default="auto", help="auto: CUDA where torch sees it"
+    )
+    run.add_argument(
+        "--architecture",
+        metavar="REF",
+        help="measure this model's distinct layers and a few whole steps instead of a plan: a torchvision "
+        "name or package.module:factory (imported here, in your own process)",
+    )
+    run.add_argument(
+        "--input-shape",
+        type=input_shape,
+        default=(3, 224, 224),
+        metavar="C,H,W",
+        help="with --architecture (default 3,224,224); whole steps need a square RGB input",
+    )
+    steps = run.add_mutually_exclusive_group()
+    steps.add_argument(
+        "--layers-only", action="store_true", help="with --architecture: no whole steps, only its layers"
+    )
+    steps.add_argument(
+        "--batch-sizes",
+        type=_batch_sizes,
+        metavar="B,B,...",
+        help="with --architecture: its whole steps at these batches (default: the grid's coarse batches "
+        f"up to {_WHOLE_STEP_BATCH})",
     )
     run.add_argument("--budget-minutes", type=float)
     run.add_argument("--partition", help="recorded in the fingerprint")
@@ -49,8 +93,13 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
 
     submit = actions.add_parser("submit", help="one Slurm job per partition, then ingest what they measured")
     submit.add_argument("--partition", action="append", help="repeatable; default: every partition")
-    submit.add_argument("--budget-minutes", type=float, default=45.0)
-    submit.add_argument("--quick", action="store_true")
+    submit.add_argument(
+        "--budget-minutes",
+        type=float,
+        default=settings.bench.budget_minutes,
+        help="per partition ([bench] budget_minutes)",
+    )
+    submit.add_argument("--quick", action="store_true", help="the quick plan, not tonight's")
     submit.add_argument("--one-at-a-time", action="store_true", help="nodes share hardware (the sandbox)")
     submit.add_argument("--results-dir", type=Path, default=settings.bench_dir)
     submit.add_argument("--python", default=sys.executable, help="the advisor's Python on the compute nodes")
@@ -71,17 +120,31 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
 
 
 def _plan(args: argparse.Namespace, console: Console) -> int:
-    from advisor.bench.plan import DeviceProfile, check_plan, describe, full_plan, quick_plan
+    from advisor.bench.plan import DeviceProfile, check_plan, full_plan, quick_plan
     from advisor.bench.zoo import zoo_table
 
     profile = DeviceProfile.assumed(args.device)
     if args.quick:
-        plan, title = quick_plan(zoo_table, profile), "quick"
+        _show_plan(console, quick_plan(zoo_table, profile), f"quick plan on {args.device}")
     elif args.check:
-        plan, title = check_plan(profile, zoo_table), "check"
+        _show_plan(console, check_plan(profile, zoo_table), f"check plan on {args.device}")
+    elif args.grid:
+        _show_plan(console, full_plan(profile, zoo_table), f"nightly grid on {args.device}")
     else:
-        plan, title = full_plan(profile, zoo_table), "nightly"
-    table = Table(title=f"{title} plan on {args.device}", title_justify="left")
+        _show_night(console, _night(args))
+    return 0
+
+
+def _night(args: argparse.Namespace) -> Tonight:
+    # Without a database (a machine still being set up) the plan is a new machine's, nothing submitted yet.
+    store = Store.existing(args.db) if args.partition or args.db.is_file() else None
+    workers = loader_workers(args.settings.bench.cpus_per_job)
+    budget_s, now = args.budget_minutes * 60, datetime.now(UTC)
+    return plan_tonight(store, args.partition, args.device, budget_s, now, workers=workers)
+
+
+def _show_plan(console: Console, plan: Plan, title: str) -> None:
+    table = Table(title=title, title_justify="left")
     for column in ("phase", "kind", "items", "subjects", "sizes", "batches", "settings", "estimate"):
         table.add_column(column)
     for row in describe(plan):
@@ -97,25 +160,107 @@ def _plan(args: argparse.Namespace, console: Console) -> int:
         )
     console.print(table)
     console.print(f"{len(plan.items)} measurements, estimated {_minutes(plan.estimate_s)}", highlight=False)
-    return 0
+
+
+def _show_night(console: Console, night: Tonight) -> None:
+    machine = f"machine {night.machine}" if night.machine else "a machine never benchmarked"
+    table = Table(title=f"tonight on {machine}", title_justify="left")
+    for column in ("priority", "kind", "items", "subjects", "batches", "estimate"):
+        table.add_column(column)
+    for row in describe_night(night):
+        table.add_row(
+            row.priority,
+            row.kind,
+            str(row.items),
+            _subjects(row.subjects),
+            ", ".join(map(str, row.batches)),
+            _minutes(row.estimate_s),
+        )
+    console.print(table)
+    share = night.covered / night.grid_items if night.grid_items else 0.0
+    console.print(
+        f"{len(night.entries)} measurements, estimated {_minutes(night.estimate_s)} of the "
+        f"{_minutes(night.budget_s)} budget; the nightly grid's {night.grid_items} measurements: "
+        f"{night.covered} made on earlier nights ({share:.0%})",
+        highlight=False,
+    )
 
 
 def _run(args: argparse.Namespace, console: Console) -> int:
     from advisor.bench import job
 
-    out = args.out or args.settings.bench_dir / f"run-{datetime.now(UTC):%Y%m%dT%H%M%S}.jsonl"
+    now = datetime.now(UTC)
+    out = args.out or args.settings.bench_dir / f"run-{now:%Y%m%dT%H%M%S}.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
     words = ["--out", str(out), "--device", args.device]
     words += ["--quick"] if args.quick else ["--check"] if args.check else []
+    table = None
+    if args.architecture:
+        table = _architecture_table(args)
+        if table is None:
+            return 1
+        budget_s = (args.budget_minutes or args.settings.bench.budget_minutes) * 60
+        channels, height, width = table.input_shape
+        if not args.layers_only and not (channels == 3 and height == width):
+            console.print(f"{table.reference}: whole steps need a square RGB input: measuring layers only")
+        night = _architecture_night(args, table, budget_s)
+        plan_file = out.with_suffix(".plan.json")
+        plan_file.write_text(night.model_dump_json(), encoding="utf-8")
+        words += ["--plan", str(plan_file), "--allow-factories"]
+        console.print(
+            f"{table.reference}: {len(night.entries)} measurements, estimated {_minutes(night.estimate_s)}",
+            highlight=False,
+        )
     if args.budget_minutes is not None:
         words += ["--budget-minutes", str(args.budget_minutes)]
     if args.partition:
         words += ["--partition", args.partition]
     if job.main(words) != 0:
         return 2
-    stored = Store.open(args.db).ingest(read_jsonl(out))
+    store = Store.open(args.db)
+    if table is not None:
+        # Training finds the factory's table here: it cannot import the factory itself.
+        Architectures(store).record(table, now, requested=False)
+    stored = store.ingest(read_jsonl(out))
     console.print(f"{stored} new rows in {args.db} (results in {out})", highlight=False)
     return 0
+
+
+def _architecture_table(args: argparse.Namespace) -> LayerTable | None:
+    from advisor.introspect import IntrospectionError
+    from advisor.introspect.run import introspect
+
+    try:
+        return introspect(args.architecture, args.input_shape, {}, allow_factories=True)
+    except IntrospectionError as error:
+        print(f"advisor: error: --architecture {args.architecture}: {error}", file=sys.stderr)
+        return None
+
+
+def _architecture_night(args: argparse.Namespace, table: LayerTable, budget_s: float) -> Tonight:
+    import torch
+
+    from advisor.bench.plan import DeviceKind, DeviceProfile, nightly_grid
+
+    cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
+    kind: DeviceKind = "cuda" if cuda else "cpu"
+    grid = nightly_grid(kind)
+    channels, height, width = table.input_shape
+    whole = not args.layers_only and channels == 3 and height == width
+    # The coarse batches that fit a micro-batch on one device; the steps between them are predicted.
+    default = tuple(batch for batch in grid.coarse if batch <= _WHOLE_STEP_BATCH)
+    batches = () if not whole else args.batch_sizes or default
+    return architecture_night(grid, DeviceProfile.assumed(kind), table, budget_s, step_batches=batches)
+
+
+def _batch_sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(word) for word in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected batch sizes such as 2,8,32, not {text!r}") from None
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"batch sizes are positive, not {text!r}")
+    return sizes
 
 
 def _submit(args: argparse.Namespace, console: Console) -> int:
@@ -127,6 +272,15 @@ def _submit(args: argparse.Namespace, console: Console) -> int:
             console.print(f"advisor: error: no such partition: {', '.join(unknown)}", highlight=False)
             return 1
         partitions = [p for p in partitions if p.name in args.partition]
+    site = args.settings.bench.model_copy(update={"cpu_only": args.cpu_only})
+    plans = {}
+    if not args.quick:
+        store, now = Store.open(args.db), datetime.now(UTC)
+        workers = loader_workers(site.cpus_per_job)
+        for partition in partitions:
+            kind = device_kind(partition, site)
+            budget_s = args.budget_minutes * 60
+            plans[partition.name] = plan_tonight(store, partition.name, kind, budget_s, now, workers=workers)
     request = BenchRequest(
         python=args.python,
         results_dir=args.results_dir,
@@ -134,7 +288,8 @@ def _submit(args: argparse.Namespace, console: Console) -> int:
         quick=args.quick,
         one_at_a_time=args.one_at_a_time,
         extra=tuple(args.job_arg),
-        site=args.settings.bench.model_copy(update={"cpu_only": args.cpu_only}),
+        site=site,
+        plans=plans,
     )
     night = submit_benchmarks(client, partitions, request, datetime.now(UTC))
     for bench_job in night.jobs:
@@ -159,6 +314,12 @@ def _ingest(args: argparse.Namespace, console: Console) -> int:
     stored = store.ingest(line for path in args.files for line in read_jsonl(path))
     console.print(f"{stored} new rows in {args.db}", highlight=False)
     return 0
+
+
+def _subjects(subjects: tuple[str, ...], shown: int = 3) -> str:
+    if len(subjects) <= shown + 1:
+        return ", ".join(subjects)
+    return f"{', '.join(subjects[:shown])} and {len(subjects) - shown} more"
 
 
 def _minutes(seconds: float) -> str:

@@ -14,8 +14,18 @@ from pathlib import Path
 
 import torch
 
-from advisor.bench.fingerprint import threads_for_job
-from advisor.bench.plan import DeviceProfile, Plan, add_plan_choice, check_plan, full_plan, quick_plan
+from advisor.bench.fingerprint import fingerprint, threads_for_job
+from advisor.bench.night import Tonight, tonight
+from advisor.bench.plan import (
+    DeviceProfile,
+    Plan,
+    add_plan_choice,
+    check_plan,
+    full_plan,
+    loader_workers,
+    nightly_grid,
+    quick_plan,
+)
 from advisor.bench.results import jsonl_sink
 from advisor.bench.run import run_plan, terminal_reporter
 from advisor.bench.zoo import zoo_table
@@ -24,7 +34,6 @@ _QUICK_BUDGET_MINUTES = 2.5
 """Measuring time: with start-up (imports, introspection) the quick job stays within three minutes."""
 _FULL_BUDGET_MINUTES = 180.0
 _CHECK_BUDGET_MINUTES = 5.0
-_MAX_WORKERS = 4
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -38,12 +47,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     device = torch.device(automatic if args.device == "auto" else args.device)
     limit = args.memory_limit_mb * 2**20 if args.memory_limit_mb is not None else None
     profile = DeviceProfile.assumed("cuda" if device.type == "cuda" else "cpu", _memory(device, limit))
-    plan = _plan(args.quick, args.check, profile, threads)
-    if args.plan_limit is not None:
-        plan = plan.first(args.plan_limit)
     default = (
         _QUICK_BUDGET_MINUTES if args.quick else _CHECK_BUDGET_MINUTES if args.check else _FULL_BUDGET_MINUTES
     )
+    if args.allow_factories and args.plan is None:
+        print("advisor bench: error: --allow-factories goes with --plan", file=sys.stderr)
+        return 2
+    if args.plan is not None:
+        plan, planned_minutes = _tonight(args.plan, profile, threads, args.partition)
+        default = planned_minutes
+    else:
+        plan = _plan(args.quick, args.check, profile, threads)
+    if args.plan_limit is not None:
+        plan = plan.first(args.plan_limit)
     minutes = args.budget_minutes or default
     with terminal_reporter(len(plan.items), sys.stderr) as progress:
         summary = run_plan(
@@ -54,6 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sink=jsonl_sink(args.out),
             progress=progress,
             memory_limit_bytes=limit,
+            allow_factories=args.allow_factories,
         )
     print(summary.model_dump_json())
     return 0
@@ -62,9 +79,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _plan(quick: bool, check: bool, profile: DeviceProfile, threads: int) -> Plan:
     if quick:
         return quick_plan(zoo_table, profile)
-    # Loader workers share the job's CPUs with torch's threads.
-    workers = max(1, min(_MAX_WORKERS, threads // 2))
-    return (check_plan if check else full_plan)(profile, zoo_table, workers=workers)
+    return (check_plan if check else full_plan)(profile, zoo_table, workers=loader_workers(threads))
+
+
+def _tonight(path: Path, profile: DeviceProfile, threads: int, partition: str | None) -> tuple[Plan, float]:
+    """The night planned for this partition's machine; if the job finds another machine here (new
+    hardware, driver or torch), that machine's first night instead, in the same budget."""
+    night = Tonight.model_validate_json(path.read_text(encoding="utf-8"))
+    here = fingerprint(partition).machine()
+    if night.machine is not None and night.machine != here:
+        grid = nightly_grid(profile.kind, workers=loader_workers(threads))
+        night = tonight(grid, profile, zoo_table, {}, [], night.budget_s, machine=here)
+    return night.plan(), night.budget_s / 60
 
 
 def _memory(device: torch.device, limit: int | None) -> int:
@@ -79,7 +105,8 @@ def _memory(device: torch.device, limit: int | None) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m advisor.bench.job", description=__doc__)
     parser.add_argument("--out", type=Path, required=True, help="JSON-lines file the results are appended to")
-    add_plan_choice(parser)
+    choice = add_plan_choice(parser)
+    choice.add_argument("--plan", type=Path, help="tonight's plan (written by `advisor bench submit`)")
     parser.add_argument(
         "--device", choices=["auto", "cpu", "cuda"], default="auto", help="auto: CUDA where torch sees it"
     )
@@ -87,6 +114,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--partition", help="the Slurm partition, recorded in the fingerprint")
     parser.add_argument("--memory-limit-mb", type=int, help="treat configurations above this as not fitting")
     parser.add_argument("--plan-limit", type=int, help="keep only the plan's first N items (tests)")
+    parser.add_argument(
+        "--allow-factories",
+        action="store_true",
+        help="build package.module:factory models the plan names: only in the caller's own process "
+        "(`advisor bench run --architecture`), never in a job the advisor submits",
+    )
     return parser
 
 

@@ -22,7 +22,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from advisor.bench.training import pace_step, start_training
-from advisor.bench.zoo import zoo_table
+from advisor.bench.zoo import model_table
 from advisor.introspect import Optimizer, estimate_peak_memory
 from advisor.precision import Precision
 from advisor.records import LayerConfig, LayerMeasurement, StepConfig, StepMeasurement
@@ -48,9 +48,12 @@ def measure_step(
     steps: int,
     warmup: int,
     memory_limit_bytes: int | None = None,
+    *,
+    allow_factories: bool = False,
 ) -> StepMeasurement:
-    """Median time of a real training step, its non-device share, its pace ratio and its peak memory."""
-    table = zoo_table(config.model, config.input_size)
+    """Median time of a real training step, its non-device share, its pace ratio and its peak memory.
+    ``allow_factories``: only in the caller's own process (`advisor bench run --architecture`)."""
+    table = model_table(config.model, config.input_size, allow_factories=allow_factories)
     measurement = StepMeasurement(
         config=config,
         arch_hash=table.architecture_hash,
@@ -67,7 +70,7 @@ def measure_step(
             return measurement.model_copy(
                 update={"error": _over_limit("estimated", estimate, memory_limit_bytes)}
             )
-    outcome = _attempt(device, lambda: _train(config, device, steps, warmup))
+    outcome = _attempt(device, lambda: _train(config, device, steps, warmup, allow_factories))
     if isinstance(outcome, str):
         return measurement.model_copy(update={"error": outcome})
     if memory_limit_bytes is not None and outcome.peak_bytes > memory_limit_bytes:
@@ -145,12 +148,15 @@ class _Timings:
         ]
 
 
-def _train(config: StepConfig, device: torch.device, steps: int, warmup: int) -> _Timings:
+def _train(
+    config: StepConfig, device: torch.device, steps: int, warmup: int, allow_factories: bool
+) -> _Timings:
     on_cpu = device.type == "cpu"
     pace = pace_step() if on_cpu and config.workers == 0 else None
     # Enough batches for the largest groups; the loader makes them only as they are asked for. A CPU
     # takes one more: its peak memory is tracked in an extra, untimed step.
-    training = start_training(config, device, warmup + steps * (MAX_GROUP if pace else 1) + on_cpu)
+    batches = warmup + steps * (MAX_GROUP if pace else 1) + on_cpu
+    training = start_training(config, device, batches, allow_factories=allow_factories)
     warm_s = 0.0
     for _ in range(warmup):
         began = time.perf_counter()

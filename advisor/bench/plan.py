@@ -32,6 +32,7 @@ from advisor.introspect import Layer, LayerTable, Optimizer, estimate_peak_memor
 from advisor.precision import Precision
 from advisor.records import LayerConfig, StepConfig
 
+DeviceKind = Literal["cpu", "cuda"]
 TableSource = Callable[[str, int], LayerTable]
 """A zoo model's layer table at an input side (introspection, behind a seam so planning stays pure)."""
 
@@ -47,13 +48,14 @@ class Phase(StrEnum):
 
 
 _SETTINGS = (Phase.AMP, Phase.CHANNELS_LAST, Phase.PINNED)
+_MAX_WORKERS = 4
 
 
 @dataclass(frozen=True)
 class DeviceProfile:
     """The cost model of one device kind; throughputs are assumptions to cut plans by, not predictions."""
 
-    kind: Literal["cpu", "cuda"]
+    kind: DeviceKind
     memory_bytes: int | None
     """Configurations whose estimated peak exceeds this are not planned; None plans every batch."""
     flops_per_s: float
@@ -65,7 +67,7 @@ class DeviceProfile:
     layer_item_overhead_s: float
 
     @classmethod
-    def assumed(cls, kind: Literal["cpu", "cuda"], memory_bytes: int | None = None) -> DeviceProfile:
+    def assumed(cls, kind: DeviceKind, memory_bytes: int | None = None) -> DeviceProfile:
         return replace(_ASSUMED[kind], memory_bytes=memory_bytes)
 
 
@@ -152,7 +154,7 @@ def quick_plan(tables: TableSource, device: DeviceProfile | None = None) -> Plan
     return build_plan(grid, device or DeviceProfile.assumed("cpu"), tables)
 
 
-def nightly_grid(kind: Literal["cpu", "cuda"], *, workers: int = 4) -> Grid:
+def nightly_grid(kind: DeviceKind, *, workers: int = 4) -> Grid:
     """What a night measures on one device kind: the one grid, which the evaluations measure too.
 
     On a GPU, the whole zoo at both input sides, every setting, batches up to 4096. On a CPU, the twenty
@@ -196,6 +198,11 @@ def nightly_grid(kind: Literal["cpu", "cuda"], *, workers: int = 4) -> Grid:
     )
 
 
+def loader_workers(cpus: int) -> int:
+    """DataLoader workers of a benchmark job with ``cpus`` CPUs: they share them with torch's threads."""
+    return max(1, min(_MAX_WORKERS, cpus // 2))
+
+
 def full_plan(device: DeviceProfile, tables: TableSource, *, workers: int = 4) -> Plan:
     """The nightly plan of ``device``'s kind (`nightly_grid`)."""
     return build_plan(nightly_grid(device.kind, workers=workers), device, tables)
@@ -225,8 +232,9 @@ def check_plan(device: DeviceProfile, tables: TableSource, *, workers: int = 4) 
     return build_plan(thin, device, tables)
 
 
-def add_plan_choice(parser: argparse.ArgumentParser) -> None:
-    """``--quick`` or ``--check`` instead of the nightly plan: the one spelling of every command's choice."""
+def add_plan_choice(parser: argparse.ArgumentParser) -> argparse._MutuallyExclusiveGroup:
+    """``--quick`` or ``--check`` instead of the nightly plan: the one spelling of every command's choice
+    (the group, for a command's own further choices)."""
     kind = parser.add_mutually_exclusive_group()
     kind.add_argument("--quick", action="store_true", help="a few small models: minutes, not hours")
     kind.add_argument(
@@ -234,6 +242,7 @@ def add_plan_choice(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="every part of the nightly plan, thinly (both input sizes, each setting, layers): minutes",
     )
+    return kind
 
 
 def build_plan(grid: Grid, device: DeviceProfile, tables: TableSource) -> Plan:
@@ -301,12 +310,7 @@ def _steps(
                 pinned=pinned,
                 workers=grid.workers,
             )
-            flops = table.at_batch(batch).total.train_flops
-            speed = device.flops_per_s * (device.amp_speedup if amp else 1.0)
-            # CPUs take one more step, untimed, to track memory (see ``measure``).
-            passes = grid.warmup + grid.steps + (device.kind == "cpu")
-            estimate = device.item_overhead_s + passes * (flops / speed + device.step_overhead_s)
-            yield PlanItem(phase=phase, config=config, estimate_s=estimate)
+            yield PlanItem(phase=phase, config=config, estimate_s=step_estimate(grid, device, table, config))
 
 
 def _layers(
@@ -333,10 +337,23 @@ def _layers(
             )
             if too_big or (phase is Phase.LAYER_GRID and _in_layers_phase(grid, at)):
                 continue
-            speed = device.flops_per_s * (device.amp_speedup if amp else 1.0)
-            per_repeat = costs.train_flops / speed + device.layer_overhead_s
-            estimate = device.layer_item_overhead_s + (grid.warmup + grid.repeats) * per_repeat
-            yield PlanItem(phase=phase, config=at, estimate_s=estimate)
+            yield PlanItem(phase=phase, config=at, estimate_s=layer_estimate(grid, device, layer, at))
+
+
+def step_estimate(grid: Grid, device: DeviceProfile, table: LayerTable, config: StepConfig) -> float:
+    """Seconds to measure one step configuration: building it, then every warm-up and timed step."""
+    flops = table.at_batch(config.batch).total.train_flops
+    speed = device.flops_per_s * (device.amp_speedup if config.amp else 1.0)
+    # CPUs take one more step, untimed, to track memory (see ``measure``).
+    passes = grid.warmup + grid.steps + (device.kind == "cpu")
+    return device.item_overhead_s + passes * (flops / speed + device.step_overhead_s)
+
+
+def layer_estimate(grid: Grid, device: DeviceProfile, layer: Layer, config: LayerConfig) -> float:
+    """Seconds to measure one layer configuration: every warm-up and timed repeat."""
+    speed = device.flops_per_s * (device.amp_speedup if config.amp else 1.0)
+    per_repeat = layer.at_batch(config.batch).train_flops / speed + device.layer_overhead_s
+    return device.layer_item_overhead_s + (grid.warmup + grid.repeats) * per_repeat
 
 
 def _in_layers_phase(grid: Grid, config: LayerConfig) -> bool:

@@ -71,6 +71,7 @@ def run_plan(
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     progress: Reporter | None = None,
     memory_limit_bytes: int | None = None,
+    allow_factories: bool = False,
 ) -> RunSummary:
     """Measures the plan's items in order while the budget lasts (``clock`` times the budget, ``now`` dates
     each result).
@@ -97,7 +98,7 @@ def run_plan(
             status = "skipped: a smaller batch did not fit"
         else:
             try:
-                measurement = _measure(item, plan, device, memory_limit_bytes)
+                measurement = _measure(item, plan, device, memory_limit_bytes, allow_factories)
             except Exception as failure:
                 status, error = "failed", f"{type(failure).__name__}: {failure}"
             else:
@@ -129,11 +130,13 @@ def run_plan(
 
 
 def _measure(
-    item: PlanItem, plan: Plan, device: torch.device, memory_limit_bytes: int | None
+    item: PlanItem, plan: Plan, device: torch.device, memory_limit_bytes: int | None, allow_factories: bool
 ) -> StepMeasurement | LayerMeasurement:
     config = item.config
     if isinstance(config, StepConfig):
-        return measure_step(config, device, plan.steps, plan.warmup, memory_limit_bytes)
+        return measure_step(
+            config, device, plan.steps, plan.warmup, memory_limit_bytes, allow_factories=allow_factories
+        )
     return measure_layer(config, device, plan.repeats, plan.warmup)
 
 

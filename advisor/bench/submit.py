@@ -9,11 +9,13 @@ from __future__ import annotations
 import contextlib
 import shlex
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from advisor.bench.night import Tonight
+from advisor.bench.plan import DeviceKind
 from advisor.bench.results import read_jsonl
 from advisor.records import ResultLine
 from advisor.settings.validated import BenchSettings
@@ -39,6 +41,9 @@ class BenchRequest:
     one_at_a_time: bool = False
     extra: tuple[str, ...] = ()
     site: BenchSettings = field(default_factory=BenchSettings)
+    plans: Mapping[str, Tonight] = field(default_factory=dict)
+    """Tonight's plan per partition (`bench/night.py`); a partition without one runs its device kind's grid
+    (or the quick plan) in the budget."""
 
 
 @dataclass(frozen=True)
@@ -56,10 +61,15 @@ class Night:
     refused: dict[str, str]
 
 
-def job_script(request: BenchRequest, partition: Partition, results: Path) -> str:
-    """The batch script: the benchmark entry point and nothing else, its argv quoted word by word. On a GPU
-    partition it measures the GPU or fails: a CPU's timings under a GPU partition's name would mislead."""
-    device = "cuda" if partition.gpus_per_node and not request.site.cpu_only else "cpu"
+def device_kind(partition: Partition, site: BenchSettings) -> DeviceKind:
+    """On a GPU partition the job measures the GPU or fails: a CPU's timings under a GPU partition's name
+    would mislead (unless the site says its GPUs are not real)."""
+    return "cuda" if partition.gpus_per_node and not site.cpu_only else "cpu"
+
+
+def job_script(request: BenchRequest, partition: Partition, results: Path, plan: Path | None = None) -> str:
+    """The batch script: the benchmark entry point and nothing else, its argv quoted word by word."""
+    device = device_kind(partition, request.site)
     argv = [
         request.python,
         "-m",
@@ -73,6 +83,7 @@ def job_script(request: BenchRequest, partition: Partition, results: Path) -> st
         "--budget-minutes",
         f"{request.budget.total_seconds() / 60:g}",
         *(["--quick"] if request.quick else []),
+        *(["--plan", str(plan)] if plan is not None else []),
         *request.extra,
     ]
     return f"#!/bin/sh\nexec {shlex.join(argv)}\n"
@@ -120,9 +131,13 @@ def submit_benchmarks(
         if partition.name in request.site.skip_partitions:
             continue
         results = request.results_dir / f"{stamp}-{partition.name}.jsonl"
+        plan = None
+        if partition.name in request.plans:
+            plan = request.results_dir / f"{stamp}-{partition.name}.plan.json"
+            plan.write_text(request.plans[partition.name].model_dump_json(), encoding="utf-8")
         try:
             submitted = client.submit(
-                job_script(request, partition, results), job_options(request, partition, stamp)
+                job_script(request, partition, results, plan), job_options(request, partition, stamp)
             )
         except SlurmError as error:
             night.refused[partition.name] = " ".join(error.stderr.split()) or str(error)

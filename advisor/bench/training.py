@@ -16,7 +16,8 @@ import torchvision
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
 
-from advisor.bench.zoo import zoo_model
+from advisor.bench.zoo import ZOO
+from advisor.introspect.reference import resolve_factory
 from advisor.records import StepConfig
 from advisor.runtime.step import device_autocast
 
@@ -42,6 +43,7 @@ class _SyntheticImages(Dataset[tuple[Tensor, Tensor]]):
         return image, torch.tensor(index % self.classes)
 
 
+_ZOO = {model.name: model for model in ZOO}
 PACE = StepConfig(
     model="resnet18", input_size=32, batch=2, amp=False, channels_last=False, pinned=False, workers=0
 )
@@ -64,18 +66,33 @@ class Training:
     compute: Callable[[Tensor, Tensor], None]
 
 
-def start_training(config: StepConfig, device: torch.device, batches: int) -> Training:
-    kwargs = zoo_model(config.model).kwargs(config.input_size)
-    model = torchvision.models.get_model(config.model, weights=None, **kwargs).to(device).train()
+def _network(config: StepConfig, allow_factories: bool) -> tuple[nn.Module, int]:
+    """The network a step trains and its number of classes: a zoo model exactly as the zoo builds it, any
+    other torchvision name (a factory only in the caller's own process) with its defaults."""
+    if config.model in _ZOO and config.input_size in _ZOO[config.model].sizes:
+        zoo = _ZOO[config.model]
+        network = torchvision.models.get_model(config.model, weights=None, **zoo.kwargs(config.input_size))
+        return network, zoo.classes(config.input_size)
+    model = resolve_factory(config.model, allow_factories=allow_factories)()
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"{config.model!r} returned {type(model).__name__}, not a torch.nn.Module")
+    with torch.no_grad():  # two samples: batch norm needs more than one value per channel
+        classes = model.eval()(torch.zeros(2, 3, config.input_size, config.input_size)).shape[-1]
+    return model, int(classes)
+
+
+def start_training(
+    config: StepConfig, device: torch.device, batches: int, *, allow_factories: bool = False
+) -> Training:
+    network, classes = _network(config, allow_factories)
+    model = network.to(device).train()
     memory_format = torch.channels_last if config.channels_last else torch.preserve_format
     model = model.to(memory_format=memory_format)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     criterion = nn.CrossEntropyLoss()
     plan = device_autocast("bf16", device)  # mixed precision as a training job on this device runs it
     scaler = torch.amp.GradScaler(device.type, enabled=config.amp and plan.scaled)
-    dataset = _SyntheticImages(
-        config.batch * batches, config.input_size, zoo_model(config.model).classes(config.input_size)
-    )
+    dataset = _SyntheticImages(config.batch * batches, config.input_size, classes)
     loader = DataLoader(
         dataset,
         batch_size=config.batch,

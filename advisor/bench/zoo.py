@@ -152,6 +152,17 @@ def zoo_table(model: str, input_size: int) -> LayerTable:
     return introspect(model, (3, input_size, input_size), kwargs, allow_factories=False)
 
 
+def model_table(model: str, input_size: int, *, allow_factories: bool = False) -> LayerTable:
+    """The layer table of the network a step of ``model`` trains: a zoo model's as the zoo builds it, any
+    other model's (a torchvision name; a factory only in the caller's own process) with its defaults."""
+    zoo = _BY_NAME.get(model)
+    if zoo is not None and input_size in zoo.sizes:
+        return zoo_table(model, input_size)
+    from advisor.introspect.run import introspect
+
+    return introspect(model, (3, input_size, input_size), {}, allow_factories=allow_factories)
+
+
 def layer_config(layer: Layer) -> LayerConfig | None:
     """The micro-benchmark of ``layer`` at batch 1, or None for a layer that is neither a 2-d convolution
     nor a linear.

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from advisor import __version__
 from advisor.api import AdviseRequest, AdviseResponse, Explanation, Health, Submitted
+from advisor.bench.architectures import Architectures
 from advisor.daemon.metrics import Metrics
 from advisor.daemon.transport import Peer
 from advisor.introspect import LayerTable
@@ -70,6 +71,9 @@ class _Answer:
     request_json: str
     recommendation_json: str
     """Serialised once for the audit: a burst of identical requests shares it."""
+    table: LayerTable | None = None
+    global_batch: int | None = None
+    """The architecture and batch the job trains with, for tonight's benchmarks (`Architectures`)."""
 
 
 class AdviceService:
@@ -198,6 +202,8 @@ class AdviceService:
         # One writer at a time in this process: SQLite's own busy wait sleeps in steps of milliseconds.
         with self._writing, self.store() as store:
             Audit(store).record(row)
+            if answer.table is not None and answer.global_batch is not None:
+                Architectures(store).record(answer.table, now, batch=answer.global_batch)
         return AdviseResponse(
             request_id=request_id,
             recommendation=answer.recommendation,
@@ -219,6 +225,8 @@ class AdviceService:
             submission=_submission(parsed, request, recommendation),
             request_json=parsed.request.model_dump_json(exclude={"script"}),
             recommendation_json=recommendation.model_dump_json(),
+            table=table,
+            global_batch=None if parsed.description is None else parsed.description.global_batch,
         )
 
     def purge_audit(self) -> int:

@@ -158,7 +158,7 @@ class _Retrainer:
         self.seen: int | None = None
 
     def __call__(self) -> None:
-        from advisor.bench.zoo import zoo_table
+        from advisor.bench.architectures import measured_tables
         from advisor.predict.machine import NotEnoughDataError
         from advisor.predict.registry import machines, train_machine
 
@@ -168,7 +168,11 @@ class _Retrainer:
             for machine in machines(store):
                 try:
                     trained = train_machine(
-                        store, machine, self.models_dir, zoo_table, max_worse_mape=self.max_worse_mape
+                        store,
+                        machine,
+                        self.models_dir,
+                        measured_tables(store),
+                        max_worse_mape=self.max_worse_mape,
                     )
                 except NotEnoughDataError as error:
                     log.warning("%s", error)

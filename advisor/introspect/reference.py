@@ -27,7 +27,7 @@ _FILLS = frozenset({aten.uniform_, aten.normal_, aten.fill_, aten.zero_})
 
 def build_model(reference: str, kwargs: Mapping[str, JsonValue], *, allow_factories: bool) -> nn.Module:
     """The model, built on the meta device so that no weights are allocated or loaded."""
-    factory = _resolve(reference, allow_factories=allow_factories)
+    factory = resolve_factory(reference, allow_factories=allow_factories)
     try:
         with torch.device("meta"), _SkipFills():  # type: ignore[no-untyped-call]  # torch leaves it untyped
             model = factory(**kwargs)
@@ -83,7 +83,7 @@ def _check(reference: str, *, allow_factories: bool) -> None:
         )
 
 
-def _resolve(reference: str, *, allow_factories: bool) -> Callable[..., object]:
+def resolve_factory(reference: str, *, allow_factories: bool) -> Callable[..., object]:
     _check(reference, allow_factories=allow_factories)
     if ":" not in reference:
         return _torchvision_builder(reference)

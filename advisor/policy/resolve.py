@@ -65,6 +65,7 @@ def resolve(policy: Policy, user: str, account: str | None, partitions: Sequence
     user_rules = policy.users.get(user)
     layers = [rules for rules in (user_rules, account_rules) if rules is not None]
     mode = next((rules.mode for rules in layers if rules.mode is not None), policy.mode)
+    objective = next((rules.objective for rules in layers if rules.objective is not None), None)
     offered: dict[str, PartitionTerms] = {}
     for name in partitions if mode != "off" else ():
         if any(rules.partitions is not None and name not in rules.partitions for rules in layers):
@@ -82,8 +83,8 @@ def resolve(policy: Policy, user: str, account: str | None, partitions: Sequence
         account=account,
         mode=mode,
         partitions=offered,
-        objective=policy.objective,
-        cost_weight=policy.cost_weight,
+        objective=objective or policy.objective,
+        cost_weight=None if objective else policy.cost_weight,
         rewrite=policy.rewrite,
         time_limit=policy.time_limit,
         overhead=policy.overhead,

@@ -12,6 +12,8 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 Mode = Literal["off", "advise", "rewrite"]
 Objective = Literal["completion", "cost", "weighted"]
+OwnObjective = Literal["completion", "cost"]
+"""An account's or user's own objective: the weighted mix, with its weight, stays site-wide."""
 BatchRule = Literal["never", "keep-global-batch", "within-declared-range"]
 Confidence = Literal["high", "medium", "low"]
 """The predictor's confidence levels (``advisor.predict.service``, not imported: it loads xgboost)."""
@@ -104,11 +106,14 @@ class PartitionRules(_Strict):
 class AccountRules(_Strict):
     partitions: list[PartitionName] | None = None
     mode: Mode | None = None
+    objective: OwnObjective | None = None
+    """A lab that pays for its own GPU hours may want the cheapest partition, not the earliest."""
 
 
 class UserRules(_Strict):
     partitions: list[PartitionName] | None = None
     mode: Mode | None = None
+    objective: OwnObjective | None = None
 
 
 class AuditRules(_Strict):

@@ -82,7 +82,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
 
 
 def _train(args: argparse.Namespace, console: Console) -> int:
-    from advisor.bench.zoo import zoo_table
+    from advisor.bench.architectures import measured_tables
     from advisor.predict.machine import NotEnoughDataError
     from advisor.predict.registry import machines, train_machine
 
@@ -92,7 +92,11 @@ def _train(args: argparse.Namespace, console: Console) -> int:
     for machine in machines(store):
         try:
             trained = train_machine(
-                store, machine, args.models_dir, zoo_table, max_worse_mape=args.settings.models.max_worse_mape
+                store,
+                machine,
+                args.models_dir,
+                measured_tables(store),
+                max_worse_mape=args.settings.models.max_worse_mape,
             )
         except NotEnoughDataError as error:
             console.print(f"{error}: its active version, if any, stays", highlight=False)
@@ -168,14 +172,15 @@ def _activate(args: argparse.Namespace, console: Console) -> int:
 
 
 def _evaluate(args: argparse.Namespace, console: Console) -> int:
-    from advisor.bench.zoo import zoo_table
+    from advisor.bench.architectures import measured_tables
     from advisor.predict.evaluate import evaluate_machine
     from advisor.predict.registry import layer_samples, machines, step_samples
 
     store = Store.existing(args.db)
+    tables = measured_tables(store)
     results = []
     for machine in machines(store):
-        steps = step_samples(store.step_rows(machine), zoo_table)
+        steps = step_samples(store.step_rows(machine), tables)
         results.append(evaluate_machine(machine, steps, layer_samples(store.layer_rows(machine))))
     if args.plot:
         _plot(results, args.plot)

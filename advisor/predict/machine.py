@@ -191,6 +191,12 @@ class MachineModel(BaseModel):
         self._polylines = {key: tuple(sorted(pairs)) for key, pairs in points.items() if len(pairs) >= 2}
         self._grid = tuple(sorted({config.batch for config, _ in self.measured_layers}))
 
+    def knows_layers(self, table: LayerTable) -> bool:
+        """Whether every convolution and linear of ``table`` was micro-benchmarked on this machine: its
+        prediction then rests on its own parts, not on the layer booster's guesses."""
+        configs = timed_layers(table, 1, False)
+        return bool(configs) and all(_key(config) in self._polylines for config in configs)
+
     def layer_seconds(self, configs: Sequence[LayerConfig]) -> dict[LayerConfig, float]:
         return {c: through(points, c.batch) for c, points in self._layer_points(configs).items()}
 

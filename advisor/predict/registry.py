@@ -24,7 +24,7 @@ from advisor.introspect import LayerTable
 from advisor.predict.curves import median_polish
 from advisor.predict.machine import LayerSample, MachineModel, StepSample, fit_machine
 from advisor.records import LayerConfig
-from advisor.store import ModelRegistry, Store
+from advisor.store import ModelRegistry, Store, layer_config_of
 
 TableSource = Callable[[str, int], LayerTable]
 HELDOUT_FOLDS = 5
@@ -51,31 +51,12 @@ def machines(store: Store) -> list[str]:
     return sorted({row["machine"] for row in store.step_rows()})
 
 
-def _pair(text: str) -> tuple[int, int]:
-    first, second = text.split("x")
-    return int(first), int(second)
-
-
 def layer_samples(rows: Iterable[dict[str, Any]]) -> list[LayerSample]:
     """One sample per configuration of one machine, paced or not as the steps are (``step_samples``)."""
     groups: dict[LayerConfig, list[dict[str, Any]]] = {}
     for row in rows:
         if row["fits"] and row["median_s"] is not None:
-            config = LayerConfig(
-                op=row["op"],
-                in_channels=row["in_channels"],
-                out_channels=row["out_channels"],
-                kernel=_pair(row["kernel"]),
-                stride=_pair(row["stride"]),
-                padding=_pair(row["padding"]),
-                dilation=_pair(row["dilation"]),
-                groups=row["groups"],
-                height=row["height"],
-                width=row["width"],
-                batch=row["batch"],
-                amp=bool(row["amp"]),
-                cudnn_benchmark=bool(row["cudnn_benchmark"]),
-            )
+            config = layer_config_of(row)
             groups.setdefault(config, []).append(row)
     seconds = _seconds(groups)
     return [LayerSample(config, seconds[config]) for config in groups]

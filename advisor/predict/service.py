@@ -134,9 +134,9 @@ def predict(
         if machine in predictors.models:
             model, _ = predictors.models[machine]
             found = predictors.answer(machine, question, _capacity(fingerprint))
-            confidence: Confidence = (
-                "high" if question.table.architecture_hash in model.architectures else "medium"
-            )
+            table = question.table
+            known = table.architecture_hash in model.architectures or model.knows_layers(table)
+            confidence: Confidence = "high" if known else "medium"
             return _calibrated(found.model_copy(update={"confidence": confidence}), predictors)
     fingerprints = {f.machine(): f for f in every}
     scaled = _scaled(predictors, question, specs, gpu or question.partition, fingerprints)

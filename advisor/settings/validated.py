@@ -75,6 +75,8 @@ class BenchSettings(Frozen):
     constraint: str | None = None
     skip_partitions: list[str] = Field(default_factory=list)
     """Partitions never benchmarked (a debug or interactive partition, one the service user may not use)."""
+    budget_minutes: Annotated[float, Field(gt=0, le=24 * 60)] = 20.0
+    """Measuring time per partition per night: tonight's plan fills it by priority (`bench/night.py`)."""
     cpus_per_job: Annotated[int, Field(ge=1, le=1024)] = 8
     """CPUs per benchmark job (fewer where a partition's nodes have fewer): its data loaders and threads."""
     memory: str | None = None

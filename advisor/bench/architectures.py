@@ -1,0 +1,124 @@
+"""What tonight's plan reads from the database: the architectures users submitted, and what each machine
+measured when; and the layer table of any model a measurement names, for the predictors' training."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+from advisor.bench.night import SubmittedArchitecture, Tonight, tonight
+from advisor.bench.plan import DeviceKind, DeviceProfile, TableSource, nightly_grid
+from advisor.bench.zoo import ZOO, model_table, zoo_table
+from advisor.introspect import LayerTable
+from advisor.records import LayerConfig, StepConfig
+from advisor.store import Store, layer_config_of, step_config_of
+
+_ZOO = {model.name: model for model in ZOO}
+SUBMITTED_WITHIN = timedelta(days=30)
+"""Architectures submitted this recently are measured on the machines that lack them."""
+
+
+class Architectures:
+    """One row per architecture submitted for advice (by its hash): its layer table, the global batches it
+    came with, how often, and when first and last."""
+
+    def __init__(self, store: Store) -> None:
+        self.db = store.db
+
+    def record(
+        self, table: LayerTable, at: datetime, *, batch: int | None = None, requested: bool = True
+    ) -> None:
+        """``requested``: a request for advice, which counts; else a measurement by hand (`advisor bench run
+        --architecture`), kept for its layer table."""
+        rows = self.db.table("architectures")
+        with self.db.conn:
+            found = next(iter(rows.rows_where("architecture_hash = ?", [table.architecture_hash])), None)
+            batches = sorted({*([batch] if batch else []), *(json.loads(found["batches"]) if found else [])})
+            rows.upsert(
+                {
+                    "architecture_hash": table.architecture_hash,
+                    "model": table.reference,
+                    "input_shape": json.dumps(list(table.input_shape)),
+                    "layer_table": found["layer_table"] if found else table.model_dump_json(),
+                    "batches": json.dumps(batches),
+                    "requests": (found["requests"] if found else 0) + requested,
+                    "first_at": found["first_at"] if found else at.isoformat(),
+                    "last_at": at.isoformat(),
+                },
+                pk="architecture_hash",
+            )
+
+    def since(self, at: datetime) -> list[SubmittedArchitecture]:
+        """Architectures submitted at or after ``at``, the most requested first."""
+        rows = self.db.table("architectures").rows_where(
+            "last_at >= ?", [at.isoformat()], order_by="requests desc, model"
+        )
+        return [
+            SubmittedArchitecture(
+                model=row["model"],
+                table=LayerTable.model_validate_json(row["layer_table"]),
+                batches=tuple(json.loads(row["batches"])),
+                requests=row["requests"],
+            )
+            for row in rows
+        ]
+
+    def table(self, model: str, input_size: int) -> LayerTable | None:
+        """The recorded table of ``model`` on a square RGB input, where one was submitted or measured."""
+        shape = json.dumps([3, input_size, input_size])
+        rows = self.db.table("architectures").rows_where(
+            "model = ? AND input_shape = ?", [model, shape], order_by="last_at desc", limit=1
+        )
+        row = next(iter(rows), None)
+        return None if row is None else LayerTable.model_validate_json(row["layer_table"])
+
+
+def measured_at(store: Store, machine: str) -> dict[str, datetime]:
+    """When ``machine`` last measured each configuration, by the configuration's key; a measurement that
+    did not fit counts: measuring it again would say the same."""
+    last: dict[str, datetime] = {}
+    rows: list[tuple[StepConfig | LayerConfig, dict[str, Any]]] = [
+        (step_config_of(row), row) for row in store.step_rows(machine)
+    ]
+    rows += [(layer_config_of(row), row) for row in store.layer_rows(machine)]
+    for config, row in rows:
+        key, at = config.key(), datetime.fromisoformat(row["measured_at"])
+        last[key] = max(at, last.get(key, at))
+    return last
+
+
+def measured_tables(store: Store) -> TableSource:
+    """A model's layer table as training needs it: the zoo's as the benchmark builds it, else the one
+    recorded when the architecture was submitted or measured, else a torchvision model's introspected here
+    (never a factory: that needs the user's own process)."""
+
+    def table(model: str, input_size: int) -> LayerTable:
+        if model in _ZOO and input_size in _ZOO[model].sizes:
+            return zoo_table(model, input_size)
+        recorded = Architectures(store).table(model, input_size)
+        return recorded if recorded is not None else model_table(model, input_size)
+
+    return table
+
+
+def plan_tonight(
+    store: Store | None,
+    partition: str | None,
+    kind: DeviceKind,
+    budget_s: float,
+    now: datetime,
+    *,
+    workers: int,
+    tables: TableSource = zoo_table,
+) -> Tonight:
+    """Tonight's plan for ``partition``'s machine as its latest benchmark found it (a partition never
+    benchmarked, or none named: a new machine's first night; no store: nothing submitted either)."""
+    machine = None if store is None or partition is None else store.latest_machines().get(partition)
+    measured = measured_at(store, machine) if store is not None and machine else {}
+    fingerprints = store.fingerprints() if store is not None else []
+    memory = [f.gpu_memory_mb for f in fingerprints if f.machine() == machine and f.gpu_memory_mb]
+    profile = DeviceProfile.assumed(kind, min(memory) * 2**20 if memory else None)
+    submitted = Architectures(store).since(now - SUBMITTED_WITHIN) if store is not None else []
+    grid = nightly_grid(kind, workers=workers)
+    return tonight(grid, profile, tables, measured, submitted, budget_s, machine=machine)

@@ -1,0 +1,304 @@
+"""Tonight's measurements on one machine: what fits its budget, by priority, after what earlier nights did.
+
+Pure: the store's history and the architectures users submitted are handed in. Priorities, in order:
+- the coarse grid over the zoo, while the machine lacks any of it (a new fingerprint starts here);
+- the distinct layers (at the grid's layer batches) and a few whole steps of each architecture users
+  submitted that this machine has not measured, the most requested first: the next submission of it is
+  predicted from its own parts;
+- the rest of the nightly grid, in the grid's order, where the last night stopped;
+- the oldest measurements again (freshness), in a share of the budget kept for them once the machine has
+  measured anything, so that a long grid never starves them.
+Each item is planned once, in the first priority that wants it; an item that would overrun the budget is
+left for a later night and smaller ones after it still go in.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from advisor.bench.plan import (
+    DeviceProfile,
+    Grid,
+    Phase,
+    Plan,
+    PlanItem,
+    TableSource,
+    build_plan,
+    layer_estimate,
+    step_estimate,
+)
+from advisor.bench.zoo import distinct_layers, smallest_batch
+from advisor.introspect import LayerTable
+from advisor.records import StepConfig
+
+FRESHNESS_SHARE = 0.15
+"""Of a machine's budget once it has measured anything: re-measuring its oldest results."""
+_TORCHVISION_NAME = re.compile(r"[a-z][a-z0-9_]*")
+_WHOLE_STEPS = 3
+"""Whole steps of a submitted architecture: its own batch and the coarse batches just below it."""
+
+
+class Priority(StrEnum):
+    COARSE = "coarse grid"
+    SUBMITTED = "submitted"
+    GRID = "rest of the grid"
+    FRESHNESS = "freshness"
+
+
+@dataclass(frozen=True)
+class SubmittedArchitecture:
+    """An architecture users submitted for advice, as the daemon recorded it."""
+
+    model: str
+    """A torchvision name, or the ``package.module:factory`` the user's process introspected."""
+    table: LayerTable
+    batches: tuple[int, ...]
+    """The global batches it was submitted with (none: measured by hand, never submitted)."""
+    requests: int
+
+    @property
+    def buildable(self) -> bool:
+        """Whether a benchmark job may build it whole: a torchvision name with its default arguments on a
+        square RGB input (the job imports no user code, and times steps on square images)."""
+        channels, height, width = self.table.input_shape
+        named = bool(_TORCHVISION_NAME.fullmatch(self.model)) and not self.table.model_kwargs
+        return named and channels == 3 and height == width
+
+
+class NightItem(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    priority: Priority
+    subject: str
+    """The model the item measures (a step of it, or one of its layers)."""
+    item: PlanItem
+
+
+class Tonight(BaseModel):
+    """One machine's night: what the benchmark job measures, in order, and why."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    machine: str | None
+    """The machine it was planned for; None for a partition never measured. A job that finds another
+    machine (new hardware, driver, CUDA or torch) runs that machine's first night instead."""
+    budget_s: float = Field(gt=0)
+    entries: tuple[NightItem, ...]
+    grid_items: int
+    """The nightly grid's size on this machine's device kind."""
+    covered: int
+    """How many of them this machine has measured on earlier nights."""
+    steps: int
+    warmup: int
+    repeats: int
+
+    @property
+    def estimate_s(self) -> float:
+        return sum(entry.item.estimate_s for entry in self.entries)
+
+    def plan(self) -> Plan:
+        items = tuple(entry.item for entry in self.entries)
+        return Plan(items=items, steps=self.steps, warmup=self.warmup, repeats=self.repeats)
+
+
+def tonight(
+    grid: Grid,
+    device: DeviceProfile,
+    tables: TableSource,
+    measured: Mapping[str, datetime],
+    submitted: Sequence[SubmittedArchitecture],
+    budget_s: float,
+    *,
+    machine: str | None,
+) -> Tonight:
+    """``measured``: when this machine last measured each configuration, by its key."""
+    full = build_plan(grid, device, tables)
+    keys = [item.config.key() for item in full.items]
+    coarse = [
+        (_subject(item), item)
+        for item, key in zip(full.items, keys, strict=True)
+        if item.phase is Phase.COARSE and key not in measured
+    ]
+    rest = [
+        (_subject(item), item)
+        for item, key in zip(full.items, keys, strict=True)
+        if item.phase is not Phase.COARSE and key not in measured
+    ]
+    oldest = sorted(
+        (measured[key], key, item) for item, key in zip(full.items, keys, strict=True) if key in measured
+    )
+    fresh_budget = FRESHNESS_SHARE * budget_s if measured else 0.0
+    wanted = [
+        (Priority.COARSE, coarse),
+        (Priority.SUBMITTED, list(_submitted_items(grid, device, measured, submitted))),
+        (Priority.GRID, rest),
+    ]
+    chosen: list[NightItem] = []
+    seen: set[str] = set()
+    spent = _fill(chosen, seen, wanted, budget_s - fresh_budget, 0.0)
+    freshness = [(_subject(item), item) for _, _, item in oldest]
+    _fill(chosen, seen, [(Priority.FRESHNESS, freshness)], budget_s, spent)
+    return Tonight(
+        machine=machine,
+        budget_s=budget_s,
+        entries=tuple(chosen),
+        grid_items=len(full.items),
+        covered=sum(key in measured for key in set(keys)),
+        steps=full.steps,
+        warmup=full.warmup,
+        repeats=full.repeats,
+    )
+
+
+def architecture_night(
+    grid: Grid,
+    device: DeviceProfile,
+    table: LayerTable,
+    budget_s: float,
+    *,
+    step_batches: Sequence[int] = (),
+) -> Tonight:
+    """One architecture's distinct layers (and whole steps at ``step_batches``) on whatever machine runs
+    it: `advisor bench run --architecture`, and a first-sight job."""
+    items = [
+        *architecture_layers(grid, device, table),
+        *whole_steps(grid, device, table.reference, table, step_batches),
+    ]
+    chosen: list[NightItem] = []
+    _fill(chosen, set(), [(Priority.SUBMITTED, [(table.reference, item) for item in items])], budget_s, 0.0)
+    return Tonight(
+        machine=None,
+        budget_s=budget_s,
+        entries=tuple(chosen),
+        grid_items=0,
+        covered=0,
+        steps=grid.steps,
+        warmup=grid.warmup,
+        repeats=grid.repeats,
+    )
+
+
+def _fill(
+    chosen: list[NightItem],
+    seen: set[str],
+    wanted: Iterable[tuple[Priority, Sequence[tuple[str, PlanItem]]]],
+    limit_s: float,
+    spent: float,
+) -> float:
+    for priority, items in wanted:
+        for subject, item in items:
+            key = item.config.key()
+            if key in seen or spent + item.estimate_s > limit_s:
+                continue
+            seen.add(key)
+            spent += item.estimate_s
+            chosen.append(NightItem(priority=priority, subject=subject, item=item))
+    return spent
+
+
+def _submitted_items(
+    grid: Grid,
+    device: DeviceProfile,
+    measured: Mapping[str, datetime],
+    submitted: Sequence[SubmittedArchitecture],
+) -> Iterable[tuple[str, PlanItem]]:
+    """Each architecture's unmeasured layers, then its unmeasured whole steps; the most requested first."""
+    for architecture in sorted(submitted, key=lambda a: (-a.requests, a.model)):
+        for item in (
+            *architecture_layers(grid, device, architecture.table),
+            *_whole_steps(grid, device, architecture),
+        ):
+            if item.config.key() not in measured:
+                yield architecture.model, item
+
+
+def architecture_layers(grid: Grid, device: DeviceProfile, table: LayerTable) -> list[PlanItem]:
+    """An architecture's distinct layers at the grid's layer batches, as the layer grid measures the zoo's."""
+    items = []
+    for config, layer in distinct_layers(table):
+        for batch in sorted(grid.layer_batches):
+            at = config.model_copy(update={"batch": batch})
+            items.append(
+                PlanItem(phase=Phase.LAYERS, config=at, estimate_s=layer_estimate(grid, device, layer, at))
+            )
+    return items
+
+
+def whole_steps(
+    grid: Grid, device: DeviceProfile, model: str, table: LayerTable, batches: Iterable[int]
+) -> list[PlanItem]:
+    """Whole training steps of ``model`` at ``batches`` (default settings), as the grid measures the zoo's."""
+    size = table.input_shape[1]
+    items = []
+    for batch in sorted(set(batches)):
+        if batch < smallest_batch(table):
+            continue
+        config = StepConfig(
+            model=model,
+            input_size=size,
+            batch=batch,
+            amp=False,
+            channels_last=False,
+            pinned=False,
+            workers=grid.workers,
+        )
+        items.append(
+            PlanItem(
+                phase=Phase.BATCHES, config=config, estimate_s=step_estimate(grid, device, table, config)
+            )
+        )
+    return items
+
+
+def _whole_steps(grid: Grid, device: DeviceProfile, architecture: SubmittedArchitecture) -> list[PlanItem]:
+    if not architecture.buildable:
+        return []
+    if not architecture.batches:
+        return []
+    top = min(max(architecture.batches), max(grid.batches))
+    below = [batch for batch in grid.coarse if batch < top][-(_WHOLE_STEPS - 1) :]
+    return whole_steps(grid, device, architecture.model, architecture.table, [*below, top])
+
+
+def _subject(item: PlanItem) -> str:
+    config = item.config
+    return config.model if isinstance(config, StepConfig) else "zoo layers"
+
+
+class NightRow(BaseModel):
+    """One priority's items of one kind, as ``advisor bench plan`` shows them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    priority: Priority
+    kind: str
+    items: int
+    subjects: tuple[str, ...]
+    batches: tuple[int, ...]
+    estimate_s: float
+
+
+def describe_night(night: Tonight) -> list[NightRow]:
+    groups: dict[tuple[Priority, str], list[NightItem]] = {}
+    for entry in night.entries:
+        kind = "step" if isinstance(entry.item.config, StepConfig) else "layer"
+        groups.setdefault((entry.priority, kind), []).append(entry)
+    return [
+        NightRow(
+            priority=priority,
+            kind=kind,
+            items=len(entries),
+            subjects=tuple(dict.fromkeys(entry.subject for entry in entries)),
+            batches=tuple(sorted({entry.item.config.batch for entry in entries})),
+            estimate_s=sum(entry.item.estimate_s for entry in entries),
+        )
+        for (priority, kind), entries in sorted(
+            groups.items(), key=lambda group: (list(Priority).index(group[0][0]), group[0][1])
+        )
+    ]

@@ -1,0 +1,140 @@
+"""How well an architecture no zoo has is predicted once this machine has measured its own parts.
+
+For each architecture (a torchvision name or ``package.module:factory``) and a database of the zoo's nightly
+grid measured on this machine (``advisor bench run --partition P --db ZOO``), three predictors are trained
+with the product's own commands, and the product's predictor is asked at ``--batches``:
+
+- zoo only: the zoo database as it is;
+- own layers: after ``advisor bench run --architecture REF --layers-only`` (its distinct layers);
+- + whole steps: after ``advisor bench run --architecture REF`` (its layers, and whole steps at the grid's
+  coarse batches, between which ``--batches`` lie).
+
+Truth: the architecture's steps at ``--batches``, measured by ``advisor bench run --architecture REF
+--batch-sizes ...`` into a scratch database, each as its ratio to the pace step times the zoo database's
+pace (the unit the predictors are trained in, whatever the CPU's speed at the time). Measure everything
+with the same threads, e.g. pinned to one core: ``taskset -c 1 python benchmarks/architecture_transfer.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from advisor.argtypes import input_shape
+from advisor.cli import main as advisor
+from advisor.introspect.run import introspect
+from advisor.predict.service import Predictors, StepQuestion, predict
+from advisor.store import Store
+
+ARMS = (("zoo only", None), ("own layers", ["--layers-only"]), ("+ whole steps", []))
+DEFAULT = (
+    "benchmarks.harness.transfer_nets:vgg5x5",
+    "benchmarks.harness.transfer_nets:dilated",
+    "regnet_x_400mf",
+)
+
+
+def main() -> int:
+    args = _parser().parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    shape = ",".join(map(str, args.input_shape))
+    table = Table(title=f"step time on partition {args.partition}, {shape}", title_justify="left")
+    for column in ("architecture", "batch", "measured ms", *(f"{arm} ms (error)" for arm, _ in ARMS)):
+        table.add_column(column, justify="left" if column == "architecture" else "right")
+    errors: dict[str, list[float]] = {arm: [] for arm, _ in ARMS}
+    confidence: dict[str, set[str]] = {arm: set() for arm, _ in ARMS}
+    for reference in args.architectures:
+        truth = _truth(args, reference, shape)
+        layer_table = introspect(reference, args.input_shape, {}, allow_factories=True)
+        predicted: dict[str, dict[int, float]] = {}
+        for arm, extra in ARMS:
+            db = args.work / f"{_slug(reference)}-{_slug(arm)}.db"
+            shutil.copy(args.zoo, db)
+            if extra is not None:
+                _advisor(*_bench(args, reference, shape, db), *extra)
+            _advisor("models", "train", "--db", str(db), "--models-dir", str(db.with_suffix(".models")))
+            predictors = Predictors.load(Store.open(db))
+            predicted[arm] = {}
+            for batch in args.batches:
+                question = StepQuestion(args.partition, layer_table, batch, False, False)
+                answer = predict(predictors, question, [])
+                predicted[arm][batch] = answer.step_s
+                confidence[arm].add(answer.confidence)
+        for batch in args.batches:
+            cells = []
+            for arm, _ in ARMS:
+                error = predicted[arm][batch] / truth[batch] - 1
+                errors[arm].append(abs(error))
+                cells.append(f"{predicted[arm][batch] * 1000:.1f} ({error:+.0%})")
+            table.add_row(reference.rpartition(":")[2], str(batch), f"{truth[batch] * 1000:.1f}", *cells)
+    mape = [f"{statistics.mean(errors[arm]):.1%}" for arm, _ in ARMS]
+    table.add_row("MAPE", "", "", *mape, end_section=True)
+    table.add_row("confidence", "", "", *(", ".join(sorted(confidence[arm])) for arm, _ in ARMS))
+    Console(width=140).print(table)
+    return 0
+
+
+def _truth(args: argparse.Namespace, reference: str, shape: str) -> dict[int, float]:
+    db = args.work / f"{_slug(reference)}-truth.db"
+    db.unlink(missing_ok=True)
+    batches = ",".join(map(str, args.batches))
+    _advisor(*_bench(args, reference, shape, db), "--batch-sizes", batches)
+    pace = statistics.median(row["pace_s"] for row in Store.open(args.zoo).step_rows() if row["pace_s"])
+    rows = [row for row in Store.open(db).step_rows() if row["fits"] and row["pace_ratio"]]
+    return {row["batch"]: pace * row["pace_ratio"] for row in rows}
+
+
+def _bench(args: argparse.Namespace, reference: str, shape: str, db: Path) -> list[str]:
+    out = db.with_suffix(".jsonl")
+    out.unlink(missing_ok=True)
+    return [
+        "bench",
+        "run",
+        "--architecture",
+        reference,
+        "--input-shape",
+        shape,
+        "--device",
+        "cpu",
+        "--partition",
+        args.partition,
+        "--budget-minutes",
+        str(args.budget_minutes),
+        "--db",
+        str(db),
+        "--out",
+        str(out),
+    ]
+
+
+def _advisor(*words: str) -> None:
+    if advisor(list(words)) != 0:
+        raise SystemExit(f"advisor {' '.join(words)}: failed")
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in text).strip("-")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--zoo", type=Path, required=True, help="the zoo's measurements on this machine")
+    parser.add_argument("--partition", required=True, help="the partition the zoo database was measured as")
+    parser.add_argument("--work", type=Path, required=True, help="a folder for its databases")
+    parser.add_argument("--architectures", nargs="+", default=list(DEFAULT))
+    parser.add_argument("--input-shape", type=input_shape, default=(3, 32, 32), metavar="C,H,W")
+    parser.add_argument("--batches", type=int, nargs="+", default=[2, 8, 32])
+    parser.add_argument("--budget-minutes", type=float, default=10.0)
+    return parser
+
+
+if __name__ == "__main__":
+    sys.exit(main())
