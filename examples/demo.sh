@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole product on the sandbox cluster: `./dev demo` runs this after installing what is missing.
-# Sandbox up, daemon up, a quick benchmark on every partition, models trained, the example job advised
-# and submitted with advise-submit, and its prediction shown beside the queue.
+# The sandbox's partitions run at their own speeds (a100 1.0, v100 0.7, t4 0.4 of a CPU: the kernel's CPU
+# controller, as root); each is benchmarked, a predictor is trained per machine, the daemon starts, and two
+# jobs are advised and submitted: one moved to the partition that finishes it first, one to the cheapest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
@@ -9,19 +10,21 @@ export PATH="$(realpath "$VENV")/bin:$PATH"
 export ADVISOR_STATE_DIR=${ADVISOR_STATE_DIR:-$HOME/.local/state/advisor}
 export ADVISOR_SOCKET="$ADVISOR_STATE_DIR/advisor.sock"
 export ADVISOR_POLICY="$PWD/policies/sandbox.toml"
-export COLUMNS=${COLUMNS:-150}  # the candidates table is wide
+export COLUMNS=${COLUMNS:-120}
 mkdir -p "$ADVISOR_STATE_DIR" && chmod 700 "$ADVISOR_STATE_DIR"
+pidfile="$ADVISOR_STATE_DIR/daemon.pid"
 
+settings='import os; from advisor.settings import load_settings; settings = load_settings(os.environ)'
 advisor sandbox up
-SLURM_CONF="$(python -c 'from advisor import paths; print(paths.sandbox_dir())')/etc/slurm.conf"
+SLURM_CONF="$(python -c "$settings; print(settings.sandbox_dir / 'etc' / 'slurm.conf')")"
 export SLURM_CONF
 
-has_models='from advisor import paths; from advisor.store import ModelRegistry, Store
-raise SystemExit(0 if ModelRegistry(Store.open(paths.database())).versions() else 1)'
+has_models="$settings; from advisor.store import ModelRegistry, Store
+raise SystemExit(0 if ModelRegistry(Store.open(settings.database)).versions() else 1)"
 if ! python -c "$has_models"; then
   echo "== a quick benchmark on every partition (one at a time: the sandbox's nodes share this host)"
-  advisor bench submit --quick --one-at-a-time --cpu-only --budget-minutes 4
-  echo "== per-machine predictors"
+  advisor bench submit --quick --one-at-a-time --cpu-only --budget-minutes 3
+  echo "== a predictor per machine"
   advisor models train
 fi
 
@@ -30,15 +33,24 @@ if ! advisor status >/dev/null 2>&1; then
   # The service runs as its own unprivileged user (systemd/advisor.service); a demo as root says so.
   [ "$(id -u)" -eq 0 ] && export ADVISOR_ALLOW_ROOT=1
   nohup advisor daemon >"$ADVISOR_STATE_DIR/daemon.log" 2>&1 &
+  echo $! >"$pidfile"
   for _ in $(seq 120); do [ -S "$ADVISOR_SOCKET" ] && break; sleep 0.5; done
 fi
 advisor status
 
-echo "== advise-submit examples/demo.sbatch"
+echo "== job 1, examples/demo.sbatch: asks for a t4; the policy's objective is the earliest completion"
 output=$(advise-submit --yes --explain --output="$ADVISOR_STATE_DIR/demo-%j.out" examples/demo.sbatch)
 echo "$output"
-job_id=${output##* }
-echo "== the queue, and the prediction for job $job_id"
-squeue --format='%.8i %.10P %.20j %.8T %.10M %.12l %R'
-advisor explain "$job_id"
-echo "Stop everything with: kill \$(pgrep -f 'advisor daemon'); advisor sandbox down"
+first=${output##* }
+
+echo "== job 2, examples/demo-cost.sbatch: asks for an a100, under account lab, whose objective is cost"
+output=$(advise-submit --yes --explain --output="$ADVISOR_STATE_DIR/demo-%j.out" examples/demo-cost.sbatch)
+echo "$output"
+second=${output##* }
+
+echo "== the queue"
+squeue --format='%.6i %.9P %.12j %.8T %.10l %R'
+echo "== why job $first went where it did (advisor explain)"
+advisor explain "$first"
+echo "(and job $second's: advisor explain $second)"
+echo "Stop everything with: kill $(cat "$pidfile" 2>/dev/null || echo '<the daemon pid>'); advisor sandbox down"

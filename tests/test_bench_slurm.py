@@ -134,3 +134,52 @@ def test_benchmark_jobs_ask_for_one_gpu_and_the_sites_terms_not_a_node() -> None
     assert "--device cpu" in job_script(night, cpu, Path("/b/cpu.jsonl"))
     emulated = replace(night, site=BenchSettings(cpu_only=True))
     assert "--device cpu" in job_script(emulated, t4, Path("/b/t4.jsonl"))
+
+
+def test_first_sight_measures_a_new_architecture_where_a_benchmarked_machine_lacks_it(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """A factory's layers (its code is never imported by the job) on the partition benchmarked before;
+    none on a partition never benchmarked (its first night comes first); once, at the lowest priority."""
+    import contextlib
+
+    from advisor.bench.architectures import Architectures, measured_geometries
+    from advisor.bench.first_sight import NICE, FirstSight
+    from advisor.bench.zoo import distinct_layers
+    from advisor.introspect.run import introspect
+    from advisor.policy.schema import FirstSightRules
+    from advisor.records import LayerConfig, LayerMeasurement, ResultLine
+
+    client = SlurmClient(LocalRunner(env=sandbox.client_env()))
+    store, now = Store.open(tmp_path / "advisor.db"), datetime.now(UTC)
+    # Last night t4 was benchmarked (one layer, as far as this store knows); cpu never was.
+    fingerprint = read_jsonl(Path(__file__).parent / "data" / "predict" / "cpu-zoo.jsonl")[0].fingerprint
+    seen = LayerConfig(
+        op="linear", in_channels=4, out_channels=4, kernel=(1, 1), stride=(1, 1), padding=(0, 0),
+        dilation=(1, 1), groups=1, height=1, width=1, batch=1, amp=False, cudnn_benchmark=True,
+    )  # fmt: skip
+    measurement = LayerMeasurement(config=seen, median_s=1e-5, fits=True)
+    t4 = fingerprint.model_copy(update={"partition": "t4", "node": "t4-1"})
+    store.ingest([ResultLine(run_id="last-night", fingerprint=t4, measured_at=now, measurement=measurement)])
+    table = introspect("tests.factories.cnn:build", (3, 16, 16), {"width": 12}, allow_factories=True)
+    Architectures(store).record(table, now, batch=8)
+    sight = FirstSight(
+        client=client,
+        store=lambda: contextlib.nullcontext(store),
+        rules=lambda: FirstSightRules(enabled=True, minutes=2),
+        python=sys.executable,
+        results_dir=tmp_path / "results",
+        site=BenchSettings(cpu_only=True),
+        clock=lambda: now,
+    )
+    jobs = sight()
+    assert [job.partition for job in jobs] == ["t4"]
+    assert f"Nice={NICE}" in " ".join(f"{k}={v}" for k, v in client.show_job(jobs[0].job_id).items())
+    assert sight() == [], "submitted once"
+    states = wait_for_jobs(client, jobs, timeout=timedelta(minutes=8), poll_s=2.0)
+    assert set(states.values()) == {"COMPLETED"}, states
+    sight()  # ingests what the job measured
+    machines = {f.machine() for f in store.fingerprints() if f.partition == "t4"} - {t4.machine()}
+    (machine,) = machines
+    assert {config for config, _ in distinct_layers(table)} <= measured_geometries(store, machine)
+    assert store.step_rows(machine) == [], "a factory is never built by the advisor's job"

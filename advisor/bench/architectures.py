@@ -51,8 +51,15 @@ class Architectures:
 
     def since(self, at: datetime) -> list[SubmittedArchitecture]:
         """Architectures submitted at or after ``at``, the most requested first."""
+        return self._where("last_at >= ?", at)
+
+    def first_since(self, at: datetime) -> list[SubmittedArchitecture]:
+        """Architectures first seen at or after ``at``, the most requested first."""
+        return self._where("first_at >= ?", at)
+
+    def _where(self, condition: str, at: datetime) -> list[SubmittedArchitecture]:
         rows = self.db.table("architectures").rows_where(
-            "last_at >= ?", [at.isoformat()], order_by="requests desc, model"
+            condition, [at.isoformat()], order_by="requests desc, model"
         )
         return [
             SubmittedArchitecture(
@@ -72,6 +79,14 @@ class Architectures:
         )
         row = next(iter(rows), None)
         return None if row is None else LayerTable.model_validate_json(row["layer_table"])
+
+
+def measured_geometries(store: Store, machine: str) -> set[LayerConfig]:
+    """The layer geometries ``machine`` has measured at any batch (as `distinct_layers` gives them)."""
+    return {
+        layer_config_of(row).model_copy(update={"batch": 1, "amp": False, "cudnn_benchmark": True})
+        for row in store.layer_rows(machine)
+    }
 
 
 def measured_at(store: Store, machine: str) -> dict[str, datetime]:

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -42,6 +43,10 @@ FRESHNESS_SHARE = 0.15
 _TORCHVISION_NAME = re.compile(r"[a-z][a-z0-9_]*")
 _WHOLE_STEPS = 3
 """Whole steps of a submitted architecture: its own batch and the coarse batches just below it."""
+
+
+_grid_plan = lru_cache(maxsize=4)(build_plan)
+"""The grid's plan, built once for every partition of one kind in a night (tens of thousands of items)."""
 
 
 class Priority(StrEnum):
@@ -118,7 +123,7 @@ def tonight(
     machine: str | None,
 ) -> Tonight:
     """``measured``: when this machine last measured each configuration, by its key."""
-    full = build_plan(grid, device, tables)
+    full = _grid_plan(grid, device, tables)
     keys = [item.config.key() for item in full.items]
     coarse = [
         (_subject(item), item)
@@ -219,10 +224,11 @@ def _submitted_items(
 
 
 def architecture_layers(grid: Grid, device: DeviceProfile, table: LayerTable) -> list[PlanItem]:
-    """An architecture's distinct layers at the grid's layer batches, as the layer grid measures the zoo's."""
+    """An architecture's distinct layers at the grid's layer batches, batch-major in the grid's order (as
+    the zoo's are): a budget that runs out has still measured every layer at the first batches."""
     items = []
-    for config, layer in distinct_layers(table):
-        for batch in sorted(grid.layer_batches):
+    for batch in grid.layer_batches:
+        for config, layer in distinct_layers(table):
             at = config.model_copy(update={"batch": batch})
             items.append(
                 PlanItem(phase=Phase.LAYERS, config=at, estimate_s=layer_estimate(grid, device, layer, at))
@@ -256,14 +262,19 @@ def whole_steps(
     return items
 
 
-def _whole_steps(grid: Grid, device: DeviceProfile, architecture: SubmittedArchitecture) -> list[PlanItem]:
-    if not architecture.buildable:
-        return []
-    if not architecture.batches:
-        return []
+def step_batches(grid: Grid, architecture: SubmittedArchitecture) -> tuple[int, ...]:
+    """The batches a submitted architecture's whole steps are measured at: its own largest (within the
+    grid) and the coarse batches just below it; none where a job may not build it."""
+    if not architecture.buildable or not architecture.batches:
+        return ()
     top = min(max(architecture.batches), max(grid.batches))
     below = [batch for batch in grid.coarse if batch < top][-(_WHOLE_STEPS - 1) :]
-    return whole_steps(grid, device, architecture.model, architecture.table, [*below, top])
+    return (*below, top)
+
+
+def _whole_steps(grid: Grid, device: DeviceProfile, architecture: SubmittedArchitecture) -> list[PlanItem]:
+    batches = step_batches(grid, architecture)
+    return whole_steps(grid, device, architecture.model, architecture.table, batches)
 
 
 def _subject(item: PlanItem) -> str:

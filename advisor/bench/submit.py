@@ -41,6 +41,10 @@ class BenchRequest:
     one_at_a_time: bool = False
     extra: tuple[str, ...] = ()
     site: BenchSettings = field(default_factory=BenchSettings)
+    tag: str = ""
+    """Begins each job's file names (results, plan, log), so jobs submitted in one second stay apart."""
+    nice: int = 0
+    """Slurm's ``--nice``: a first-sight job yields to every user's job."""
     plans: Mapping[str, Tonight] = field(default_factory=dict)
     """Tonight's plan per partition (`bench/night.py`); a partition without one runs its device kind's grid
     (or the quick plan) in the budget."""
@@ -114,6 +118,8 @@ def job_options(request: BenchRequest, partition: Partition, stamp: str) -> list
             options.append(f"--{option}={value}")
     if partition.gpus_per_node:
         options.append("--gpus=1")
+    if request.nice:
+        options.append(f"--nice={request.nice}")
     if request.one_at_a_time:
         # Nodes that share hardware (the sandbox) would disturb each other's timings.
         options.append("--dependency=singleton")
@@ -125,7 +131,7 @@ def submit_benchmarks(
 ) -> Night:
     """One job per partition not skipped; a partition Slurm refuses is reported, and the others go on."""
     request.results_dir.mkdir(parents=True, exist_ok=True)
-    stamp = now.strftime("%Y%m%dT%H%M%S")
+    stamp = request.tag + now.strftime("%Y%m%dT%H%M%S")
     night = Night(jobs=[], refused={})
     for partition in partitions:
         if partition.name in request.site.skip_partitions:

@@ -3,7 +3,8 @@
 Background jobs: every few minutes read finished advised jobs from Slurm's history (calibration and the
 wait estimators' track record); where the settings make the daemon the owner of retraining
 (``[models] retrain = "daemon"``), every few minutes retrain the per-machine predictors when the benchmark
-database has new rows (the nightly run adds them).
+database has new rows (the nightly run adds them); where the policy enables it (``[first_sight]``), every
+few minutes submit a short benchmark of each newly submitted architecture to the partitions that lack it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,6 +44,7 @@ _LIMIT_OPTIONS = (
 )
 RETRAIN_MINUTES = 10
 HISTORY_MINUTES = 5
+FIRST_SIGHT_MINUTES = 5
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], settings: Settings) -> None:
@@ -77,6 +80,7 @@ def _daemon(args: argparse.Namespace, console: Console) -> int:
         return 1
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     # The service needs torch (introspection) and xgboost (predictors); other commands start without them.
+    from advisor.bench.first_sight import FirstSight
     from advisor.daemon.app import AdviceService, ServiceInputs, utc_now
     from advisor.daemon.metrics import CountingRunner, Metrics
     from advisor.daemon.server import Listen, serve
@@ -104,6 +108,16 @@ def _daemon(args: argparse.Namespace, console: Console) -> int:
         id="history",
         next_run_time=utc_now(),
     )
+    first_sight = FirstSight(
+        client=client,
+        store=advisor.store,
+        rules=lambda: advisor.policy.current.first_sight,
+        python=sys.executable,
+        results_dir=args.settings.bench_dir,
+        site=args.settings.bench,
+        clock=utc_now,
+    )
+    scheduler.add_job(first_sight, "interval", minutes=FIRST_SIGHT_MINUTES, id="first-sight")
     models = args.settings.models
     if models.retrain == "daemon":  # else the nightly timer retrains, and only it
         retrain = _Retrainer(args.db, args.models_dir, models.max_worse_mape)

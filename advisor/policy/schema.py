@@ -116,6 +116,15 @@ class UserRules(_Strict):
     objective: OwnObjective | None = None
 
 
+class FirstSightRules(_Strict):
+    """A short benchmark job, at low priority, of an architecture no machine of a partition has measured,
+    as soon as a user first asks advice for it: its next submission is predicted from its own parts."""
+
+    enabled: bool = False
+    minutes: Annotated[float, Field(gt=0, le=120)] = 5.0
+    """Measuring time of each such job (one per partition that lacks the architecture)."""
+
+
 class AuditRules(_Strict):
     """How long the daemon keeps what users submitted (argv, ``--export`` values, paths, the candidates)."""
 
@@ -132,6 +141,7 @@ class Policy(_Strict):
     time_limit: TimeLimitRule = TimeLimitRule()
     overhead: Overhead = Overhead()
     audit: AuditRules = AuditRules()
+    first_sight: FirstSightRules = FirstSightRules()
     tuning: Tuning = Tuning()
     partitions: dict[PartitionName, PartitionRules] = {}
     accounts: dict[AccountName, AccountRules] = {}
