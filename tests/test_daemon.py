@@ -79,6 +79,10 @@ def test_a_declined_rewrite_is_audited_as_declined_and_calibrated_as_written(
         f"job {job_id} of " in shown.stdout
         and "submitted as written (the advised changes were" in shown.stdout
     )
+    assert "--partition=a100" in shown.stdout, "the advice as the options it adds, not as field names"
+    with sqlite3.connect(daemon.root / "advisor.db") as db:
+        recorded = db.execute("SELECT model, requests FROM architectures").fetchall()
+    assert recorded and all(requests >= 1 for _, requests in recorded), "tonight's plan learns what users run"
 
 
 def test_parsable_output_and_exit_codes_match_sbatch(

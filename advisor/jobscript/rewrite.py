@@ -83,7 +83,7 @@ def apply_advice(
         kinds = ["hetjob"] if request.het_components > 1 else request.foreign_directives
         return unchanged(argv, stdin, f"advised only: scripts with {', '.join(kinds)} are never rewritten")
     options = advice_options(request, advice, partitions)
-    env = _environment(description, advice)
+    env = advice_environment(description, advice)
     notes: list[str] = []
     substituted = _substitute_batch_flag(request, description, advice, notes)
     if substituted is not None and request.script_args:
@@ -141,7 +141,9 @@ def _is_gpu_gres(item: str) -> bool:
     return name == "gpu" or name.startswith(("gpu:", "gpu="))
 
 
-def _environment(description: JobDescription | None, advice: Advice) -> dict[str, str]:
+def advice_environment(description: JobDescription | None, advice: Advice) -> dict[str, str]:
+    """The ``ADVISOR_*`` variables that tell the training script the advice (`advisor.runtime` reads them);
+    without the description, the global batch only where the advice moves it."""
     env: dict[str, str] = {}
     if advice.micro_batch is not None:
         env[contract.MICRO_BATCH] = str(advice.micro_batch)

@@ -9,11 +9,12 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from advisor.jobscript.advisor_words import split_command_line
-from advisor.jobscript.rewrite import AdviceError, apply_advice
+from advisor.jobscript.rewrite import AdviceError, advice_environment, apply_advice
 from advisor.jobscript.submission import parse_submission
 from advisor.policy.holder import PolicyHolder
 from advisor.recommend.choose import Estimate, Recommendation, describe
@@ -88,33 +89,50 @@ def _recommend(args: argparse.Namespace, console: Console) -> int:
 HEADERS = (
     "",
     "configuration",
-    "wait (Slurm)",
-    "wait (advisor)",
-    "run (p50)",
-    "run (p90)",
+    "wait\n(Slurm)",
+    "wait\n(advisor)",
+    "run\n(p50)",
+    "run\n(p90)",
     "total",
     "cost",
     "fits",
     "confidence",
 )
+SHOWN = 8
+"""Candidates a table shows (and the job as submitted, wherever it ranks); `--json` has them all."""
 
 
 def show(result: Recommendation, console: Console, changes: Sequence[str] | None = None) -> None:
     """The candidates as a table, the chosen one and the job as submitted marked, then the reasons and the
     advice as what it adds to the submission (``changes``: sbatch options, variables, notes)."""
     if result.candidates:
-        table = Table(title="candidates, best first")
-        for column in HEADERS:
-            table.add_column(column)
-        for estimate in result.candidates:
-            table.add_row(*_row(estimate, result))
+        table = candidates_table(result)
         console.print(table)
+        if table.row_count < len(result.candidates):
+            console.print(f"and {len(result.candidates) - table.row_count} more candidates (--json: all)")
     for reason in result.reasons:
         console.print(reason, highlight=False)
     if result.advice is not None:
         verb = "applies" if result.apply else "suggests (not applied)"
         console.print(f"the advisor {verb}: {' '.join(changes or _fields(result))}", highlight=False)
     console.print("waits marked * come from the estimator with the smaller measured error", highlight=False)
+
+
+def candidates_table(result: Recommendation) -> Table:
+    """The best `SHOWN` candidates and the job as submitted: narrow enough for a 120-column terminal."""
+    table = Table(
+        title="candidates, best first",
+        box=box.SIMPLE_HEAD,
+        title_justify="left",
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    for column in HEADERS:
+        table.add_column(column, min_width=20 if column == "configuration" else None)
+    for rank, estimate in enumerate(result.candidates):
+        if rank < SHOWN or estimate == result.baseline:
+            table.add_row(*_row(estimate, result))
+    return table
 
 
 def added_words(before: Sequence[str], after: Sequence[str], env: Mapping[str, str]) -> list[str]:
@@ -124,11 +142,18 @@ def added_words(before: Sequence[str], after: Sequence[str], env: Mapping[str, s
 
 
 def _fields(result: Recommendation) -> list[str]:
-    assert result.advice is not None
-    return [
-        f"{name}={format_duration(value) if isinstance(value, timedelta) else value}"
-        for name, value in result.advice.model_dump(exclude_none=True).items()
-    ]
+    """The advice as the options and variables it adds, where the submission it was applied to is gone
+    (`advisor explain`): the GPU request in sbatch's plain form, not necessarily the user's own."""
+    advice = result.advice
+    assert advice is not None
+    words = []
+    if advice.partition is not None:
+        words.append(f"--partition={','.join([advice.partition, *advice.other_partitions])}")
+    if advice.gpus is not None:
+        words.append(f"--gpus={advice.gpu_type + ':' if advice.gpu_type else ''}{advice.gpus}")
+    if advice.time_limit is not None:
+        words.append(f"--time={format_duration(advice.time_limit)}")
+    return words + [f"{name}={value}" for name, value in advice_environment(None, advice).items()]
 
 
 def _row(estimate: Estimate, result: Recommendation) -> list[str]:
