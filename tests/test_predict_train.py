@@ -450,3 +450,34 @@ def test_an_architecture_whose_own_layers_were_measured_is_predicted_with_high_c
     wider = introspect("tests.factories.cnn:build", (3, 32, 32), {"width": 40}, allow_factories=True)
     other = predict(Predictors.load(store), StepQuestion("cpu", wider, 8, False, False), [])
     assert other.confidence == "medium", "another width has other layers, which were never measured"
+
+
+def test_explain_sets_a_profiled_step_beside_the_predictions_split(store: Store, tmp_path: Path) -> None:
+    """`advisor models explain`: every part measured here and predicted, the predicted parts adding up to the
+    prediction `advisor predict` gives."""
+    from advisor.predict.machine import StepPart
+    from advisor.predict.profile import op_part
+
+    assert (
+        op_part("aten::mkldnn_convolution") is StepPart.LAYERS and op_part("aten::addmm") is StepPart.LAYERS
+    )
+    assert (
+        op_part("aten::native_batch_norm") is StepPart.MEMORY_BOUND and op_part("Optimizer.step#SGD") is None
+    )
+    (machine,) = machines(store)
+    train_machine(store, machine, tmp_path / "models", zoo_table)
+    (model, _version) = active_models(store)[machine]
+    table = zoo_table("resnet18", 32)
+    parts = model.parts(table, 8, False, False)
+    assert set(parts) == set(StepPart) and all(seconds >= 0 for seconds in parts.values())
+    assert sum(parts.values()) == pytest.approx(model.predict(table, 8, False, False).step_s)
+    console = Console(record=True, width=120)
+    db = tmp_path / "advisor.db"
+    settings = load_settings(os.environ)
+    parser = argparse.ArgumentParser()
+    add_commands(parser.add_subparsers(), settings)
+    args = parser.parse_args(["models", "explain", "resnet18", "--batch-size", "8", "--partition", "cpu"])
+    args.db, args.settings, args.steps = db, settings, 2
+    assert args.handler(args, console) == 0
+    text = console.export_text()
+    assert all(str(part) in text for part in StepPart) and "step" in text

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from functools import lru_cache
 from math import exp, log
 
@@ -71,6 +72,15 @@ class StepSample:
     channels_last: bool
     seconds: float
     peak_memory_bytes: int | None
+
+
+class StepPart(StrEnum):
+    """What each term of the step's linear base (`StepFeatures.base_terms`) stands for, in its order."""
+
+    LAYERS = "convolutions and linears"
+    DISPATCH = "per-op dispatch"
+    OPTIMIZER = "optimizer"
+    MEMORY_BOUND = "memory-bound ops"
 
 
 class StepPrediction(BaseModel):
@@ -236,6 +246,16 @@ class MachineModel(BaseModel):
             step_p90_s=step_s * exp(max(self.p90_log_ratio, 0.0)),
             peak_memory_bytes=round(self.memory.predict(table, batch, amp)),
         )
+
+    def parts(self, table: LayerTable, batch: int, amp: bool, channels_last: bool) -> dict[StepPart, float]:
+        """The predicted step split by what each term of the linear base stands for, in proportion to its
+        share of the base: what `advisor models explain` sets beside a profiled step."""
+        features = self.features(table, batch, amp, channels_last)
+        fit = self._step_fit()
+        terms = [c * t for c, t in zip(fit.coefficients, features.base_terms(fit.calibration), strict=True)]
+        total = self.predict(table, batch, amp, channels_last).step_s
+        scale = total / max(sum(terms), _TINY_S)
+        return {part: term * scale for part, term in zip(StepPart, terms, strict=True)}
 
     def _measured_curve(
         self, architecture: str, amp: bool, channels_last: bool

@@ -1,0 +1,69 @@
+"""A real training step of one model, profiled on this machine: where its time goes, in the step model's
+parts (`StepPart`), for `advisor models explain`.
+
+torch.profiler's self CPU time per aten op: convolutions and matrix products are the layers the benchmarks
+time; the optimizer's update is every op under ``Optimizer.step``; every other aten op (norms,
+activations, pooling, element-wise, copies) is memory-bound; what no op accounts for (autograd's engine,
+dispatch, Python, the loader's collation) counts as per-op dispatch. The profiler's own overhead lands there
+too, so that part is an upper bound.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from advisor.bench.training import start_training
+from advisor.predict.machine import StepPart
+from advisor.records import StepConfig
+
+_MATRIX_PRODUCTS = frozenset({"aten::addmm", "aten::mm", "aten::bmm", "aten::baddbmm", "aten::matmul"})
+
+
+def op_part(name: str) -> StepPart | None:
+    """The part an aten op's self time belongs to; None for what is not an aten op (wrappers, engine)."""
+    if not name.startswith("aten::"):
+        return None
+    if "conv" in name or name in _MATRIX_PRODUCTS:
+        return StepPart.LAYERS
+    if name.startswith("aten::_foreach"):
+        return StepPart.OPTIMIZER
+    return StepPart.MEMORY_BOUND
+
+
+def _in_optimizer(event: Any) -> bool:
+    """Inside ``Optimizer.step`` (on a CPU, SGD updates with plain element-wise ops, not ``_foreach``)."""
+    parent = event.cpu_parent
+    while parent is not None:
+        if parent.name.startswith("Optimizer.step"):
+            return True
+        parent = parent.cpu_parent
+    return False
+
+
+def profile_step(
+    config: StepConfig, device: torch.device, steps: int = 5, *, allow_factories: bool = False
+) -> dict[StepPart, float]:
+    """Seconds per step of each part, over ``steps`` profiled steps after two untimed ones."""
+    warmup = 2
+    training = start_training(config, device, warmup + steps, allow_factories=allow_factories)
+    for _ in range(warmup):
+        training.compute(*training.fetch())
+    os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # kineto's start, stop and GPU probe lines: not ours
+    with profile(activities=[ProfilerActivity.CPU]) as profiled:
+        began = time.perf_counter()
+        for _ in range(steps):
+            training.compute(*training.fetch())
+        wall = (time.perf_counter() - began) / steps
+    parts = dict.fromkeys(StepPart, 0.0)
+    for event in profiled.events():
+        part = op_part(event.name)
+        if part is not None:
+            part = StepPart.OPTIMIZER if _in_optimizer(event) else part
+            parts[part] += event.self_cpu_time_total / 1e6 / steps
+    parts[StepPart.DISPATCH] = max(wall - sum(parts.values()), 0.0)
+    return parts
