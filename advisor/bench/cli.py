@@ -180,8 +180,8 @@ def _show_night(console: Console, night: Tonight) -> None:
     share = night.covered / night.grid_items if night.grid_items else 0.0
     console.print(
         f"{len(night.entries)} measurements, estimated {_minutes(night.estimate_s)} of the "
-        f"{_minutes(night.budget_s)} budget; the nightly grid's {night.grid_items} measurements: "
-        f"{night.covered} made on earlier nights ({share:.0%})",
+        f"{_minutes(night.budget_s)} budget\nthe nightly grid: {night.covered} of its {night.grid_items} "
+        f"measurements made on earlier nights ({share:.0%})",
         highlight=False,
     )
 
