@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import datetime
+from enum import StrEnum
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
@@ -132,3 +133,12 @@ class ResultLine(_Record):
     fingerprint: Fingerprint
     measured_at: datetime
     measurement: Annotated[StepMeasurement | LayerMeasurement, Field(discriminator="kind")]
+
+
+class StepPart(StrEnum):
+    """What each term of the step's linear base (`StepFeatures.base_terms`) stands for, in its order."""
+
+    LAYERS = "convolutions and linears"
+    DISPATCH = "per-op dispatch"
+    OPTIMIZER = "optimizer"
+    MEMORY_BOUND = "memory-bound ops"

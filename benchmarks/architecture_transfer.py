@@ -26,11 +26,14 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from advisor.argtypes import input_shape
-from advisor.cli import main as advisor
-from advisor.introspect.run import introspect
-from advisor.predict.service import Predictors, StepQuestion, predict
-from advisor.store import Store
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the factories in benchmarks/harness are imported by reference
+
+from advisor.argtypes import input_shape  # noqa: E402
+from advisor.cli import main as advisor  # noqa: E402
+from advisor.introspect.run import introspect  # noqa: E402
+from advisor.predict.service import Predictors, StepQuestion, predict  # noqa: E402
+from advisor.store import Store  # noqa: E402
 
 ARMS = (("zoo only", None), ("own layers", ["--layers-only"]), ("+ whole steps", []))
 DEFAULT = (

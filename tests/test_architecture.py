@@ -198,6 +198,7 @@ BENCHMARK_ENGINE = (
     "advisor.bench.training",
     "advisor.bench.run",
     "advisor.bench.job",
+    "advisor.bench.profile",
 )
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -452,11 +454,11 @@ def test_an_architecture_whose_own_layers_were_measured_is_predicted_with_high_c
     assert other.confidence == "medium", "another width has other layers, which were never measured"
 
 
-def test_explain_sets_a_profiled_step_beside_the_predictions_split(store: Store, tmp_path: Path) -> None:
-    """`advisor models explain`: every part measured here and predicted, the predicted parts adding up to the
+def test_profile_sets_a_profiled_step_beside_the_predictions_split(store: Store, tmp_path: Path) -> None:
+    """`advisor profile`: every part measured here and predicted, the predicted parts adding up to the
     prediction `advisor predict` gives."""
-    from advisor.predict.machine import StepPart
-    from advisor.predict.profile import op_part
+    from advisor.bench.profile import op_part
+    from advisor.records import StepPart
 
     assert (
         op_part("aten::mkldnn_convolution") is StepPart.LAYERS and op_part("aten::addmm") is StepPart.LAYERS
@@ -471,13 +473,13 @@ def test_explain_sets_a_profiled_step_beside_the_predictions_split(store: Store,
     parts = model.parts(table, 8, False, False)
     assert set(parts) == set(StepPart) and all(seconds >= 0 for seconds in parts.values())
     assert sum(parts.values()) == pytest.approx(model.predict(table, 8, False, False).step_s)
-    console = Console(record=True, width=120)
-    db = tmp_path / "advisor.db"
-    settings = load_settings(os.environ)
-    parser = argparse.ArgumentParser()
-    add_commands(parser.add_subparsers(), settings)
-    args = parser.parse_args(["models", "explain", "resnet18", "--batch-size", "8", "--partition", "cpu"])
-    args.db, args.settings, args.steps = db, settings, 2
-    assert args.handler(args, console) == 0
-    text = console.export_text()
-    assert all(str(part) in text for part in StepPart) and "step" in text
+    words = ["profile", "resnet18", "--batch-size", "8", "--partition", "cpu", "--steps", "2"]
+    completed = subprocess.run(
+        [str(Path(sys.executable).parent / "advisor"), *words, "--db", str(tmp_path / "advisor.db")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "120"},
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert all(str(part) in completed.stdout for part in StepPart) and "step" in completed.stdout

@@ -52,22 +52,6 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
     evaluate.add_argument("--plot", type=Path, help="PNG of predicted against measured step times")
     evaluate.set_defaults(handler=_evaluate)
 
-    explain = actions.add_parser(
-        "explain",
-        help="a model's step on this machine, profiled, beside its prediction, part by part",
-        description="Runs real training steps of MODEL here under torch.profiler and sets where their time "
-        "goes (convolutions and linears, memory-bound ops, the optimizer, per-op dispatch) beside the "
-        "active predictor's split of its prediction for PARTITION: which part a prediction misses. Run it "
-        "on a node of that partition (the profile is this machine's).",
-    )
-    explain.add_argument("model", help="a torchvision model name or package.module:factory")
-    explain.add_argument("--input-shape", type=argtypes.input_shape, default=(3, 32, 32), help="3,H,H")
-    explain.add_argument("--batch-size", type=int, required=True)
-    explain.add_argument("--partition", required=True)
-    explain.add_argument("--steps", type=int, default=5, help="profiled steps (default 5)")
-    explain.add_argument("--db", type=Path, default=settings.database)
-    explain.set_defaults(handler=_explain)
-
     predict = commands.add_parser("predict", help="a model's step time and peak memory on a partition")
     predict.add_argument(
         "--model",
@@ -279,44 +263,4 @@ def _predict(args: argparse.Namespace, console: Console) -> int:
     for name, value in output.items():
         table_out.add_row(name, str(value))
     console.print(table_out)
-    return 0
-
-
-def _explain(args: argparse.Namespace, console: Console) -> int:
-    import torch
-
-    from advisor.bench.zoo import model_table
-    from advisor.predict.profile import profile_step
-    from advisor.predict.service import Predictors
-    from advisor.records import StepConfig
-
-    channels, height, width = args.input_shape
-    if channels != 3 or height != width:
-        console.print("advisor: error: a profiled step takes a square RGB input (3,H,H)", highlight=False)
-        return 2
-    predictors = Predictors.load(Store.existing(args.db))
-    own = sorted(
-        {f.machine() for f in predictors.fingerprints if f.partition == args.partition}
-        & set(predictors.models)
-    )
-    if not own:
-        console.print(f"advisor: error: partition {args.partition} has no trained predictor", highlight=False)
-        return 1
-    model, version = predictors.models[own[0]]
-    table = model_table(args.model, height, allow_factories=True)
-    predicted = model.parts(table, args.batch_size, False, False)
-    config = StepConfig(
-        model=args.model, input_size=height, batch=args.batch_size, amp=False, channels_last=False,
-        pinned=False, workers=0,
-    )  # fmt: skip
-    measured = profile_step(config, torch.device("cpu"), args.steps, allow_factories=True)
-    title = f"{args.model} at batch {args.batch_size}: profiled here, predicted for {args.partition}"
-    out = Table(title=f"{title} (machine {own[0]}, version {version})", title_justify="left")
-    for column in ("part", "measured ms", "predicted ms", "predicted / measured"):
-        out.add_column(column, justify="left" if column == "part" else "right")
-    rows = [(str(part), seconds, predicted[part]) for part, seconds in measured.items()]
-    for name, seconds, guess in [*rows, ("step", sum(measured.values()), sum(predicted.values()))]:
-        ratio = f"{guess / seconds:.2f}" if seconds > 0 else "-"
-        out.add_row(name, f"{seconds * 1000:.2f}", f"{guess * 1000:.2f}", ratio)
-    console.print(out)
     return 0

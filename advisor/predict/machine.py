@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from functools import lru_cache
 from math import exp, log
 
@@ -39,7 +38,7 @@ from advisor.predict.features import (
     timed_layers,
 )
 from advisor.predict.leastsquares import relative_least_squares
-from advisor.records import LayerConfig
+from advisor.records import LayerConfig, StepPart
 
 _LAYER_PARAMS = {"max_depth": 6, "eta": 0.1, "min_child_weight": 2.0, "subsample": 0.9}
 _LAYER_ROUNDS = 300
@@ -72,15 +71,6 @@ class StepSample:
     channels_last: bool
     seconds: float
     peak_memory_bytes: int | None
-
-
-class StepPart(StrEnum):
-    """What each term of the step's linear base (`StepFeatures.base_terms`) stands for, in its order."""
-
-    LAYERS = "convolutions and linears"
-    DISPATCH = "per-op dispatch"
-    OPTIMIZER = "optimizer"
-    MEMORY_BOUND = "memory-bound ops"
 
 
 class StepPrediction(BaseModel):
@@ -249,7 +239,7 @@ class MachineModel(BaseModel):
 
     def parts(self, table: LayerTable, batch: int, amp: bool, channels_last: bool) -> dict[StepPart, float]:
         """The predicted step split by what each term of the linear base stands for, in proportion to its
-        share of the base: what `advisor models explain` sets beside a profiled step."""
+        share of the base: what `advisor profile` sets beside a profiled step."""
         features = self.features(table, batch, amp, channels_last)
         fit = self._step_fit()
         terms = [c * t for c, t in zip(fit.coefficients, features.base_terms(fit.calibration), strict=True)]

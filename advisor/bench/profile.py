@@ -1,5 +1,5 @@
 """A real training step of one model, profiled on this machine: where its time goes, in the step model's
-parts (`StepPart`), for `advisor models explain`.
+parts (`StepPart`), for `advisor profile`.
 
 torch.profiler's self CPU time per aten op: convolutions and matrix products are the layers the benchmarks
 time; the optimizer's update is every op under ``Optimizer.step``; every other aten op (norms,
@@ -10,7 +10,6 @@ too, so that part is an upper bound.
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
@@ -18,8 +17,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from advisor.bench.training import start_training
-from advisor.predict.machine import StepPart
-from advisor.records import StepConfig
+from advisor.records import StepConfig, StepPart
 
 _MATRIX_PRODUCTS = frozenset({"aten::addmm", "aten::mm", "aten::bmm", "aten::baddbmm", "aten::matmul"})
 
@@ -53,7 +51,6 @@ def profile_step(
     training = start_training(config, device, warmup + steps, allow_factories=allow_factories)
     for _ in range(warmup):
         training.compute(*training.fetch())
-    os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # kineto's start, stop and GPU probe lines: not ours
     with profile(activities=[ProfilerActivity.CPU]) as profiled:
         began = time.perf_counter()
         for _ in range(steps):
