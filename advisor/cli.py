@@ -71,7 +71,7 @@ def _config_option(words: Sequence[str]) -> Path | None:
 
 def _parser(settings: Settings) -> argparse.ArgumentParser:
     """Every command; their modules load here, so a missing service dependency is one clear error."""
-    from advisor import admin, profiling, report
+    from advisor import admin, cli_filter, profiling, report
     from advisor.bench import cli as bench_cli
     from advisor.compress import cli as compress_cli
     from advisor.daemon import main as daemon_main
@@ -137,6 +137,7 @@ def _parser(settings: Settings) -> argparse.ArgumentParser:
     admin.add_commands(commands, settings)
     compress_cli.add_commands(commands, settings)
     profiling.add_commands(commands, settings)
+    cli_filter.add_commands(commands, settings)
     return parser
 
 

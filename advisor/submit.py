@@ -73,6 +73,9 @@ environment (over the settings file, $ADVISOR_CONFIG or /etc/advisor/advisor.tom
 
 Every other option is sbatch's: see `sbatch --help`.
 """
+WRAPPED = "ADVISOR_WRAPPED"
+"""Set on advise-submit's own sbatch call: the cli_filter inside it leaves the job alone
+(`advisor.cli_filter`), so a job is never advised twice."""
 INTROSPECT_TIMEOUT_S = 60
 INTROSPECT_MEMORY_BYTES = 8 * 2**30
 
@@ -331,7 +334,7 @@ def _dry(submission: SbatchCall, flags: Flags) -> SbatchCall:
 
 def _sbatch(submission: SbatchCall, capture: bool) -> subprocess.CompletedProcess[str]:
     """The one place sbatch runs for a user: argv only, the user's own environment plus the advice's."""
-    env = {**os.environ, **submission.env}
+    env = {**os.environ, **submission.env, WRAPPED: "1"}
     try:
         return subprocess.run(
             ["sbatch", *submission.argv],

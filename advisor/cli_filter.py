@@ -1,0 +1,204 @@
+"""Plain `sbatch`, advised: the helper Slurm's ``cli_filter/lua`` plugin runs (`advisor/data/cli_filter.lua`).
+
+Inside sbatch, as the user, after the script's ``#SBATCH`` lines, the environment and the command line are
+applied and before the controller is contacted, the Lua hands sbatch's options (as JSON, in a file) to
+``advisor-cli-filter pre FILE``. This asks the daemon as advise-submit does, prints the advice on
+stderr, and answers on stdout with the option changes, one ``NAME<TAB>VALUE`` per line, then ``#end``; the
+Lua applies them only when the answer is complete and every name is one a rewrite may set. After the
+submission the Lua reports the job with ``advisor-cli-filter post REQUEST JOBID APPLIED``.
+
+Fail-open as advise-submit is: whatever goes wrong here prints one warning line and answers no change, so
+the job goes in exactly as the user wrote it. A script on stdin or ``--wrap`` is left alone (there is no
+script file to read), as is a job submitted by advise-submit itself (its ``WRAPPED`` mark) or by a user
+who opts out (``ADVISOR_OFF=1``, or ``#ADVISOR --off`` in the script).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from advisor.settings.validated import Settings
+
+OPT_OUT = "ADVISOR_OFF"
+SETTABLE = (
+    "partition",
+    "time",
+    "gres",
+    "gpus",
+    "gpus-per-node",
+    "gpus-per-task",
+    "gpus-per-socket",
+    "export",
+)
+"""The sbatch options a rewrite may change, and so the only ones the Lua sets."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``pre FILE`` or ``post REQUEST JOBID APPLIED``; exit status 0 whatever happens (the Lua reads only
+    the answer)."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] == ["pre"]:
+        return pre_submit(words[1:])
+    if words[:1] == ["post"]:
+        return post_submit(words[1:])
+    print(
+        "usage: advisor-cli-filter pre OPTIONS.json | post REQUEST JOBID 0|1 (run by cli_filter.lua)",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def pre_submit(words: Sequence[str]) -> int:
+    """``pre FILE``: the option changes on stdout; never a failure sbatch would see."""
+    try:
+        changes = _changes(Path(words[0]) if words else None)
+    except Exception as error:  # fail-open: the job goes in as written
+        from advisor.submit import _reason
+
+        print(f"advisor: warning: {_reason(error)}; submitting unchanged", file=sys.stderr)
+        changes = []
+    for name, value in changes:
+        print(f"{name}\t{value}")
+    print("#end")
+    return 0
+
+
+def post_submit(words: Sequence[str]) -> int:
+    """``post REQUEST JOBID APPLIED``: the job the advice became, for calibration."""
+    from advisor.submit import _call, _reason
+
+    try:
+        request_id, job_id, applied = words[0], int(words[1]), words[2] == "1"
+        note = {"request_id": request_id, "job_id": job_id, "applied": applied}
+        _call("POST", "/submitted", json.dumps(note).encode())
+    except Exception as error:  # the job is in; only the advisor's record of it is missing
+        print(f"advisor: note: the job was not recorded: {_reason(error)}", file=sys.stderr)
+    return 0
+
+
+def sbatch_words(options: dict[str, Any]) -> list[str] | None:
+    """sbatch's options as a command line that means the same (what advise-submit would have been given),
+    the script and its arguments last; None for a script on stdin or ``--wrap``."""
+    argv = options.get("argv")
+    if not isinstance(argv, list) or not argv or "wrap" in options:
+        return None
+    words = []
+    for name, value in options.items():
+        if name in ("argv", "spank", "spank_job_env") or not isinstance(value, str):
+            continue
+        words.append(f"--{name}" if value in ("", "set") else f"--{name}={value}")
+    return [*words, *(str(word) for word in argv)]
+
+
+def _changes(path: Path | None) -> list[tuple[str, str]]:
+    from advisor.submit import WRAPPED, _advise, _batch_flag
+    from advisor.submit_guard import UserJob
+
+    if path is None or os.environ.get(WRAPPED) or os.environ.get(OPT_OUT):
+        return []
+    options = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(options, dict):
+        raise ValueError("sbatch's options are not a JSON object")
+    words = sbatch_words(options)
+    if words is None:
+        return []
+    script = Path(words[len(words) - len(options["argv"])]).read_bytes()
+    text = script.decode("utf-8", "surrogateescape")
+    if "#ADVISOR --off" in text:
+        return []
+    where = str(options["argv"][0])
+    job = UserJob(words, text, where, {}, _batch_flag(text, where, []))
+    answer = _advise(job, script, [])
+    recommendation = answer.body.get("recommendation") or {}
+    for reason in recommendation.get("reasons") or []:
+        print(f"advisor: {reason}", file=sys.stderr)
+    call = answer.submission
+    changes = _option_changes(job.argv, call.argv, call.env) if call.rewritten else []
+    if changes and call.stdin is not None and call.stdin != job.script:
+        print(
+            "advisor: the advice changes the script's batch flag: use advise-submit for it", file=sys.stderr
+        )
+        changes = []
+    if changes:
+        shown = " ".join(f"--{name}={value}" for name, value in changes)
+        print(f"advisor: applied: {shown}", file=sys.stderr)
+    if answer.request_id:
+        changes.append(("#request", f"{answer.request_id} {int(bool(changes))}"))
+    return changes
+
+
+def _option_changes(
+    before: Sequence[str], after: Sequence[str], env: dict[str, str]
+) -> list[tuple[str, str]]:
+    """What the rewrite added, as (option, value); its ``ADVISOR_*`` variables through ``--export``."""
+    kept = set(before)
+    changes = []
+    for word in after:
+        if word not in kept and word.startswith("--") and "=" in word:
+            name, value = word[2:].split("=", 1)
+            if name not in SETTABLE:
+                raise ValueError(f"the advice changes --{name}, which the filter may not set")
+            changes.append((name, value))
+    if env and not any(name == "export" for name, _ in changes):
+        changes.append(("export", ",".join(["ALL", *(f"{name}={value}" for name, value in env.items())])))
+    return changes
+
+
+_SAFE_PATH = re.compile(r"[A-Za-z0-9_./+-]+")
+HELPER_SLACK_S = 3.0
+"""The helper's own start (Python, imports) on top of the daemon's timeout."""
+
+
+def install(conf_dir: Path, helper: Path, timeout_s: float) -> Path:
+    """Writes ``cli_filter.lua`` beside slurm.conf, naming ``helper`` by its absolute path (the Lua runs it
+    through a shell, so the path may hold no character a shell would read)."""
+    from advisor.settings import package_data
+
+    if not helper.is_absolute() or not _SAFE_PATH.fullmatch(str(helper)):
+        raise ValueError(f"the helper's path {helper} must be absolute, of letters, digits and ._/+- only")
+    text = package_data("cli_filter.lua").read_text(encoding="utf-8")
+    text = text.replace("@HELPER@", str(helper)).replace("@TIMEOUT_S@", f"{timeout_s + HELPER_SLACK_S:g}")
+    target = conf_dir / "cli_filter.lua"
+    target.write_text(text, encoding="utf-8")
+    target.chmod(0o644)
+    return target
+
+
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], settings: Settings) -> None:
+    parser = commands.add_parser("cli-filter", help="plain sbatch, advised: Slurm's cli_filter/lua plugin")
+    actions = parser.add_subparsers(required=True, metavar="ACTION")
+    install_parser = actions.add_parser(
+        "install",
+        help="write cli_filter.lua beside slurm.conf (then add CliFilterPlugins=cli_filter/lua to it)",
+    )
+    install_parser.add_argument("--slurm-conf-dir", type=Path, required=True, help="the folder of slurm.conf")
+    install_parser.add_argument(
+        "--helper",
+        type=Path,
+        default=Path(sys.executable).parent / "advisor-cli-filter",
+        help="the helper the Lua runs (default: %(default)s)",
+    )
+    install_parser.set_defaults(handler=_install)
+
+
+def _install(args: argparse.Namespace, console: Console) -> int:
+    try:
+        target = install(args.slurm_conf_dir, args.helper, args.settings.timeout_s)
+    except (OSError, ValueError) as error:
+        console.print(f"advisor: error: {error}", highlight=False)
+        return 1
+    console.print(
+        f"wrote {target}; enable it with CliFilterPlugins=cli_filter/lua in {args.slurm_conf_dir}/slurm.conf",
+        highlight=False,
+    )
+    return 0

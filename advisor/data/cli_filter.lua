@@ -1,0 +1,93 @@
+--[[
+The advisor's cli_filter: plain sbatch, advised. Installed beside slurm.conf by
+`advisor cli-filter install --slurm-conf-dir DIR`, enabled with CliFilterPlugins=cli_filter/lua.
+
+In slurm_cli_pre_submit, for sbatch only (not srun or salloc, not scrontab), sbatch's options go as JSON to
+the advisor's helper, which asks the daemon and answers with the option changes ("NAME<TAB>VALUE" lines,
+then "#end"). They are applied only if the whole answer is there and every name is one a rewrite may set;
+otherwise, and whenever anything fails or takes too long, the job goes in exactly as written, with one
+warning line. A job advise-submit submits (ADVISOR_WRAPPED) or a user opts out of (ADVISOR_OFF=1) is
+left alone. After the submission, slurm_cli_post_submit tells the daemon the job id.
+--]]
+
+local HELPER = "@HELPER@"
+local TIMEOUT_S = "@TIMEOUT_S@"
+local SETTABLE = {
+  partition = true, time = true, gres = true, gpus = true, ["gpus-per-node"] = true,
+  ["gpus-per-task"] = true, ["gpus-per-socket"] = true, export = true,
+}
+
+local function program()
+  local file = io.open("/proc/self/cmdline", "rb")
+  if file == nil then return nil end
+  local cmdline = file:read("*a") or ""
+  file:close()
+  local first = cmdline:match("^([^%z]*)") or ""
+  return first:match("([^/]*)$")
+end
+
+local function answer(json)
+  local path = os.tmpname()
+  local file = assert(io.open(path, "w"))
+  file:write(json)
+  file:close()
+  -- The helper's stderr (the advice, warnings) is the user's; its stdout is the answer.
+  local pipe = io.popen("timeout -k 1 " .. TIMEOUT_S .. " " .. HELPER .. " pre " .. path)
+  local text = pipe:read("*a") or ""
+  pipe:close()
+  os.remove(path)
+  return text
+end
+
+local function advise(options, offset)
+  local text = answer(slurm.json_cli_options(options))
+  local changes, request, complete = {}, nil, false
+  for line in text:gmatch("[^\n]+") do
+    if line == "#end" then
+      complete = true
+    else
+      local name, value = line:match("^([%w#%-]+)\t(.*)$")
+      if name == "#request" and value:match("^%x+ [01]$") then
+        request = value
+      elseif name ~= nil and SETTABLE[name] then
+        changes[#changes + 1] = { name, value }
+      else
+        error("the advisor's answer is unreadable")
+      end
+    end
+  end
+  if not complete then
+    error("the advisor gave no complete answer")
+  end
+  for _, change in ipairs(changes) do
+    options[change[1]] = change[2]
+  end
+  if request ~= nil then
+    slurm.cli_store(offset, request)
+  end
+end
+
+function slurm_cli_setup_defaults(options, early)
+  return slurm.SUCCESS
+end
+
+function slurm_cli_pre_submit(options, offset)
+  if program() ~= "sbatch" or os.getenv("ADVISOR_WRAPPED") or os.getenv("ADVISOR_OFF") then
+    return slurm.SUCCESS
+  end
+  local ok, why = pcall(advise, options, offset)
+  if not ok then
+    slurm.log_info("advisor: warning: %s; submitting unchanged", tostring(why))
+  end
+  return slurm.SUCCESS
+end
+
+function slurm_cli_post_submit(offset, jobid, stepid)
+  local request = slurm.cli_retrieve(offset)
+  if request ~= nil and program() == "sbatch" and request:match("^%x+ [01]$") then
+    local id, applied = request:match("^(%x+) ([01])$")
+    os.execute("timeout -k 1 " .. TIMEOUT_S .. " " .. HELPER .. " post " .. id .. " " ..
+      tostring(math.floor(tonumber(jobid))) .. " " .. applied)
+  end
+  return slurm.SUCCESS
+end

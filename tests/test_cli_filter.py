@@ -1,0 +1,135 @@
+"""Plain sbatch, advised: the real sbatch with Slurm's cli_filter/lua plugin loaded, the advisor's Lua and
+helper, a real daemon. Every test counts the jobs Slurm received: a job is submitted exactly once."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from advisor.cli_filter import install, sbatch_words
+from advisor.sandbox.cluster import Sandbox
+from advisor.slurm.client import SlurmClient
+
+from .daemon_support import BIN, SCRIPT, Daemon, jobs_named, started_daemon
+
+
+@pytest.fixture(scope="module")
+def daemon(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    server = started_daemon(sandbox, tmp_path_factory.mktemp("filter-daemon"))
+    yield server
+    if server.process is not None and server.process.poll() is None:
+        server.stop()
+
+
+def _filtered_conf(sandbox: Sandbox, folder: Path, helper: Path, timeout_s: float = 20) -> Path:
+    """The sandbox's slurm.conf with the filter enabled, beside its own cli_filter.lua: sbatch loads both."""
+    conf = Path(sandbox.client_env()["SLURM_CONF"]).read_text(encoding="utf-8")
+    (folder / "slurm.conf").write_text(conf + "\nCliFilterPlugins=cli_filter/lua\n", encoding="utf-8")
+    install(folder, helper, timeout_s)
+    return folder / "slurm.conf"
+
+
+@pytest.fixture(scope="module")
+def filtered(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _filtered_conf(sandbox, tmp_path_factory.mktemp("filter-conf"), BIN / "advisor-cli-filter")
+
+
+def _sbatch(
+    daemon: Daemon, conf: Path, tmp_path: Path, name: str, body: str = "sleep 600", **env: str
+) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / f"{name}.sbatch"
+    script.write_text(SCRIPT.format(name=name).replace("sleep 600", body), encoding="utf-8")
+    environment = {**daemon.env, "SLURM_CONF": str(conf), **env}
+    return subprocess.run(
+        ["sbatch", str(script)], env=environment, cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+
+
+def _show(local_slurm: SlurmClient, job_id: int) -> dict[str, str]:
+    return local_slurm.show_job(job_id)
+
+
+def test_plain_sbatch_is_rewritten_per_policy_with_the_advice_in_its_environment(
+    daemon: Daemon, filtered: Path, local_slurm: SlurmClient, tmp_path: Path
+) -> None:
+    out = tmp_path / "env.out"
+    body = f"env | grep ^ADVISOR_ > {out}"
+    result = _sbatch(daemon, filtered, tmp_path, "plain-advised", body)
+    assert result.returncode == 0 and result.stdout.startswith("Submitted batch job "), result.stderr
+    job_id = int(result.stdout.split()[-1])
+    assert jobs_named(local_slurm, "plain-advised") in (["a100"], []), "moved to the fastest partition, once"
+    shown = _show(local_slurm, job_id)
+    assert shown["Partition"] == "a100" and shown["TimeLimit"] != "12:00:00"
+    assert "advisor: applied: --partition=a100" in result.stderr, result.stderr
+    deadline = time.monotonic() + 90
+    while not (out.exists() and out.read_text()) and time.monotonic() < deadline:
+        time.sleep(1)
+    variables = dict(line.split("=", 1) for line in out.read_text().splitlines())
+    assert variables["ADVISOR_MICRO_BATCH"] == "64" and variables["ADVISOR_GLOBAL_BATCH"] == "64"
+    with sqlite3.connect(daemon.root / "advisor.db") as db:
+        rows = db.execute("SELECT applied FROM audit WHERE job_id = ?", [job_id]).fetchall()
+    assert rows == [(1,)], "the post-submit hook linked the job to its advice"
+
+
+def test_advise_submit_under_the_filter_advises_once(
+    daemon: Daemon, filtered: Path, local_slurm: SlurmClient, tmp_path: Path
+) -> None:
+    with sqlite3.connect(daemon.root / "advisor.db") as db:
+        (before,) = db.execute("SELECT COUNT(*) FROM audit").fetchone()
+    script = tmp_path / "wrapped.sbatch"
+    script.write_text(SCRIPT.format(name="wrapped"), encoding="utf-8")
+    env = {**daemon.env, "SLURM_CONF": str(filtered)}
+    result = subprocess.run(
+        [str(BIN / "advise-submit"), "--yes", str(script)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert jobs_named(local_slurm, "wrapped") == ["a100"]
+    with sqlite3.connect(daemon.root / "advisor.db") as db:
+        (after,) = db.execute("SELECT COUNT(*) FROM audit").fetchone()
+    assert after == before + 1 and "advisor: applied" not in result.stderr
+
+
+@pytest.mark.parametrize("fault", ["no daemon", "opted out", "garbage", "crash", "hang"])
+def test_every_fault_leaves_the_job_as_written_submitted_once(
+    daemon: Daemon, sandbox: Sandbox, local_slurm: SlurmClient, tmp_path: Path, fault: str
+) -> None:
+    helper, env, timeout_s = BIN / "advisor-cli-filter", {}, 20.0
+    if fault == "no daemon":
+        env = {"ADVISOR_SOCKET": str(tmp_path / "nobody.sock")}
+    elif fault == "opted out":
+        env = {"ADVISOR_OFF": "1"}
+    else:  # a fake helper on a fixed path: faults the real one cannot be made to produce
+        helper = tmp_path / "fake-helper"
+        lines = {"garbage": "echo 'partition\ta100'; echo 'rm -rf /'; echo '#end'", "crash": "exit 3"}
+        helper.write_text(f"#!/bin/sh\n{lines.get(fault, 'sleep 60')}\n", encoding="utf-8")
+        helper.chmod(0o755)
+        timeout_s = 1.0  # the Lua's own limit: this and the helper's start-up slack
+    conf = _filtered_conf(sandbox, tmp_path, helper, timeout_s)
+    name = f"fault-{fault.replace(' ', '-')}"
+    began = time.monotonic()
+    result = _sbatch(daemon, conf, tmp_path, name, **env)
+    assert result.returncode == 0, result.stderr
+    assert jobs_named(local_slurm, name) == ["t4"], "unchanged, exactly once"
+    warnings = [line for line in result.stderr.splitlines() if "warning" in line]
+    if fault == "opted out":
+        assert "advisor" not in result.stderr
+    else:
+        assert len(warnings) == 1 and "submitting unchanged" in warnings[0], result.stderr
+    if fault == "hang":
+        assert time.monotonic() - began < 15, "the helper is cut at the timeout"
+
+
+def test_options_become_the_command_line_they_came_from() -> None:
+    options = {"partition": "t4", "time": "12:00:00", "exclusive": "", "argv": ["job.sh", "x"]}
+    assert sbatch_words(options) == ["--partition=t4", "--time=12:00:00", "--exclusive", "job.sh", "x"]
+    assert sbatch_words({"partition": "t4", "argv": []}) is None, "a script on stdin"
+    assert sbatch_words({"wrap": "hostname", "argv": []}) is None
