@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole product on the sandbox cluster: `./dev demo` runs this after installing what is missing.
 # The sandbox's partitions run at their own speeds (a100 1.0, v100 0.7, t4 0.4 of a CPU: the kernel's CPU
-# controller, as root); each is benchmarked, a predictor is trained per machine, the daemon starts, and two
-# jobs are advised and submitted: one moved to the partition that finishes it first, one to the cheapest.
+# controller, as root); each is benchmarked, a predictor is trained per machine, the daemon starts, and three
+# jobs are advised and submitted: one moved to the partition that finishes it first, one to the cheapest,
+# and one submitted with plain sbatch, advised by the cli_filter.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
@@ -48,9 +49,18 @@ output=$(advise-submit --yes --explain --output="$ADVISOR_STATE_DIR/demo-%j.out"
 echo "$output"
 second=${output##* }
 
+echo "== job 3, plain sbatch examples/demo.sbatch, with the cli_filter an admin enables (docs/admin-guide.md)"
+filter_dir="$ADVISOR_STATE_DIR/cli-filter"
+mkdir -p "$filter_dir"
+{ cat "$SLURM_CONF"; echo "CliFilterPlugins=cli_filter/lua"; } >"$filter_dir/slurm.conf"
+advisor cli-filter install --slurm-conf-dir "$filter_dir"
+output=$(SLURM_CONF="$filter_dir/slurm.conf" sbatch --output="$ADVISOR_STATE_DIR/demo-%j.out" examples/demo.sbatch)
+echo "$output"
+third=${output##* }
+
 echo "== the queue"
 squeue --format='%.6i %.9P %.12j %.8T %.10l %R'
 echo "== why job $first went where it did (advisor explain)"
 advisor explain "$first"
-echo "(and job $second's: advisor explain $second)"
+echo "(and jobs $second's and $third's: advisor explain $second; advisor explain $third)"
 echo "Stop everything with: kill $(cat "$pidfile" 2>/dev/null || echo '<the daemon pid>'); advisor sandbox down"

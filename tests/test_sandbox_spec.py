@@ -73,3 +73,10 @@ def test_bad_descriptions_name_the_file_and_the_field(tmp_path: Path, text: str,
 def test_a_missing_description_is_named(tmp_path: Path) -> None:
     with pytest.raises(SandboxConfigError, match="cannot read"):
         load_spec(tmp_path / "absent.toml")
+
+
+def test_a_sandbox_with_the_cli_filter_loads_the_plugin_and_one_without_does_not() -> None:
+    spec = load_spec(SANDBOX_CONFIG)
+    assert "CliFilterPlugins" not in render_slurm_conf(spec, LAYOUT, IDENTITY)
+    filtered = spec.model_copy(update={"cli_filter": True})
+    assert render_slurm_conf(filtered, LAYOUT, IDENTITY).splitlines()[-1] == "CliFilterPlugins=cli_filter/lua"

@@ -7,12 +7,14 @@ import os
 import secrets
 import shutil
 import socket
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel
 
+from advisor.cli_filter import install
 from advisor.sandbox import processes, speed
 from advisor.sandbox.render import (
     Identity,
@@ -24,6 +26,7 @@ from advisor.sandbox.render import (
 )
 from advisor.sandbox.spec import SandboxSpec
 from advisor.sandbox.speed import SpeedControl
+from advisor.settings import DEFAULT_TIMEOUT_S
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.models import Partition
 from advisor.slurm.runner import LocalRunner, SlurmError
@@ -285,6 +288,11 @@ class Sandbox:
             for path in files:
                 path.touch()
         layout.slurm_conf.write_text(slurm_conf)
+        lua = layout.etc / "cli_filter.lua"
+        if self.spec.cli_filter:
+            install(layout.etc, Path(sys.executable).parent / "advisor-cli-filter", DEFAULT_TIMEOUT_S)
+        else:
+            lua.unlink(missing_ok=True)
         (layout.etc / "gres.conf").write_text(render_gres_conf(self.spec, layout))
         dbd_conf = layout.etc / "slurmdbd.conf"
         dbd_conf.touch(mode=0o600)

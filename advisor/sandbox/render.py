@@ -148,6 +148,8 @@ def render_slurm_conf(spec: SandboxSpec, layout: Layout, identity: Identity) -> 
             f"PartitionName={part.name} Nodes={','.join(part.node_names())}"
             f" Default={'YES' if part.name == default else 'NO'} MaxTime={part.max_time} State=UP"
         )
+    if spec.cli_filter:
+        lines.append("CliFilterPlugins=cli_filter/lua")
     return "\n".join(lines) + "\n"
 
 

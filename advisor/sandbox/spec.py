@@ -83,6 +83,8 @@ class SandboxSpec(BaseModel):
     base_port: Annotated[int, Field(ge=1024, le=65000)] = 16817
     partition: Annotated[list[PartitionSpec], Field(min_length=1)]
     scheduler: SchedulerSpec = SchedulerSpec()
+    cli_filter: bool = False
+    """Plain sbatch advised: slurm.conf loads ``cli_filter/lua`` and the advisor's Lua sits beside it."""
 
     @model_validator(mode="after")
     def _consistent(self) -> SandboxSpec:
