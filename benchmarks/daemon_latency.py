@@ -12,6 +12,8 @@
    limit differ; a few repeat): the Slurm commands the daemon ran per request, from its own `/metrics`
    (`advisor_slurm_commands_total`), and slurmctld's RPCs from `sdiag` (goal: at most 5 per request on
    average).
+6. Plain `sbatch --test-only SCRIPT` with the advisor's cli_filter loaded and without: median of each over
+   ``--runs``, interleaved, and the filter's added latency (the helper's start and one `/advise`).
 
 The daemon runs with 1024 file descriptors, the default a unit without LimitNOFILE gets.
 
@@ -37,6 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from advisor.api import AdviseRequest  # noqa: E402 (after the path set-up)
+from advisor.cli_filter import install  # noqa: E402
 from advisor.daemon.transport import UnixHTTPConnection  # noqa: E402
 from advisor.sandbox.cluster import Sandbox  # noqa: E402
 from tests.conftest import sandbox_spec  # noqa: E402
@@ -61,6 +64,7 @@ def main() -> int:
     parser.add_argument("--identical", type=int, default=100)
     parser.add_argument("--idle", type=int, default=600)
     parser.add_argument("--varied", type=int, default=100)
+    parser.add_argument("--only", choices=["filter"], help="run one section alone")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="advisor-latency-") as folder:
         root = Path(folder)
@@ -91,11 +95,13 @@ def main() -> int:
                 time.sleep(0.2)
             script = root / "train.sbatch"
             script.write_text(SCRIPT, encoding="utf-8")
-            _dry_run_overhead(script, env, args.runs)
-            _concurrency(root / "advisor.sock", SCRIPT.encode(), args.clients, args.requests)
-            _identical_burst(root / "advisor.sock", env, args.identical)
-            _idle_connections(root / "advisor.sock", args.idle)
-            _varied_submissions(root / "advisor.sock", env, args.varied)
+            if args.only is None:
+                _dry_run_overhead(script, env, args.runs)
+                _concurrency(root / "advisor.sock", SCRIPT.encode(), args.clients, args.requests)
+                _identical_burst(root / "advisor.sock", env, args.identical)
+                _idle_connections(root / "advisor.sock", args.idle)
+                _varied_submissions(root / "advisor.sock", env, args.varied)
+            _filter_overhead(root, script, env, args.runs)
             if daemon.poll() is not None:
                 print(f"the daemon exited with status {daemon.returncode}")
         finally:
@@ -126,6 +132,24 @@ def _dry_run_overhead(script: Path, env: dict[str, str], runs: int) -> None:
     print(f"advise-submit --dry-run: median {a * 1000:.0f} ms over {runs} runs")
     print(f"sbatch --test-only:      median {p * 1000:.0f} ms")
     print(f"overhead:                {(a - p) * 1000:.0f} ms (target <= 300 ms)")
+
+
+def _filter_overhead(root: Path, script: Path, env: dict[str, str], runs: int) -> None:
+    folder = root / "filtered"
+    folder.mkdir()
+    conf = Path(env["SLURM_CONF"]).read_text(encoding="utf-8")
+    (folder / "slurm.conf").write_text(conf + "\nCliFilterPlugins=cli_filter/lua\n", encoding="utf-8")
+    install(folder, BIN / "advisor-cli-filter", timeout_s=30)
+    filtered_env = {**env, "SLURM_CONF": str(folder / "slurm.conf")}
+    _timed(["sbatch", "--test-only", str(script)], filtered_env)  # warm the daemon's caches
+    with_filter, without = [], []
+    for _ in range(runs):
+        with_filter.append(_timed(["sbatch", "--test-only", str(script)], filtered_env))
+        without.append(_timed(["sbatch", "--test-only", str(script)], env))
+    f, p = statistics.median(with_filter), statistics.median(without)
+    print(f"sbatch --test-only with the cli_filter: median {f * 1000:.0f} ms over {runs} runs")
+    print(f"sbatch --test-only without it:          median {p * 1000:.0f} ms")
+    print(f"the filter adds:                        {(f - p) * 1000:.0f} ms")
 
 
 def _health_burst(socket: Path, clients: int) -> None:
