@@ -9,15 +9,14 @@ submission the Lua reports the job with ``advisor-cli-filter post REQUEST JOBID 
 
 Fail-open as advise-submit is: whatever goes wrong here prints one warning line and answers no change, so
 the job goes in exactly as the user wrote it. A script on stdin or ``--wrap`` is left alone (there is no
-script file to read), as is a job submitted by advise-submit itself (its ``WRAPPED`` mark) or by a user
-who opts out (``ADVISOR_OFF=1``, or ``#ADVISOR --off`` in the script).
+script file to read), as is a script with ``#ADVISOR --off``; the Lua itself leaves alone a job advise-submit
+submits (its ``WRAPPED`` mark) and a user's who sets ``ADVISOR_OFF=1``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 from collections.abc import Sequence
@@ -29,7 +28,6 @@ if TYPE_CHECKING:
 
     from advisor.settings.validated import Settings
 
-OPT_OUT = "ADVISOR_OFF"
 SETTABLE = (
     "partition",
     "time",
@@ -101,10 +99,10 @@ def sbatch_words(options: dict[str, Any]) -> list[str] | None:
 
 
 def _changes(path: Path | None) -> list[tuple[str, str]]:
-    from advisor.submit import WRAPPED, _advise, _batch_flag
+    from advisor.submit import _advise, _batch_flag
     from advisor.submit_guard import UserJob
 
-    if path is None or os.environ.get(WRAPPED) or os.environ.get(OPT_OUT):
+    if path is None:  # the Lua itself leaves advise-submit's jobs and opted-out users alone
         return []
     options = json.loads(path.read_text(encoding="utf-8"))
     if not isinstance(options, dict):

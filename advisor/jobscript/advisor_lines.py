@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from advisor.contract import MAX_BATCH
 from advisor.jobscript.advisor_words import OPTIONS, description_values
+from advisor.jobscript.commands import STYLES, Inferred
 from advisor.jobscript.errors import ScriptError
 
 MAX_STEPS = 10**9
@@ -90,12 +91,21 @@ class JobDescription(BaseModel):
         return math.ceil(self.epochs * math.ceil(self.dataset_size / self.global_batch))
 
 
-def parse_description(script: str, where: str, command_line: Sequence[str] = ()) -> JobDescription | None:
-    """The job description from the script's `#ADVISOR` lines, overridden by command-line options.
+def parse_description(
+    script: str, where: str, command_line: Sequence[str] = (), inferred: Inferred | None = None
+) -> JobDescription | None:
+    """The job description from the script's `#ADVISOR` lines, overridden by command-line options, over
+    what ``inferred`` read from the training command (used only where no `#ADVISOR --model` is given).
 
-    None when neither says anything: the job is then submitted as it is, without a prediction.
+    None when none says anything: the job is then submitted as it is, without a prediction.
     """
     values, origin = description_values(script, where, command_line)
+    style = values.pop("command_style", None)
+    if style is not None and style not in STYLES:
+        raise ScriptError(origin["command_style"], f"--command-style: expected one of {', '.join(STYLES)}")
+    if inferred is not None and "model" not in values:
+        origin = {**dict.fromkeys(inferred.values, inferred.place), **origin}
+        values = {**inferred.values, **values}
     if not values:
         return None
     if "batch_flag" in values:

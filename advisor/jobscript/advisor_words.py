@@ -52,6 +52,7 @@ OPTIONS: dict[str, str] = {
     "--grad-accum": "allow_grad_accum",
     "--workers": "workers",
     "--batch-flag": "batch_flag",
+    "--command-style": "command_style",
 }
 
 

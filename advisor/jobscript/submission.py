@@ -8,7 +8,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from advisor.jobscript.advisor_lines import JobDescription, parse_description
-from advisor.jobscript.advisor_words import split_command_line
+from advisor.jobscript.advisor_words import description_values, split_command_line
+from advisor.jobscript.commands import STYLES, Inferred, infer_description, known_datasets
 from advisor.jobscript.errors import ScriptError
 from advisor.jobscript.lexer import check_script
 from advisor.jobscript.request import JobRequest, build_request
@@ -19,6 +20,8 @@ class ParsedSubmission(BaseModel):
 
     request: JobRequest
     description: JobDescription | None
+    inferred_from: str | None = None
+    """Where the description was read from the training command (``train.sh:12 (torchvision): ...``)."""
 
 
 def parse_job(
@@ -30,10 +33,32 @@ def parse_job(
 ) -> ParsedSubmission:
     """Everything sbatch would refuse is refused here first, with sbatch's reason and the place."""
     script = check_script(data, where)
+    request = build_request(script, sbatch_argv, environ, where)
+    inferred = _inferred(script, where, request)
+    description = parse_description(script, where, description_args, inferred)
+    used = inferred is not None and description is not None and description.model == inferred.values["model"]
     return ParsedSubmission(
-        request=build_request(script, sbatch_argv, environ, where),
-        description=parse_description(script, where, description_args),
+        request=request,
+        description=description,
+        inferred_from=f"{inferred.place} ({inferred.style}): {inferred.command}"
+        if used and inferred
+        else None,
     )
+
+
+def _inferred(script: str, where: str, request: JobRequest) -> Inferred | None:
+    """The training command's description, where the script names no model of its own."""
+    values, _ = description_values(script, where)
+    if "model" in values:
+        return None
+    nodes = request.nodes_min or 1
+    gpus = request.gpus
+    world = 1 if gpus is None else gpus.count * (nodes if gpus.per == "node" else 1)
+    if gpus is not None and gpus.per == "task":
+        world = gpus.count * (request.ntasks or 1)
+    style = values.get("command_style")  # one this cannot read is parse_description's to report
+    style = style if style in STYLES else None
+    return infer_description(script, where, max(world, 1), nodes, known_datasets(), style)
 
 
 def parse_submission(script: Path, words: Sequence[str], environ: Mapping[str, str]) -> ParsedSubmission:
