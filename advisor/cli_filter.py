@@ -18,7 +18,9 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -119,7 +121,7 @@ def _changes(path: Path | None) -> list[tuple[str, str]]:
     answer = _advise(job, script, [])
     recommendation = answer.body.get("recommendation") or {}
     for reason in recommendation.get("reasons") or []:
-        print(f"advisor: {reason}", file=sys.stderr)
+        _say(str(reason))
     call = answer.submission
     changes = _option_changes(job.argv, call.argv, call.env) if call.rewritten else []
     if changes and call.stdin is not None and call.stdin != job.script:
@@ -129,10 +131,16 @@ def _changes(path: Path | None) -> list[tuple[str, str]]:
         changes = []
     if changes:
         shown = " ".join(f"--{name}={value}" for name, value in changes)
-        print(f"advisor: applied: {shown}", file=sys.stderr)
+        _say(f"applied: {shown}")
     if answer.request_id:
         changes.append(("#request", f"{answer.request_id} {int(bool(changes))}"))
     return changes
+
+
+def _say(text: str) -> None:
+    """One message on sbatch's stderr, folded to the terminal's width (sbatch's own lines are short)."""
+    width = shutil.get_terminal_size((120, 24)).columns
+    print(textwrap.fill(f"advisor: {text}", width=width, subsequent_indent="  "), file=sys.stderr)
 
 
 def _option_changes(
