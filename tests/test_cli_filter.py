@@ -133,3 +133,34 @@ def test_options_become_the_command_line_they_came_from() -> None:
     assert sbatch_words(options) == ["--partition=t4", "--time=12:00:00", "--exclusive", "job.sh", "x"]
     assert sbatch_words({"partition": "t4", "argv": []}) is None, "a script on stdin"
     assert sbatch_words({"wrap": "hostname", "argv": []}) is None
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        None,
+        "not json {",
+        "[1, 2]",
+        '{"argv": ["/nonexistent/job.sh"]}',
+        '{"argv": ["JOB"], "bogus-option": "1"}',
+    ],
+)
+def test_bad_input_to_the_helper_is_one_warning_and_no_change(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, options: str | None
+) -> None:
+    """No traceback, ever: a missing options file, garbage, a script gone, an option sbatch never had."""
+    from advisor.cli_filter import main
+
+    monkeypatch.setenv("ADVISOR_SOCKET", str(tmp_path / "nobody.sock"))
+    job = tmp_path / "job.sh"
+    job.write_text(SCRIPT.format(name="bad-input"), encoding="utf-8")
+    path = tmp_path / "options.json"
+    if options is not None:
+        path.write_text(options.replace("JOB", str(job)), encoding="utf-8")
+    assert main(["pre", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert out == "#end\n", "no change at all"
+    assert (
+        len(err.strip().splitlines()) == 1 and err.startswith("advisor: warning: ") and "Traceback" not in err
+    )
+    assert "submitting unchanged" in err
