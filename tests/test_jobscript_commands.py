@@ -73,7 +73,7 @@ def test_each_convention_is_read_as_its_program_reads_its_flags(
 ) -> None:
     description, source = _parsed(tmp_path, text)
     assert {key: description[key] for key in expected} == expected
-    assert description["allow_amp"] is False and description["allow_grad_accum"] is False, (
+    assert description["allow_amp"] is False and description["follows_advice"] is False, (
         "the script follows its own flags, not the advice's variables"
     )
     assert source is not None and source.startswith(f"{tmp_path / 'job.sh'}:{line} ({style}): ")

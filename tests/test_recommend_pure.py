@@ -44,6 +44,18 @@ def test_gpu_counts_stay_within_the_request_the_node_and_the_policy() -> None:
     assert [(s.partition, s.gpus, s.micro_batch) for s in cpu_only] == [("cpu", 0, 256)]
 
 
+def test_a_script_that_keeps_its_own_flags_only_moves_partition_and_time() -> None:
+    """Read from its training command, a job keeps its GPUs (its batch is per device), precision, layout."""
+    fits = {("a100", False): 1024, ("t4", False): 1024, ("a100", True): 1024, ("t4", True): 1024}
+    own = describe(global_batch=256, follows_advice=False, allow_amp=False, allow_grad_accum=False)
+    found = job_candidates(own, [A100, T4], 4, Tuning(), fits)
+    assert {(s.partition, s.gpus, s.micro_batch, s.amp, s.channels_last) for s in found} == {
+        ("a100", 4, 64, False, False)
+    }, "t4's nodes have 2 GPUs: on them the script's per-device batch would halve its global batch"
+    following = job_candidates(describe(global_batch=256), [A100], 4, Tuning(), fits)
+    assert {s.gpus for s in following} == {1, 2, 4} and {s.amp for s in following} == {False, True}
+
+
 def test_batch_rules() -> None:
     small = {("t4", False): 50}
     keep = Tuning(amp=False, channels_last=False)

@@ -47,6 +47,10 @@ class JobDescription(BaseModel):
     allow_grad_accum: bool = True
     """Whether micro-batches may be accumulated (``--grad-accum=yes/no``)."""
     workers: Annotated[int, Field(ge=0, le=4096)] | None = None
+    follows_advice: bool = True
+    """Whether the script reads the advice's ``ADVISOR_*`` variables (`advisor.runtime`); False for one read
+    from its training command, whose own flags fix its batch per device and its precision: only the
+    partition and the time limit may change then."""
     batch_via: Literal["env", "flag"] = "env"
     batch_flag: str | None = None
 

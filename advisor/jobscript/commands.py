@@ -10,9 +10,9 @@ Four conventions are understood, as their own programs define their flags:
 - ``hf``: Hugging Face ``TrainingArguments`` (``--per_device_train_batch_size``,
   ``--gradient_accumulation_steps``, ``--num_train_epochs``, ``--max_steps``, ``--model_name_or_path``;
   ``-`` and ``_`` spellings alike).
-Such a script follows its own flags, not the advice's ``ADVISOR_*`` variables, so its description allows
-neither mixed precision nor accumulation: the advice is the partition, GPUs and time limit (a script run
-with ``--amp`` is predicted in fp32, an upper bound).
+Such a script follows its own flags, not the advice's ``ADVISOR_*`` variables (``follows_advice`` is
+False): the advice is its partition and time limit, on as many GPUs as it asks for (a script run with
+``--amp`` is predicted in fp32, an upper bound).
 Under ``python``, ``python -m``, ``torchrun``, ``python -m torch.distributed.run`` and ``srun``. Lines
 continue after a backslash, comments are dropped, and a variable the script sets to a literal (``BS=256``)
 is followed; one computed at run time is not guessed, and then nothing is inferred. Pure: the caller hands
@@ -300,7 +300,7 @@ def _read(
         values["input_shape"] = ["3", str(dataset.side), str(dataset.side)]
         values["model_kwargs"] = {"num_classes": dataset.classes}
     # The script follows its own flags, not the advice's variables: its precision and batch stay.
-    return values | {"allow_amp": False, "allow_grad_accum": False}
+    return values | {"allow_amp": False, "allow_grad_accum": False, "follows_advice": False}
 
 
 def _product(*factors: str | None) -> int | None:

@@ -69,10 +69,13 @@ def job_candidates(
 ) -> list[Candidate]:
     """``largest_batch[(partition, amp)]`` is the biggest micro-batch that fits a device; None: unknown."""
     found: list[Candidate] = []
-    amps = [False, True] if description.allow_amp and tuning.amp else [False]
-    layouts = [False, True] if tuning.channels_last else [False]
+    follows = description.follows_advice
+    amps = [False, True] if description.allow_amp and tuning.amp and follows else [False]
+    layouts = [False, True] if tuning.channels_last and follows else [False]
     for offer in offers:
-        for gpus in _gpu_counts(offer, requested_gpus, tuning.max_gpus):
+        counts = _gpu_counts(offer, requested_gpus, tuning.max_gpus)
+        # A script that keeps its own batch per device keeps its global batch only on as many GPUs.
+        for gpus in counts if follows else [n for n in counts if n == requested_gpus]:
             for amp in amps:
                 largest = largest_batch.get((offer.name, amp))
                 for global_batch, micro, accumulation in _splits(description, gpus, largest, tuning):
