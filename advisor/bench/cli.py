@@ -195,6 +195,9 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     words = ["--out", str(out), "--device", args.device]
     words += ["--quick"] if args.quick else ["--check"] if args.check else []
     table = None
+    if args.architecture and (args.quick or args.check):
+        console.print("advisor: error: --architecture goes without --quick and --check", highlight=False)
+        return 2
     if args.architecture:
         table = _architecture_table(args)
         if table is None:
