@@ -112,11 +112,11 @@ def _changes(path: Path | None) -> list[tuple[str, str]]:
     words = sbatch_words(options)
     if words is None:
         return []
-    script = Path(words[len(words) - len(options["argv"])]).read_bytes()
+    where = words[len(words) - len(options["argv"])]
+    script = Path(where).read_bytes()
     text = script.decode("utf-8", "surrogateescape")
     if "#ADVISOR --off" in text:
         return []
-    where = str(options["argv"][0])
     job = UserJob(words, text, where, {}, _batch_flag(text, where, []))
     answer = _advise(job, script, [])
     recommendation = answer.body.get("recommendation") or {}
@@ -125,9 +125,7 @@ def _changes(path: Path | None) -> list[tuple[str, str]]:
     call = answer.submission
     changes = _option_changes(job.argv, call.argv, call.env) if call.rewritten else []
     if changes and call.stdin is not None and call.stdin != job.script:
-        print(
-            "advisor: the advice changes the script's batch flag: use advise-submit for it", file=sys.stderr
-        )
+        _say("the advice changes the script's batch flag: use advise-submit for it")
         changes = []
     if changes:
         shown = " ".join(f"--{name}={value}" for name, value in changes)

@@ -26,9 +26,7 @@ def _night(
 
 def _submitted(model: str, requests: int = 1, batch: int = 64) -> SubmittedArchitecture:
     # fake_table's channels follow the name's length: these names are longer than any zoo model's.
-    return SubmittedArchitecture(
-        model=model, table=fake_table(model, 32), batches=(batch,), requests=requests
-    )
+    return SubmittedArchitecture(table=fake_table(model, 32), batches=(batch,), requests=requests)
 
 
 def _measured(night: Tonight, at: datetime) -> dict[str, datetime]:
@@ -90,7 +88,6 @@ def test_an_architecture_submitted_yesterday_comes_before_the_grid_and_the_fresh
 
 def test_a_factory_gets_its_layers_measured_but_never_a_whole_step() -> None:
     factory = SubmittedArchitecture(
-        model="lab.nets:wide_resnet_variant",
         table=fake_table("lab.nets:wide_resnet_variant", 32),
         batches=(32,),
         requests=1,

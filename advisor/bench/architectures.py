@@ -9,12 +9,11 @@ from typing import Any
 
 from advisor.bench.night import SubmittedArchitecture, Tonight, tonight
 from advisor.bench.plan import DeviceKind, DeviceProfile, TableSource, nightly_grid
-from advisor.bench.zoo import ZOO, model_table, zoo_table
+from advisor.bench.zoo import model_table, zoo_sized, zoo_table
 from advisor.introspect import LayerTable
 from advisor.records import LayerConfig, StepConfig
 from advisor.store import Store, layer_config_of, step_config_of
 
-_ZOO = {model.name: model for model in ZOO}
 SUBMITTED_WITHIN = timedelta(days=30)
 """Architectures submitted this recently are measured on the machines that lack them."""
 
@@ -63,7 +62,6 @@ class Architectures:
         )
         return [
             SubmittedArchitecture(
-                model=row["model"],
                 table=LayerTable.model_validate_json(row["layer_table"]),
                 batches=tuple(json.loads(row["batches"])),
                 requests=row["requests"],
@@ -109,7 +107,7 @@ def measured_tables(store: Store) -> TableSource:
     (never a factory: that needs the user's own process)."""
 
     def table(model: str, input_size: int) -> LayerTable:
-        if model in _ZOO and input_size in _ZOO[model].sizes:
+        if zoo_sized(model, input_size) is not None:
             return zoo_table(model, input_size)
         recorded = Architectures(store).table(model, input_size)
         return recorded if recorded is not None else model_table(model, input_size)

@@ -63,9 +63,8 @@ class FirstSight:
         jobs = []
         for architecture, name in wanted:
             partition = partitions.get(name)
-            if partition is None or name in self.site.skip_partitions:
-                continue
-            jobs += self._submit(partition, architecture, rules, now)
+            if partition is not None:  # submit_benchmarks leaves out [bench] skip_partitions
+                jobs += self._submit(partition, architecture, rules, now)
         return jobs
 
     def _submit(
@@ -93,11 +92,11 @@ class FirstSight:
         """Each recently first seen architecture with each partition whose machine lacks one of its layer
         geometries; never a partition never benchmarked (its first night comes first), never twice."""
         recent = [a for a in Architectures(store).first_since(now - RECENT) if a.requests]
+        layers = [{config for config, _ in distinct_layers(a.table)} for a in recent]
         wanted = []
         for partition, machine in sorted(store.latest_machines().items()) if recent else ():
             measured = measured_geometries(store, machine)
-            for architecture in recent:
-                own = {config for config, _ in distinct_layers(architecture.table)}
+            for architecture, own in zip(recent, layers, strict=True):
                 if (architecture.table.architecture_hash, partition) not in self.submitted and own - measured:
                     wanted.append((architecture, partition))
         return wanted

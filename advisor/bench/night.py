@@ -14,7 +14,6 @@ left for a later night and smaller ones after it still go in.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -40,7 +39,6 @@ from advisor.records import StepConfig
 
 FRESHNESS_SHARE = 0.15
 """Of a machine's budget once it has measured anything: re-measuring its oldest results."""
-_TORCHVISION_NAME = re.compile(r"[a-z][a-z0-9_]*")
 _WHOLE_STEPS = 3
 """Whole steps of a submitted architecture: its own batch and the coarse batches just below it."""
 
@@ -60,19 +58,22 @@ class Priority(StrEnum):
 class SubmittedArchitecture:
     """An architecture users submitted for advice, as the daemon recorded it."""
 
-    model: str
-    """A torchvision name, or the ``package.module:factory`` the user's process introspected."""
     table: LayerTable
     batches: tuple[int, ...]
     """The global batches it was submitted with (none: measured by hand, never submitted)."""
     requests: int
 
     @property
+    def model(self) -> str:
+        """A torchvision name, or the ``package.module:factory`` the user's process introspected."""
+        return self.table.reference
+
+    @property
     def buildable(self) -> bool:
-        """Whether a benchmark job may build it whole: a torchvision name with its default arguments on a
-        square RGB input (the job imports no user code, and times steps on square images)."""
+        """Whether a benchmark job may build it whole: a torchvision name (not the user's own factory) with
+        its default arguments on a square RGB input (the job imports no user code, times square images)."""
         channels, height, width = self.table.input_shape
-        named = bool(_TORCHVISION_NAME.fullmatch(self.model)) and not self.table.model_kwargs
+        named = ":" not in self.model and not self.table.model_kwargs
         return named and channels == 3 and height == width
 
 
@@ -173,7 +174,7 @@ def architecture_night(
     it: `advisor bench run --architecture`, and a first-sight job."""
     items = [
         *architecture_layers(grid, device, table),
-        *whole_steps(grid, device, table.reference, table, step_batches),
+        *whole_steps(grid, device, table, step_batches),
     ]
     chosen: list[NightItem] = []
     _fill(chosen, set(), [(Priority.SUBMITTED, [(table.reference, item) for item in items])], budget_s, 0.0)
@@ -237,16 +238,17 @@ def architecture_layers(grid: Grid, device: DeviceProfile, table: LayerTable) ->
 
 
 def whole_steps(
-    grid: Grid, device: DeviceProfile, model: str, table: LayerTable, batches: Iterable[int]
+    grid: Grid, device: DeviceProfile, table: LayerTable, batches: Iterable[int]
 ) -> list[PlanItem]:
-    """Whole training steps of ``model`` at ``batches`` (default settings), as the grid measures the zoo's."""
+    """Whole training steps of ``table``'s model at ``batches`` (default settings), as the grid measures
+    the zoo's."""
     size = table.input_shape[1]
     items = []
     for batch in sorted(set(batches)):
         if batch < smallest_batch(table):
             continue
         config = StepConfig(
-            model=model,
+            model=table.reference,
             input_size=size,
             batch=batch,
             amp=False,
@@ -274,7 +276,7 @@ def step_batches(grid: Grid, architecture: SubmittedArchitecture) -> tuple[int, 
 
 def _whole_steps(grid: Grid, device: DeviceProfile, architecture: SubmittedArchitecture) -> list[PlanItem]:
     batches = step_batches(grid, architecture)
-    return whole_steps(grid, device, architecture.model, architecture.table, batches)
+    return whole_steps(grid, device, architecture.table, batches)
 
 
 def _subject(item: PlanItem) -> str:

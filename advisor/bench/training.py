@@ -16,7 +16,7 @@ import torchvision
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
 
-from advisor.bench.zoo import ZOO
+from advisor.bench.zoo import zoo_sized
 from advisor.introspect.reference import resolve_factory
 from advisor.records import StepConfig
 from advisor.runtime.step import device_autocast
@@ -43,7 +43,6 @@ class _SyntheticImages(Dataset[tuple[Tensor, Tensor]]):
         return image, torch.tensor(index % self.classes)
 
 
-_ZOO = {model.name: model for model in ZOO}
 PACE = StepConfig(
     model="resnet18", input_size=32, batch=2, amp=False, channels_last=False, pinned=False, workers=0
 )
@@ -69,8 +68,8 @@ class Training:
 def _network(config: StepConfig, allow_factories: bool) -> tuple[nn.Module, int]:
     """The network a step trains and its number of classes: a zoo model exactly as the zoo builds it, any
     other torchvision name (a factory only in the caller's own process) with its defaults."""
-    if config.model in _ZOO and config.input_size in _ZOO[config.model].sizes:
-        zoo = _ZOO[config.model]
+    zoo = zoo_sized(config.model, config.input_size)
+    if zoo is not None:
         network = torchvision.models.get_model(config.model, weights=None, **zoo.kwargs(config.input_size))
         return network, zoo.classes(config.input_size)
     model = resolve_factory(config.model, allow_factories=allow_factories)()

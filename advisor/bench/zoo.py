@@ -152,11 +152,17 @@ def zoo_table(model: str, input_size: int) -> LayerTable:
     return introspect(model, (3, input_size, input_size), kwargs, allow_factories=False)
 
 
+def zoo_sized(model: str, input_size: int) -> ZooModel | None:
+    """The zoo model ``model`` where the zoo benchmarks it at this input side, else None: any other model,
+    or a zoo model at another side, is built with its defaults."""
+    zoo = _BY_NAME.get(model)
+    return zoo if zoo is not None and input_size in zoo.sizes else None
+
+
 def model_table(model: str, input_size: int, *, allow_factories: bool = False) -> LayerTable:
     """The layer table of the network a step of ``model`` trains: a zoo model's as the zoo builds it, any
     other model's (a torchvision name; a factory only in the caller's own process) with its defaults."""
-    zoo = _BY_NAME.get(model)
-    if zoo is not None and input_size in zoo.sizes:
+    if zoo_sized(model, input_size) is not None:
         return zoo_table(model, input_size)
     from advisor.introspect.run import introspect
 

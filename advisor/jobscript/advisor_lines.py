@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
-from typing import Annotated, Literal
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -95,23 +95,37 @@ class JobDescription(BaseModel):
         return math.ceil(self.epochs * math.ceil(self.dataset_size / self.global_batch))
 
 
-def parse_description(
-    script: str, where: str, command_line: Sequence[str] = (), inferred: Inferred | None = None
-) -> JobDescription | None:
-    """The job description from the script's `#ADVISOR` lines, overridden by command-line options, over
-    what ``inferred`` read from the training command (used only where no `#ADVISOR --model` is given).
+Infer = Callable[[str | None], Inferred | None]
+"""Reads the training command in the named convention (None: recognised by its flags)."""
 
-    None when none says anything: the job is then submitted as it is, without a prediction.
+
+def parse_description(script: str, where: str, command_line: Sequence[str] = ()) -> JobDescription | None:
+    """The job description from the script's `#ADVISOR` lines, overridden by command-line options.
+
+    None when neither says anything: the job is then submitted as it is, without a prediction.
     """
+    return describe_job(script, where, command_line)[0]
+
+
+def describe_job(
+    script: str, where: str, command_line: Sequence[str] = (), infer: Infer | None = None
+) -> tuple[JobDescription | None, Inferred | None]:
+    """`parse_description`, and where neither names a model, over what ``infer`` reads from the training
+    command (`#ADVISOR` values win); the second is what was inferred and used, if anything."""
     values, origin = description_values(script, where, command_line)
     style = values.pop("command_style", None)
     if style is not None and style not in STYLES:
         raise ScriptError(origin["command_style"], f"--command-style: expected one of {', '.join(STYLES)}")
-    if inferred is not None and "model" not in values:
+    inferred = infer(style) if infer is not None and "model" not in values else None
+    if inferred is not None:
         origin = {**dict.fromkeys(inferred.values, inferred.place), **origin}
         values = {**inferred.values, **values}
     if not values:
-        return None
+        return None, None
+    return _validated(values, origin, where), inferred
+
+
+def _validated(values: dict[str, Any], origin: dict[str, str], where: str) -> JobDescription:
     if "batch_flag" in values:
         values["batch_via"] = "flag"
     try:

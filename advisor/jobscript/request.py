@@ -87,6 +87,16 @@ class JobRequest(BaseModel):
     script: str
     script_args: list[str]
 
+    @property
+    def world_size(self) -> int:
+        """The devices the job trains on across its nodes, as its GPU request counts them (at least one)."""
+        gpus, nodes = self.gpus, self.nodes_min or 1
+        if gpus is None:
+            return 1
+        if gpus.per == "task":
+            return max(gpus.count * (self.ntasks or 1), 1)
+        return max(gpus.count * (nodes if gpus.per == "node" else 1), 1)
+
 
 def build_request(script: str, argv: Sequence[str], environ: Mapping[str, str], where: str) -> JobRequest:
     """``argv`` is what follows ``sbatch``: options, then the script path and its own arguments."""

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from advisor.jobscript.advisor_lines import JobDescription, parse_description
-from advisor.jobscript.advisor_words import description_values, split_command_line
-from advisor.jobscript.commands import STYLES, Inferred, infer_description, known_datasets
+from advisor.jobscript.advisor_lines import JobDescription, describe_job
+from advisor.jobscript.advisor_words import split_command_line
+from advisor.jobscript.commands import Inferred, infer_description, known_datasets
 from advisor.jobscript.errors import ScriptError
 from advisor.jobscript.lexer import check_script
 from advisor.jobscript.request import JobRequest, build_request
@@ -34,31 +34,14 @@ def parse_job(
     """Everything sbatch would refuse is refused here first, with sbatch's reason and the place."""
     script = check_script(data, where)
     request = build_request(script, sbatch_argv, environ, where)
-    inferred = _inferred(script, where, request)
-    description = parse_description(script, where, description_args, inferred)
-    used = inferred is not None and description is not None and description.model == inferred.values["model"]
-    return ParsedSubmission(
-        request=request,
-        description=description,
-        inferred_from=f"{inferred.place} ({inferred.style}): {inferred.command}"
-        if used and inferred
-        else None,
-    )
 
+    def infer(style: str | None) -> Inferred | None:
+        world, nodes = request.world_size, request.nodes_min or 1
+        return infer_description(script, where, world, nodes, known_datasets(), style)
 
-def _inferred(script: str, where: str, request: JobRequest) -> Inferred | None:
-    """The training command's description, where the script names no model of its own."""
-    values, _ = description_values(script, where)
-    if "model" in values:
-        return None
-    nodes = request.nodes_min or 1
-    gpus = request.gpus
-    world = 1 if gpus is None else gpus.count * (nodes if gpus.per == "node" else 1)
-    if gpus is not None and gpus.per == "task":
-        world = gpus.count * (request.ntasks or 1)
-    style = values.get("command_style")  # one this cannot read is parse_description's to report
-    style = style if style in STYLES else None
-    return infer_description(script, where, max(world, 1), nodes, known_datasets(), style)
+    description, inferred = describe_job(script, where, description_args, infer)
+    source = None if inferred is None else f"{inferred.place} ({inferred.style}): {inferred.command}"
+    return ParsedSubmission(request=request, description=description, inferred_from=source)
 
 
 def parse_submission(script: Path, words: Sequence[str], environ: Mapping[str, str]) -> ParsedSubmission:
