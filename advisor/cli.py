@@ -15,6 +15,7 @@ from rich.table import Table
 
 from advisor import argtypes
 from advisor.introspect.errors import IntrospectionError
+from advisor.jobscript.datasets import DatasetsFileError, load_datasets
 from advisor.jobscript.errors import ScriptError
 from advisor.jobscript.submission import parse_submission
 from advisor.sandbox.cluster import Sandbox, SandboxError, SandboxStatus
@@ -50,6 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         SandboxConfigError,
         SlurmError,
         ScriptError,
+        DatasetsFileError,
         IntrospectionError,
         FileNotFoundError,
     ) as exc:
@@ -151,7 +153,7 @@ def _inspect(args: argparse.Namespace, console: Console) -> int:
 
 def _parse_script(args: argparse.Namespace, console: Console) -> int:
     words = [word for word in args.words if word != "--json"]
-    parsed = parse_submission(args.script, words, os.environ)
+    parsed = parse_submission(args.script, words, os.environ, load_datasets(args.settings.datasets))
     if "--json" in args.words:
         print(parsed.model_dump_json(indent=2))
         return 0

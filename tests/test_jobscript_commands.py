@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from advisor.jobscript.datasets import DatasetsFileError, load_datasets, shipped_datasets
 from advisor.jobscript.errors import ScriptError
 from advisor.jobscript.submission import parse_job
 
@@ -96,6 +97,65 @@ def test_a_dataset_sets_the_input_and_classes_and_epochs_need_one(tmp_path: Path
         and parsed.description.model == "resnet18"
         and parsed.inferred_from is None
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "amp", "accumulation"),
+    [
+        (IMAGENET, False, 1),
+        (TORCHVISION, True, 1),
+        (TIMM, True, 2),
+        (HF, True, 4),
+        (HF.replace("--fp16", "--bf16 True"), True, 4),
+        (HF.replace("--fp16", "--fp16 False"), False, 4),
+        (TIMM.replace("train.py /data/cifar10", "train.py").replace("--amp", "--amp /data/cifar10"), True, 2),
+    ],
+    ids=["imagenet", "torchvision", "timm", "hf", "hf-bf16-true", "hf-fp16-false", "switch-before-data"],
+)
+def test_the_scripts_own_precision_and_accumulation_are_read(
+    tmp_path: Path, text: str, amp: bool, accumulation: int
+) -> None:
+    """What the job runs in, so that it is predicted as it runs: a switch takes no value but a boolean."""
+    description, _ = _parsed(tmp_path, text)
+    assert (description["own_amp"], description["own_accumulation"]) == (amp, accumulation)
+    assert description["dataset_size"] == 50000 or "cifar10" not in text
+
+
+def test_a_sites_datasets_table_is_read_over_the_shipped_one(tmp_path: Path) -> None:
+    table = tmp_path / "datasets.toml"
+    table.write_text("[inat2021]\nsamples = 2686843\nclasses = 10000\nside = 224\n\n[cifar10]\n"
+                     "samples = 45000\nclasses = 10\nside = 32\n")  # fmt: skip
+    site = load_datasets(table)
+    assert site["inat2021"].samples == 2686843 and site["cifar10"].samples == 45000, "the site's entry wins"
+    assert site["imagenet"] == shipped_datasets()["imagenet"], "the shipped entries stay"
+    text = TORCHVISION.replace("/datasets/imagenet", "/datasets/iNat2021/train")
+    script = tmp_path / "job.sh"
+    assert parse_job(text.encode(), str(script), [str(script)], {}).description is None
+    parsed = parse_job(text.encode(), str(script), [str(script)], {}, (), site)
+    assert parsed.description is not None and parsed.description.dataset_size == 2686843
+    assert parsed.description.model_kwargs == {"num_classes": 10000}
+    table.write_text("[inat2021]\nsamples = 2686843\nclasses = 0\nside = 224\n")
+    with pytest.raises(DatasetsFileError, match=rf"{table}:3: inat2021.classes: "):
+        load_datasets(table)
+    table.write_text('["Bad Name"]\nsamples = 1\nclasses = 1\nside = 1\n')
+    with pytest.raises(DatasetsFileError, match=rf"{table}:1: Bad Name: .*pattern"):
+        load_datasets(table)
+
+
+def test_advisor_parse_reads_the_datasets_the_settings_name(tmp_path: Path) -> None:
+    (tmp_path / "datasets.toml").write_text("[inat2021]\nsamples = 2686843\nclasses = 10000\nside = 224\n")
+    (tmp_path / "advisor.toml").write_text(f'datasets = "{tmp_path / "datasets.toml"}"\n')
+    script = tmp_path / "train.sh"
+    script.write_text(TORCHVISION.replace("/datasets/imagenet", "/datasets/inat2021"))
+    config = ["--config", str(tmp_path / "advisor.toml")]
+    command = [str(BIN / "advisor"), *config, "parse", str(script), "--json"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["description"]["dataset_size"] == 2686843
+    (tmp_path / "datasets.toml").write_text("[inat2021]\nsamples = -1\nclasses = 1\nside = 1\n")
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1 and f"{tmp_path / 'datasets.toml'}:2: inat2021.samples" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_a_value_computed_at_run_time_is_not_guessed(tmp_path: Path) -> None:

@@ -54,6 +54,14 @@ def test_a_script_that_keeps_its_own_flags_only_moves_partition_and_time() -> No
     }, "t4's nodes have 2 GPUs: on them the script's per-device batch would halve its global batch"
     following = job_candidates(describe(global_batch=256), [A100], 4, Tuning(), fits)
     assert {s.gpus for s in following} == {1, 2, 4} and {s.amp for s in following} == {False, True}
+    mixed = own.model_copy(update={"own_amp": True, "own_accumulation": 2})
+    (candidate,) = job_candidates(mixed, [A100, T4], 4, Tuning(), fits)
+    assert (candidate.amp, candidate.micro_batch, candidate.accumulation) == (True, 32, 2), (
+        "its own --amp and accumulation are what it runs: 4 GPUs x 32 x 2 = 256"
+    )
+    assert baseline(mixed, A100, 4) == candidate, "and so is the job as submitted"
+    tight = {**fits, ("a100", True): 16}
+    assert job_candidates(mixed, [A100], 4, Tuning(), tight) == [], "its micro-batch of 32 does not fit"
 
 
 def test_batch_rules() -> None:
@@ -111,7 +119,7 @@ def decide(
 
 
 def test_a_busy_fast_partition_loses_to_an_idle_slow_one() -> None:
-    asked = estimate(baseline(describe(), A100, 1, False), run=3600, wait=6 * 3600)
+    asked = estimate(baseline(describe(), A100, 1), run=3600, wait=6 * 3600)
     slow = estimate(asked.candidate.model_copy(update={"partition": "t4"}), run=3 * 3600, wait=0)
     decision = decide([asked, slow], asked)
     assert decision.chosen.candidate.partition == "t4" and decision.apply
@@ -123,7 +131,7 @@ def test_a_busy_fast_partition_loses_to_an_idle_slow_one() -> None:
 
 
 def test_a_wait_no_estimator_knows_never_beats_a_known_one() -> None:
-    asked = estimate(baseline(describe(), T4, 1, False), run=3 * 3600, wait=600)
+    asked = estimate(baseline(describe(), T4, 1), run=3 * 3600, wait=600)
     unknown = estimate(asked.candidate.model_copy(update={"partition": "a100"}), run=600, wait=0)
     unknown = unknown.model_copy(update={"slurm_wait_s": None, "advisor_wait_s": None})
     known = estimate(asked.candidate.model_copy(update={"partition": "v100"}), run=3600, wait=600)
@@ -135,7 +143,7 @@ def test_a_wait_no_estimator_knows_never_beats_a_known_one() -> None:
 
 
 def test_advise_mode_low_confidence_and_small_gains_never_rewrite() -> None:
-    asked = estimate(baseline(describe(), A100, 1, False), run=3600, wait=7200)
+    asked = estimate(baseline(describe(), A100, 1), run=3600, wait=7200)
     better = estimate(asked.candidate.model_copy(update={"partition": "t4"}), run=3600, wait=0)
     advise = decide([asked, better], asked, modes={"t4": "advise"})
     assert advise.chosen == better and not advise.apply
@@ -149,7 +157,7 @@ def test_advise_mode_low_confidence_and_small_gains_never_rewrite() -> None:
 
 
 def test_a_job_that_does_not_fit_is_moved_whatever_the_gain() -> None:
-    asked = estimate(baseline(describe(), T4, 1, False), run=3600, wait=0, fits=False)
+    asked = estimate(baseline(describe(), T4, 1), run=3600, wait=0, fits=False)
     smaller = asked.candidate.model_copy(update={"micro_batch": 32, "accumulation": 8})
     split = estimate(smaller, run=3700, wait=0)
     decision = decide([asked, split], asked)
@@ -158,7 +166,7 @@ def test_a_job_that_does_not_fit_is_moved_whatever_the_gain() -> None:
 
 
 def test_the_cost_objective_prefers_the_cheaper_run() -> None:
-    asked = estimate(baseline(describe(), A100, 1, False), run=3600, wait=0, cost=3.0)
+    asked = estimate(baseline(describe(), A100, 1), run=3600, wait=0, cost=3.0)
     cheap = estimate(asked.candidate.model_copy(update={"partition": "t4"}), run=3 * 3600, wait=0, cost=1.5)
     anything = RewriteRules(min_gain_minutes=0)
     objectives: list[tuple[Objective, float | None, Estimate]] = [
@@ -175,7 +183,7 @@ def test_the_cost_objective_prefers_the_cheaper_run() -> None:
 
 
 def test_stale_models_never_drive_a_rewrite() -> None:
-    asked = estimate(baseline(describe(), A100, 1, False), run=3600, wait=7200)
+    asked = estimate(baseline(describe(), A100, 1), run=3600, wait=7200)
     old = estimate(
         asked.candidate.model_copy(update={"partition": "t4"}), run=3600, wait=0, model_age=timedelta(days=30)
     )
@@ -202,7 +210,7 @@ def test_the_time_limit_is_p90_times_factor_plus_margin_in_whole_minutes(
 
 
 def test_ties_go_to_the_cheaper_candidate_then_to_fewer_gpus() -> None:
-    asked = estimate(baseline(describe(), A100, 1, False), run=3600, wait=0, cost=9.15)
+    asked = estimate(baseline(describe(), A100, 1), run=3600, wait=0, cost=9.15)
     cheap = estimate(asked.candidate.model_copy(update={"partition": "t4"}), run=3600.2, wait=0, cost=1.53)
     assert decide([asked, cheap], asked).ranked[0] == cheap, "the same time for a sixth of the price"
     two = estimate(cheap.candidate.model_copy(update={"gpus": 2}), run=3600, wait=0, cost=1.53)
@@ -210,7 +218,7 @@ def test_ties_go_to_the_cheaper_candidate_then_to_fewer_gpus() -> None:
 
 
 def test_the_candidates_table_has_a_header_over_every_cell_and_shows_the_advice_as_options() -> None:
-    asked = estimate(baseline(describe(), A100, 1, False), run=3600, wait=7200, wait_source="slurm")
+    asked = estimate(baseline(describe(), A100, 1), run=3600, wait=7200, wait_source="slurm")
     better = estimate(asked.candidate.model_copy(update={"partition": "t4"}), run=3600, wait=0, cost=1.5)
     result = Recommendation(
         user="alice",

@@ -16,9 +16,9 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -29,6 +29,7 @@ from advisor.daemon.metrics import Metrics
 from advisor.daemon.transport import Peer
 from advisor.introspect import LayerTable
 from advisor.introspect.run import introspect
+from advisor.jobscript.datasets import Dataset, shipped_datasets
 from advisor.jobscript.lexer import STDIN
 from advisor.jobscript.rewrite import AdviceError, Submission, apply_advice, unchanged
 from advisor.jobscript.submission import ParsedSubmission, parse_job
@@ -58,6 +59,7 @@ class ServiceInputs:
     database: Path
     policy: Path
     specs: list[DeviceSpec]
+    datasets: Mapping[str, Dataset] = field(default_factory=shipped_datasets)
 
 
 SLURM_DOWN_FOR_S = 120.0
@@ -213,7 +215,12 @@ class AdviceService:
 
     def _answer(self, request: AdviseRequest, user: str, now: datetime) -> _Answer:
         parsed = parse_job(
-            request.script, request.where, request.sbatch_argv, request.environ, request.description_args
+            request.script,
+            request.where,
+            request.sbatch_argv,
+            request.environ,
+            request.description_args,
+            self.inputs.datasets,
         )
         table = _table(parsed, request)
         with self.store() as store:

@@ -21,6 +21,7 @@ from rich.console import Console
 
 from advisor.daemon.limits import Limits
 from advisor.daemon.transport import UnsafeSocketDirectory
+from advisor.jobscript.datasets import DatasetsFileError, load_datasets
 from advisor.settings.validated import Settings
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.runner import SlurmError, runner_for
@@ -87,7 +88,12 @@ def _daemon(args: argparse.Namespace, console: Console) -> int:
     from advisor.predict.service import load_specs
 
     specs = load_specs(args.gpu_specs) if args.gpu_specs.is_dir() else []
-    inputs = ServiceInputs(database=args.db, policy=args.policy, specs=specs)
+    try:
+        datasets = load_datasets(args.settings.datasets)
+    except DatasetsFileError as error:
+        console.print(f"advisor: error: {error}", highlight=False)
+        return 1
+    inputs = ServiceInputs(database=args.db, policy=args.policy, specs=specs, datasets=datasets)
     metrics, slurm = Metrics(), args.settings.slurm
     runner = CountingRunner(runner_for(slurm), metrics)
     client = SlurmClient(runner, timeout_s=slurm.timeout_s)

@@ -51,6 +51,10 @@ class JobDescription(BaseModel):
     """Whether the script reads the advice's ``ADVISOR_*`` variables (`advisor.runtime`); False for one read
     from its training command, whose own flags fix its batch per device and its precision: only the
     partition and the time limit may change then."""
+    own_amp: bool = False
+    """Whether such a script turns mixed precision on by its own flags (``--amp``, ``--fp16``, ``--bf16``)."""
+    own_accumulation: PositiveInt = 1
+    """The micro-batches such a script accumulates per step by its own flag (``--grad-accum-steps``)."""
     batch_via: Literal["env", "flag"] = "env"
     batch_flag: str | None = None
 
@@ -80,6 +84,8 @@ class JobDescription(BaseModel):
                 raise ValueError(
                     f"--global-batch {self.global_batch} lies outside --batch-range {low}:{high}"
                 )
+        if self.follows_advice and (self.own_amp or self.own_accumulation != 1):
+            raise ValueError("only a script that ignores the advice keeps its own precision and accumulation")
         if (self.batch_via == "flag") != (self.batch_flag is not None):
             raise ValueError("--batch-flag names the flag whose value is the micro-batch; give it alone")
         if self.total_steps > MAX_STEPS:

@@ -11,46 +11,34 @@ Four conventions are understood, as their own programs define their flags:
   ``--gradient_accumulation_steps``, ``--num_train_epochs``, ``--max_steps``, ``--model_name_or_path``;
   ``-`` and ``_`` spellings alike).
 Such a script follows its own flags, not the advice's ``ADVISOR_*`` variables (``follows_advice`` is
-False): the advice is its partition and time limit, on as many GPUs as it asks for (a script run with
-``--amp`` is predicted in fp32, an upper bound).
+False): the advice is its partition and time limit, on as many GPUs as it asks for, predicted in its own
+precision (``--amp``, ``--fp16``, ``--bf16``) and accumulation.
 Under ``python``, ``python -m``, ``torchrun``, ``python -m torch.distributed.run`` and ``srun``. Lines
 continue after a backslash, comments are dropped, and a variable the script sets to a literal (``BS=256``)
 is followed; one computed at run time is not guessed, and then nothing is inferred. Pure: the caller hands
-in the world size (from the Slurm request) and the dataset table.
+in the world size (from the Slurm request) and the dataset table (`advisor.jobscript.datasets`).
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
 from typing import Any
+
+from advisor.jobscript.datasets import Dataset
 
 STYLES = ("imagenet", "torchvision", "timm", "hf")
 _ASSIGNMENT = re.compile(r"(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(\S*)")
 _REFERENCE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 _LAUNCHERS = {"python", "python3", "torchrun", "srun", "accelerate"}
 _TORCHVISION_NAME = re.compile(r"[a-z][a-z0-9_]*")
+_SWITCHES = frozenset({"amp", "fp16", "bf16", "channels-last", "pin-mem", "sync-bn", "no-prefetcher"})
+"""Flags that take no value in the four programs (HF's may take a boolean: ``--fp16 True``)."""
+_BOOLEANS = frozenset({"true", "false", "1", "0", "yes", "no"})
 UNKNOWN = "\x00"
 """A word whose value the script computes at run time."""
-
-
-@dataclass(frozen=True)
-class Dataset:
-    samples: int
-    classes: int
-    side: int
-
-
-@cache
-def known_datasets() -> dict[str, Dataset]:
-    """The shipped table (``advisor/data/datasets.toml``): the datasets common recipes name."""
-    text = (resources.files("advisor") / "data" / "datasets.toml").read_text(encoding="utf-8")
-    return {name: Dataset(**fields) for name, fields in tomllib.loads(text).items()}
 
 
 @dataclass(frozen=True)
@@ -198,9 +186,12 @@ def _options(arguments: Sequence[str]) -> tuple[dict[str, str], list[str]]:
             continue
         name, has_value, value = word.partition("=")
         key = name.lstrip("-").replace("_", "-")
+        following = arguments[index] if index < len(arguments) else "-"
         if has_value:
             flags[key] = value
-        elif index < len(arguments) and not arguments[index].startswith("-"):
+        elif key in _SWITCHES and following.lower() not in _BOOLEANS:
+            flags[key] = ""
+        elif not following.startswith("-"):
             flags[key] = arguments[index]
             index += 1
         else:
@@ -230,6 +221,8 @@ class _Convention:
     epochs: tuple[str, ...]
     defaults: dict[str, str]
     accumulation: tuple[str, ...] = ()
+    amp: tuple[str, ...] = ()
+    """Switches that turn mixed precision on."""
     steps: tuple[str, ...] = ()
     data: tuple[str, ...] = ()
     per_node: bool = False
@@ -242,15 +235,17 @@ _CONVENTIONS = {
         {"model": "resnet18", "batch": "256", "epochs": "90"}, per_node=True,
     ),
     "torchvision": _Convention(
-        ("model",), ("b", "batch-size"), ("epochs",), {"batch": "32", "epochs": "90"}, data=("data-path",)
+        ("model",), ("b", "batch-size"), ("epochs",), {"batch": "32", "epochs": "90"}, amp=("amp",),
+        data=("data-path",),
     ),
     "timm": _Convention(
         ("model",), ("b", "batch-size"), ("epochs",), {"batch": "128", "epochs": "300"},
-        accumulation=("grad-accum-steps",), data=("data-dir",),
+        accumulation=("grad-accum-steps",), amp=("amp",), data=("data-dir",),
     ),
     "hf": _Convention(
         ("model-name-or-path",), ("per-device-train-batch-size",), ("num-train-epochs",),
-        {"batch": "8", "epochs": "3"}, accumulation=("gradient-accumulation-steps",), steps=("max-steps",),
+        {"batch": "8", "epochs": "3"}, accumulation=("gradient-accumulation-steps",), amp=("fp16", "bf16"),
+        steps=("max-steps",),
         data=("dataset-name", "train-dir", "train-file"),
     ),
 }  # fmt: skip
@@ -279,6 +274,9 @@ def _read(
     try:
         model, batch, epochs, steps = value("model"), value("batch"), value("epochs"), value("steps")
         accumulation = value("accumulation") or "1"
+        amp = [flags[name] for name in convention.amp if name in flags]
+        if any(UNKNOWN in switch for switch in amp):
+            raise _Unknown("amp")
         data = value("data") or next(
             (word for word in [*positional, *flags.values()] if _dataset(word, datasets)), None
         )
@@ -300,7 +298,9 @@ def _read(
         values["input_shape"] = ["3", str(dataset.side), str(dataset.side)]
         values["model_kwargs"] = {"num_classes": dataset.classes}
     # The script follows its own flags, not the advice's variables: its precision and batch stay.
-    return values | {"allow_amp": False, "allow_grad_accum": False, "follows_advice": False}
+    own_amp = any(switch.lower() not in ("false", "0", "no") for switch in amp)
+    own = {"own_amp": own_amp, "own_accumulation": accumulation}
+    return values | own | {"allow_amp": False, "allow_grad_accum": False, "follows_advice": False}
 
 
 def _product(*factors: str | None) -> int | None:

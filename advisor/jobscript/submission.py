@@ -9,7 +9,8 @@ from pydantic import BaseModel, ConfigDict
 
 from advisor.jobscript.advisor_lines import JobDescription, describe_job
 from advisor.jobscript.advisor_words import split_command_line
-from advisor.jobscript.commands import Inferred, infer_description, known_datasets
+from advisor.jobscript.commands import Inferred, infer_description
+from advisor.jobscript.datasets import Dataset, shipped_datasets
 from advisor.jobscript.errors import ScriptError
 from advisor.jobscript.lexer import check_script
 from advisor.jobscript.request import JobRequest, build_request
@@ -30,25 +31,32 @@ def parse_job(
     sbatch_argv: Sequence[str],
     environ: Mapping[str, str],
     description_args: Sequence[str] = (),
+    datasets: Mapping[str, Dataset] | None = None,
 ) -> ParsedSubmission:
-    """Everything sbatch would refuse is refused here first, with sbatch's reason and the place."""
+    """Everything sbatch would refuse is refused here first, with sbatch's reason and the place;
+    ``datasets`` is the site's table (`load_datasets`), else the shipped one."""
     script = check_script(data, where)
     request = build_request(script, sbatch_argv, environ, where)
 
     def infer(style: str | None) -> Inferred | None:
         world, nodes = request.world_size, request.nodes_min or 1
-        return infer_description(script, where, world, nodes, known_datasets(), style)
+        return infer_description(script, where, world, nodes, datasets or shipped_datasets(), style)
 
     description, inferred = describe_job(script, where, description_args, infer)
     source = None if inferred is None else f"{inferred.place} ({inferred.style}): {inferred.command}"
     return ParsedSubmission(request=request, description=description, inferred_from=source)
 
 
-def parse_submission(script: Path, words: Sequence[str], environ: Mapping[str, str]) -> ParsedSubmission:
+def parse_submission(
+    script: Path,
+    words: Sequence[str],
+    environ: Mapping[str, str],
+    datasets: Mapping[str, Dataset] | None = None,
+) -> ParsedSubmission:
     """`words` are job-description options first, then sbatch options, as advise-submit takes them."""
     ours, sbatch_options = split_command_line(words)
     try:
         data = script.read_bytes()
     except OSError as exc:
         raise ScriptError(str(script), f"cannot read: {exc.strerror}") from None
-    return parse_job(data, str(script), [*sbatch_options, str(script)], environ, ours)
+    return parse_job(data, str(script), [*sbatch_options, str(script)], environ, ours, datasets)

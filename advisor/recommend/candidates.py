@@ -46,16 +46,17 @@ class Candidate(BaseModel):
         return max(self.gpus, 1)
 
 
-def baseline(description: JobDescription, offer: Offer, gpus: int, amp: bool) -> Candidate:
-    """The job exactly as submitted: the whole per-device batch at once, no accumulation."""
-    devices = max(gpus, 1)
+def baseline(description: JobDescription, offer: Offer, gpus: int) -> Candidate:
+    """The job exactly as submitted: the whole per-device batch at once in fp32, or what a script that
+    ignores the advice sets by its own flags."""
+    devices, accumulation = max(gpus, 1), description.own_accumulation
     return Candidate(
         partition=offer.name,
         gpus=gpus,
         global_batch=description.global_batch,
-        micro_batch=max(description.global_batch // devices, 1),
-        accumulation=1,
-        amp=amp,
+        micro_batch=max(description.global_batch // devices // accumulation, 1),
+        accumulation=accumulation,
+        amp=description.own_amp,
         channels_last=False,
     )
 
@@ -70,7 +71,7 @@ def job_candidates(
     """``largest_batch[(partition, amp)]`` is the biggest micro-batch that fits a device; None: unknown."""
     found: list[Candidate] = []
     follows = description.follows_advice
-    amps = [False, True] if description.allow_amp and tuning.amp and follows else [False]
+    amps = [False, True] if description.allow_amp and tuning.amp and follows else [description.own_amp]
     layouts = [False, True] if tuning.channels_last and follows else [False]
     for offer in offers:
         counts = _gpu_counts(offer, requested_gpus, tuning.max_gpus)
@@ -120,9 +121,11 @@ def _splits(
     for global_batch in batches:
         if global_batch % devices:
             continue
-        per_device = global_batch // devices
-        if largest is None or per_device <= largest or tuning.batch == "never":
-            found.add((global_batch, per_device, 1))
+        per_device, accumulation = global_batch // devices, description.own_accumulation
+        if per_device % accumulation:
+            continue
+        if largest is None or per_device // accumulation <= largest or tuning.batch == "never":
+            found.add((global_batch, per_device // accumulation, accumulation))
         elif description.allow_grad_accum and largest >= 1:
             micro = max(d for d in _divisors(per_device) if d <= largest)
             found.add((global_batch, micro, per_device // micro))

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from advisor.jobscript.advisor_words import split_command_line
+from advisor.jobscript.datasets import load_datasets
 from advisor.jobscript.rewrite import AdviceError, advice_environment, apply_advice
 from advisor.jobscript.submission import parse_submission
 from advisor.policy.holder import PolicyHolder
@@ -48,7 +49,7 @@ def _recommend(args: argparse.Namespace, console: Console) -> int:
 
     as_json = "--json" in args.words
     words = [word for word in args.words if word != "--json"]
-    parsed = parse_submission(args.script, words, os.environ)
+    parsed = parse_submission(args.script, words, os.environ, load_datasets(args.settings.datasets))
     description = parsed.description
     table = None
     if description is not None:

@@ -129,7 +129,7 @@ def recommend(
         return nothing("the job's partition is not one of the cluster's")
     gpus = _requested_gpus(request)
     estimator = _Estimator(context, effective, request, description, predictor, now)
-    asked = baseline(description, offers[asked_partition], gpus, amp=False)
+    asked = baseline(description, offers[asked_partition], gpus)
     open_now = {p.name for p in context.partitions if p.takes_jobs}
     considered = [p for p in context.partitions if p.name in effective.partitions and p.name in open_now]
     refused = {

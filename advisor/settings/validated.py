@@ -98,6 +98,9 @@ class Settings(Frozen):
     socket: Path = DEFAULT_SOCKET
     policy: Path = Path("/etc/advisor/policy.toml")
     gpu_specs: Path = package_data("gpu-specs")
+    datasets: Path | None = None
+    """The site's own datasets table (``advisor/data/datasets.toml``'s shape), over the shipped one: how a
+    training command's data path becomes samples per epoch, classes and input side."""
     timeout_s: Annotated[float, Field(gt=0, le=MAX_TIMEOUT_S)] = DEFAULT_TIMEOUT_S
     """Seconds a caller (``advise-submit``, ``advisor status``, ``advisor explain``) waits for the daemon's
     whole answer; past it advise-submit submits the job unchanged."""

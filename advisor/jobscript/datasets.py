@@ -1,0 +1,49 @@
+"""The datasets a training command may name, by the word its data path or dataset name contains: the
+shipped table (``advisor/data/datasets.toml``) and a site's own in the same shape (settings: ``datasets``),
+whose entries win. A bad site table is refused with its ``FILE:LINE``, like a policy."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, RootModel, StringConstraints
+
+from advisor.frozen import Frozen
+from advisor.tomlfile import TomlFileError, load_model, parse_model
+
+_SHIPPED = "advisor/data/datasets.toml"
+DatasetName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]*$")]
+"""Lower case: it is looked for in a lowered path (``/data/ImageNet/train`` names ``imagenet``)."""
+
+
+class Dataset(Frozen):
+    samples: Annotated[int, Field(ge=1, le=2**40)]
+    """Training samples per epoch."""
+    classes: Annotated[int, Field(ge=1, le=10**7)]
+    side: Annotated[int, Field(ge=1, le=65536)]
+    """The input side the common recipes train at (pixels)."""
+
+
+class DatasetTable(RootModel[dict[DatasetName, Dataset]]):
+    pass
+
+
+class DatasetsFileError(TomlFileError):
+    """A site's datasets table that cannot be used."""
+
+
+@cache
+def shipped_datasets() -> Mapping[str, Dataset]:
+    text = (resources.files("advisor") / "data" / "datasets.toml").read_text(encoding="utf-8")
+    return parse_model(text, _SHIPPED, DatasetTable, DatasetsFileError).root
+
+
+def load_datasets(site: Path | None) -> Mapping[str, Dataset]:
+    """The shipped table with the site's file (if any) over it; raises `DatasetsFileError`."""
+    if site is None:
+        return shipped_datasets()
+    return {**shipped_datasets(), **load_model(site, DatasetTable, DatasetsFileError).root}
