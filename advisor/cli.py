@@ -77,6 +77,7 @@ def _parser(settings: Settings) -> argparse.ArgumentParser:
     from advisor.bench import cli as bench_cli
     from advisor.compress import cli as compress_cli
     from advisor.daemon import main as daemon_main
+    from advisor.history import cli as history_cli
     from advisor.policy import cli as policy_cli
     from advisor.predict import cli as predict_cli
     from advisor.recommend import cli as recommend_cli
@@ -138,6 +139,7 @@ def _parser(settings: Settings) -> argparse.ArgumentParser:
     daemon_main.add_commands(commands, settings)
     admin.add_commands(commands, settings)
     compress_cli.add_commands(commands, settings)
+    history_cli.add_commands(commands, settings)
     profiling.add_commands(commands, settings)
     cli_filter.add_commands(commands, settings)
     return parser

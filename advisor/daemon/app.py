@@ -27,6 +27,7 @@ from advisor.api import AdviseRequest, AdviseResponse, Explanation, Health, Subm
 from advisor.bench.architectures import Architectures
 from advisor.daemon.metrics import Metrics
 from advisor.daemon.transport import Peer
+from advisor.history.service import RunHistory
 from advisor.introspect import LayerTable
 from advisor.introspect.run import introspect
 from advisor.jobscript.datasets import Dataset, shipped_datasets
@@ -60,6 +61,8 @@ class ServiceInputs:
     policy: Path
     specs: list[DeviceSpec]
     datasets: Mapping[str, Dataset] = field(default_factory=shipped_datasets)
+    history_model: Path | None = None
+    """The file the night's history model is kept in (`advisor.history.service`); None: Tsafrir's rule."""
 
 
 SLURM_DOWN_FOR_S = 120.0
@@ -95,6 +98,7 @@ class AdviceService:
         self.cluster = ClusterView(client, clock)
         self.clock = clock
         self.policy = PolicyHolder(inputs.policy)
+        self.run_history = RunHistory(inputs.history_model) if inputs.history_model else None
         self._stores: queue.SimpleQueue[Store] = queue.SimpleQueue()
         self._writing = threading.Lock()
 
@@ -225,7 +229,15 @@ class AdviceService:
         table = _table(parsed, request)
         with self.store() as store:
             recommendation = recommend_now(
-                self.cluster, store, self.policy.current, self.inputs.specs, parsed, table, user, now
+                self.cluster,
+                store,
+                self.policy.current,
+                self.inputs.specs,
+                parsed,
+                table,
+                user,
+                now,
+                self.run_history,
             )
         return _Answer(
             recommendation=recommendation,

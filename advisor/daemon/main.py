@@ -45,6 +45,8 @@ _LIMIT_OPTIONS = (
 )
 RETRAIN_MINUTES = 10
 HISTORY_MINUTES = 5
+HISTORY_HOUR = 5
+"""UTC: the history model is retrained after the night's benchmarks and before the day's first jobs."""
 FIRST_SIGHT_MINUTES = 5
 
 
@@ -85,6 +87,7 @@ def _daemon(args: argparse.Namespace, console: Console) -> int:
     from advisor.daemon.app import AdviceService, ServiceInputs, utc_now
     from advisor.daemon.metrics import CountingRunner, Metrics
     from advisor.daemon.server import Listen, serve
+    from advisor.history.service import MODEL_FILE
     from advisor.predict.service import load_specs
 
     specs = load_specs(args.gpu_specs) if args.gpu_specs.is_dir() else []
@@ -93,7 +96,10 @@ def _daemon(args: argparse.Namespace, console: Console) -> int:
     except DatasetsFileError as error:
         console.print(f"advisor: error: {error}", highlight=False)
         return 1
-    inputs = ServiceInputs(database=args.db, policy=args.policy, specs=specs, datasets=datasets)
+    history_model = args.models_dir / MODEL_FILE
+    inputs = ServiceInputs(
+        database=args.db, policy=args.policy, specs=specs, datasets=datasets, history_model=history_model
+    )
     metrics, slurm = Metrics(), args.settings.slurm
     runner = CountingRunner(runner_for(slurm), metrics)
     client = SlurmClient(runner, timeout_s=slurm.timeout_s)
@@ -113,6 +119,16 @@ def _daemon(args: argparse.Namespace, console: Console) -> int:
         args=[advisor],
         id="history",
         next_run_time=utc_now(),
+    )
+    # The history model: every night from accounting, and at once where no night has made one yet.
+    at_once = {} if history_model.exists() else {"next_run_time": utc_now()}
+    scheduler.add_job(
+        _train_history,
+        "cron",
+        hour=HISTORY_HOUR,
+        args=[advisor, history_model],
+        id="history-model",
+        **at_once,
     )
     first_sight = FirstSight(
         client=client,
@@ -151,6 +167,23 @@ def _refresh_history(advisor: AdviceService) -> None:
         advisor.cluster.refresh_history()
     except SlurmError as error:
         log.warning("accounting history not read: %s", error)
+
+
+def _train_history(advisor: AdviceService, path: Path) -> None:
+    from advisor.history.service import TRAINING_SPAN, save_model, train_from_accounting
+
+    now = advisor.clock()
+    try:
+        finished = advisor.client.history(now - TRAINING_SPAN)
+    except SlurmError as error:
+        log.warning("history model not trained: accounting not read: %s", error)
+        return
+    model = train_from_accounting(finished, now)
+    if model is None:
+        log.info("history model not trained: %d jobs in accounting are too few", len(finished))
+        return
+    save_model(path, model, now)
+    log.info("history model trained on %d jobs", model.jobs)
 
 
 def _purge(advisor: AdviceService) -> None:

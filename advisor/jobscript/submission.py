@@ -12,7 +12,7 @@ from advisor.jobscript.advisor_words import split_command_line
 from advisor.jobscript.commands import Inferred, infer_description
 from advisor.jobscript.datasets import Dataset, shipped_datasets
 from advisor.jobscript.errors import ScriptError
-from advisor.jobscript.lexer import check_script
+from advisor.jobscript.lexer import STDIN, check_script
 from advisor.jobscript.request import JobRequest, build_request
 
 
@@ -23,6 +23,8 @@ class ParsedSubmission(BaseModel):
     description: JobDescription | None
     inferred_from: str | None = None
     """Where the description was read from the training command (``train.sh:12 (torchvision): ...``)."""
+    job_name: str = "sbatch"
+    """The name Slurm gives the job: ``--job-name``, else the script's file name (``sbatch`` for stdin)."""
 
 
 def parse_job(
@@ -44,7 +46,8 @@ def parse_job(
 
     description, inferred = describe_job(script, where, description_args, infer)
     source = None if inferred is None else f"{inferred.place} ({inferred.style}): {inferred.command}"
-    return ParsedSubmission(request=request, description=description, inferred_from=source)
+    name = request.job_name or (Path(where).name if where != STDIN else "sbatch")
+    return ParsedSubmission(request=request, description=description, inferred_from=source, job_name=name)
 
 
 def parse_submission(

@@ -59,19 +59,26 @@ class TimeLimitRule(_Strict):
     margin_minutes: Annotated[float, Field(ge=0, le=24 * 60)] = 15.0
     max_factor_of_request: Annotated[float, Field(ge=1)] | None = 4.0
     min_fraction_of_request: Annotated[float, Field(ge=0, le=1)] = 0.25
+    history_factor: Annotated[float, Field(ge=1, le=10)] = 1.5
+    """For a job with no model description: its history's upper quantile (p90) times this
+    (`benchmarks/history.py` prints the kills each factor costs)."""
 
     def limit(self, p90: timedelta, requested: timedelta | None) -> timedelta | None:
         """Whole minutes (Slurm's unit), rounded up; None when the limit would exceed the cap relative to
         the user's own limit: such a job is advised, not rewritten, since the prediction may be wrong."""
-        minutes = math.ceil(p90.total_seconds() * self.factor / 60 + self.margin_minutes)
-        if requested is not None:  # the floor: a shortened limit keeps this share of the user's own
-            floor = math.ceil(requested.total_seconds() * self.min_fraction_of_request / 60)
-            minutes = max(minutes, floor)
-        limit = timedelta(minutes=minutes)
+        limit = self.floored(p90 * self.factor + timedelta(minutes=self.margin_minutes), requested)
         cap = self.max_factor_of_request
         if requested is not None and cap is not None and limit > requested * cap:
             return None
         return limit
+
+    def floored(self, limit: timedelta, requested: timedelta | None) -> timedelta:
+        """Whole minutes, rounded up, and never below the share of the user's own limit a shortened one
+        keeps."""
+        minutes = math.ceil(limit.total_seconds() / 60 - 1e-9)
+        if requested is not None:
+            minutes = max(minutes, math.ceil(requested.total_seconds() * self.min_fraction_of_request / 60))
+        return timedelta(minutes=minutes)
 
 
 class Overhead(_Strict):

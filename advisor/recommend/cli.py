@@ -40,6 +40,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
 
 def _recommend(args: argparse.Namespace, console: Console) -> int:
     # torch and xgboost load here only: introspection and the predictors need them.
+    from advisor.history.service import MODEL_FILE, RunHistory
     from advisor.introspect.run import introspect
     from advisor.predict.service import load_specs
     from advisor.recommend.cluster import ClusterView
@@ -70,6 +71,7 @@ def _recommend(args: argparse.Namespace, console: Console) -> int:
         table,
         getpass.getuser(),
         now,
+        RunHistory(args.settings.models_dir / MODEL_FILE),
     )
     if as_json:
         print(result.model_dump_json(indent=2))

@@ -12,6 +12,8 @@ import pwd
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from advisor.history.jobs import JobAsk
+from advisor.history.service import RunHistory
 from advisor.introspect import LayerTable
 from advisor.jobscript.render import render_script
 from advisor.jobscript.request import JobRequest
@@ -39,7 +41,9 @@ def recommend_now(
     table: LayerTable | None,
     user: str,
     now: datetime,
+    run_history: RunHistory | None = None,
 ) -> Recommendation:
+    """``run_history``: the predictor of a job that describes no model, from its user's earlier runs."""
     request = parsed.request
     account = request.account or cluster.default_account(user)
     partitions = cluster.partitions()
@@ -59,7 +63,34 @@ def recommend_now(
     standing = Standing(
         groups=unix_groups(user), account=account, associations=tuple(cluster.associations(user))
     )
-    return recommend(context, request, parsed.description, predictor, user, account, now, standing)
+    history = None
+    if parsed.description is None and run_history is not None:
+        ask = history_ask(parsed, user, _partition_of(request, partitions), now)
+        history = (ask, run_history.forecast(cluster.history(), ask))
+    return recommend(context, request, parsed.description, predictor, user, account, now, standing, history)
+
+
+def history_ask(parsed: ParsedSubmission, user: str, partition: Partition | None, now: datetime) -> JobAsk:
+    """The submission as accounting will record it: the limit Slurm gives it, its CPUs and GPUs in all."""
+    request = parsed.request
+    nodes = request.nodes_min or 1
+    limit = request.time_limit or (partition.default_time or partition.max_time if partition else None)
+    return JobAsk(
+        user=user,
+        script=parsed.job_name,
+        partition=partition.name if partition else "",
+        submit_s=now.timestamp(),
+        limit_s=limit.total_seconds() if limit else None,
+        cpus=cpus_per_node(request) * nodes,
+        gpus=request.world_size if request.gpus else 0,
+        nodes=nodes,
+    )
+
+
+def _partition_of(request: JobRequest, partitions: Sequence[Partition]) -> Partition | None:
+    """The partition the job goes to as written: its first, else the cluster's default."""
+    named = request.partitions[0] if request.partitions else None
+    return next((p for p in partitions if p.name == named or (named is None and p.is_default)), None)
 
 
 def unix_groups(user: str) -> frozenset[str]:

@@ -15,6 +15,8 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from advisor.history.jobs import JobAsk
+from advisor.history.predictor import RunForecast
 from advisor.jobscript.advisor_lines import JobDescription
 from advisor.jobscript.request import JobRequest
 from advisor.jobscript.rewrite import Advice
@@ -32,6 +34,7 @@ from advisor.recommend.candidates import (
     optimizer_steps,
 )
 from advisor.recommend.choose import Decision, Estimate, Recommendation, WaitSource, choose
+from advisor.recommend.history_limit import HISTORY_SOURCES, history_advice
 from advisor.recommend.placement import Standing, refusal
 from advisor.slurm.models import Partition
 from advisor.slurm.values import format_duration
@@ -99,9 +102,11 @@ def recommend(
     account: str | None,
     now: datetime,
     standing: Standing | None = None,
+    history: tuple[JobAsk, RunForecast] | None = None,
 ) -> Recommendation:
     """``standing``: the caller's groups and associations, checked against each partition's access lists
-    (None where nothing is known of them, as in a replay: only the nodes are checked)."""
+    (None where nothing is known of them, as in a replay: only the nodes are checked); ``history``: what
+    the caller's earlier runs say of a job that describes no model."""
     effective = resolve(context.policy, user, account, [p.name for p in context.partitions])
 
     def nothing(reason: str) -> Recommendation:
@@ -119,6 +124,13 @@ def recommend(
 
     if effective.mode == "off":
         return nothing("the policy turns the advisor off for this user")
+    if description is None and history is not None and history[1].source in HISTORY_SOURCES:
+        asked_partition = _asked_partition(request, context.partitions)
+        partition = next((p for p in context.partitions if p.name == asked_partition), None)
+        if partition is not None and partition.name in effective.partitions:
+            advice, apply, reasons = history_advice(effective, request, *history, partition)
+            told = {"advice": advice, "apply": apply, "reasons": reasons}
+            return nothing("").model_copy(update=told)
     if description is None or predictor is None:
         return nothing("no #ADVISOR job description: nothing to predict")
     if (request.nodes_min or 1) > 1:

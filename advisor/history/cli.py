@@ -1,0 +1,106 @@
+"""`advisor history`: train the history model now, and see how good history's limits would have been on
+this cluster's own accounting before letting them rewrite anything."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.table import Table
+
+from advisor.settings.validated import Settings
+
+if TYPE_CHECKING:
+    from advisor.history.replay import HistoryReport
+
+_SPAN = re.compile(r"^(\d+)([dh])$")
+
+
+def span(text: str) -> timedelta:
+    """``30d`` or ``12h``."""
+    match = _SPAN.match(text)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected days or hours, such as 30d or 12h")
+    count, unit = int(match[1]), match[2]
+    return timedelta(days=count) if unit == "d" else timedelta(hours=count)
+
+
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], settings: Settings) -> None:
+    history = commands.add_parser("history", help="run times from Slurm's accounting: train, evaluate")
+    actions = history.add_subparsers(required=True, metavar="ACTION")
+    train = actions.add_parser(
+        "train", help="train the history model from accounting now (the daemon does nightly)"
+    )
+    train.add_argument(
+        "--since", type=span, default=timedelta(days=90), help="accounting to read (default 90d)"
+    )
+    train.add_argument("--models-dir", default=settings.models_dir, help="default: %(default)s")
+    train.set_defaults(handler=_train)
+    evaluate = actions.add_parser(
+        "evaluate",
+        help="replay accounting in submission order: users' limits, Tsafrir's rule and the advisor's",
+    )
+    evaluate.add_argument("--since", type=span, default=timedelta(days=30), help="default 30d")
+    evaluate.add_argument("--json", action="store_true")
+    evaluate.set_defaults(handler=_evaluate)
+
+
+def _train(args: argparse.Namespace, console: Console) -> int:
+    from pathlib import Path
+
+    from advisor.history.service import MODEL_FILE, save_model, train_from_accounting
+    from advisor.slurm.client import SlurmClient
+
+    now = datetime.now(UTC)
+    finished = SlurmClient.from_settings(args.settings.slurm).history(now - args.since)
+    model = train_from_accounting(finished, now)
+    if model is None:
+        console.print(f"{len(finished)} jobs in accounting: too few to train on (Tsafrir's rule serves)")
+        return 0
+    path = Path(args.models_dir) / MODEL_FILE
+    save_model(path, model, now)
+    console.print(f"history model trained on {model.jobs} jobs: {path}", highlight=False)
+    return 0
+
+
+def _evaluate(args: argparse.Namespace, console: Console) -> int:
+    from advisor.history.jobs import from_accounting
+    from advisor.history.replay import replay, report
+    from advisor.slurm.client import SlurmClient
+
+    now = datetime.now(UTC)
+    jobs = from_accounting(SlurmClient.from_settings(args.settings.slurm).history(now - args.since))
+    try:
+        result = report(f"accounting since {(now - args.since):%Y-%m-%d}", replay(jobs))
+    except ValueError as error:
+        console.print(f"advisor: error: {error}", highlight=False)
+        return 1
+    if args.json:
+        print(result.model_dump_json(indent=2))
+        return 0
+    show_report(result, console)
+    return 0
+
+
+def show_report(result: HistoryReport, console: Console) -> None:
+    """The three predictors side by side, then the advised limit's trade-off as the factor varies."""
+    points = Table(title=f"{result.trace}: {result.completed} completed of {result.jobs} jobs")
+    for header in ("predictor", "mean accuracy", "median |p - run| / run"):
+        points.add_column(header, justify="right" if header != "predictor" else "left")
+    for name, score in (
+        ("users' limits", result.users),
+        ("Tsafrir", result.tsafrir),
+        ("advisor", result.advisor),
+    ):
+        points.add_row(name, f"{score.mean_accuracy:.3f}", f"{score.median_error:.2f}")
+    console.print(points)
+    limits = Table(title="as a time limit (advisor: its p90 x factor, capped at the request)")
+    for header in ("limit", "killed", "median limit / run"):
+        limits.add_column(header, justify="right" if header != "limit" else "left")
+    for limit in (result.user_limits, *result.tradeoff):
+        name = "users' own" if limit.factor is None else f"advisor x {limit.factor:g}"
+        limits.add_row(name, f"{limit.kill_rate:.2%}", f"{limit.median_ratio:.2f}")
+    console.print(limits)

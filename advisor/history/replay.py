@@ -1,0 +1,167 @@
+"""History's predictions replayed in submission order, and how good they were.
+
+Each job is predicted at its submission from the jobs that had ended by then; the model is retrained
+every ``retrain_s`` (a night) on the jobs ended before it. Scores are for completed jobs only (a failed
+job's run says little of what it needed): accuracy ``min(p, run) / max(p, run)``, the relative error, and
+for a time limit, the share of jobs it would have killed against the median limit over run.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from advisor.frozen import Frozen
+from advisor.history.features import History
+from advisor.history.jobs import PastJob
+from advisor.history.predictor import (
+    HistoryModel,
+    Past,
+    RunForecast,
+    advised_limit,
+    forecast,
+    look_back,
+    train_model,
+)
+
+NIGHT_S = 86400.0
+FACTORS = (1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 5.0, 7.0, 10.0)
+Train = Callable[[Sequence[Sequence[float]], Sequence[PastJob]], HistoryModel | None]
+
+
+@dataclass(frozen=True)
+class Predicted:
+    job: PastJob
+    tsafrir_s: float | None
+    forecast: RunForecast
+    trained_until: float | None
+    """The night the model in use was trained: only jobs ended before it were in its training."""
+
+
+def replay(
+    jobs: Sequence[PastJob], retrain_s: float = NIGHT_S, train: Train = train_model
+) -> list[Predicted]:
+    """Every job of ``jobs`` (in submission order) predicted as the advisor would have at its submission:
+    its past taken then, the model's part from the model of the night before (asked once per night)."""
+    history, model, trained_until = History(), None, None
+    ends: list[tuple[float, int]] = []
+    ended_rows: list[list[float]] = []
+    ended_jobs: list[PastJob] = []
+    rows: dict[int, list[float]] = {}
+    today: list[tuple[int, Past, float | None]] = []
+    predicted: list[Predicted] = []
+
+    def end_until(moment: float) -> None:
+        while ends and ends[0][0] <= moment:
+            _, index = heapq.heappop(ends)
+            history.ended(jobs[index])
+            ended_rows.append(rows[index])
+            ended_jobs.append(jobs[index])
+
+    def close_the_day() -> None:
+        quantiles = model.quantiles([rows[index] for index, _, _ in today]) if model and today else None
+        for position, (index, past, rule) in enumerate(today):
+            pair = (
+                None if quantiles is None else (float(quantiles[position][0]), float(quantiles[position][1]))
+            )
+            job = jobs[index]
+            predicted.append(Predicted(job, rule, forecast(past, job.ask, pair), trained_until))
+        today.clear()
+
+    night = _first_night(jobs, retrain_s)
+    for index, job in enumerate(jobs):
+        ask = job.ask
+        if night <= ask.submit_s:
+            close_the_day()
+            while night <= ask.submit_s:
+                end_until(night)
+                model = train(ended_rows, ended_jobs) or model
+                trained_until, night = night, night + retrain_s
+        end_until(ask.submit_s)
+        rows[index] = history.features(ask)
+        past = look_back(history, ask)
+        today.append((index, past, past.tsafrir_s))
+        heapq.heappush(ends, (job.end_s, index))
+    close_the_day()
+    return predicted
+
+
+def _first_night(jobs: Sequence[PastJob], retrain_s: float) -> float:
+    start = jobs[0].ask.submit_s if jobs else 0.0
+    return (math.floor(start / retrain_s) + 1) * retrain_s
+
+
+class LimitScore(Frozen):
+    factor: float | None
+    kill_rate: float
+    """Share of completed jobs whose limit is below their run: they would have been killed."""
+    median_ratio: float
+    """Median limit / run."""
+
+
+class PointScore(Frozen):
+    mean_accuracy: float
+    median_error: float
+    """Median |prediction - run| / run."""
+
+
+class HistoryReport(Frozen):
+    trace: str
+    jobs: int
+    completed: int
+    users: PointScore
+    tsafrir: PointScore
+    advisor: PointScore
+    sources: dict[str, int]
+    """How many completed jobs each source predicted (model, history, request)."""
+    user_limits: LimitScore
+    tradeoff: list[LimitScore]
+    """The advised limit as the factor varies."""
+
+
+def report(trace: str, predicted: Sequence[Predicted], factors: Sequence[float] = FACTORS) -> HistoryReport:
+    done = [p for p in predicted if p.job.completed and p.job.run_s > 0]
+    if not done:
+        raise ValueError(f"{trace}: no completed job to score")
+    sources: dict[str, int] = {}
+    for p in done:
+        sources[p.forecast.source] = sources.get(p.forecast.source, 0) + 1
+    return HistoryReport(
+        trace=trace,
+        jobs=len(predicted),
+        completed=len(done),
+        users=_points([(p.job.ask.limit_s, p.job.run_s) for p in done]),
+        tsafrir=_points([(p.tsafrir_s or p.job.ask.limit_s, p.job.run_s) for p in done]),
+        advisor=_points([(p.forecast.p50_s, p.job.run_s) for p in done]),
+        sources=sources,
+        user_limits=_limits(None, [(p.job.ask.limit_s, p.job.run_s) for p in done]),
+        tradeoff=[
+            _limits(factor, [(advised_limit(p.forecast, p.job.ask, factor), p.job.run_s) for p in done])
+            for factor in factors
+        ],
+    )
+
+
+def _accuracy(prediction: float | None, run: float) -> float:
+    if not prediction or prediction <= 0:
+        return 0.0
+    return min(prediction, run) / max(prediction, run)
+
+
+def _points(pairs: Sequence[tuple[float | None, float]]) -> PointScore:
+    return PointScore(
+        mean_accuracy=statistics.fmean(_accuracy(p, run) for p, run in pairs),
+        median_error=statistics.median(abs((p or 0.0) - run) / run for p, run in pairs),
+    )
+
+
+def _limits(factor: float | None, pairs: Sequence[tuple[float | None, float]]) -> LimitScore:
+    known = [(limit, run) for limit, run in pairs if limit is not None]
+    return LimitScore(
+        factor=factor,
+        kill_rate=sum(limit < run for limit, run in known) / max(len(known), 1),
+        median_ratio=statistics.median(limit / run for limit, run in known) if known else math.nan,
+    )

@@ -1,0 +1,50 @@
+"""A time limit from history, for a job that describes no model: what the caller's earlier runs of the same
+script took (`advisor.history`), as the policy's time-limit rule turns it into a limit."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from advisor.history.jobs import JobAsk
+from advisor.history.predictor import RunForecast, advised_limit
+from advisor.jobscript.request import JobRequest
+from advisor.jobscript.rewrite import Advice
+from advisor.policy.resolve import Effective
+from advisor.slurm.models import Partition
+from advisor.slurm.values import format_duration
+
+HISTORY_SOURCES = ("model", "history")
+"""Forecasts that rest on the caller's own past; one that only repeats the request advises nothing."""
+
+
+def history_advice(
+    effective: Effective, request: JobRequest, ask: JobAsk, forecast: RunForecast, partition: Partition
+) -> tuple[Advice | None, bool, list[str]]:
+    """The advice (a shorter time limit, or None), whether the policy lets it be applied, and why."""
+    rule = effective.time_limit
+    reasons = [_what_history_says(forecast, ask)]
+    maximum = partition.max_time.total_seconds() if partition.max_time else None
+    seconds = advised_limit(forecast, ask, rule.history_factor, maximum)
+    if seconds is None:
+        return None, False, [*reasons, "history: the job keeps its own time limit"]
+    requested = request.time_limit
+    limit = rule.floored(timedelta(seconds=seconds), requested)
+    if requested is not None and limit >= requested:
+        return None, False, [*reasons, f"history: the job's own limit ({format_duration(requested)}) fits"]
+    how = "its p90 (learned from accounting)" if forecast.source == "model" else "its longest recent run"
+    told = f"history: time limit {format_duration(limit)}: {how} x {rule.history_factor:g}"
+    if requested is not None:
+        told += f", instead of {format_duration(requested)}"
+    terms = effective.partitions.get(partition.name)
+    apply = terms is not None and terms.mode == "rewrite"
+    return Advice(time_limit=limit), apply, [*reasons, told]
+
+
+def _what_history_says(forecast: RunForecast, ask: JobAsk) -> str:
+    name = ask.script or "this job"
+    if not forecast.runs:
+        return f"history: no earlier run of {name} by {ask.user}; from their other jobs"
+    runs = ", ".join(format_duration(timedelta(seconds=round(run))) for run in forecast.runs)
+    count = len(forecast.runs)
+    said = f"history: your last {count} run{'s' if count > 1 else ''} of {name} took {runs}"
+    return said + (" (the last one hit its time limit)" if forecast.censored else "")

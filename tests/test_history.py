@@ -1,0 +1,221 @@
+"""Run times from history: the records, the features at a submission, the predictor and its fallbacks, and
+the replay that must never let a job's future into its prediction. Small cases are counted by hand."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from advisor.history.features import History, past_rows
+from advisor.history.jobs import JobAsk, PastJob, TraceError, past_job, read_swf
+from advisor.history.predictor import (
+    MIN_TRAINING_JOBS,
+    HistoryModel,
+    advised_limit,
+    forecast,
+    look_back,
+    predict_run,
+    train_model,
+    training_target,
+    tsafrir,
+)
+from advisor.history.replay import NIGHT_S, replay, report
+from advisor.history.service import load_model, save_model
+from advisor.jobscript.request import build_request
+from advisor.policy.load import parse_policy
+from advisor.policy.resolve import resolve
+from advisor.recommend.history_limit import history_advice
+from advisor.slurm.models import Partition
+
+SWF = """; Version: 2.2
+; MaxProcs: 64
+    1        0     10    100    4  -1 -1    4   3600 -1 1  7 -1 12 -1 -1 -1 -1
+    2       50      0   3600    8  -1 -1    8   3600 -1 0  7 -1 12 -1 -1 -1 -1
+    3       60     -1     -1    8  -1 -1    8   3600 -1 5  9 -1 -1 -1 -1 -1 -1
+    4     4000      5    300   16  -1 -1   16   7200 -1 1  9 -1 -1 -1  2 -1 -1
+"""
+
+
+def job(user: str, submit: float, run: float, limit: float | None = 3600.0, script: str = "a.sh") -> PastJob:
+    ask = JobAsk(user=user, script=script, partition="cpu", submit_s=submit, limit_s=limit, cpus=4)
+    return past_job(ask, run, submit + run, completed=run < (limit or run + 1), timed_out=False)
+
+
+def test_an_swf_log_is_read_field_by_field_and_a_bad_line_is_placed(tmp_path: Path) -> None:
+    log = tmp_path / "x.swf"
+    log.write_text(SWF)
+    first, killed, later = read_swf(log)
+    assert (first.ask.user, first.ask.script, first.ask.submit_s, first.ask.limit_s) == ("7", "12", 0, 3600)
+    assert (first.run_s, first.end_s, first.completed, first.censored) == (100, 110, True, False)
+    assert killed.censored and not killed.completed, "failed at its limit: it needed at least that"
+    assert (later.ask.script, later.ask.partition, later.ask.cpus) == ("", "2", 16), "job 3 never ran"
+    log.write_text(SWF + "    5   4100   0   x   1\n")
+    with pytest.raises(TraceError, match=rf"{log}:7: 5 fields"):
+        read_swf(log)
+
+
+def test_tsafrir_is_the_mean_of_the_users_last_two_capped_at_the_request() -> None:
+    history = History()
+    ask = JobAsk(user="u", script="a.sh", partition="cpu", submit_s=10_000, limit_s=150, cpus=4)
+    assert tsafrir(history, ask) is None
+    for past in (job("u", 0, 50), job("u", 100, 100), job("u", 300, 300), job("v", 0, 5)):
+        history.ended(past)
+    assert tsafrir(history, dataclasses.replace(ask, limit_s=None)) == 200.0
+    assert tsafrir(history, ask) == 150.0
+    no_history = forecast(look_back(History(), ask), ask, None)
+    assert (no_history.source, no_history.p50_s, no_history.upper_s) == ("request", 150, None)
+    fallback = forecast(look_back(history, ask), ask, None)
+    assert (fallback.source, fallback.p50_s, fallback.upper_s) == ("history", 150, 150), "capped at 150"
+    assert fallback.runs == (50, 100, 300)
+
+
+def test_a_censored_run_is_a_lower_bound_and_keeps_the_request() -> None:
+    killed = job("u", 0, 3600)
+    assert killed.censored and training_target(killed) == pytest.approx(8.1887, abs=1e-3)  # log 3600
+    history = History()
+    history.ended(job("u", 0, 100, script="other.sh"))
+    history.ended(killed)
+    ask = JobAsk(user="u", script="a.sh", partition="cpu", submit_s=9000, limit_s=7200, cpus=4)
+    predicted = forecast(look_back(history, ask), ask, (900.0, 1200.0))
+    assert predicted.censored
+    assert advised_limit(predicted, ask, 1.5) == 7200, "its last run hit its limit: never shorter"
+
+
+def test_the_partitions_maximum_caps_every_limit() -> None:
+    ask = JobAsk(user="u", script="a.sh", partition="cpu", submit_s=0, limit_s=7200, cpus=4)
+    history = History()
+    for index in range(3):
+        history.ended(job("u", index * 10.0, 3000, limit=7200))
+    predicted = forecast(look_back(history, ask), ask, (3000.0, 3000.0))
+    assert advised_limit(predicted, ask, 2.0) == 6000
+    assert advised_limit(predicted, ask, 2.0, partition_max_s=3600) == 3600
+    unknown = forecast(look_back(History(), ask), ask, None)
+    assert advised_limit(unknown, ask, 2.0, partition_max_s=3600) == 3600
+    unlimited = JobAsk(user="u", script="a.sh", partition="cpu", submit_s=0, limit_s=None, cpus=4)
+    assert advised_limit(forecast(look_back(History(), unlimited), unlimited, None), unlimited, 2.0) is None
+
+
+def test_a_job_still_running_at_a_submission_is_not_its_past() -> None:
+    jobs = [job("u", 0, 1000), job("u", 10, 50), job("u", 2000, 50)]
+    _, second, third = replay(jobs)
+    assert second.forecast.source == "request", "the first job had not ended when the second came"
+    assert third.forecast.runs == (50, 1000), "by the third, both had, in the order they ended"
+    assert third.tsafrir_s == 525
+
+
+def synthetic(users: int = 6, per_user: int = 80) -> list[PastJob]:
+    """Each user runs one script of their own length, a job an hour, ending within the hour."""
+    jobs = [
+        job(f"u{user}", hour * 3600.0 + user, 600.0 * (user + 1) + (hour % 3) * 10, limit=4 * 3600.0)
+        for user in range(users)
+        for hour in range(per_user)
+    ]
+    return sorted(jobs, key=lambda past: past.ask.submit_s)
+
+
+def test_training_never_sees_a_job_that_ended_after_its_night() -> None:
+    nights: list[tuple[int, float]] = []
+
+    def spy(rows: list[list[float]], jobs: list[PastJob]) -> HistoryModel | None:
+        nights.append((len(jobs), max((past.end_s for past in jobs), default=0.0)))
+        return train_model(rows, jobs)
+
+    jobs = synthetic()
+    predicted = replay(jobs, train=spy)
+    first_night = (jobs[0].ask.submit_s // NIGHT_S + 1) * NIGHT_S
+    for number, (_, latest_end) in enumerate(nights):
+        assert latest_end <= first_night + number * NIGHT_S, f"night {number} trained on a later job"
+    assert [count for count, _ in nights] == sorted(count for count, _ in nights)
+    assert all(p.trained_until is None or p.trained_until <= p.job.ask.submit_s for p in predicted)
+    late = [p for p in predicted if p.forecast.source == "model"]
+    assert late, "once enough jobs ended, the model predicts"
+    assert all(p.forecast.upper_s is not None and p.forecast.p50_s is not None for p in late)
+    assert all(
+        p.forecast.upper_s >= p.forecast.p50_s for p in late if p.forecast.upper_s and p.forecast.p50_s
+    )
+
+
+def test_the_model_learns_each_users_length_and_keeps_its_file(tmp_path: Path) -> None:
+    jobs = synthetic()
+    rows, ended = past_rows(jobs, until=jobs[-1].end_s)
+    assert len(ended) == len(jobs) >= MIN_TRAINING_JOBS
+    model = train_model(rows, ended)
+    assert model is not None and train_model(rows[:10], ended[:10]) is None
+    history = History()
+    for past in ended:
+        history.ended(past)
+    ask = JobAsk(
+        user="u3", script="a.sh", partition="cpu", submit_s=jobs[-1].end_s, limit_s=4 * 3600.0, cpus=4
+    )
+    predicted = predict_run(model, history, ask)
+    assert predicted.source == "model" and predicted.p50_s == pytest.approx(2400 + 10, rel=0.02)
+    assert predicted.upper_s is not None and 2400 <= predicted.upper_s <= 2 * 2420
+    save_model(tmp_path / "h.json", model, datetime(2026, 12, 1))
+    loaded = load_model(tmp_path / "h.json")
+    assert loaded is not None and loaded.model.jobs == model.jobs
+    assert predict_run(loaded.model, history, ask) == predicted
+
+
+def test_the_report_scores_completed_jobs_only() -> None:
+    jobs = [job("u", 0, 100), job("u", 200, 3600), job("u", 4000, 100)]
+    result = report("t", replay(jobs))
+    assert result.completed == 2 and result.jobs == 3
+    assert result.users.mean_accuracy == pytest.approx(100 / 3600)
+    # Tsafrir for the third: the mean of 100 and 3600 = 1850; the first has no history: its request.
+    assert result.tsafrir.mean_accuracy == pytest.approx((100 / 3600 + 100 / 1850) / 2)
+    assert result.user_limits.kill_rate == 0 and result.user_limits.median_ratio == pytest.approx(36)
+
+
+PARTITION = Partition.model_construct(name="cpu", max_time=timedelta(hours=12))
+
+
+def test_a_history_limit_is_floored_by_the_policy_and_applied_only_in_rewrite() -> None:
+    request = build_request("#!/bin/sh\n#SBATCH --time=4:00:00\ntrue\n", ["job.sh"], {}, "job.sh")
+    ask = JobAsk(user="u", script="job.sh", partition="cpu", submit_s=9000, limit_s=4 * 3600.0, cpus=1)
+    history = History()
+    for index in range(3):
+        history.ended(job("u", index * 100.0, 600 + index * 60, limit=4 * 3600.0, script="job.sh"))
+    predicted = forecast(look_back(history, ask), ask, None)
+    rewrite = resolve(parse_policy('mode = "rewrite"\n', "p.toml"), "u", None, ["cpu"])
+    advice, apply, reasons = history_advice(rewrite, request, ask, predicted, PARTITION)
+    # Longest run 12 min x 1.5 = 18 min, below the floor of a quarter of 4 h.
+    assert advice is not None and advice.time_limit == timedelta(hours=1) and apply
+    assert reasons[0] == "history: your last 3 runs of job.sh took 00:10:00, 00:11:00, 00:12:00", reasons
+    assert "instead of 04:00:00" in reasons[1]
+    advise = resolve(parse_policy('mode = "advise"\n', "p.toml"), "u", None, ["cpu"])
+    assert history_advice(advise, request, ask, predicted, PARTITION)[1] is False
+
+
+def test_easy_backfills_only_what_delays_no_reservation_counted_by_hand() -> None:
+    from benchmarks.harness.easy import Replayed, easy
+
+    def submitted(at: float, procs: int, run: float) -> Replayed:
+        return Replayed(submit_s=at, procs=procs, run_s=run, estimate_s=run, limit_s=1000, fallback_s=1000)
+
+    # A holds 3 of 4; B (all 4) reserves A's end at 100; C (1 proc, ends at 52) jumps B; D (ends too late
+    # for B's reservation) waits for B, which runs 100-110.
+    jobs = [submitted(0, 3, 100), submitted(1, 4, 10), submitted(2, 1, 50), submitted(3, 1, 200)]
+    schedule = easy(jobs, processors=4)
+    assert schedule.mean_wait_s == pytest.approx((0 + 99 + 0 + 107) / 4)
+    assert schedule.mean_bounded_slowdown == pytest.approx((1 + 109 / 10 + 1 + 307 / 200) / 4)
+    short = [*jobs[:3], Replayed(submit_s=3, procs=1, run_s=200, estimate_s=200, limit_s=150, fallback_s=150)]
+    assert easy(short, processors=4).killed == 1
+
+
+def test_the_benchmark_prints_every_figure_for_a_log(tmp_path: Path) -> None:
+    from benchmarks.history import main
+
+    log = tmp_path / "small.swf"
+    log.write_text(SWF)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main([str(log), "--json", "--plot", str(tmp_path / "tradeoff.png")]) == 0
+    figures = json.loads(printed.getvalue())
+    assert figures["report"]["completed"] == 2 and len(figures["schedules"]) == 4
+    assert (tmp_path / "tradeoff.png").stat().st_size > 1000

@@ -1,0 +1,60 @@
+"""History on the real sandbox: a user's finished runs of a script, read from Slurm's accounting, make the
+next submission of that script (which describes no model) get a time limit and an explanation."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from advisor.history.service import RunHistory
+from advisor.jobscript.submission import parse_submission
+from advisor.policy.load import parse_policy
+from advisor.recommend.choose import Recommendation
+from advisor.recommend.cluster import ClusterView
+from advisor.recommend.edges import recommend_now
+from advisor.slurm.client import SlurmClient
+from advisor.store import Store
+
+SCRIPT = "#!/bin/sh\n#SBATCH --partition=cpu\n#SBATCH --time=60\n#SBATCH --output=/dev/null\nsleep 2\n"
+
+
+def test_finished_runs_of_a_script_shorten_its_next_time_limit(
+    local_slurm: SlurmClient, tmp_path: Path
+) -> None:
+    script = tmp_path / "prep.sh"
+    script.write_text(SCRIPT, encoding="utf-8")
+    since = datetime.now(UTC) - timedelta(minutes=1)
+    submitted = {local_slurm.submit(SCRIPT, ["--job-name=prep.sh"]).job_id for _ in range(3)}
+    deadline = time.monotonic() + 120
+    while True:
+        finished = [job for job in local_slurm.history(since) if job.job_id in submitted]
+        if len(finished) == 3 or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert len(finished) == 3, "the three runs reached accounting"
+    user = finished[0].user
+    parsed = parse_submission(script, [], {})
+    assert parsed.description is None and parsed.job_name == "prep.sh"
+    now = datetime.now(UTC)
+
+    def advised(words: list[str]) -> Recommendation:
+        return recommend_now(
+            ClusterView(local_slurm, lambda: now),
+            Store.open(tmp_path / "advisor.db"),
+            parse_policy('mode = "rewrite"\n', "policy.toml"),
+            [],
+            parse_submission(script, words, {}),
+            None,
+            user,
+            now,
+            RunHistory(tmp_path / "no-model-yet.json"),
+        )
+
+    result = advised([])
+    assert result.reasons[0].startswith("history: your last 3 runs of prep.sh took 00:00:0"), result.reasons
+    # Three runs of seconds: the floor, a quarter of the hour asked for, is the limit.
+    assert result.advice is not None and result.advice.time_limit == timedelta(minutes=15), result.reasons
+    assert result.apply and "instead of 01:00:00" in result.reasons[1]
+    fresh = advised(["--job-name=fresh.sh"])
+    assert "no earlier run of fresh.sh" in fresh.reasons[0], "from the user's other jobs"
