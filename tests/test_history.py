@@ -7,7 +7,7 @@ import contextlib
 import dataclasses
 import io
 import json
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -219,3 +219,42 @@ def test_the_benchmark_prints_every_figure_for_a_log(tmp_path: Path) -> None:
     figures = json.loads(printed.getvalue())
     assert figures["report"]["completed"] == 2 and len(figures["schedules"]) == 4
     assert (tmp_path / "tradeoff.png").stat().st_size > 1000
+
+
+def test_queued_jobs_of_users_with_a_history_are_planned_by_it(tmp_path: Path) -> None:
+    from advisor.history.service import RunHistory
+    from advisor.slurm.models import FinishedJob
+    from advisor.wait.snapshot import PendingJob, QueueSnapshot, SlotRequest
+
+    start = datetime(2026, 12, 1, tzinfo=UTC)
+    finished = [
+        FinishedJob(
+            job_id=index,
+            array_job_id=None,
+            array_task_id=None,
+            name="sim.sh",
+            user="u",
+            partition="cpu",
+            state="COMPLETED",
+            submit_time=start + timedelta(hours=index),
+            start_time=start + timedelta(hours=index),
+            end_time=start + timedelta(hours=index, seconds=run),
+            elapsed=timedelta(seconds=run),
+            time_limit=timedelta(hours=1),
+            node_count=1,
+            alloc_tres={"cpu": "4"},
+            gpus=0,
+            exit_code=0,
+        )
+        for index, run in enumerate((500, 600, 700))
+    ]
+    ask = SlotRequest(partitions=["cpu"], cpus_per_node=4, time_limit=timedelta(hours=1))
+    snapshot = QueueSnapshot(
+        taken_at=start + timedelta(days=1),
+        nodes=[],
+        partitions={"cpu": []},
+        running=[],
+        pending=[PendingJob(job_id=10, user="u", request=ask), PendingJob(job_id=11, user="z", request=ask)],
+    )
+    runs = RunHistory(tmp_path / "none.json").queue_runs(finished, snapshot)
+    assert runs == {10: 650.0}, "Tsafrir's mean of u's last two; z has no history and keeps its limit"

@@ -12,8 +12,9 @@ from pathlib import Path
 
 from advisor.history.features import History, past_rows
 from advisor.history.jobs import JobAsk, from_accounting
-from advisor.history.predictor import HistoryModel, RunForecast, predict_run, train_model
+from advisor.history.predictor import HistoryModel, RunForecast, forecast, look_back, predict_run, train_model
 from advisor.slurm.models import FinishedJob
+from advisor.wait.snapshot import PendingJob, QueueSnapshot, RunningJob
 
 MODEL_FILE = "history-model.json"
 TRAINING_SPAN = timedelta(days=90)
@@ -61,6 +62,7 @@ class RunHistory:
         self.path = path
         self._lock = threading.Lock()
         self._seen: tuple[float, Trained | None] | None = None
+        self._everyone_of: tuple[tuple[int, int], History] | None = None
 
     def trained(self) -> Trained | None:
         try:
@@ -81,3 +83,49 @@ class RunHistory:
                 history.ended(past)
         trained = self.trained()
         return predict_run(trained.model if trained else None, history, ask)
+
+    def queue_runs(self, finished: Sequence[FinishedJob], snapshot: QueueSnapshot) -> dict[int, float]:
+        """Each queued job's run (seconds, start to end) where its user's history says something: what
+        the queue replay plans the jobs the advisor did not advise with, instead of their limits."""
+        now = snapshot.taken_at.timestamp()
+        asks = {job.job_id: _running_ask(job, now) for job in snapshot.running}
+        asks |= {job.job_id: _pending_ask(job, now) for job in snapshot.pending}
+        history = self._everyone(finished)
+        trained = self.trained()
+        ids = list(asks)
+        rows = [history.features(asks[job_id]) for job_id in ids]
+        quantiles = trained.model.quantiles(rows) if trained and rows else None
+        runs: dict[int, float] = {}
+        for position, job_id in enumerate(ids):
+            pair = (
+                None if quantiles is None else (float(quantiles[position][0]), float(quantiles[position][1]))
+            )
+            told = forecast(look_back(history, asks[job_id]), asks[job_id], pair)
+            if told.source in ("model", "history") and told.p50_s is not None:
+                runs[job_id] = told.p50_s
+        return runs
+
+    def _everyone(self, finished: Sequence[FinishedJob]) -> History:
+        """Everyone's ended jobs, built once per reading of accounting (the cluster view keeps one)."""
+        key = (id(finished), len(finished))
+        with self._lock:
+            if self._everyone_of is None or self._everyone_of[0] != key:
+                history = History()
+                for past in sorted(from_accounting(finished), key=lambda past: past.end_s):
+                    history.ended(past)
+                self._everyone_of = (key, history)
+            return self._everyone_of[1]
+
+
+def _running_ask(job: RunningJob, now: float) -> JobAsk:
+    limit = job.time_limit.total_seconds() if job.time_limit else None
+    cpus, gpus = (sum(getattr(held, part) for held in job.allocations) for part in ("cpus", "gpus"))
+    nodes = max(len(job.allocations), 1)
+    return JobAsk(job.user, "", job.partition, now, limit, max(cpus, 1), gpus, nodes)
+
+
+def _pending_ask(job: PendingJob, now: float) -> JobAsk:
+    request = job.request
+    limit = request.time_limit.total_seconds() if request.time_limit else None
+    cpus, gpus = request.cpus_per_node * request.nodes, request.gpus_per_node * request.nodes
+    return JobAsk(job.user, "", request.partitions[0], now, limit, cpus, gpus, request.nodes)

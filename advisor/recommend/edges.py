@@ -53,7 +53,7 @@ def recommend_now(
         waits=lambda queries: cluster.cached(
             _wait_key(request, queries),
             WAITS_FRESH_FOR,
-            lambda: queue_waits(cluster, store, request, queries, now),
+            lambda: queue_waits(cluster, store, request, queries, now, run_history),
         ),
     )
     predictor = None
@@ -159,11 +159,21 @@ def _wait_key(request: JobRequest, queries: Sequence[WaitQuery]) -> str:
 
 
 def queue_waits(
-    cluster: ClusterView, store: Store, request: JobRequest, queries: Sequence[WaitQuery], now: datetime
+    cluster: ClusterView,
+    store: Store,
+    request: JobRequest,
+    queries: Sequence[WaitQuery],
+    now: datetime,
+    run_history: RunHistory | None = None,
 ) -> list[Waits]:
-    """Slurm's ``--test-only`` start and the advisor's replay of the queue, for each query."""
+    """Slurm's ``--test-only`` start and the advisor's replay of the queue, for each query; the replay
+    plans each queued job by the advisor's prediction where it advised it, else by its user's history
+    (``run_history``), else by its limit scaled as similar jobs used theirs."""
     advised = AdvisedJobs(store)
     predicted = {int(row["job_id"]): float(row["predicted_s"]) for row in advised.unfinished()}
+    snapshot = cluster.snapshot(now)
+    if run_history is not None:
+        predicted = run_history.queue_runs(cluster.history(), snapshot) | predicted
     try:
         # Account, QOS and the rest of the user's options, as directives; the candidate's resources win.
         script = render_script(request)
@@ -190,7 +200,7 @@ def queue_waits(
         predicted,
         cluster.history(),
         records=records,
-        snapshot=cluster.snapshot(now),
+        snapshot=snapshot,
         start_estimate=lambda candidate: cluster.start_estimate(candidate, request.account),
     )
     return [
