@@ -3,16 +3,21 @@ next submission of that script (which describes no model) get a time limit and a
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
+from advisor.cli import main
 from advisor.history.service import RunHistory
 from advisor.jobscript.submission import parse_submission
 from advisor.policy.load import parse_policy
 from advisor.recommend.choose import Recommendation
 from advisor.recommend.cluster import ClusterView
 from advisor.recommend.edges import recommend_now
+from advisor.sandbox.cluster import Sandbox
 from advisor.slurm.client import SlurmClient
 from advisor.store import Store
 
@@ -20,7 +25,11 @@ SCRIPT = "#!/bin/sh\n#SBATCH --partition=cpu\n#SBATCH --time=60\n#SBATCH --outpu
 
 
 def test_finished_runs_of_a_script_shorten_its_next_time_limit(
-    local_slurm: SlurmClient, tmp_path: Path
+    local_slurm: SlurmClient,
+    sandbox: Sandbox,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     script = tmp_path / "prep.sh"
     script.write_text(SCRIPT, encoding="utf-8")
@@ -58,3 +67,21 @@ def test_finished_runs_of_a_script_shorten_its_next_time_limit(
     assert result.apply and "instead of 01:00:00" in result.reasons[1]
     fresh = advised(["--job-name=fresh.sh"])
     assert "no earlier run of fresh.sh" in fresh.reasons[0], "from the user's other jobs"
+    monkeypatch.setenv("SLURM_CONF", sandbox.client_env()["SLURM_CONF"])
+    policy = tmp_path / "policy.toml"
+    policy.write_text('mode = "rewrite"\n', encoding="utf-8")
+    capsys.readouterr()
+    assert (
+        main(["recommend", "--policy", str(policy), "--db", str(tmp_path / "advisor.db"), str(script)]) == 0
+    )
+    shown = capsys.readouterr().out
+    assert (
+        "applies: --time=00:15:00" in shown
+        and "waits marked" not in shown
+        and "your last 3 runs of prep.sh" in shown
+    ), shown
+    assert main(["history", "evaluate", "--since", "1d", "--json"]) == 0
+    evaluated = json.loads(capsys.readouterr().out)
+    assert evaluated["completed"] >= 3 and set(evaluated["users"]) == {"mean_accuracy", "median_error"}
+    assert main(["history", "train", "--models-dir", str(tmp_path)]) == 0
+    assert "too few to train on" in capsys.readouterr().out, "a sandbox has not 200 jobs"

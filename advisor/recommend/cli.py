@@ -118,7 +118,10 @@ def show(result: Recommendation, console: Console, changes: Sequence[str] | None
     if result.advice is not None:
         verb = "applies" if result.apply else "suggests (not applied)"
         console.print(f"the advisor {verb}: {' '.join(changes or _fields(result))}", highlight=False)
-    console.print("waits marked * come from the estimator with the smaller measured error", highlight=False)
+    if result.candidates:
+        console.print(
+            "waits marked * come from the estimator with the smaller measured error", highlight=False
+        )
 
 
 def candidates_table(result: Recommendation) -> Table:
