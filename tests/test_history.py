@@ -258,3 +258,13 @@ def test_queued_jobs_of_users_with_a_history_are_planned_by_it(tmp_path: Path) -
     )
     runs = RunHistory(tmp_path / "none.json").queue_runs(finished, snapshot)
     assert runs == {10: 650.0}, "Tsafrir's mean of u's last two; z has no history and keeps its limit"
+
+
+def test_a_described_jobs_history_is_shown_beside_its_prediction() -> None:
+    from advisor.recommend.history_limit import cross_check
+
+    ask = JobAsk(user="u", script="train.sh", partition="a100", submit_s=0, limit_s=7200, cpus=8)
+    history = History()
+    history.ended(job("u", 0, 3000, limit=7200, script="train.sh"))
+    told = cross_check(ask, forecast(look_back(history, ask), ask, None), 2400.4)
+    assert told == "history: your last run of train.sh took 00:50:00; predicted as submitted: 00:40:00"

@@ -27,7 +27,7 @@ UPPER = 0.9
 MIN_USER_RUNS = 2
 """Below this many ended jobs of the user the model has nothing of theirs to go on."""
 MIN_TRAINING_JOBS = 200
-TRAINING_WINDOW = 20000
+TRAINING_WINDOW = 10000
 """The most recent ended jobs a night trains on: habits drift, and a night's training stays short."""
 _PARAMS = {
     "objective": "reg:quantileerror",
@@ -36,11 +36,12 @@ _PARAMS = {
     "max_depth": 4,
     "eta": 0.05,
     "min_child_weight": 20,
+    "max_bin": 64,
     "subsample": 0.8,
-    "nthread": 2,
+    "nthread": 1,
     "seed": 0,
 }
-_ROUNDS = 150
+_ROUNDS = 100
 _MEDIAN_FROM = ("request_median5", "user_median5")
 _UPPER_FROM = ("request_max5", "user_max5")
 """What the median and the upper quantile start from: trees cannot copy a feature into their output, and

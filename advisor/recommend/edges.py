@@ -64,7 +64,7 @@ def recommend_now(
         groups=unix_groups(user), account=account, associations=tuple(cluster.associations(user))
     )
     history = None
-    if parsed.description is None and run_history is not None:
+    if run_history is not None:
         ask = history_ask(parsed, user, _partition_of(request, partitions), now)
         history = (ask, run_history.forecast(cluster.history(), ask))
     return recommend(context, request, parsed.description, predictor, user, account, now, standing, history)

@@ -40,11 +40,18 @@ def history_advice(
     return Advice(time_limit=limit), apply, [*reasons, told]
 
 
+def cross_check(ask: JobAsk, forecast: RunForecast, predicted_s: float) -> str:
+    """For a job the model predictor predicted: what its earlier runs took, beside what it predicts."""
+    said = _what_history_says(forecast, ask)
+    return f"{said}; predicted as submitted: {format_duration(timedelta(seconds=round(predicted_s)))}"
+
+
 def _what_history_says(forecast: RunForecast, ask: JobAsk) -> str:
     name = ask.script or "this job"
     if not forecast.runs:
         return f"history: no earlier run of {name} by {ask.user}; from their other jobs"
     runs = ", ".join(format_duration(timedelta(seconds=round(run))) for run in forecast.runs)
     count = len(forecast.runs)
-    said = f"history: your last {count} run{'s' if count > 1 else ''} of {name} took {runs}"
+    last = f"last {count} runs" if count > 1 else "last run"
+    said = f"history: your {last} of {name} took {runs}"
     return said + (" (the last one hit its time limit)" if forecast.censored else "")

@@ -34,7 +34,7 @@ from advisor.recommend.candidates import (
     optimizer_steps,
 )
 from advisor.recommend.choose import Decision, Estimate, Recommendation, WaitSource, choose
-from advisor.recommend.history_limit import HISTORY_SOURCES, history_advice
+from advisor.recommend.history_limit import HISTORY_SOURCES, cross_check, history_advice
 from advisor.recommend.placement import Standing, refusal
 from advisor.slurm.models import Partition
 from advisor.slurm.values import format_duration
@@ -168,6 +168,8 @@ def recommend(
         decision = decision.model_copy(update={"reasons": [*decision.reasons, *spread.reasons]})
     left_out = [f"not considered, no node takes jobs: {', '.join(closed)}"] if closed else []
     left_out += [f"not considered, {name}: {why}" for name, why in refused.items()]
+    if history is not None and history[1].runs and decision.baseline is not None:
+        left_out.append(cross_check(history[0], history[1], decision.baseline.run_s))
     if left_out:
         decision = decision.model_copy(update={"reasons": [*decision.reasons, *left_out]})
     return Recommendation(
