@@ -24,8 +24,8 @@ from rich.console import Console
 
 from advisor.history.cli import show_report
 from advisor.history.jobs import PastJob, TraceError, from_accounting, read_swf
-from advisor.history.predictor import advised_limit
-from advisor.history.replay import HistoryReport, Predicted, replay, report
+from advisor.history.predictor import history_limit
+from advisor.history.replay import DEFAULT_RULE, HistoryReport, Predicted, replay, report
 from advisor.policy.schema import TimeLimitRule
 from advisor.slurm.parse import parse_sacct_json
 from benchmarks.harness.easy import Replayed, Schedule, easy
@@ -58,14 +58,15 @@ def schedules(predicted: Sequence[Predicted], processors: int, factor: float) ->
         "users' limits": [submitted(p, None, None) for p in predicted],
         "Tsafrir (orders backfill)": [submitted(p, p.tsafrir_s, None) for p in predicted],
         "advisor (orders backfill)": [submitted(p, p.forecast.p50_s, None) for p in predicted],
-        f"advisor limit x {factor:g} (kills)": [
-            submitted(
-                p, advised_limit(p.forecast, p.job.ask, factor), advised_limit(p.forecast, p.job.ask, factor)
-            )
-            for p in predicted
-        ],
+        f"advisor limit x {factor:g} (kills)": [submitted(p, *[_limit(p, factor)] * 2) for p in predicted],
     }
     return {name: easy(jobs, processors) for name, jobs in arms.items()}
+
+
+def _limit(p: Predicted, factor: float) -> float | None:
+    """The limit the product advises, with the policy's floor (`history_limit`)."""
+    limit = history_limit(DEFAULT_RULE, p.forecast, p.job.ask, factor)
+    return None if limit is None else limit.total_seconds()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -97,7 +97,9 @@ def show_report(result: HistoryReport, console: Console) -> None:
     ):
         points.add_row(name, f"{score.mean_accuracy:.3f}", f"{score.median_error:.2f}")
     console.print(points)
-    limits = Table(title="as a time limit (advisor: its p90 x factor, capped at the request)")
+    limits = Table(
+        title="as a time limit (advisor: its p90 x factor, within a quarter of the request and it)"
+    )
     for header in ("limit", "killed", "median limit / run"):
         limits.add_column(header, justify="right" if header != "limit" else "left")
     for limit in (result.user_limits, *result.tradeoff):

@@ -14,6 +14,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Literal
 
 import numpy as np
@@ -21,6 +22,7 @@ import xgboost as xgb
 
 from advisor.history.features import FEATURES, History
 from advisor.history.jobs import JobAsk, PastJob
+from advisor.policy.schema import TimeLimitRule
 
 UPPER = 0.9
 """The quantile the time limit is built on; the policy's factor covers the rest."""
@@ -176,6 +178,22 @@ def advised_limit(
     if forecast.upper_s is None or forecast.censored:
         return None if math.isinf(ceiling) else ceiling
     return min(forecast.upper_s * factor, ceiling)
+
+
+def history_limit(
+    rule: TimeLimitRule,
+    forecast: RunForecast,
+    ask: JobAsk,
+    factor: float,
+    partition_max_s: float | None = None,
+) -> timedelta | None:
+    """The limit a deployment advises: `advised_limit` in whole minutes, never below the policy's share of
+    the user's own (``rule.floored``)."""
+    seconds = advised_limit(forecast, ask, factor, partition_max_s)
+    if seconds is None:
+        return None
+    requested = timedelta(seconds=ask.limit_s) if ask.limit_s else None
+    return rule.floored(timedelta(seconds=seconds), requested)
 
 
 def _capped(seconds: float, ask: JobAsk) -> float:

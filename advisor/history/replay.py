@@ -21,13 +21,16 @@ from advisor.history.predictor import (
     HistoryModel,
     Past,
     RunForecast,
-    advised_limit,
     forecast,
+    history_limit,
     look_back,
     train_model,
 )
+from advisor.policy.schema import TimeLimitRule
 
 NIGHT_S = 86400.0
+DEFAULT_RULE = TimeLimitRule()
+"""The policy's built-in time-limit rule: what a site gets that writes none."""
 FACTORS = (1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 5.0, 7.0, 10.0)
 Train = Callable[[Sequence[Sequence[float]], Sequence[PastJob]], HistoryModel | None]
 
@@ -122,7 +125,13 @@ class HistoryReport(Frozen):
     """The advised limit as the factor varies."""
 
 
-def report(trace: str, predicted: Sequence[Predicted], factors: Sequence[float] = FACTORS) -> HistoryReport:
+def report(
+    trace: str,
+    predicted: Sequence[Predicted],
+    factors: Sequence[float] = FACTORS,
+    rule: TimeLimitRule = DEFAULT_RULE,
+) -> HistoryReport:
+    """Limits as the policy's ``rule`` makes them (whole minutes, its floor), the factor varied."""
     done = [p for p in predicted if p.job.completed and p.job.run_s > 0]
     if not done:
         raise ValueError(f"{trace}: no completed job to score")
@@ -139,10 +148,14 @@ def report(trace: str, predicted: Sequence[Predicted], factors: Sequence[float] 
         sources=sources,
         user_limits=_limits(None, [(p.job.ask.limit_s, p.job.run_s) for p in done]),
         tradeoff=[
-            _limits(factor, [(advised_limit(p.forecast, p.job.ask, factor), p.job.run_s) for p in done])
-            for factor in factors
+            _limits(factor, [(_seconds(rule, p, factor), p.job.run_s) for p in done]) for factor in factors
         ],
     )
+
+
+def _seconds(rule: TimeLimitRule, p: Predicted, factor: float) -> float | None:
+    limit = history_limit(rule, p.forecast, p.job.ask, factor)
+    return None if limit is None else limit.total_seconds()
 
 
 def _accuracy(prediction: float | None, run: float) -> float:

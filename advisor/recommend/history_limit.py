@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from advisor.history.jobs import JobAsk
-from advisor.history.predictor import RunForecast, advised_limit
+from advisor.history.predictor import RunForecast, history_limit
 from advisor.jobscript.request import JobRequest
 from advisor.jobscript.rewrite import Advice
 from advisor.policy.resolve import Effective
@@ -24,11 +24,10 @@ def history_advice(
     rule = effective.time_limit
     reasons = [_what_history_says(forecast, ask)]
     maximum = partition.max_time.total_seconds() if partition.max_time else None
-    seconds = advised_limit(forecast, ask, rule.history_factor, maximum)
-    if seconds is None:
+    limit = history_limit(rule, forecast, ask, rule.history_factor, maximum)
+    if limit is None:
         return None, False, [*reasons, "history: the job keeps its own time limit"]
     requested = request.time_limit
-    limit = rule.floored(timedelta(seconds=seconds), requested)
     if requested is not None and limit >= requested:
         return None, False, [*reasons, f"history: the job's own limit ({format_duration(requested)}) fits"]
     how = "its p90 (learned from accounting)" if forecast.source == "model" else "its longest recent run"
