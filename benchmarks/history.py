@@ -98,12 +98,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         console = Console()
         show_report(result, console)
-        console.print(f"EASY backfilling on {processors} processors:")
+        print(f"EASY backfilling on {processors} processors:")
         for name, schedule in scheduled.items():
-            console.print(
+            print(
                 f"  {name:34} mean wait {schedule.mean_wait_s / 3600:7.2f} h   mean bounded slowdown "
-                f"{schedule.mean_bounded_slowdown:8.2f}   killed {schedule.killed}",
-                highlight=False,
+                f"{schedule.mean_bounded_slowdown:8.2f}   killed {schedule.killed}"
             )
     if args.plot:
         plot(result, args.plot)

@@ -268,3 +268,19 @@ def test_a_described_jobs_history_is_shown_beside_its_prediction() -> None:
     history.ended(job("u", 0, 3000, limit=7200, script="train.sh"))
     told = cross_check(ask, forecast(look_back(history, ask), ask, None), 2400.4)
     assert told == "history: your last run of train.sh took 00:50:00; predicted as submitted: 00:40:00"
+
+
+def test_a_job_of_a_kind_the_user_never_ran_keeps_its_limit() -> None:
+    history = History()
+    for index in range(3):
+        history.ended(job("u", index * 10.0, 600, limit=3600, script="a.sh"))
+    known = JobAsk(user="u", script="a.sh", partition="cpu", submit_s=100, limit_s=7200, cpus=4)
+    new = JobAsk(user="u", script="b.sh", partition="cpu", submit_s=100, limit_s=7200, cpus=4)
+    again = JobAsk(user="u", script="b.sh", partition="cpu", submit_s=100, limit_s=3600, cpus=4)
+    told = {
+        ask.script + str(ask.limit_s): forecast(look_back(history, ask), ask, (600.0, 700.0))
+        for ask in (known, new, again)
+    }
+    assert advised_limit(told["a.sh7200"], known, 1.5) == 1050, "its script ran before"
+    assert advised_limit(told["b.sh7200"], new, 1.5) == 7200, "neither its script nor this request"
+    assert advised_limit(told["b.sh3600"], again, 1.5) == 1050, "the same request as the user's a.sh"

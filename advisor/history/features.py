@@ -84,6 +84,11 @@ class History:
         key = ("script", ask.user, ask.script)
         return tuple(self._groups[key].runs) if key in self._groups else ()
 
+    def seen(self, ask: JobAsk) -> bool:
+        """Whether the user ran this script, or asked for exactly this, before."""
+        script, request = _keys(ask)[1:]
+        return (bool(ask.script) and script in self._groups) or request in self._groups
+
     def features(self, ask: JobAsk) -> list[float]:
         row: list[float] = []
         for key in _keys(ask):

@@ -65,6 +65,8 @@ class RunForecast:
     """The same script's last runs (seconds, oldest first): what an explanation shows."""
     censored: bool = False
     """The same script's last run ended at its limit."""
+    seen: bool = True
+    """The user ran this script or made this very request before: a job of a new kind keeps its limit."""
 
 
 class HistoryModel:
@@ -132,6 +134,7 @@ class Past:
 
     runs: tuple[float, ...]
     censored: bool
+    seen: bool
     user_runs: int
     tsafrir_s: float | None
     user_max_s: float | None
@@ -143,6 +146,7 @@ def look_back(history: History, ask: JobAsk) -> Past:
     return Past(
         runs=tuple(job.run_s for job in same[-5:]),
         censored=bool(same) and same[-1].censored,
+        seen=history.seen(ask),
         user_runs=len(mine),
         tsafrir_s=tsafrir(history, ask),
         user_max_s=max((job.run_s for job in mine), default=None),
@@ -153,11 +157,14 @@ def forecast(past: Past, ask: JobAsk, quantiles: tuple[float, float] | None) -> 
     """The model's (median, upper) where it has them and the user enough history, else Tsafrir's."""
     if quantiles is not None and past.user_runs >= MIN_USER_RUNS:
         p50, upper = quantiles
-        return RunForecast(_capped(p50, ask), _capped(upper, ask), "model", past.runs, past.censored)
+        return RunForecast(
+            _capped(p50, ask), _capped(upper, ask), "model", past.runs, past.censored, past.seen
+        )
     if past.tsafrir_s is None or past.user_max_s is None:
         source: Source = "request" if ask.limit_s else "none"
-        return RunForecast(ask.limit_s, None, source, past.runs, past.censored)
-    return RunForecast(past.tsafrir_s, _capped(past.user_max_s, ask), "history", past.runs, past.censored)
+        return RunForecast(ask.limit_s, None, source, past.runs, past.censored, past.seen)
+    upper = _capped(past.user_max_s, ask)
+    return RunForecast(past.tsafrir_s, upper, "history", past.runs, past.censored, past.seen)
 
 
 def predict_run(model: HistoryModel | None, history: History, ask: JobAsk) -> RunForecast:
@@ -173,9 +180,10 @@ def advised_limit(
     forecast: RunForecast, ask: JobAsk, factor: float, partition_max_s: float | None = None
 ) -> float | None:
     """The time limit to ask for: the upper quantile times ``factor``, never above the request or the
-    partition's maximum; the request itself where history cannot tell or the script's last run hit it."""
+    partition's maximum; the request itself where history cannot tell, the job is of a kind the user never
+    ran, or the script's last run hit its limit."""
     ceiling = min(value for value in (ask.limit_s, partition_max_s, math.inf) if value is not None)
-    if forecast.upper_s is None or forecast.censored:
+    if forecast.upper_s is None or forecast.censored or not forecast.seen:
         return None if math.isinf(ceiling) else ceiling
     return min(forecast.upper_s * factor, ceiling)
 
