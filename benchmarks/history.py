@@ -2,8 +2,9 @@
 
     python -m benchmarks.history TRACE [--json] [--plot FILE] [--processors N] [--factor F]
 
-TRACE is a Parallel Workloads Archive log (``.swf`` or ``.swf.gz``) or a ``sacct --json`` dump. Each job
-is predicted at its submission from the jobs ended by then, by the product's own predictor
+TRACE is a Parallel Workloads Archive log (``.swf`` or ``.swf.gz``), a ``sacct --json`` dump or a
+``sacct -P`` one (`advisor.slurm.sacct_text.DUMP_COMMAND`). Each job is predicted at its submission from
+the jobs ended by then, by the product's own predictor
 (`advisor.history.replay`, retrained every night as the daemon does). Printed: mean accuracy and median
 relative error of users' limits, Tsafrir's rule and the advisor's median; the advised limit's kill rate
 against its median limit / run as the policy's factor varies (plotted with ``--plot``); then the log
@@ -28,6 +29,7 @@ from advisor.history.predictor import history_limit
 from advisor.history.replay import DEFAULT_RULE, HistoryReport, Predicted, replay, report
 from advisor.policy.schema import TimeLimitRule
 from advisor.slurm.parse import parse_sacct_json
+from advisor.slurm.sacct_text import parse_sacct_parsable
 from benchmarks.harness.easy import Replayed, Schedule, easy
 
 
@@ -35,9 +37,12 @@ def read_trace(path: Path) -> list[PastJob]:
     if path.name.endswith((".swf", ".swf.gz")):
         return read_swf(path)
     try:
-        return from_accounting(parse_sacct_json(path.read_text(encoding="utf-8")))
+        text = path.read_text(encoding="utf-8")
+        if text.startswith("{"):
+            return from_accounting(parse_sacct_json(text))
+        return from_accounting(parse_sacct_parsable(text, str(path)))
     except (OSError, ValueError) as error:
-        raise TraceError(f"{path}: neither SWF (.swf, .swf.gz) nor a sacct --json dump: {error}") from None
+        raise TraceError(f"{path}: not SWF (.swf, .swf.gz), sacct --json or sacct -P: {error}") from None
 
 
 def schedules(predicted: Sequence[Predicted], processors: int, factor: float) -> dict[str, Schedule]:

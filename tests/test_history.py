@@ -284,3 +284,37 @@ def test_a_job_of_a_kind_the_user_never_ran_keeps_its_limit() -> None:
     assert advised_limit(told["a.sh7200"], known, 1.5) == 1050, "its script ran before"
     assert advised_limit(told["b.sh7200"], new, 1.5) == 7200, "neither its script nor this request"
     assert advised_limit(told["b.sh3600"], again, 1.5) == 1050, "the same request as the user's a.sh"
+
+
+def test_a_sacct_text_dump_reads_jobs_not_steps_and_names_a_bad_line() -> None:
+    from advisor.slurm.sacct_text import DUMP_FIELDS, parse_sacct_parsable
+
+    header = "|".join(DUMP_FIELDS)
+    rows = [
+        "7|ann|prep.sh|cpu|COMPLETED|2026-12-01T10:00:00|2026-12-01T10:00:05|2026-12-01T10:12:05|00:12:00|01:00:00"
+        "|7|1|billing=4,cpu=4,mem=8G,node=1|0:0",
+        "7.batch|ann|batch|cpu|COMPLETED|2026-12-01T10:00:00|2026-12-01T10:00:05|2026-12-01T10:12:05|00:12:00|"
+        "|7|1|cpu=4|0:0",
+        "9_3|bob|sweep|a100|TIMEOUT|2026-12-01T09:00:00|2026-12-01T09:01:00|2026-12-01T11:01:00|02:00:00"
+        "|Partition_Limit|12|1|cpu=8,gres/gpu:a100=2|0:15",
+        "10|bob|live|a100|RUNNING|2026-12-01T09:00:00|2026-12-01T09:01:00|Unknown|02:00:00|1-00:00:00|10|1||0:0",
+    ]
+    first, array = parse_sacct_parsable("\n".join([header, *rows]), "dump.txt")
+    assert (first.job_id, first.elapsed, first.time_limit, first.alloc_tres["cpu"]) == (
+        7,
+        timedelta(minutes=12),
+        timedelta(hours=1),
+        "4",
+    )
+    assert first.end_time == datetime(2026, 12, 1, 10, 12, 5, tzinfo=UTC)
+    assert (array.job_id, array.array_job_id, array.array_task_id, array.gpus, array.time_limit) == (
+        12,
+        9,
+        3,
+        2,
+        None,
+    )
+    with pytest.raises(ValueError, match=r"dump.txt:1: the header lacks Timelimit"):
+        parse_sacct_parsable(header.replace("Timelimit", "Limit"), "dump.txt")
+    with pytest.raises(ValueError, match=r"dump.txt:2: 3 fields, the header has 14"):
+        parse_sacct_parsable(header + "\n1|2|3\n", "dump.txt")

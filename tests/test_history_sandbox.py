@@ -4,6 +4,8 @@ next submission of that script (which describes no model) get a time limit and a
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,9 +21,17 @@ from advisor.recommend.cluster import ClusterView
 from advisor.recommend.edges import recommend_now
 from advisor.sandbox.cluster import Sandbox
 from advisor.slurm.client import SlurmClient
+from advisor.slurm.models import FinishedJob
+from advisor.slurm.sacct_text import DUMP_FIELDS, parse_sacct_parsable
 from advisor.store import Store
 
 SCRIPT = "#!/bin/sh\n#SBATCH --partition=cpu\n#SBATCH --time=60\n#SBATCH --output=/dev/null\nsleep 2\n"
+
+
+def _seen(job: FinishedJob) -> tuple[object, ...]:
+    """What history reads of a job (the TRES of a text dump spell memory with a unit)."""
+    times = (job.submit_time, job.start_time, job.end_time, job.elapsed, job.time_limit)
+    return (job.job_id, job.name, job.user, job.partition, job.state, *times, job.gpus, job.alloc_tres["cpu"])
 
 
 def test_finished_runs_of_a_script_shorten_its_next_time_limit(
@@ -42,6 +52,16 @@ def test_finished_runs_of_a_script_shorten_its_next_time_limit(
             break
         time.sleep(1)
     assert len(finished) == 3, "the three runs reached accounting"
+    argv = ["sacct", "-P", "-a", "-X", "-S", since.strftime("%Y-%m-%dT%H:%M:%S"), "-o", ",".join(DUMP_FIELDS)]
+    dump = subprocess.run(
+        argv,
+        env={**os.environ, **sandbox.client_env(), "TZ": "UTC"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    from_text = [job for job in parse_sacct_parsable(dump.stdout, "dump") if job.job_id in submitted]
+    assert sorted(map(_seen, from_text)) == sorted(map(_seen, finished)), "sacct -P says what --json says"
     user = finished[0].user
     parsed = parse_submission(script, [], {})
     assert parsed.description is None and parsed.job_name == "prep.sh"
