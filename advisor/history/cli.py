@@ -98,7 +98,7 @@ def show_report(result: HistoryReport, console: Console) -> None:
         points.add_row(name, f"{score.mean_accuracy:.3f}", f"{score.median_error:.2f}")
     console.print(points)
     limits = Table(
-        title="as a time limit (advisor: its p90 x factor, within a quarter of the request and it)"
+        title="as a time limit (advisor: its p95 x factor, within a quarter of the request and it)"
     )
     for header in ("limit", "killed", "median limit / run"):
         limits.add_column(header, justify="right" if header != "limit" else "left")

@@ -60,7 +60,7 @@ class TimeLimitRule(_Strict):
     max_factor_of_request: Annotated[float, Field(ge=1)] | None = 4.0
     min_fraction_of_request: Annotated[float, Field(ge=0, le=1)] = 0.25
     history_factor: Annotated[float, Field(ge=1, le=10)] = 1.5
-    """For a job with no model description: its history's upper quantile (p90) times this
+    """For a job with no model description: its history's upper quantile (p95) times this
     (`benchmarks/history.py` prints the kills each factor costs)."""
 
     def limit(self, p90: timedelta, requested: timedelta | None) -> timedelta | None:

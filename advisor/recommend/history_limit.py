@@ -30,7 +30,7 @@ def history_advice(
     requested = request.time_limit
     if requested is not None and limit >= requested:
         return None, False, [*reasons, f"history: the job's own limit ({format_duration(requested)}) fits"]
-    how = "its p90 (learned from accounting)" if forecast.source == "model" else "its longest recent run"
+    how = "its p95 (learned from accounting)" if forecast.source == "model" else "its longest recent run"
     told = f"history: time limit {format_duration(limit)}: {how} x {rule.history_factor:g}"
     if requested is not None:
         told += f", instead of {format_duration(requested)}"
