@@ -75,14 +75,9 @@ class RunHistory:
             return self._seen[1]
 
     def forecast(self, finished: Sequence[FinishedJob], ask: JobAsk) -> RunForecast:
-        """``ask``'s run from the caller's jobs in ``finished`` that ended before it was submitted."""
-        mine = [job for job in finished if job.user == ask.user]
-        history = History()
-        for past in sorted(from_accounting(mine), key=lambda past: past.end_s):
-            if past.end_s <= ask.submit_s:
-                history.ended(past)
+        """``ask``'s run, asked now, from ``finished`` (all of it ended before now)."""
         trained = self.trained()
-        return predict_run(trained.model if trained else None, history, ask)
+        return predict_run(trained.model if trained else None, self._everyone(finished), ask)
 
     def queue_runs(self, finished: Sequence[FinishedJob], snapshot: QueueSnapshot) -> dict[int, float]:
         """Each queued job's run (seconds, start to end) where its user's history says something: what

@@ -25,7 +25,7 @@ from advisor.predict.service import Prediction, Predictors, StepQuestion, predic
 from advisor.recommend.choose import Recommendation
 from advisor.recommend.cluster import ClusterView
 from advisor.recommend.placement import Standing, cpus_per_node
-from advisor.recommend.service import Context, WaitQuery, Waits, recommend
+from advisor.recommend.service import Context, WaitQuery, Waits, asked_partition, recommend
 from advisor.slurm.models import Partition
 from advisor.store import AdvisedJobs, Store
 from advisor.wait.estimate import PLACEHOLDER_SCRIPT, WaitRequest, estimate_waits
@@ -65,7 +65,7 @@ def recommend_now(
     )
     history = None
     if run_history is not None:
-        ask = history_ask(parsed, user, _partition_of(request, partitions), now)
+        ask = history_ask(parsed, user, asked_partition(request, partitions), now)
         history = (ask, run_history.forecast(cluster.history(), ask))
     return recommend(context, request, parsed.description, predictor, user, account, now, standing, history)
 
@@ -85,12 +85,6 @@ def history_ask(parsed: ParsedSubmission, user: str, partition: Partition | None
         gpus=request.world_size if request.gpus else 0,
         nodes=nodes,
     )
-
-
-def _partition_of(request: JobRequest, partitions: Sequence[Partition]) -> Partition | None:
-    """The partition the job goes to as written: its first, else the cluster's default."""
-    named = request.partitions[0] if request.partitions else None
-    return next((p for p in partitions if p.name == named or (named is None and p.is_default)), None)
 
 
 def unix_groups(user: str) -> frozenset[str]:

@@ -109,7 +109,8 @@ def recommend(
     the caller's earlier runs say of a job that describes no model."""
     effective = resolve(context.policy, user, account, [p.name for p in context.partitions])
 
-    def nothing(reason: str) -> Recommendation:
+    def nothing(*reasons: str, advice: Advice | None = None, apply: bool = False) -> Recommendation:
+        """No candidates: the job as it is, or with the one change history advises."""
         return Recommendation(
             user=user,
             account=account,
@@ -117,35 +118,34 @@ def recommend(
             candidates=[],
             baseline=None,
             chosen=None,
-            apply=False,
-            advice=None,
-            reasons=[reason],
+            apply=apply,
+            advice=advice,
+            reasons=list(reasons),
         )
 
     if effective.mode == "off":
         return nothing("the policy turns the advisor off for this user")
     if description is None and history is not None and history[1].source in HISTORY_SOURCES:
-        asked_partition = _asked_partition(request, context.partitions)
-        partition = next((p for p in context.partitions if p.name == asked_partition), None)
+        partition = asked_partition(request, context.partitions)
         if partition is not None and partition.name in effective.partitions:
             advice, apply, reasons = history_advice(effective, request, *history, partition)
-            told = {"advice": advice, "apply": apply, "reasons": reasons}
-            return nothing("").model_copy(update=told)
+            return nothing(*reasons, advice=advice, apply=apply)
     if description is None or predictor is None:
         return nothing("no #ADVISOR job description: nothing to predict")
     if (request.nodes_min or 1) > 1:
         return nothing("multi-node jobs are passed through as submitted")
     offers = {p.name: _offer(p) for p in context.partitions}
-    asked_partition = _asked_partition(request, context.partitions)
-    if asked_partition is None or asked_partition not in offers:
+    written = asked_partition(request, context.partitions)
+    if written is None or written.name not in offers:
         return nothing("the job's partition is not one of the cluster's")
+    asked_name = written.name
     gpus = _requested_gpus(request)
     estimator = _Estimator(context, effective, request, description, predictor, now)
-    asked = baseline(description, offers[asked_partition], gpus)
+    asked = baseline(description, offers[asked_name], gpus)
     open_now = {p.name for p in context.partitions if p.takes_jobs}
     considered = [p for p in context.partitions if p.name in effective.partitions and p.name in open_now]
     refused = {
-        p.name: why for p in considered if (why := refusal(p, request, standing, asked_partition)) is not None
+        p.name: why for p in considered if (why := refusal(p, request, standing, asked_name)) is not None
     }
     allowed = [
         offers[name]
@@ -298,10 +298,10 @@ def _offer(partition: Partition) -> Offer:
     )
 
 
-def _asked_partition(request: JobRequest, partitions: list[Partition]) -> str | None:
-    if request.partitions:
-        return request.partitions[0]
-    return next((p.name for p in partitions if p.is_default), None)
+def asked_partition(request: JobRequest, partitions: Sequence[Partition]) -> Partition | None:
+    """The partition the job goes to as written: its first, else the cluster's default."""
+    named = request.partitions[0] if request.partitions else None
+    return next((p for p in partitions if p.name == named or (named is None and p.is_default)), None)
 
 
 def _requested_gpus(request: JobRequest) -> int:
