@@ -318,3 +318,13 @@ def test_a_sacct_text_dump_reads_jobs_not_steps_and_names_a_bad_line() -> None:
         parse_sacct_parsable(header.replace("Timelimit", "Limit"), "dump.txt")
     with pytest.raises(ValueError, match=r"dump.txt:2: 3 fields, the header has 14"):
         parse_sacct_parsable(header + "\n1|2|3\n", "dump.txt")
+
+
+def test_a_model_file_that_does_not_read_leaves_tsafrirs_rule(tmp_path: Path) -> None:
+    from advisor.history.service import RunHistory
+
+    broken = tmp_path / "history-model.json"
+    broken.write_text('{"trained_at": "2026-12-01", "jobs": 3, "booster": {"not": "a booster"}}')
+    assert RunHistory(broken).trained() is None
+    broken.write_text("{")
+    assert RunHistory(broken).trained() is None

@@ -4,11 +4,14 @@ and each request's forecast from the caller's own finished jobs."""
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+
+import xgboost as xgb
 
 from advisor.history.features import History, past_rows
 from advisor.history.jobs import JobAsk, from_accounting
@@ -16,6 +19,7 @@ from advisor.history.predictor import HistoryModel, RunForecast, forecast, look_
 from advisor.slurm.models import FinishedJob
 from advisor.wait.snapshot import PendingJob, QueueSnapshot, RunningJob
 
+log = logging.getLogger(__name__)
 MODEL_FILE = "history-model.json"
 TRAINING_SPAN = timedelta(days=90)
 """How far back a night's training reads accounting."""
@@ -71,7 +75,12 @@ class RunHistory:
             return None
         with self._lock:
             if self._seen is None or self._seen[0] != stamp:
-                self._seen = (stamp, load_model(self.path))
+                try:
+                    loaded = load_model(self.path)
+                except (OSError, ValueError, KeyError, xgb.core.XGBoostError) as error:
+                    log.error("history model %s not used, Tsafrir's rule serves: %s", self.path, error)
+                    loaded = None
+                self._seen = (stamp, loaded)
             return self._seen[1]
 
     def forecast(self, finished: Sequence[FinishedJob], ask: JobAsk) -> RunForecast:
