@@ -166,7 +166,10 @@ def test_an_architecture_is_measured_by_its_own_layers_and_whole_steps(tmp_path:
     assert Architectures(store).table(reference, 16) == table == measured_tables(store)(reference, 16)
 
 
-def test_a_job_that_finds_another_machine_runs_that_machines_first_night(tmp_path: Path) -> None:
+def test_a_job_that_finds_another_machine_runs_that_machines_first_night(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from advisor.bench.job import main as job
     from advisor.bench.night import Priority, Tonight
     from advisor.bench.plan import nightly_grid
 
@@ -193,13 +196,13 @@ def test_a_job_that_finds_another_machine_runs_that_machines_first_night(tmp_pat
     entries = (NightItem(priority=Priority.SUBMITTED, subject="x", item=layer),)
     fields = {"budget_s": 60.0, "entries": entries, "grid_items": 1, "covered": 0}
     counts = {"steps": grid.steps, "warmup": grid.warmup, "repeats": grid.repeats}
-    env = {**os.environ, "SLURM_JOB_ID": "1", "SLURM_CPUS_PER_TASK": "1", "SLURMD_NODENAME": "n1"}
+    for name, value in {"SLURM_JOB_ID": "1", "SLURM_CPUS_PER_TASK": "1", "SLURMD_NODENAME": "n1"}.items():
+        monkeypatch.setenv(name, value)
     # A plan run as planned is `bench run --architecture`'s (above); here the machine is not the planned one.
+    # The job as a process is the test above; here its entry point runs in this one.
     plan, out = tmp_path / "tonight.plan.json", tmp_path / "tonight.jsonl"
     plan.write_text(Tonight(machine="a machine this is not", **fields, **counts).model_dump_json())
-    words = ["--out", str(out), "--plan", str(plan), "--plan-limit", "1", "--device", "cpu"]
-    job = [sys.executable, "-m", "advisor.bench.job", *words]
-    subprocess.run(job, capture_output=True, timeout=300, check=True, env=env)
+    assert job(["--out", str(out), "--plan", str(plan), "--plan-limit", "1", "--device", "cpu"]) == 0
     (line,) = read_jsonl(out)
     # Not the planned layer: the new machine's first night, whose first item is the coarse grid's first step.
     assert isinstance(line.measurement, StepMeasurement) and line.measurement.config.batch == 1

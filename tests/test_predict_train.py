@@ -10,8 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -454,7 +452,9 @@ def test_an_architecture_whose_own_layers_were_measured_is_predicted_with_high_c
     assert other.confidence == "medium", "another width has other layers, which were never measured"
 
 
-def test_profile_sets_a_profiled_step_beside_the_predictions_split(store: Store, tmp_path: Path) -> None:
+def test_profile_sets_a_profiled_step_beside_the_predictions_split(
+    store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`advisor profile`: every part measured here and predicted, the predicted parts adding up to the
     prediction `advisor predict` gives."""
     from advisor.bench.profile import op_part
@@ -474,12 +474,7 @@ def test_profile_sets_a_profiled_step_beside_the_predictions_split(store: Store,
     assert set(parts) == set(StepPart) and all(seconds >= 0 for seconds in parts.values())
     assert sum(parts.values()) == pytest.approx(model.predict(table, 8, False, False).step_s)
     words = ["profile", "resnet18", "--batch-size", "8", "--partition", "cpu", "--steps", "2"]
-    completed = subprocess.run(
-        [str(Path(sys.executable).parent / "advisor"), *words, "--db", str(tmp_path / "advisor.db")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "COLUMNS": "120"},
-    )
-    assert completed.returncode == 0, completed.stderr
-    assert all(str(part) in completed.stdout for part in StepPart) and "step" in completed.stdout
+    monkeypatch.setenv("COLUMNS", "120")
+    assert cli([*words, "--db", str(tmp_path / "advisor.db")]) == 0
+    shown = capsys.readouterr().out
+    assert all(str(part) in shown for part in StepPart) and "step" in shown
