@@ -104,6 +104,7 @@ PURE_CORE = (
     "advisor.history.features",
     "advisor.history.predictor",
     "advisor.history.replay",
+    "advisor.comm.sync",
     "advisor.bench.plan",
     "advisor.bench.zoo",
     "advisor.records",

@@ -1,0 +1,1 @@
+"""Data-parallel communication: the all-reduce each partition measures, and what it adds to a step."""
