@@ -75,6 +75,7 @@ def _parser(settings: Settings) -> argparse.ArgumentParser:
     """Every command; their modules load here, so a missing service dependency is one clear error."""
     from advisor import admin, cli_filter, profiling, report
     from advisor.bench import cli as bench_cli
+    from advisor.comm import cli as comm_cli
     from advisor.compress import cli as compress_cli
     from advisor.daemon import main as daemon_main
     from advisor.history import cli as history_cli
@@ -140,6 +141,7 @@ def _parser(settings: Settings) -> argparse.ArgumentParser:
     admin.add_commands(commands, settings)
     compress_cli.add_commands(commands, settings)
     history_cli.add_commands(commands, settings)
+    comm_cli.add_commands(commands, settings)
     profiling.add_commands(commands, settings)
     cli_filter.add_commands(commands, settings)
     return parser

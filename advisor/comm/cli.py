@@ -1,0 +1,159 @@
+"""`advisor comm measure|ingest|show`: each partition's all-reduce, measured as one Slurm job over its
+nodes, stored, and shown as the links the recommender predicts with (scipy loads only for the commands)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from advisor.bench.submit import BenchJob, cancel_leftovers, device_kind, wait_for_jobs
+from advisor.settings.validated import BenchSettings, Settings
+from advisor.slurm.client import SlurmClient
+from advisor.slurm.models import Partition
+from advisor.slurm.runner import SlurmError
+from advisor.store import Store
+
+JOB_NAME = "advisor-comm"
+_CPU_MAX_BYTES = 2**26
+"""On CPUs (gloo) the sweep stops at 64 MiB: a bigger all-reduce takes seconds and says nothing new."""
+
+
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], settings: Settings) -> None:
+    comm = commands.add_parser("comm", help="collective communication per partition: measure, ingest, show")
+    actions = comm.add_subparsers(required=True, metavar="ACTION")
+    measure = actions.add_parser(
+        "measure", help="one Slurm job of several tasks per partition: all-reduces within and across nodes"
+    )
+    measure.add_argument("--partition", action="append", required=True, help="repeatable")
+    measure.add_argument("--nodes", type=int, default=2, help="nodes of the job (default 2)")
+    measure.add_argument(
+        "--tasks-per-node", type=int, help="ranks per node (default: the partition's GPUs per node, else 1)"
+    )
+    measure.add_argument("--model", default="resnet18", help="a zoo model whose DDP step is measured too")
+    measure.add_argument("--max-bytes", type=int, help="the largest all-reduce (1 GiB; on CPUs 64 MiB)")
+    measure.add_argument("--results-dir", type=Path, default=settings.bench_dir)
+    measure.add_argument("--python", default=sys.executable, help="the advisor's Python on the compute nodes")
+    measure.add_argument("--minutes", type=float, default=20, help="the job's time limit (default 20)")
+    measure.add_argument(
+        "--cpu-only", action="store_true", help="gloo on the CPUs even on GPU partitions (the sandbox's)"
+    )
+    measure.add_argument("--db", type=Path, default=settings.database)
+    measure.set_defaults(handler=_measure)
+    ingest = actions.add_parser("ingest", help="store results files (again: ingestion is idempotent)")
+    ingest.add_argument("files", type=Path, nargs="+")
+    ingest.add_argument("--db", type=Path, default=settings.database)
+    ingest.set_defaults(handler=_ingest)
+    show = actions.add_parser("show", help="each partition's links and overlap, as predictions use them")
+    show.add_argument("--partition", action="append", help="repeatable; default: every partition")
+    show.add_argument("--db", type=Path, default=settings.database)
+    show.set_defaults(handler=_show)
+
+
+def job_script(python: str, partition: str, results: Path, cpu: bool, max_bytes: int, model: str) -> str:
+    """``srun`` of the benchmark on every task of the job, its argv quoted word by word."""
+    argv = ["srun", python, "-m", "advisor.comm.allreduce", "--out", str(results), "--partition", partition]
+    argv += ["--max-bytes", str(max_bytes), "--model", model, *(["--cpu"] if cpu else [])]
+    return f"#!/bin/sh\nexec {shlex.join(argv)}\n"
+
+
+def job_options(
+    partition: Partition, nodes: int, tasks: int, minutes: float, log: Path, site: BenchSettings
+) -> list[str]:
+    options = [
+        f"--partition={partition.name}",
+        f"--job-name={JOB_NAME}",
+        f"--nodes={nodes}",
+        f"--ntasks-per-node={tasks}",
+        "--cpus-per-task=1",
+        f"--time={max(int(minutes), 1)}",
+        f"--output={log}",
+    ]
+    if partition.gpus_per_node:
+        options.append(f"--gpus-per-node={tasks}")
+    for name, value in (("account", site.account), ("qos", site.qos)):
+        if value:
+            options.append(f"--{name}={value}")
+    return options
+
+
+def _measure(args: argparse.Namespace, console: Console) -> int:
+    from advisor.comm.lines import read_comm_lines
+    from advisor.comm.rows import CommunicationRows
+
+    client = SlurmClient.from_settings(args.settings.slurm)
+    known = {p.name: p for p in client.partitions()}
+    unknown = sorted(set(args.partition) - set(known))
+    if unknown:
+        console.print(f"advisor: error: no such partition: {', '.join(unknown)}", highlight=False)
+        return 1
+    site = args.settings.bench.model_copy(update={"cpu_only": args.cpu_only or args.settings.bench.cpu_only})
+    args.results_dir.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    jobs, refused = [], 0
+    for name in args.partition:
+        partition = known[name]
+        cpu = device_kind(partition, site) == "cpu"
+        tasks = args.tasks_per_node or partition.gpus_per_node or 1
+        max_bytes = args.max_bytes or (_CPU_MAX_BYTES if cpu else 2**30)
+        results = args.results_dir / f"{stamp}-{name}.comm.jsonl"
+        script = job_script(args.python, name, results, cpu, max_bytes, args.model)
+        log = args.results_dir / f"{stamp}-{name}.comm.log"
+        try:
+            submitted = client.submit(
+                script, job_options(partition, args.nodes, tasks, args.minutes, log, site)
+            )
+        except SlurmError as error:
+            console.print(f"{name}: not measured, Slurm refused the job: {error}", highlight=False)
+            refused += 1
+            continue
+        console.print(f"{name}: job {submitted.job_id}", highlight=False)
+        jobs.append(BenchJob(partition=name, job_id=submitted.job_id, results=results))
+    states = wait_for_jobs(client, jobs, timeout=timedelta(minutes=args.minutes + 10))
+    cancel_leftovers(client, states)
+    rows = CommunicationRows(Store.open(args.db))
+    stored = sum(rows.ingest(read_comm_lines(job.results)) for job in jobs if job.results.exists())
+    for job in jobs:
+        console.print(f"{job.partition}: job {job.job_id}: {states[job.job_id]}", highlight=False)
+    console.print(f"{stored} rows in {args.db}", highlight=False)
+    return 1 if refused or any(state != "COMPLETED" for state in states.values()) else 0
+
+
+def _ingest(args: argparse.Namespace, console: Console) -> int:
+    from advisor.comm.lines import read_comm_lines
+    from advisor.comm.rows import CommunicationRows
+
+    rows = CommunicationRows(Store.open(args.db))
+    try:
+        stored = rows.ingest(line for path in args.files for line in read_comm_lines(path))
+    except ValueError as error:
+        console.print(f"advisor: error: {error}", highlight=False)
+        return 1
+    console.print(f"{stored} rows in {args.db}", highlight=False)
+    return 0
+
+
+def _show(args: argparse.Namespace, console: Console) -> int:
+    from advisor.comm.rows import CommunicationRows
+
+    store = Store.open(args.db)
+    rows = CommunicationRows(store)
+    names = args.partition or rows.partitions()
+    table = Table(title="communication per partition")
+    for header in ("partition", "source", "within a node", "across nodes", "overlap"):
+        table.add_column(header)
+    for name in names:
+        found = rows.communication(name)
+        source = "measured" if found.measured else "default (never measured)"
+        within, across = (
+            f"{link.latency_s * 1e6:.0f} us + {link.bus_bytes_s / 1e9:.2f} GB/s bus"
+            for link in (found.node, found.network)
+        )
+        table.add_row(name, source, within, across, f"{found.overlap:.2f}")
+    console.print(table)
+    return 0

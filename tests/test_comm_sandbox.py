@@ -1,0 +1,54 @@
+"""`advisor comm measure` as one real two-node Slurm job on the sandbox (gloo between two slurmds), stored
+in a real SQLite store and shown as the partition's links."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from advisor.comm.rows import CommunicationRows
+from advisor.comm.sync import DEFAULT_COMMUNICATION
+from advisor.sandbox.cluster import Sandbox
+from advisor.store import Store
+
+pytestmark = pytest.mark.slurm
+BIN = Path(sys.executable).parent
+
+
+def test_the_all_reduce_runs_across_two_nodes_as_one_job_and_stores_a_row_per_size(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    env = {**sandbox.client_env(), "PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    db = tmp_path / "advisor.db"
+    measure = ["comm", "measure", "--partition", "a100", "--nodes", "2", "--tasks-per-node", "1"]
+    measure += ["--cpu-only", "--max-bytes", str(2**22), "--results-dir", str(tmp_path / "comm")]
+    measure += ["--db", str(db)]
+    advisor = str(BIN / "advisor")
+    done = subprocess.run([advisor, *measure], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "a100: job" in done.stdout and "COMPLETED" in done.stdout
+    store = Store.open(db)
+    rows = list(store.db.table("allreduce").rows)
+    # 1 KiB, 4 KiB, ..., 4 MiB: seven sizes, once, over one rank on each of the two nodes.
+    assert sorted(row["bytes"] for row in rows) == [2**10 * 4**i for i in range(7)]
+    assert {(row["devices"], row["nodes"], row["partition"]) for row in rows} == {(2, 2, "a100")}
+    assert all(row["network"].startswith("gloo ") and row["bus_bytes_s"] > 0 for row in rows)
+    (step,) = store.db.table("whole_steps").rows
+    # torchvision's resnet18 (11,689,512 parameters) with the zoo's 10-class head instead of 1000 classes.
+    assert step["model"] == "resnet18" and step["gradient_bytes"] == 4 * (11_689_512 - 513_000 + 5_130)
+    links = CommunicationRows(store)
+    assert links.communication("a100").measured
+    assert links.communication("a100").node == DEFAULT_COMMUNICATION.node, "no node-level spread measured"
+    assert links.communication("v100") == DEFAULT_COMMUNICATION
+    shown = subprocess.run(
+        [str(BIN / "advisor"), "comm", "show", "--db", str(db), "--partition", "a100", "--partition", "v100"],
+        env={**env, "COLUMNS": "160"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "measured" in shown.stdout and "default (never measured)" in shown.stdout
