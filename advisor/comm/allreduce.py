@@ -110,21 +110,14 @@ def _sizes(max_bytes: int) -> list[int]:
 
 
 def _all_reduce_s(size: int, device: torch.device, group: dist.ProcessGroup | None) -> float:
-    """The median all-reduce of ``size`` bytes in ``group`` (None: this rank is not in it), as the
-    slowest member saw it."""
-    times = []
+    """The median all-reduce of ``size`` bytes in ``group`` (None: this rank is not in it)."""
     buffer = torch.ones(size // 4, dtype=torch.float32, device=device) if group is not None else None
-    for index in range(_WARMUP + _REPEATS):
-        dist.barrier()
-        started = time.perf_counter()
+
+    def reduce() -> None:
         if buffer is not None:
             dist.all_reduce(buffer, group=group)
-            _sync(device)
-        elapsed = torch.tensor([time.perf_counter() - started], device=device)
-        dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
-        if index >= _WARMUP:
-            times.append(float(elapsed.item()))
-    return statistics.median(times)
+
+    return _median_s(reduce, device)
 
 
 def _whole_step(model: str, batch: int, size: int, device: torch.device) -> tuple[float, float, int]:
@@ -148,13 +141,23 @@ def _whole_step(model: str, batch: int, size: int, device: torch.device) -> tupl
 def _step_s(network: nn.Module, images: torch.Tensor, labels: torch.Tensor, device: torch.device) -> float:
     optimizer = torch.optim.SGD(network.parameters(), lr=0.01)
     loss_of: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = nn.functional.cross_entropy
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        loss_of(network(images), labels).backward()  # type: ignore[no-untyped-call]  # torch leaves it untyped
+        optimizer.step()
+
+    return _median_s(step, device)
+
+
+def _median_s(work: Callable[[], None], device: torch.device) -> float:
+    """The median of timed repeats after warm-ups, each started together (a barrier) and counted as the
+    slowest rank saw it."""
     times = []
     for index in range(_WARMUP + _REPEATS):
         dist.barrier()
         started = time.perf_counter()
-        optimizer.zero_grad(set_to_none=True)
-        loss_of(network(images), labels).backward()  # type: ignore[no-untyped-call]  # torch leaves it untyped
-        optimizer.step()
+        work()
         _sync(device)
         elapsed = torch.tensor([time.perf_counter() - started], device=device)
         dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
