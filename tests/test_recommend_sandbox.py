@@ -4,6 +4,7 @@ predictors from `tests/recommend_support.py`."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -11,6 +12,9 @@ from pathlib import Path
 import pytest
 
 from advisor.cli import main
+from advisor.comm.lines import AllReduceLine
+from advisor.comm.rows import CommunicationRows
+from advisor.comm.sync import Link, Spread
 from advisor.introspect.run import introspect
 from advisor.jobscript.submission import parse_submission
 from advisor.policy.load import parse_policy
@@ -227,3 +231,70 @@ def test_a_job_whose_memory_only_the_largest_nodes_hold_stays_among_them(
     assert any(
         reason.startswith("not considered, v100: no node in service there has") for reason in result.reasons
     )
+
+
+def _measured_link(store: Store, partition: str, bus_bytes_s: float) -> None:
+    """What `advisor comm measure` would store for a node whose GPUs share a slow link (the ``comm``
+    tests measure real ones); a ring's all-reduce at 2, 3 and 4 devices, 1 KiB to 256 MiB."""
+    link = Link(latency_s=50e-6, latency_per_device_s=0.0, bus_bytes_s=bus_bytes_s)
+    when = datetime.now(UTC)
+    lines = [
+        AllReduceLine(
+            partition=partition,
+            machine="a100-machine",
+            network="nccl a100-1",
+            measured_at=when,
+            spread=Spread(devices=devices, nodes=1),
+            bytes=size,
+            seconds=link.seconds(size, devices),
+        )
+        for devices in (2, 3, 4)
+        for size in (2**10 * 4**i for i in range(10))
+    ]
+    CommunicationRows(store).ingest(lines)
+
+
+def _advise_gpus(
+    client: SlurmClient, store: Store, tmp_path: Path, shape: str, classes: int
+) -> Recommendation:
+    script = tmp_path / "ddp.sbatch"
+    description = f"--model=resnet18 --num-classes={classes} --input-shape={shape}"
+    description += " --global-batch=128 --steps=500"
+    script.write_text(
+        "#!/bin/sh\n#SBATCH --partition=a100\n#SBATCH --gres=gpu:4\n#SBATCH --time=2-00:00:00\n"
+        f"#SBATCH --output=/dev/null\n#ADVISOR {description}\npython train.py\n",
+        encoding="utf-8",
+    )
+    parsed = parse_submission(script, [], {})
+    side = int(shape.split(",")[-1])
+    table = introspect("resnet18", (3, side, side), {"num_classes": classes}, allow_factories=False)
+    policy = parse_policy(POLICY.replace('[users.student]\npartitions = ["v100", "t4"]\n', ""), "policy.toml")
+    now = datetime.now(UTC)
+    return recommend_now(ClusterView(client, lambda: now), store, policy, [], parsed, table, "alice", now)
+
+
+def test_a_communication_bound_job_is_advised_fewer_gpus_than_a_compute_bound_one(
+    client: SlurmClient, store: Store, tmp_path: Path
+) -> None:
+    with sqlite3.connect(tmp_path / "advisor.db") as copy:
+        store.db.conn.backup(copy)  # the module's store keeps no communication rows
+    own = Store.open(tmp_path / "advisor.db")
+    _measured_link(own, "a100", bus_bytes_s=0.25e9)
+    # The same network: at 224x224 its steps (about 15 s on one of these GPUs) are long against the
+    # all-reduce of its 45 MB of gradients (0.27 s); at 32x32 with a 100,000-class head (51 M more
+    # parameters) the all-reduce of 250 MB (1.5 s) outweighs what more GPUs save of its 1.1 s step.
+    compute = _advise_gpus(client, own, tmp_path, "3,224,224", 10)
+    talk = _advise_gpus(client, own, tmp_path, "3,32,32", 100_000)
+    on_a100 = [e for result in (compute, talk) for e in result.candidates if e.candidate.partition == "a100"]
+    assert on_a100, (compute.reasons, talk.reasons)
+    assert all(e.note is None or "communication never measured" not in e.note for e in on_a100)
+    best = {
+        name: min((e for e in result.candidates if e.candidate.partition == "a100"), key=lambda e: e.run_s)
+        for name, result in (("compute", compute), ("talk", talk))
+    }
+    assert best["compute"].candidate.gpus == 4, best
+    assert best["talk"].candidate.gpus < best["compute"].candidate.gpus, best
+    # v100 never measured its communication: its multi-GPU candidates say so, at low confidence.
+    unmeasured = [e for e in talk.candidates if e.candidate.partition == "v100" and e.candidate.gpus > 1]
+    assert unmeasured and all(e.confidence == "low" for e in unmeasured)
+    assert all(e.note is not None and "communication never measured" in e.note for e in unmeasured)

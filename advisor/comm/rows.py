@@ -67,6 +67,9 @@ class CommunicationRows:
         found = self.db.execute("SELECT DISTINCT partition FROM allreduce ORDER BY partition").fetchall()
         return [row[0] for row in found]
 
+    def by_partition(self, names: Iterable[str]) -> dict[str, Communication]:
+        return {name: self.communication(name) for name in names}
+
     def communication(self, partition: str) -> Communication:
         """What the partition's latest measurement says; the stated default where it has none."""
         rows = list(self.db.table("allreduce").rows_where("partition = ?", [partition]))

@@ -9,9 +9,11 @@ import hashlib
 import json
 import os
 import pwd
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
+from advisor.comm.rows import CommunicationRows
+from advisor.comm.sync import DEFAULT_COMMUNICATION, Communication, Spread
 from advisor.history.jobs import JobAsk
 from advisor.history.service import RunHistory
 from advisor.introspect import LayerTable
@@ -25,7 +27,7 @@ from advisor.predict.service import Prediction, Predictors, StepQuestion, predic
 from advisor.recommend.choose import Recommendation
 from advisor.recommend.cluster import ClusterView
 from advisor.recommend.placement import Standing, cpus_per_node
-from advisor.recommend.service import Context, WaitQuery, Waits, asked_partition, recommend
+from advisor.recommend.service import Context, Sync, WaitQuery, Waits, asked_partition, recommend
 from advisor.slurm.models import Partition
 from advisor.store import AdvisedJobs, Store
 from advisor.wait.estimate import PLACEHOLDER_SCRIPT, WaitRequest, estimate_waits
@@ -59,7 +61,11 @@ def recommend_now(
     predictor = None
     if table is not None:
         predictors = cluster.cached("predictors", PREDICTORS_FRESH_FOR, lambda: Predictors.load(store))
-        predictor = StoredModels(store, predictors, specs, table, partitions)
+        names = [p.name for p in partitions]
+        links = cluster.cached(
+            "communication", PREDICTORS_FRESH_FOR, lambda: CommunicationRows(store).by_partition(names)
+        )
+        predictor = StoredModels(store, predictors, specs, table, partitions, links)
     standing = Standing(
         groups=unix_groups(user), account=account, associations=tuple(cluster.associations(user))
     )
@@ -100,10 +106,6 @@ def unix_groups(user: str) -> frozenset[str]:
     return frozenset(names)
 
 
-LINK_BYTES_S = 12e9
-"""Gradient all-reduce bandwidth between a node's GPUs: PCIe-class, the conservative case."""
-
-
 class StoredModels:
     """The daemon's `StepPredictor`: the store's per-machine models, applied to the job's layer table."""
 
@@ -114,8 +116,10 @@ class StoredModels:
         specs: list[DeviceSpec],
         table: LayerTable,
         partitions: Sequence[Partition],
+        communication: Mapping[str, Communication],
     ) -> None:
         self.store = store
+        self.communication = communication
         self.predictors = predictors
         self.specs = specs
         self.table = table
@@ -123,7 +127,7 @@ class StoredModels:
         self._steps: dict[tuple[str, int, bool, bool], Prediction] = {}
 
     def step(self, partition: str, gpus: int, micro_batch: int, amp: bool, channels_last: bool) -> Prediction:
-        """One device's step, the same whatever ``gpus``: data parallelism adds the all-reduce (`sync_s`), not
+        """One device's step, the same whatever ``gpus``: data parallelism adds the all-reduce (`sync`), not
         device time; computed once per partition, micro-batch and settings, which many candidates share."""
         key = (partition, micro_batch, amp, channels_last)
         if key not in self._steps:
@@ -131,10 +135,13 @@ class StoredModels:
             self._steps[key] = predict(self.predictors, question, self.specs, self.gpu_types.get(partition))
         return self._steps[key]
 
-    def sync_s(self, partition: str, gpus: int) -> float:
-        """A ring all-reduce of the float32 gradients at `LINK_BYTES_S`, the same on every partition."""
-        devices = max(gpus, 1)
-        return 2 * (devices - 1) / devices * self.table.totals.parameters * 4 / LINK_BYTES_S
+    def sync(self, partition: str, gpus: int, micro_step_s: float) -> Sync:
+        """The partition's measured all-reduce of the float32 gradients over ``gpus`` on one node, less
+        what the last backward hides (`advisor.comm.sync`); the stated default where it never measured."""
+        found = self.communication.get(partition, DEFAULT_COMMUNICATION)
+        gradient_bytes = self.table.totals.parameters * 4
+        sync_s = found.sync_s(gradient_bytes, Spread(devices=max(gpus, 1), nodes=1))
+        return Sync(added_s=found.step_s(micro_step_s, sync_s) - micro_step_s, measured=found.measured)
 
     def trained_at(self, machine: str, version: int) -> datetime | None:
         return model_created_at(self.store, machine, version)

@@ -53,13 +53,21 @@ class StepPredictor(Protocol):
         """One micro-step of ``micro_batch`` samples on each of ``gpus`` devices (0: a CPU partition)."""
         ...
 
-    def sync_s(self, partition: str, gpus: int) -> float:
-        """What each optimizer step adds on top of its micro-steps: the gradient all-reduce."""
+    def sync(self, partition: str, gpus: int, micro_step_s: float) -> Sync:
+        """What the gradient all-reduce adds to each optimizer step beyond its last micro-step (a
+        ``micro_step_s`` long backward hides part of it), and whether the partition measured it."""
         ...
 
     def trained_at(self, machine: str, version: int) -> datetime | None:
         """When a model version was trained: the policy trusts a model only while it is young."""
         ...
+
+
+@dataclass(frozen=True)
+class Sync:
+    added_s: float
+    measured: bool
+    """False: the partition never measured its communication, and the stated default was assumed."""
 
 
 class WaitQuery(BaseModel):
@@ -235,7 +243,10 @@ class _Estimator:
         steps = optimizer_steps(self.description, candidate.global_batch)
         length = JobShape(steps=steps, accumulation=candidate.accumulation)
         whole = job_time(prediction.step_s, prediction.step_p90_s, length)
-        besides_s = steps * self.predictor.sync_s(candidate.partition, candidate.gpus) + self.overhead_s
+        sync = self.predictor.sync(candidate.partition, candidate.gpus, prediction.step_s)
+        besides_s = steps * sync.added_s + self.overhead_s
+        if candidate.devices > 1 and not sync.measured:
+            prediction = prediction.model_copy(update={"confidence": "low", "note": _joined(prediction.note)})
         p90_s = whole.p90_s + besides_s
         limit = self._time_limit(candidate, p90_s)
         gpu_type = self.partitions[candidate.partition].gpu_type
@@ -287,6 +298,11 @@ class _Estimator:
             time_limit=limit,
             note="; ".join(notes) or None,
         )
+
+
+def _joined(note: str | None) -> str:
+    unmeasured = "communication never measured here: a default all-reduce assumed (`advisor comm measure`)"
+    return unmeasured if note is None else f"{note}; {unmeasured}"
 
 
 def _offer(partition: Partition) -> Offer:

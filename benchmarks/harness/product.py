@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from advisor.jobscript.submission import parse_job
 from advisor.policy.schema import Policy
 from advisor.predict.service import NoModelError, Prediction
-from advisor.recommend.service import Context, StepPredictor, WaitEstimator, Waits, recommend
+from advisor.recommend.service import Context, StepPredictor, Sync, WaitEstimator, Waits, recommend
 from advisor.recommend.service import WaitQuery as CandidateQuery
 from advisor.slurm.models import Gpus, Node, Partition
 from advisor.slurm.values import format_duration
@@ -44,7 +44,7 @@ class _Steps:
     ``curve(gpu_type, gpus)`` gives the measured (or trained-on) batch range of that placement, ``times``
     the (p50, p90) of one micro-step. A micro-batch above the range does not fit (nothing larger was
     measured); one below it is extrapolated, so ``low`` confidence, which the policy never applies. Sia's
-    step times include their placement's all-reduce, so ``sync_s`` adds nothing.
+    step times include their placement's all-reduce, so ``sync`` adds nothing.
     """
 
     def __init__(
@@ -86,8 +86,8 @@ class _Steps:
             note=None if micro_batch >= low else f"below the smallest batch measured ({low})",
         )
 
-    def sync_s(self, partition: str, gpus: int) -> float:
-        return 0.0
+    def sync(self, partition: str, gpus: int, micro_step_s: float) -> Sync:
+        return Sync(added_s=0.0, measured=True)
 
     def trained_at(self, machine: str, version: int) -> datetime | None:
         return TRAINED_AT
