@@ -130,6 +130,33 @@ def test_a_busy_fast_partition_loses_to_an_idle_slow_one() -> None:
     assert stays.reasons == ["the job as submitted is already the best candidate"]
 
 
+def test_a_candidate_below_the_least_scaling_efficiency_is_shown_not_chosen() -> None:
+    asked = estimate(baseline(describe(), A100, 1), run=4000, wait=0)
+    two = estimate(baseline(describe(), A100, 2), run=2500, wait=0, efficiency=0.8)
+    four = estimate(baseline(describe(), A100, 4), run=1600, wait=0, efficiency=4000 / (4 * 1600))
+    decision = choose([asked, two, four], asked, "completion", None, RewriteRules(), REWRITE, 0.7)
+    assert decision.ranked[0] == four and decision.chosen == two, "the fastest is shown first, not chosen"
+    assert decision.reasons[0] == (
+        "not chosen: a100 with 4 GPUs, micro-batch 64, whose scaling is predicted at 0.62 of ideal "
+        "(the policy takes at least 0.70)"
+    )
+    assert decide([asked, two, four], asked).chosen == four, "no threshold: the fastest"
+    result = Recommendation(
+        user="alice",
+        account=None,
+        mode="rewrite",
+        candidates=decision.ranked,
+        baseline=asked,
+        chosen=decision.chosen,
+        apply=decision.apply,
+        advice=None,
+        reasons=decision.reasons,
+    )
+    console = Console(width=160, record=True)
+    console.print(candidates_table(result))
+    assert "a100 with 4 GPUs, micro-batch 64, scaling 0.62" in console.export_text()
+
+
 def test_a_wait_no_estimator_knows_never_beats_a_known_one() -> None:
     asked = estimate(baseline(describe(), T4, 1), run=3 * 3600, wait=600)
     unknown = estimate(asked.candidate.model_copy(update={"partition": "a100"}), run=600, wait=0)

@@ -294,6 +294,9 @@ def test_a_communication_bound_job_is_advised_fewer_gpus_than_a_compute_bound_on
     }
     assert best["compute"].candidate.gpus == 4, best
     assert best["talk"].candidate.gpus < best["compute"].candidate.gpus, best
+    talking = [e for e in talk.candidates if e.candidate.partition == "a100" and e.candidate.gpus > 1]
+    assert talking and all(e.efficiency is not None and e.efficiency < 0.5 for e in talking)
+    assert compute.chosen is not None and (compute.chosen.efficiency or 0) > 0.7
     # v100 never measured its communication: its multi-GPU candidates say so, at low confidence.
     unmeasured = [e for e in talk.candidates if e.candidate.partition == "v100" and e.candidate.gpus > 1]
     assert unmeasured and all(e.confidence == "low" for e in unmeasured)

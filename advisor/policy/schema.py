@@ -100,6 +100,9 @@ class Tuning(_Strict):
     amp: bool = True
     channels_last: bool = True
     max_gpus: Annotated[int, Field(ge=1, le=4096)] | None = None
+    min_scaling_efficiency: Annotated[float, Field(ge=0, le=1)] = 0.7
+    """The least speed-up per device worth taking: a candidate on more GPUs whose step is predicted to run
+    below this share of ideal scaling is shown, not chosen."""
 
 
 class PartitionRules(_Strict):

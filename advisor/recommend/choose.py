@@ -43,6 +43,9 @@ class Estimate(BaseModel):
     time_limit: timedelta
     """What the advisor would ask Slurm for: p90 x factor + margin, within the partition's maximum."""
     note: str | None = None
+    efficiency: float | None = None
+    """Predicted scaling: the same micro-steps on one device of the partition, over the devices times
+    this candidate's step; None on one device."""
 
     @property
     def wait_known(self) -> bool:
@@ -96,9 +99,10 @@ def choose(
     cost_weight: float | None,
     rules: RewriteRules,
     modes: Mapping[str, Mode],
+    min_efficiency: float = 0.0,
 ) -> Decision:
     """``modes`` maps each candidate partition to the caller's effective mode there; ``baseline`` (the job
-    as submitted) is one of ``estimates``."""
+    as submitted) is one of ``estimates``; a candidate below ``min_efficiency`` is ranked, never chosen."""
     score = _scorer(estimates, objective, cost_weight or 0.0)
     ranked = sorted(
         estimates,
@@ -112,7 +116,10 @@ def choose(
         ),
     )
     reasons: list[str] = []
-    eligible = [e for e in ranked if e.fits and rules.trusts(e.confidence, e.model_age)]
+    trusted = [e for e in ranked if e.fits and rules.trusts(e.confidence, e.model_age)]
+    eligible = [e for e in trusted if not _inefficient(e, min_efficiency)]
+    if trusted and eligible and trusted[0] != eligible[0]:
+        reasons.append(_too_inefficient(trusted[0], min_efficiency))
     if not eligible:
         reasons.append(_no_eligible(ranked, rules))
         return Decision(ranked=ranked, baseline=baseline, chosen=baseline, apply=False, reasons=reasons)
@@ -210,6 +217,18 @@ def _why_best(best: Estimate, baseline: Estimate, objective: Objective) -> str:
         f"{head}: expected to finish in {_span(best.total_s)} (wait {_span(best.wait_s)}, run "
         f"{_span(best.run_s)}) against {_span(baseline.total_s)} as submitted "
         f"(wait {_span(baseline.wait_s)}, run {_span(baseline.run_s)})"
+    )
+
+
+def _inefficient(estimate: Estimate, least: float) -> bool:
+    return estimate.efficiency is not None and estimate.efficiency < least
+
+
+def _too_inefficient(estimate: Estimate, least: float) -> str:
+    efficiency = estimate.efficiency or 0.0
+    return (
+        f"not chosen: {describe(estimate.candidate)}, whose scaling is predicted at {efficiency:.2f} of "
+        f"ideal (the policy takes at least {least:.2f})"
     )
 
 

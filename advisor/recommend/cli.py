@@ -165,7 +165,8 @@ def _fields(result: Recommendation) -> list[str]:
 def _row(estimate: Estimate, result: Recommendation) -> list[str]:
     return [
         _mark(estimate, result),
-        describe(estimate.candidate),
+        describe(estimate.candidate)
+        + ("" if estimate.efficiency is None else f", scaling {estimate.efficiency:.2f}"),
         _wait(estimate.slurm_wait_s, estimate.wait_source == "slurm"),
         _wait(estimate.advisor_wait_s, estimate.wait_source == "advisor"),
         _span(estimate.run_s),

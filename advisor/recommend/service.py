@@ -170,7 +170,10 @@ def recommend(
         return nothing(f"nothing to predict with ({error}): benchmark, then run advisor models train")
     modes: dict[str, Mode] = {name: terms.mode for name, terms in effective.partitions.items()}
     rules = effective.rewrite
-    decision = choose(estimates, estimates[0], effective.objective, effective.cost_weight, rules, modes)
+    least = effective.tuning.min_scaling_efficiency
+    decision = choose(
+        estimates, estimates[0], effective.objective, effective.cost_weight, rules, modes, least
+    )
     spread = _spread(decision, request, estimator, {offer.name: offer for offer in allowed})
     if spread is not None:
         decision = decision.model_copy(update={"reasons": [*decision.reasons, *spread.reasons]})
@@ -234,7 +237,18 @@ class _Estimator:
         runs = [self._run(candidate) for candidate in candidates]
         unique = sorted({run.query for run in runs}, key=lambda q: (q.partition, q.gpus, q.time_limit))
         waits = dict(zip(unique, self.context.waits(unique), strict=True))
-        return [self._estimate(run, waits[run.query]) for run in runs]
+        return [self._estimate(run, waits[run.query], self._efficiency(run)) for run in runs]
+
+    def _efficiency(self, run: _Run) -> float | None:
+        """The same micro-steps on one device (accumulated), over the devices times this run's steps."""
+        candidate = run.candidate
+        if candidate.devices == 1:
+            return None
+        alone = candidate.model_copy(
+            update={"gpus": 1, "accumulation": candidate.accumulation * candidate.devices}
+        )
+        single_s = self._run(alone).run_s - self.overhead_s
+        return single_s / (candidate.devices * max(run.run_s - self.overhead_s, 1e-9))
 
     def _run(self, candidate: Candidate) -> _Run:
         prediction = self.predictor.step(
@@ -268,7 +282,7 @@ class _Estimator:
             limit = requested or partition.default_time or partition.max_time or timedelta(days=1)
         return limit if partition.max_time is None else min(limit, partition.max_time)
 
-    def _estimate(self, run: _Run, waits: Waits) -> Estimate:
+    def _estimate(self, run: _Run, waits: Waits, efficiency: float | None) -> Estimate:
         candidate, prediction, limit = run.candidate, run.prediction, run.query.time_limit
         terms = self.effective.partitions.get(candidate.partition)
         cpus = self.request.cpus_per_task or 1
@@ -297,6 +311,7 @@ class _Estimator:
             cost=cost,
             time_limit=limit,
             note="; ".join(notes) or None,
+            efficiency=efficiency,
         )
 
 
