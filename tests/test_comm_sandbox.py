@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from advisor.comm.cli import communicates
 from advisor.comm.rows import CommunicationRows
 from advisor.comm.sync import DEFAULT_COMMUNICATION
 from advisor.sandbox.cluster import Sandbox
+from advisor.settings.validated import BenchSettings
+from advisor.slurm.client import SlurmClient
 from advisor.store import Store
 
 pytestmark = pytest.mark.slurm
@@ -52,3 +55,15 @@ def test_the_all_reduce_runs_across_two_nodes_as_one_job_and_stores_a_row_per_si
     )
     assert shown.returncode == 0, shown.stderr
     assert "measured" in shown.stdout and "default (never measured)" in shown.stdout
+
+
+def test_by_default_every_partition_where_data_parallelism_can_span_devices_is_measured(
+    local_slurm: SlurmClient,
+) -> None:
+    partitions = local_slurm.partitions()
+    site = BenchSettings(cpu_only=True)
+    chosen = {p.name for p in partitions if communicates(p, 2, site)}
+    # a100 and v100: 4 GPUs a node, t4: 2, all on two nodes; cpu: one node without GPUs.
+    assert chosen == {"a100", "v100", "t4"}
+    skipping = BenchSettings(cpu_only=True, skip_partitions=["t4"])
+    assert {p.name for p in partitions if communicates(p, 2, skipping)} == {"a100", "v100"}

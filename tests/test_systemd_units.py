@@ -224,7 +224,11 @@ def test_both_services_run_one_install_and_share_the_state() -> None:
         directives = service(name)
         assert directives["Environment"] == ["ADVISOR_STATE_DIR=/var/lib/advisor"]
         assert directives["StateDirectoryMode"] == service(DAEMON)["StateDirectoryMode"]
-    assert [argv[1:3] for argv in commands(BENCH)] == [["bench", "submit"], ["models", "train"]]
+    assert [argv[1:3] for argv in commands(BENCH)] == [
+        ["bench", "submit"],
+        ["comm", "measure"],
+        ["models", "train"],
+    ]
     assert read_unit(SYSTEMD_DIR / TIMER)["Install"]["WantedBy"] == ["timers.target"]
 
 

@@ -30,7 +30,12 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
     measure = actions.add_parser(
         "measure", help="one Slurm job of several tasks per partition: all-reduces within and across nodes"
     )
-    measure.add_argument("--partition", action="append", required=True, help="repeatable")
+    measure.add_argument(
+        "--partition",
+        action="append",
+        help="repeatable; default: every partition with two GPUs on a node or two nodes that take jobs, "
+        "less [bench] skip_partitions",
+    )
     measure.add_argument("--nodes", type=int, default=2, help="nodes of the job (default 2)")
     measure.add_argument(
         "--tasks-per-node", type=int, help="ranks per node (default: the partition's GPUs per node, else 1)"
@@ -53,6 +58,14 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
     show.add_argument("--partition", action="append", help="repeatable; default: every partition")
     show.add_argument("--db", type=Path, default=settings.database)
     show.set_defaults(handler=_show)
+
+
+def communicates(partition: Partition, nodes: int, site: BenchSettings) -> bool:
+    """Whether data parallelism can span devices here: two GPUs on a node, or ``nodes`` serving nodes."""
+    if partition.name in site.skip_partitions or not partition.takes_jobs:
+        return False
+    serving = sum(1 for node in partition.nodes if node.serves_jobs)
+    return partition.gpus_per_node > 1 or serving >= max(nodes, 2)
 
 
 def job_script(python: str, partition: str, results: Path, cpu: bool, max_bytes: int, model: str) -> str:
@@ -88,15 +101,16 @@ def _measure(args: argparse.Namespace, console: Console) -> int:
 
     client = SlurmClient.from_settings(args.settings.slurm)
     known = {p.name: p for p in client.partitions()}
-    unknown = sorted(set(args.partition) - set(known))
+    site = args.settings.bench.model_copy(update={"cpu_only": args.cpu_only or args.settings.bench.cpu_only})
+    names = args.partition or [p.name for p in known.values() if communicates(p, args.nodes, site)]
+    unknown = sorted(set(names) - set(known))
     if unknown:
         console.print(f"advisor: error: no such partition: {', '.join(unknown)}", highlight=False)
         return 1
-    site = args.settings.bench.model_copy(update={"cpu_only": args.cpu_only or args.settings.bench.cpu_only})
     args.results_dir.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     jobs, refused = [], 0
-    for name in args.partition:
+    for name in names:
         partition = known[name]
         cpu = device_kind(partition, site) == "cpu"
         tasks = args.tasks_per_node or partition.gpus_per_node or 1
