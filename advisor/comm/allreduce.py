@@ -64,8 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             for size in _sizes(args.max_bytes):
                 seconds = _all_reduce_s(size, device, mine)
                 lines.append(AllReduceLine(**common, spread=spread, bytes=size, seconds=seconds))
-            if args.model and spread.devices == world:
-                measured = _whole_step(args.model, args.batch, args.input_size, device)
+            if args.model and (spread.devices in (2, per_node) or spread.devices == world):
+                measured = _whole_step(args.model, args.batch, args.input_size, device, mine)
                 compute_s, step_s, gradient_bytes = measured
                 lines.append(
                     WholeStepLine(
@@ -120,9 +120,12 @@ def _all_reduce_s(size: int, device: torch.device, group: dist.ProcessGroup | No
     return _median_s(reduce, device)
 
 
-def _whole_step(model: str, batch: int, size: int, device: torch.device) -> tuple[float, float, int]:
-    """One rank's step alone (every rank at once, as they share the node), then the same step under
-    DistributedDataParallel: the step's compute, the data-parallel step, and the gradients' bytes."""
+def _whole_step(
+    model: str, batch: int, size: int, device: torch.device, group: dist.ProcessGroup | None
+) -> tuple[float, float, int]:
+    """One rank's step alone (every rank at once, as they share the nodes), then the same step under
+    DistributedDataParallel in ``group`` (None: this rank is not in it and steps alone meanwhile): the
+    step's compute, the data-parallel step, and the gradients' bytes."""
     import torchvision
     from torch.nn.parallel import DistributedDataParallel
 
@@ -134,7 +137,10 @@ def _whole_step(model: str, batch: int, size: int, device: torch.device) -> tupl
     images = torch.randn(batch, 3, size, size, device=device)
     labels = torch.zeros(batch, dtype=torch.long, device=device)
     compute_s = _step_s(network, images, labels, device)
-    parallel = DistributedDataParallel(network, device_ids=[device.index] if device.type == "cuda" else None)
+    if group is None:  # keeps the node as busy as the members' steps make it
+        return compute_s, _step_s(network, images, labels, device), gradient_bytes
+    devices = [device.index] if device.type == "cuda" else None
+    parallel = DistributedDataParallel(network, device_ids=devices, process_group=group)
     return compute_s, _step_s(parallel, images, labels, device), gradient_bytes
 
 
