@@ -145,6 +145,10 @@ def _time(value: str, _given: dict[str, list[str]], _key: str) -> str | None:
     return None if _TIME.fullmatch(value) else "not a time limit [D-]HH:MM:SS"
 
 
+def _count(value: str, _given: dict[str, list[str]], _key: str) -> str | None:
+    return None if value.isdigit() and 0 < int(value) <= 100_000 else "not a positive count"
+
+
 def _job_name(value: str, _given: dict[str, list[str]], _key: str) -> str | None:
     return None
 
@@ -179,6 +183,8 @@ _CHECKS: dict[str, Callable[[str, dict[str, list[str]], str], str | None]] = {
     "partition": _partition,
     "time": _time,
     "job-name": _job_name,
+    "nodes": _count,
+    "ntasks-per-node": _count,
     "gres": _gpu_form,
     "export": _export,
     **{name: _gpu_form for name in _GPU_LIST_OPTIONS},

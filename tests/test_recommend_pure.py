@@ -12,6 +12,7 @@ from advisor.jobscript.rewrite import Advice
 from advisor.policy.schema import Mode, Objective, RewriteRules, TimeLimitRule, Tuning
 from advisor.recommend.candidates import Candidate, Offer, baseline, job_candidates
 from advisor.recommend.choose import Decision, Estimate, Recommendation, choose
+from advisor.recommend.choose import describe as describe_candidate
 from advisor.recommend.cli import HEADERS, added_words, candidates_table, show
 
 A100 = Offer(name="a100", gpu_type="a100", gpus_per_node=4, max_time=timedelta(days=1))
@@ -42,6 +43,23 @@ def test_gpu_counts_stay_within_the_request_the_node_and_the_policy() -> None:
     assert sorted({(s.partition, s.gpus) for s in found}) == [("a100", 1), ("a100", 2), ("t4", 1), ("t4", 2)]
     cpu_only = job_candidates(describe(), [A100, CPU], 0, limits, {("cpu", False): None})
     assert [(s.partition, s.gpus, s.micro_batch) for s in cpu_only] == [("cpu", 0, 256)]
+
+
+def test_a_job_spreads_over_more_nodes_only_where_the_policy_lets_it() -> None:
+    two_nodes = A100.model_copy(update={"nodes": 2})
+    fits = {("a100", amp): 256 for amp in (False, True)}
+    one = {(c.gpus, c.nodes) for c in job_candidates(describe(), [two_nodes], 4, Tuning(), fits)}
+    assert one == {(1, 1), (2, 1), (4, 1)}, "one node unless the policy says more"
+    wide = Tuning(max_nodes=2)
+    spread = {(c.gpus, c.nodes) for c in job_candidates(describe(), [two_nodes], 4, wide, fits)}
+    assert spread == {(1, 1), (2, 1), (1, 2), (4, 1), (2, 2)}
+    # Eight GPUs asked as two nodes of four stay within the partition's two nodes, whatever the policy.
+    eight = {(c.gpus, c.nodes) for c in job_candidates(describe(), [two_nodes], 4, Tuning(), fits, 2)}
+    assert (4, 2) in eight and (8, 1) not in eight and (2, 2) in eight
+    found = job_candidates(describe(), [two_nodes], 4, wide, fits)
+    (split,) = {c for c in found if (c.gpus, c.nodes, c.amp, c.channels_last) == (2, 2, False, False)}
+    assert split.devices == 4 and split.micro_batch == 64, "the global batch of 256 over 4 devices"
+    assert describe_candidate(split) == "a100 with 2 nodes x 2 GPUs, micro-batch 64"
 
 
 def test_a_script_that_keeps_its_own_flags_only_moves_partition_and_time() -> None:

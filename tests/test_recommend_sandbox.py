@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -233,22 +233,23 @@ def test_a_job_whose_memory_only_the_largest_nodes_hold_stays_among_them(
     )
 
 
-def _measured_link(store: Store, partition: str, bus_bytes_s: float) -> None:
-    """What `advisor comm measure` would store for a node whose GPUs share a slow link (the ``comm``
-    tests measure real ones); a ring's all-reduce at 2, 3 and 4 devices, 1 KiB to 256 MiB."""
+def _measured_link(store: Store, partition: str, bus_bytes_s: float, nodes: int = 1) -> None:
+    """What `advisor comm measure` would store for a link of this bus bandwidth (the ``comm`` tests
+    measure real ones): a ring's all-reduce at 2, 3 and 4 devices over ``nodes``, 1 KiB to 256 MiB."""
     link = Link(latency_s=50e-6, latency_per_device_s=0.0, bus_bytes_s=bus_bytes_s)
-    when = datetime.now(UTC)
+    when = datetime.now(UTC) + timedelta(seconds=nodes)  # one measurement per level, as one night
     lines = [
         AllReduceLine(
             partition=partition,
             machine="a100-machine",
             network="nccl a100-1",
             measured_at=when,
-            spread=Spread(devices=devices, nodes=1),
+            spread=Spread(devices=devices, nodes=nodes),
             bytes=size,
             seconds=link.seconds(size, devices),
         )
         for devices in (2, 3, 4)
+        if devices % nodes == 0
         for size in (2**10 * 4**i for i in range(10))
     ]
     CommunicationRows(store).ingest(lines)
@@ -301,3 +302,65 @@ def test_a_communication_bound_job_is_advised_fewer_gpus_than_a_compute_bound_on
     unmeasured = [e for e in talk.candidates if e.candidate.partition == "v100" and e.candidate.gpus > 1]
     assert unmeasured and all(e.confidence == "low" for e in unmeasured)
     assert all(e.note is not None and "communication never measured" in e.note for e in unmeasured)
+
+
+def test_gpus_free_on_two_nodes_start_a_job_that_would_wait_for_one_whole_node(
+    client: SlurmClient, store: Store, tmp_path: Path
+) -> None:
+    with sqlite3.connect(tmp_path / "advisor.db") as copy:
+        store.db.conn.backup(copy)
+    own = Store.open(tmp_path / "advisor.db")
+    when = datetime.now(UTC)
+    CommunicationRows(own).ingest(
+        AllReduceLine(
+            partition="a100",
+            machine="a100-machine",
+            network="nccl a100-[1-2]",
+            measured_at=when,
+            spread=Spread(devices=devices, nodes=nodes),
+            bytes=size,
+            seconds=Link(latency_s=20e-6, latency_per_device_s=0, bus_bytes_s=bus).seconds(size, devices),
+        )
+        for devices, nodes, bus in ((2, 1, 100e9), (4, 1, 100e9), (2, 2, 25e9), (4, 2, 25e9))
+        for size in (2**10 * 4**i for i in range(10))
+    )
+    for node in ("a100-1", "a100-2"):  # two of each node's four GPUs busy for a day
+        client.submit(
+            "#!/bin/sh\nsleep 3000\n",
+            [
+                "--partition=a100",
+                "--gres=gpu:2",
+                f"--nodelist={node}",
+                "--time=1-00:00:00",
+                "--mem=1000",
+                "--output=/dev/null",
+            ],
+        )
+    deadline = time.monotonic() + 60
+    while sum(job.state == "RUNNING" for job in client.jobs()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    try:
+        policy = parse_policy(POLICY.replace("[tuning]\n", "[tuning]\nmax_nodes = 2\n"), "policy.toml")
+        result = advise(
+            client,
+            own,
+            tmp_path,
+            partition="a100",
+            batch=64,
+            policy=policy,
+            directives="#SBATCH --gres=gpu:4\n#SBATCH --mem=8000\n",
+        )
+    finally:
+        for job in client.jobs():
+            client.cancel(job.job_id)
+    assert result.chosen is not None, result.reasons
+    chosen = result.chosen.candidate
+    assert (chosen.partition, chosen.gpus, chosen.nodes) == ("a100", 2, 2), result.reasons
+    assert result.advice is not None and result.advice.nodes == 2 and result.advice.gpus == 2
+    assert result.chosen.efficiency is not None and result.chosen.efficiency > 0.7
+    whole_node = [
+        e
+        for e in result.candidates
+        if (e.candidate.partition, e.candidate.gpus, e.candidate.nodes) == ("a100", 4, 1)
+    ]
+    assert whole_node and all(e.wait_s > result.chosen.wait_s for e in whole_node)

@@ -135,14 +135,17 @@ def test_an_advise_only_policy_leaves_every_job_as_its_user_runs_it(
     )
 
 
-def test_a_multi_node_request_passes_through_as_the_product_does(
+def test_a_multi_node_request_is_advised_over_every_spread_as_the_product_does(
     table: StepTable, models: StepModels
 ) -> None:
     eight_t4s = job(user_gpu_type="t4", gpus=8)  # two nodes of the 4-GPU partition
     arm = product_arm(INVENTORY, REWRITE, learned_steps(models, INVENTORY), table)
-    decision = arm(eight_t4s, SetWaits({"slow": 20 * HOUR})).model_copy(update={"advisor_wait_s": None})
-    assert decision == habits_arm(INVENTORY, table)(eight_t4s, SetWaits({"slow": 20 * HOUR}))
-    assert decision.config.nodes == 2
+    kept = habits_arm(INVENTORY, table)(eight_t4s, SetWaits({"slow": 20 * HOUR}))
+    assert kept.config.nodes == 2 and kept.partition == "slow"
+    moved = arm(eight_t4s, SetWaits({"slow": 20 * HOUR}))
+    # Twenty hours' wait for two t4 nodes: the same eight GPUs on one idle a100 node start now.
+    assert moved.partition == "fast" and (moved.config.gpus, moved.config.nodes) == (8, 1)
+    assert moved.predicted_run_s is not None and moved.slurm_wait_s == 0
 
 
 def test_start_up_and_each_epoch_add_the_policys_overhead_to_every_candidate(

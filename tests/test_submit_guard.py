@@ -91,6 +91,13 @@ def test_every_rewrite_of_the_daemon_passes_unchanged(
     )
 
 
+def test_a_job_spread_over_other_nodes_passes_with_its_nodes_and_tasks() -> None:
+    user = job(["--nodes=1", "--gres=gpu:4", "--ntasks-per-node=4", "job.sh"])
+    sent = rewrite(user, Advice(partition="a100", gpus=2, nodes=2, tasks_per_node=2))
+    assert "--nodes=2" in sent["argv"] and "--ntasks-per-node=2" in sent["argv"]
+    assert checked(user, sent).argv == sent["argv"]
+
+
 def hostile(user: UserJob, **change: Any) -> dict[str, Any]:
     """A rewrite the daemon could make, with one thing a hostile or broken daemon adds."""
     sent = rewrite(user, Advice(partition="a100", micro_batch=32, time_limit=timedelta(hours=2)))
@@ -119,6 +126,8 @@ GOOD = rewrite(FILE_JOB, Advice(partition="a100", time_limit=timedelta(hours=2))
         ({"argv": ["--mem=1G", "--time=2 days", "job.sh"]}, "time limit"),
         ({"argv": ["--mem=1G", "--gres=gpu:a100:8,license:99", "job.sh"]}, "other gres"),
         ({"argv": ["--mem=1G", "--gpus=8", "job.sh"]}, "another way"),
+        ({"argv": ["--mem=1G", "--nodes=2-4", "job.sh"]}, "positive count"),
+        ({"argv": ["--mem=1G", "--ntasks-per-node=0", "job.sh"]}, "positive count"),
         ({"argv": ["--mem=1G", "--job-name=other", "job.sh"]}, "own name"),
         ({"argv": ["--partition=a100", "job.sh"]}, "your own sbatch options"),
         ({"argv": ["--mem=1G", "-p", "a100", "job.sh"]}, "not an option a rewrite adds"),

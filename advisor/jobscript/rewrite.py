@@ -41,6 +41,9 @@ class Advice(BaseModel):
     """After ``partition``, where the job may also start (the user's own list, reordered, not shrunk)."""
     gpus: Annotated[int, Field(ge=1)] | None = None
     """In the unit of the user's own GPU request (per job, node or task)."""
+    nodes: Annotated[int, Field(ge=1)] | None = None
+    tasks_per_node: Annotated[int, Field(ge=1)] | None = None
+    """Where the job runs one task per GPU (``--ntasks-per-node``), the tasks follow the GPUs."""
     gpu_type: str | None = None
     time_limit: timedelta | None = None
     global_batch: Annotated[int, Field(ge=1)] | None = None
@@ -120,6 +123,10 @@ def advice_options(request: JobRequest, advice: Advice, partitions: Collection[s
         count = advice.gpus if advice.gpus is not None else request.gpus.count
         gpu_type = advice.gpu_type if advice.gpu_type is not None else request.gpus.type
         options.append(gpu_option(request.gpus, count, gpu_type, request.options.get("gres")))
+    if advice.nodes is not None:
+        options.append(f"--nodes={advice.nodes}")
+    if advice.tasks_per_node is not None:
+        options.append(f"--ntasks-per-node={advice.tasks_per_node}")
     if advice.time_limit is not None:
         if advice.time_limit <= timedelta(0):
             raise AdviceError("a time limit must be positive")

@@ -100,6 +100,8 @@ class Tuning(_Strict):
     amp: bool = True
     channels_last: bool = True
     max_gpus: Annotated[int, Field(ge=1, le=4096)] | None = None
+    max_nodes: Annotated[int, Field(ge=1, le=1024)] = 1
+    """How many nodes the advisor may spread one job over (a job that asks for more keeps its own)."""
     min_scaling_efficiency: Annotated[float, Field(ge=0, le=1)] = 0.7
     """The least speed-up per device worth taking: a candidate on more GPUs whose step is predicted to run
     below this share of ideal scaling is shown, not chosen."""

@@ -25,6 +25,8 @@ class Offer(BaseModel):
     gpu_type: str | None
     gpus_per_node: int = Field(ge=0)
     max_time: timedelta | None
+    nodes: int = Field(default=1, ge=1)
+    """The nodes that serve jobs: how far one job may spread."""
 
 
 class Candidate(BaseModel):
@@ -34,7 +36,8 @@ class Candidate(BaseModel):
 
     partition: str
     gpus: int = Field(ge=0)
-    """Devices used in data parallel (one node); 0 on a partition without GPUs."""
+    """Devices on each node, in data parallel; 0 on a partition without GPUs."""
+    nodes: int = Field(default=1, ge=1)
     global_batch: int = Field(ge=1)
     micro_batch: int = Field(ge=1)
     accumulation: int = Field(ge=1)
@@ -43,16 +46,17 @@ class Candidate(BaseModel):
 
     @property
     def devices(self) -> int:
-        return max(self.gpus, 1)
+        return max(self.gpus, 1) * self.nodes
 
 
-def baseline(description: JobDescription, offer: Offer, gpus: int) -> Candidate:
-    """The job exactly as submitted: the whole per-device batch at once in fp32, or what a script that
-    ignores the advice sets by its own flags."""
-    devices, accumulation = max(gpus, 1), description.own_accumulation
+def baseline(description: JobDescription, offer: Offer, gpus: int, nodes: int = 1) -> Candidate:
+    """The job exactly as submitted (``gpus`` on each of ``nodes``): the whole per-device batch at once in
+    fp32, or what a script that ignores the advice sets by its own flags."""
+    devices, accumulation = max(gpus, 1) * nodes, description.own_accumulation
     return Candidate(
         partition=offer.name,
         gpus=gpus,
+        nodes=nodes,
         global_batch=description.global_batch,
         micro_batch=max(description.global_batch // devices // accumulation, 1),
         accumulation=accumulation,
@@ -67,24 +71,28 @@ def job_candidates(
     requested_gpus: int,
     tuning: Tuning,
     largest_batch: Mapping[tuple[str, bool], int | None],
+    requested_nodes: int = 1,
 ) -> list[Candidate]:
-    """``largest_batch[(partition, amp)]`` is the biggest micro-batch that fits a device; None: unknown."""
+    """``requested_gpus`` on each of ``requested_nodes``; ``largest_batch[(partition, amp)]`` is the
+    biggest micro-batch that fits a device; None: unknown."""
     found: list[Candidate] = []
     follows = description.follows_advice
     amps = [False, True] if description.allow_amp and tuning.amp and follows else [description.own_amp]
     layouts = [False, True] if tuning.channels_last and follows else [False]
     for offer in offers:
-        counts = _gpu_counts(offer, requested_gpus, tuning.max_gpus)
+        spreads = _spreads(offer, requested_gpus, requested_nodes, tuning)
         # A script that keeps its own batch per device keeps its global batch only on as many GPUs.
-        for gpus in counts if follows else [n for n in counts if n == requested_gpus]:
+        asked = requested_gpus * requested_nodes
+        for gpus, nodes in spreads if follows else [(g, n) for g, n in spreads if g * n == asked]:
             for amp in amps:
                 largest = largest_batch.get((offer.name, amp))
-                for global_batch, micro, accumulation in _splits(description, gpus, largest, tuning):
+                for global_batch, micro, accumulation in _splits(description, gpus * nodes, largest, tuning):
                     for channels_last in layouts:
                         found.append(
                             Candidate(
                                 partition=offer.name,
                                 gpus=gpus,
+                                nodes=nodes,
                                 global_batch=global_batch,
                                 micro_batch=micro,
                                 accumulation=accumulation,
@@ -95,22 +103,31 @@ def job_candidates(
     return found
 
 
-def _gpu_counts(offer: Offer, requested: int, max_gpus: int | None) -> list[int]:
-    """Powers of two up to what the user asked for, on one node: fewer GPUs may start sooner."""
+def _spreads(offer: Offer, per_node: int, nodes: int, tuning: Tuning) -> list[tuple[int, int]]:
+    """(GPUs per node, nodes): powers of two up to what the user asked for in all, fewer GPUs may start
+    sooner; each laid on as few nodes as hold it, and on more where the policy lets a job spread
+    (``max_nodes``), since GPUs free on two nodes start a job that waits for one whole node."""
     if offer.gpus_per_node == 0:
-        return [0] if requested == 0 else []
-    if requested == 0:
+        return [(0, 1)] if per_node == 0 and nodes == 1 else []
+    if per_node == 0:
         return []
-    ceiling = min(requested, offer.gpus_per_node, max_gpus or requested)
-    counts = [n for n in (1, 2, 4, 8, 16) if n <= ceiling]
-    return sorted({*counts, ceiling})
+    asked = per_node * nodes
+    widest = min(offer.nodes, max(tuning.max_nodes, nodes))
+    ceiling = min(asked, offer.gpus_per_node * widest, tuning.max_gpus or asked)
+    totals = sorted({*(n for n in (1, 2, 4, 8, 16, 32, 64) if n <= ceiling), ceiling})
+    return [
+        (total // spread, spread)
+        for total in totals
+        for spread in range(1, widest + 1)
+        if total % spread == 0 and total // spread <= offer.gpus_per_node
+    ]
 
 
 def _splits(
-    description: JobDescription, gpus: int, largest: int | None, tuning: Tuning
+    description: JobDescription, devices: int, largest: int | None, tuning: Tuning
 ) -> list[tuple[int, int, int]]:
-    """(global batch, micro-batch, accumulation) choices for this many devices."""
-    devices = max(gpus, 1)
+    """(global batch, micro-batch, accumulation) choices for this many devices (at least one)."""
+    devices = max(devices, 1)
     found: set[tuple[int, int, int]] = set()
     batches = [description.global_batch]
     if tuning.batch == "within-declared-range" and description.batch_range and largest:

@@ -243,6 +243,8 @@ def _no_eligible(ranked: Sequence[Estimate], rules: RewriteRules) -> str:
 
 def describe(candidate: Candidate) -> str:
     devices = f"{candidate.gpus} GPU{'s' if candidate.gpus != 1 else ''}" if candidate.gpus else "CPU"
+    if candidate.nodes > 1:
+        devices = f"{candidate.nodes} nodes x {devices}"
     split = f"micro-batch {candidate.micro_batch}"
     if candidate.accumulation > 1:
         split += f" x {candidate.accumulation} accumulated"

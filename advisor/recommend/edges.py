@@ -126,21 +126,25 @@ class StoredModels:
         self.gpu_types = {p.name: p.gpu_type for p in partitions}
         self._steps: dict[tuple[str, int, bool, bool], Prediction] = {}
 
-    def step(self, partition: str, gpus: int, micro_batch: int, amp: bool, channels_last: bool) -> Prediction:
-        """One device's step, the same whatever ``gpus``: data parallelism adds the all-reduce (`sync`), not
-        device time; computed once per partition, micro-batch and settings, which many candidates share."""
+    def step(
+        self, partition: str, gpus: int, nodes: int, micro_batch: int, amp: bool, channels_last: bool
+    ) -> Prediction:
+        """One device's step, the same whatever ``gpus`` and ``nodes``: data parallelism adds the
+        all-reduce (`sync`), not device time; computed once per partition, micro-batch and settings, which
+        many candidates share."""
         key = (partition, micro_batch, amp, channels_last)
         if key not in self._steps:
             question = StepQuestion(partition, self.table, micro_batch, amp, channels_last)
             self._steps[key] = predict(self.predictors, question, self.specs, self.gpu_types.get(partition))
         return self._steps[key]
 
-    def sync(self, partition: str, gpus: int, micro_step_s: float) -> Sync:
-        """The partition's measured all-reduce of the float32 gradients over ``gpus`` on one node, less
-        what the last backward hides (`advisor.comm.sync`); the stated default where it never measured."""
+    def sync(self, partition: str, spread: Spread, micro_step_s: float) -> Sync:
+        """The partition's measured all-reduce of the float32 gradients (AMP keeps them so) over
+        ``spread``, less what the last backward hides (`advisor.comm.sync`); the stated default where
+        the partition never measured."""
         found = self.communication.get(partition, DEFAULT_COMMUNICATION)
         gradient_bytes = self.table.totals.parameters * 4
-        sync_s = found.sync_s(gradient_bytes, Spread(devices=max(gpus, 1), nodes=1))
+        sync_s = found.sync_s(gradient_bytes, spread)
         return Sync(added_s=found.step_s(micro_step_s, sync_s) - micro_step_s, measured=found.measured)
 
     def trained_at(self, machine: str, version: int) -> datetime | None:
@@ -187,6 +191,7 @@ def queue_waits(
                 partitions=[query.partition],
                 gpus_per_node=query.gpus,
                 cpus_per_node=cpus,
+                nodes=query.nodes,
                 time_limit=query.time_limit,
             ),
             script=script,

@@ -8,6 +8,7 @@ measured step times at the same seam.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -15,6 +16,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from advisor.comm.sync import Spread
 from advisor.history.jobs import JobAsk
 from advisor.history.predictor import RunForecast
 from advisor.jobscript.advisor_lines import JobDescription
@@ -49,11 +51,14 @@ class StepPredictor(Protocol):
     compute. May raise `NoModelError`: nothing to predict with, and the job stays as submitted.
     """
 
-    def step(self, partition: str, gpus: int, micro_batch: int, amp: bool, channels_last: bool) -> Prediction:
-        """One micro-step of ``micro_batch`` samples on each of ``gpus`` devices (0: a CPU partition)."""
+    def step(
+        self, partition: str, gpus: int, nodes: int, micro_batch: int, amp: bool, channels_last: bool
+    ) -> Prediction:
+        """One micro-step of ``micro_batch`` samples on each of ``gpus`` devices on each of ``nodes``
+        (0 GPUs: a CPU partition)."""
         ...
 
-    def sync(self, partition: str, gpus: int, micro_step_s: float) -> Sync:
+    def sync(self, partition: str, spread: Spread, micro_step_s: float) -> Sync:
         """What the gradient all-reduce adds to each optimizer step beyond its last micro-step (a
         ``micro_step_s`` long backward hides part of it), and whether the partition measured it."""
         ...
@@ -77,6 +82,8 @@ class WaitQuery(BaseModel):
 
     partition: str
     gpus: int
+    """On each node."""
+    nodes: int = 1
     gpu_type: str | None
     time_limit: timedelta
 
@@ -140,16 +147,17 @@ def recommend(
             return nothing(*reasons, advice=advice, apply=apply)
     if description is None or predictor is None:
         return nothing("no #ADVISOR job description: nothing to predict")
-    if (request.nodes_min or 1) > 1:
-        return nothing("multi-node jobs are passed through as submitted")
+    spread_asked = _asked_spread(request)
+    if spread_asked is None:
+        return nothing("a job on a range of nodes, or with GPUs per task on several, is passed through")
     offers = {p.name: _offer(p) for p in context.partitions}
     written = asked_partition(request, context.partitions)
     if written is None or written.name not in offers:
         return nothing("the job's partition is not one of the cluster's")
     asked_name = written.name
-    gpus = _requested_gpus(request)
+    gpus, nodes = spread_asked
     estimator = _Estimator(context, effective, request, description, predictor, now)
-    asked = baseline(description, offers[asked_name], gpus)
+    asked = baseline(description, offers[asked_name], gpus, nodes)
     open_now = {p.name for p in context.partitions if p.takes_jobs}
     considered = [p for p in context.partitions if p.name in effective.partitions and p.name in open_now]
     refused = {
@@ -163,8 +171,12 @@ def recommend(
     closed = [name for name in effective.partitions if name in offers and name not in open_now]
     try:
         largest = {(o.name, amp): estimator.largest_batch(o.name, amp) for o in allowed for amp in BOTH}
-        others = job_candidates(description, allowed, gpus, effective.tuning, largest)
-        found = [candidate for candidate in others if candidate != asked]
+        others = job_candidates(description, allowed, gpus, effective.tuning, largest, nodes)
+        # A job that counts its tasks (--ntasks) keeps its devices: the tasks are its ranks.
+        ranked_by_tasks = request.ntasks not in (None, 1)
+        found = [
+            c for c in others if c != asked and not (ranked_by_tasks and (c.gpus, c.nodes) != (gpus, nodes))
+        ]
         estimates = estimator.estimate([asked, *found])
     except NoModelError as error:
         return nothing(f"nothing to predict with ({error}): benchmark, then run advisor models train")
@@ -231,11 +243,19 @@ class _Estimator:
     def largest_batch(self, partition: str, amp: bool) -> int | None:
         """The largest micro-batch one device holds, as its smallest placement sees it."""
         gpus = 1 if self.partitions[partition].gpus_per_node else 0
-        return self.predictor.step(partition, gpus, 1, amp, False).largest_batch
+        return self.predictor.step(partition, gpus, 1, 1, amp, False).largest_batch
 
     def estimate(self, candidates: list[Candidate]) -> list[Estimate]:
-        runs = [self._run(candidate) for candidate in candidates]
-        unique = sorted({run.query for run in runs}, key=lambda q: (q.partition, q.gpus, q.time_limit))
+        """The first candidate (the job as submitted) must be predicted; another that cannot be (a
+        placement a predictor knows nothing of) is left out."""
+        first, *others = candidates
+        runs = [self._run(first)]
+        for candidate in others:
+            with contextlib.suppress(NoModelError):
+                runs.append(self._run(candidate))
+        unique = sorted(
+            {run.query for run in runs}, key=lambda q: (q.partition, q.gpus, q.nodes, q.time_limit)
+        )
         waits = dict(zip(unique, self.context.waits(unique), strict=True))
         return [self._estimate(run, waits[run.query], self._efficiency(run)) for run in runs]
 
@@ -245,19 +265,28 @@ class _Estimator:
         if candidate.devices == 1:
             return None
         alone = candidate.model_copy(
-            update={"gpus": 1, "accumulation": candidate.accumulation * candidate.devices}
+            update={"gpus": 1, "nodes": 1, "accumulation": candidate.accumulation * candidate.devices}
         )
-        single_s = self._run(alone).run_s - self.overhead_s
+        try:
+            single_s = self._run(alone).run_s - self.overhead_s
+        except NoModelError:
+            return None
         return single_s / (candidate.devices * max(run.run_s - self.overhead_s, 1e-9))
 
     def _run(self, candidate: Candidate) -> _Run:
         prediction = self.predictor.step(
-            candidate.partition, candidate.gpus, candidate.micro_batch, candidate.amp, candidate.channels_last
+            candidate.partition,
+            candidate.gpus,
+            candidate.nodes,
+            candidate.micro_batch,
+            candidate.amp,
+            candidate.channels_last,
         )
         steps = optimizer_steps(self.description, candidate.global_batch)
         length = JobShape(steps=steps, accumulation=candidate.accumulation)
         whole = job_time(prediction.step_s, prediction.step_p90_s, length)
-        sync = self.predictor.sync(candidate.partition, candidate.gpus, prediction.step_s)
+        spread = Spread(devices=candidate.devices, nodes=candidate.nodes)
+        sync = self.predictor.sync(candidate.partition, spread, prediction.step_s)
         besides_s = steps * sync.added_s + self.overhead_s
         if candidate.devices > 1 and not sync.measured:
             prediction = prediction.model_copy(update={"confidence": "low", "note": _joined(prediction.note)})
@@ -265,7 +294,11 @@ class _Estimator:
         limit = self._time_limit(candidate, p90_s)
         gpu_type = self.partitions[candidate.partition].gpu_type
         query = WaitQuery(
-            partition=candidate.partition, gpus=candidate.gpus, gpu_type=gpu_type, time_limit=limit
+            partition=candidate.partition,
+            gpus=candidate.gpus,
+            nodes=candidate.nodes,
+            gpu_type=gpu_type,
+            time_limit=limit,
         )
         return _Run(candidate, prediction, whole.p50_s + besides_s, p90_s, query)
 
@@ -287,7 +320,8 @@ class _Estimator:
         terms = self.effective.partitions.get(candidate.partition)
         cpus = self.request.cpus_per_task or 1
         cpus_held = cpus if candidate.gpus == 0 else 0
-        cost = None if terms is None else terms.cost(candidate.gpus, cpus_held, run.run_s)
+        held = candidate.gpus * candidate.nodes
+        cost = None if terms is None else terms.cost(held, cpus_held, run.run_s)
         notes = [prediction.note] if prediction.note else []
         if run.p90_s > limit.total_seconds():
             notes.append(f"the p90 run outlasts the time limit of {format_duration(limit)}")
@@ -326,6 +360,7 @@ def _offer(partition: Partition) -> Offer:
         gpu_type=partition.gpu_type,
         gpus_per_node=partition.gpus_per_node,
         max_time=partition.max_time,
+        nodes=max(sum(1 for node in partition.nodes if node.serves_jobs), 1),
     )
 
 
@@ -335,13 +370,20 @@ def asked_partition(request: JobRequest, partitions: Sequence[Partition]) -> Par
     return next((p for p in partitions if p.name == named or (named is None and p.is_default)), None)
 
 
-def _requested_gpus(request: JobRequest) -> int:
-    """GPUs per job on one node, whatever form the user wrote them in."""
+def _asked_spread(request: JobRequest) -> tuple[int, int] | None:
+    """(GPUs on each node, nodes), whatever form the user wrote them in; None where that is not one
+    answer (a range of nodes, GPUs per task over several nodes, GPUs per job that do not divide)."""
+    nodes = request.nodes_min or 1
+    if request.nodes_max not in (None, nodes):
+        return None
     if request.gpus is None:
-        return 0
-    if request.gpus.per == "task":
-        return request.gpus.count * (request.ntasks_per_node or request.ntasks or 1)
-    return request.gpus.count
+        return (0, 1) if nodes == 1 else None
+    count, per = request.gpus.count, request.gpus.per
+    if per == "task":
+        return (count * (request.ntasks_per_node or request.ntasks or 1), 1) if nodes == 1 else None
+    if per == "job":
+        return (count // nodes, nodes) if count % nodes == 0 else None
+    return count, nodes
 
 
 @dataclass(frozen=True)
@@ -392,7 +434,8 @@ def _limit_on(
     candidate: Candidate, offer: Offer, target: Offer, request: JobRequest, estimator: _Estimator
 ) -> timedelta | None:
     typed = request.gpus is not None and request.gpus.type is not None
-    if candidate.gpus > offer.gpus_per_node or (typed and offer.gpu_type != target.gpu_type):
+    too_big = candidate.gpus > offer.gpus_per_node or candidate.nodes > offer.nodes
+    if too_big or (typed and offer.gpu_type != target.gpu_type):
         return None
     if candidate.amp and has_bf16(offer.gpu_type) != has_bf16(target.gpu_type):
         return None
@@ -410,11 +453,16 @@ def _advice(
     if spread is not None:
         moved = spread.partitions != request.partitions
     typed = chosen.partition != asked.partition and request.gpus is not None and request.gpus.type is not None
-    same_unit = request.gpus is not None and request.gpus.per != "task"
+    unit = request.gpus.per if request.gpus is not None else "task"
+    count = chosen.gpus * chosen.nodes if unit == "job" else chosen.gpus
+    changed = (chosen.gpus, chosen.nodes) != (asked.gpus, asked.nodes)
+    one_task_per_gpu = request.ntasks_per_node is not None and request.ntasks_per_node == asked.gpus
     return Advice(
         partition=chosen.partition if moved else None,
         other_partitions=spread.partitions[1:] if moved and spread is not None else [],
-        gpus=chosen.gpus if same_unit and chosen.gpus != asked.gpus and chosen.gpus > 0 else None,
+        gpus=count if unit != "task" and changed and chosen.gpus > 0 else None,
+        nodes=chosen.nodes if chosen.nodes != asked.nodes else None,
+        tasks_per_node=chosen.gpus if one_task_per_gpu and chosen.gpus != asked.gpus else None,
         gpu_type=target.gpu_type if typed else None,
         time_limit=decision.chosen.time_limit if spread is None else spread.time_limit,
         global_batch=chosen.global_batch if chosen.global_batch != asked.global_batch else None,

@@ -15,6 +15,7 @@ import math
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
+from advisor.comm.sync import Spread
 from advisor.jobscript.submission import parse_job
 from advisor.policy.schema import Policy
 from advisor.predict.service import NoModelError, Prediction
@@ -39,20 +40,21 @@ USER = "replay"
 
 
 class _Steps:
-    """A `StepPredictor` for one application over Sia's step curves, one node per job.
+    """A `StepPredictor` for one application over Sia's step curves, on one node or several.
 
-    ``curve(gpu_type, gpus)`` gives the measured (or trained-on) batch range of that placement, ``times``
-    the (p50, p90) of one micro-step. A micro-batch above the range does not fit (nothing larger was
-    measured); one below it is extrapolated, so ``low`` confidence, which the policy never applies. Sia's
-    step times include their placement's all-reduce, so ``sync`` adds nothing.
+    ``curve(gpu_type, gpus, nodes)`` (``gpus`` over all the nodes) gives the measured (or trained-on)
+    batch range of that placement, ``times`` the (p50, p90) of one micro-step. A micro-batch above the
+    range does not fit (nothing larger was measured); one below it is extrapolated, so ``low`` confidence,
+    which the policy never applies. Sia's step times include their placement's all-reduce, so ``sync``
+    adds nothing.
     """
 
     def __init__(
         self,
         application: str,
         gpu_types: dict[str, str],
-        curve: Callable[[str, int], tuple[int, int] | None],
-        times: Callable[[str, int, int], tuple[float, float]],
+        curve: Callable[[str, int, int], tuple[int, int] | None],
+        times: Callable[[str, int, int, int], tuple[float, float]],
         machine: str,
     ) -> None:
         self.application = application
@@ -61,14 +63,17 @@ class _Steps:
         self.times = times
         self.machine = machine
 
-    def step(self, partition: str, gpus: int, micro_batch: int, amp: bool, channels_last: bool) -> Prediction:
+    def step(
+        self, partition: str, gpus: int, nodes: int, micro_batch: int, amp: bool, channels_last: bool
+    ) -> Prediction:
         gpu_type = self.gpu_types[partition]
-        devices = max(gpus, 1)
-        seen = self.curve(gpu_type, devices)
+        devices = max(gpus, 1) * nodes
+        seen = self.curve(gpu_type, devices, nodes)
         if seen is None:
-            raise NoModelError(f"no {self.application} steps measured on {devices} {gpu_type} GPUs")
+            where = f"{devices} {gpu_type} GPUs on {nodes} node{'s' if nodes > 1 else ''}"
+            raise NoModelError(f"no {self.application} steps measured on {where}")
         low, high = seen
-        p50, p90 = self.times(gpu_type, devices, micro_batch)
+        p50, p90 = self.times(gpu_type, devices, nodes, micro_batch)
         return Prediction(
             partition=partition,
             machine=f"{self.machine}:{gpu_type}",
@@ -86,7 +91,7 @@ class _Steps:
             note=None if micro_batch >= low else f"below the smallest batch measured ({low})",
         )
 
-    def sync(self, partition: str, gpus: int, micro_step_s: float) -> Sync:
+    def sync(self, partition: str, spread: Spread, micro_step_s: float) -> Sync:
         return Sync(added_s=0.0, measured=True)
 
     def trained_at(self, machine: str, version: int) -> datetime | None:
@@ -98,11 +103,11 @@ def learned_steps(models: StepModels, inventory: Inventory) -> Callable[[str], S
     types = _gpu_types(inventory)
 
     def for_application(application: str) -> StepPredictor:
-        def curve(gpu_type: str, gpus: int) -> tuple[int, int] | None:
-            return models.batch_range(application, gpu_type, gpus, 1)
+        def curve(gpu_type: str, gpus: int, nodes: int) -> tuple[int, int] | None:
+            return models.batch_range(application, gpu_type, gpus, nodes)
 
-        def times(gpu_type: str, gpus: int, batch: int) -> tuple[float, float]:
-            return models.predict(application, gpu_type, gpus, 1, batch)
+        def times(gpu_type: str, gpus: int, nodes: int, batch: int) -> tuple[float, float]:
+            return models.predict(application, gpu_type, gpus, nodes, batch)
 
         return _Steps(application, types, curve, times, "learned")
 
@@ -114,15 +119,15 @@ def true_steps(table: StepTable, inventory: Inventory) -> Callable[[str], StepPr
     types = _gpu_types(inventory)
 
     def for_application(application: str) -> StepPredictor:
-        def curve(gpu_type: str, gpus: int) -> tuple[int, int] | None:
-            return table.batch_range(application, gpu_type, gpus, 1)
+        def curve(gpu_type: str, gpus: int, nodes: int) -> tuple[int, int] | None:
+            return table.batch_range(application, gpu_type, gpus, nodes)
 
-        def times(gpu_type: str, gpus: int, batch: int) -> tuple[float, float]:
+        def times(gpu_type: str, gpus: int, nodes: int, batch: int) -> tuple[float, float]:
             # Outside the measured range the truth has no answer; the nearest measurement stands in (such
             # a candidate does not fit, or is low-confidence, and is never applied). `_Steps.step` asks
             # only for a placement that has a curve.
-            low, high = curve(gpu_type, gpus) or (batch, batch)
-            step = table.micro_step_s(application, gpu_type, gpus, 1, min(max(batch, low), high))
+            low, high = curve(gpu_type, gpus, nodes) or (batch, batch)
+            step = table.micro_step_s(application, gpu_type, gpus, nodes, min(max(batch, low), high))
             assert step is not None, "a batch within a measured curve has a time"
             return step, step
 
@@ -153,8 +158,8 @@ def product_arm(
         candidate = chosen.candidate
         config = Config(
             gpu_type=pools[candidate.partition].gpu_type,
-            gpus=candidate.gpus,
-            nodes=1,
+            gpus=candidate.gpus * candidate.nodes,
+            nodes=candidate.nodes,
             micro_batch=candidate.micro_batch,
             accumulation=candidate.accumulation,
         )
@@ -199,8 +204,8 @@ def queue_estimator(view: QueueView) -> WaitEstimator:
         asked = [
             WaitQuery(
                 partition=query.partition,
-                gpus=query.gpus,
-                nodes=1,
+                gpus=query.gpus * query.nodes,
+                nodes=query.nodes,
                 time_limit_s=query.time_limit.total_seconds(),
             )
             for query in queries
