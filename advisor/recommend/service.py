@@ -24,9 +24,9 @@ from advisor.jobscript.request import JobRequest
 from advisor.jobscript.rewrite import Advice
 from advisor.policy.resolve import Effective, resolve
 from advisor.policy.schema import Mode, Policy
-from advisor.precision import amp_mode, has_bf16, mixed_precision
 from advisor.predict.jobtime import JobShape, job_time
 from advisor.predict.service import NoModelError, Prediction
+from advisor.recommend.advice import advice_for, partition_order
 from advisor.recommend.candidates import (
     Candidate,
     Offer,
@@ -35,7 +35,7 @@ from advisor.recommend.candidates import (
     job_candidates,
     optimizer_steps,
 )
-from advisor.recommend.choose import Decision, Estimate, Recommendation, WaitSource, choose
+from advisor.recommend.choose import Estimate, Recommendation, WaitSource, choose
 from advisor.recommend.history_limit import HISTORY_SOURCES, cross_check, history_advice
 from advisor.recommend.placement import Standing, refusal
 from advisor.slurm.models import Partition
@@ -186,9 +186,9 @@ def recommend(
     decision = choose(
         estimates, estimates[0], effective.objective, effective.cost_weight, rules, modes, least
     )
-    spread = _spread(decision, request, estimator, {offer.name: offer for offer in allowed})
-    if spread is not None:
-        decision = decision.model_copy(update={"reasons": [*decision.reasons, *spread.reasons]})
+    order = partition_order(decision, request, estimator.runs_on, {offer.name: offer for offer in allowed})
+    if order is not None:
+        decision = decision.model_copy(update={"reasons": [*decision.reasons, *order.reasons]})
     left_out = [f"not considered, no node takes jobs: {', '.join(closed)}"] if closed else []
     left_out += [f"not considered, {name}: {why}" for name, why in refused.items()]
     if history is not None and history[1].runs and decision.baseline is not None:
@@ -203,7 +203,7 @@ def recommend(
         baseline=decision.baseline,
         chosen=decision.chosen,
         apply=decision.apply,
-        advice=_advice(decision, request, offers, spread),
+        advice=advice_for(decision, request, offers, order),
         reasons=decision.reasons,
     )
 
@@ -384,90 +384,3 @@ def _asked_spread(request: JobRequest) -> tuple[int, int] | None:
     if per == "job":
         return (count // nodes, nodes) if count % nodes == 0 else None
     return count, nodes
-
-
-@dataclass(frozen=True)
-class _Spread:
-    """A request for several partitions, advised: where the chosen configuration may still run."""
-
-    partitions: list[str]
-    """The chosen partition first, then the user's others it runs on, in the user's order."""
-    time_limit: timedelta
-    """Enough for the slowest of them: Slurm starts the job wherever it can first."""
-    reasons: list[str]
-
-
-def _spread(
-    decision: Decision, request: JobRequest, estimator: _Estimator, allowed: dict[str, Offer]
-) -> _Spread | None:
-    """``-p a100,v100`` is reordered, not shrunk: each other partition the user named stays where the
-    advised configuration fits there (GPUs per node, memory, the GPU type a typed request names, bf16 for
-    AMP) and its limit does not pass the chosen partition's MaxTime. None for a one-partition request."""
-    chosen = decision.chosen
-    if len(request.partitions) < 2 or chosen == decision.baseline:
-        return None
-    target = allowed[chosen.candidate.partition]
-    limits, dropped = [chosen.time_limit], []
-    kept = [target.name]
-    for name in request.partitions:
-        offer = allowed.get(name)
-        if name == target.name or offer is None:
-            continue
-        limit = _limit_on(chosen.candidate, offer, target, request, estimator)
-        if limit is None or (target.max_time is not None and limit > target.max_time):
-            dropped.append(name)
-            continue
-        kept.append(name)
-        limits.append(limit)
-    limit = max(limits)
-    for name in kept[1:]:
-        if (allowed[name].max_time or limit) < limit:
-            kept.remove(name)
-            dropped.append(name)
-    reasons = [f"partitions in order: {','.join(kept)} (the job asked for {','.join(request.partitions)})"]
-    if dropped:
-        reasons.append(f"not kept, the advised configuration does not run there: {', '.join(dropped)}")
-    return _Spread(partitions=kept, time_limit=limit, reasons=reasons)
-
-
-def _limit_on(
-    candidate: Candidate, offer: Offer, target: Offer, request: JobRequest, estimator: _Estimator
-) -> timedelta | None:
-    typed = request.gpus is not None and request.gpus.type is not None
-    too_big = candidate.gpus > offer.gpus_per_node or candidate.nodes > offer.nodes
-    if too_big or (typed and offer.gpu_type != target.gpu_type):
-        return None
-    if candidate.amp and has_bf16(offer.gpu_type) != has_bf16(target.gpu_type):
-        return None
-    return estimator.runs_on(candidate.model_copy(update={"partition": offer.name}))
-
-
-def _advice(
-    decision: Decision, request: JobRequest, offers: dict[str, Offer], spread: _Spread | None
-) -> Advice | None:
-    chosen, asked = decision.chosen.candidate, decision.baseline.candidate
-    if decision.chosen == decision.baseline:
-        return None
-    target = offers[chosen.partition]
-    moved = chosen.partition != asked.partition
-    if spread is not None:
-        moved = spread.partitions != request.partitions
-    typed = chosen.partition != asked.partition and request.gpus is not None and request.gpus.type is not None
-    unit = request.gpus.per if request.gpus is not None else "task"
-    count = chosen.gpus * chosen.nodes if unit == "job" else chosen.gpus
-    changed = (chosen.gpus, chosen.nodes) != (asked.gpus, asked.nodes)
-    one_task_per_gpu = request.ntasks_per_node is not None and request.ntasks_per_node == asked.gpus
-    return Advice(
-        partition=chosen.partition if moved else None,
-        other_partitions=spread.partitions[1:] if moved and spread is not None else [],
-        gpus=count if unit != "task" and changed and chosen.gpus > 0 else None,
-        nodes=chosen.nodes if chosen.nodes != asked.nodes else None,
-        tasks_per_node=chosen.gpus if one_task_per_gpu and chosen.gpus != asked.gpus else None,
-        gpu_type=target.gpu_type if typed else None,
-        time_limit=decision.chosen.time_limit if spread is None else spread.time_limit,
-        global_batch=chosen.global_batch if chosen.global_batch != asked.global_batch else None,
-        micro_batch=chosen.micro_batch,
-        grad_accum=chosen.accumulation,
-        amp=amp_mode(mixed_precision(has_bf16(target.gpu_type))) if chosen.amp else "off",
-        channels_last=chosen.channels_last,
-    )
