@@ -28,7 +28,7 @@ def test_the_all_reduce_runs_across_two_nodes_as_one_job_and_stores_a_row_per_si
     db = tmp_path / "advisor.db"
     measure = ["comm", "measure", "--partition", "a100", "--nodes", "2", "--tasks-per-node", "1"]
     measure += ["--cpu-only", "--max-bytes", str(2**22), "--results-dir", str(tmp_path / "comm")]
-    measure += ["--db", str(db)]
+    measure += ["--models", "resnet18", "--db", str(db)]
     advisor = str(BIN / "advisor")
     done = subprocess.run([advisor, *measure], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -64,14 +64,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             for size in _sizes(args.max_bytes):
                 seconds = _all_reduce_s(size, device, mine)
                 lines.append(AllReduceLine(**common, spread=spread, bytes=size, seconds=seconds))
-            if args.model and (spread.devices in (2, per_node) or spread.devices == world):
-                measured = _whole_step(args.model, args.batch, args.input_size, device, mine)
+            if spread.devices not in (2, per_node, world):
+                continue
+            for model in filter(None, args.models.split(",")):
+                measured = _whole_step(model, args.batch, args.input_size, device, mine)
                 compute_s, step_s, gradient_bytes = measured
                 lines.append(
                     WholeStepLine(
                         **common,
                         spread=spread,
-                        model=args.model,
+                        model=model,
                         batch=args.batch,
                         input_size=args.input_size,
                         gradient_bytes=gradient_bytes,
@@ -182,7 +184,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, required=True, help="JSON-lines file rank 0 appends to")
     parser.add_argument("--partition", required=True, help="recorded with each line")
     parser.add_argument("--max-bytes", type=int, default=2**30, help="the largest all-reduce (default 1 GiB)")
-    parser.add_argument("--model", help="a zoo model whose data-parallel step is measured too")
+    parser.add_argument(
+        "--models", default="", help="zoo models (comma-separated) whose data-parallel steps are measured too"
+    )
     parser.add_argument("--batch", type=int, default=8, help="its batch per rank")
     parser.add_argument("--input-size", type=int, default=32, help="its image side")
     parser.add_argument("--cpu", action="store_true", help="gloo on the CPU even where CUDA is seen")

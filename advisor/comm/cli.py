@@ -40,7 +40,11 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
     measure.add_argument(
         "--tasks-per-node", type=int, help="ranks per node (default: the partition's GPUs per node, else 1)"
     )
-    measure.add_argument("--model", default="resnet18", help="a zoo model whose DDP step is measured too")
+    measure.add_argument(
+        "--models",
+        default="resnet18,mobilenet_v2",
+        help="zoo models (comma-separated) whose DDP steps are measured too (default %(default)s)",
+    )
     measure.add_argument("--max-bytes", type=int, help="the largest all-reduce (1 GiB; on CPUs 64 MiB)")
     measure.add_argument("--results-dir", type=Path, default=settings.bench_dir)
     measure.add_argument("--python", default=sys.executable, help="the advisor's Python on the compute nodes")
@@ -68,10 +72,10 @@ def communicates(partition: Partition, nodes: int, site: BenchSettings) -> bool:
     return partition.gpus_per_node > 1 or serving >= max(nodes, 2)
 
 
-def job_script(python: str, partition: str, results: Path, cpu: bool, max_bytes: int, model: str) -> str:
+def job_script(python: str, partition: str, results: Path, cpu: bool, max_bytes: int, models: str) -> str:
     """``srun`` of the benchmark on every task of the job, its argv quoted word by word."""
     argv = ["srun", python, "-m", "advisor.comm.allreduce", "--out", str(results), "--partition", partition]
-    argv += ["--max-bytes", str(max_bytes), "--model", model, *(["--cpu"] if cpu else [])]
+    argv += ["--max-bytes", str(max_bytes), "--models", models, *(["--cpu"] if cpu else [])]
     return f"#!/bin/sh\nexec {shlex.join(argv)}\n"
 
 
@@ -116,7 +120,7 @@ def _measure(args: argparse.Namespace, console: Console) -> int:
         tasks = args.tasks_per_node or partition.gpus_per_node or 1
         max_bytes = args.max_bytes or (_CPU_MAX_BYTES if cpu else 2**30)
         results = args.results_dir / f"{stamp}-{name}.comm.jsonl"
-        script = job_script(args.python, name, results, cpu, max_bytes, args.model)
+        script = job_script(args.python, name, results, cpu, max_bytes, args.models)
         log = args.results_dir / f"{stamp}-{name}.comm.log"
         try:
             submitted = client.submit(
