@@ -5,6 +5,7 @@ from __future__ import annotations
 import getpass
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -35,6 +36,13 @@ def test_a_large_output_arrives_whole(ssh: SshRunner) -> None:
     assert len(remote.stdout) == len(local.stdout) > 2_000_000
     assert remote.stdout == local.stdout
     assert remote.stderr == "done\n"
+
+
+def test_threads_that_start_at_once_share_one_connection(ssh: SshRunner) -> None:
+    """The daemon's first request and its start-up jobs reach a fresh runner together."""
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        results = list(pool.map(lambda n: ssh.run(["echo", str(n)], timeout=30), range(12)))
+    assert [r.stdout for r in results] == [f"{n}\n" for n in range(12)]
 
 
 def test_stdin_reaches_the_remote_command_and_ends(ssh: SshRunner) -> None:

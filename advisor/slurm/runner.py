@@ -12,6 +12,7 @@ import select
 import shlex
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -153,6 +154,9 @@ class SshRunner:
         self._env = dict(env or {})
         self._known_hosts = known_hosts
         self._connection: Connection | None = None
+        self._connecting = threading.Lock()
+        """The daemon's threads (requests, the scheduler's jobs) share the runner: two that found no
+        connection at once would each open one on the same client, and one's transport dies under it."""
 
     def run(self, argv: Sequence[str], *, stdin: str | None = None, timeout: float) -> CommandResult:
         # paramiko and fabric load on first use: advise-submit and local Slurm never pay for them.
@@ -176,9 +180,10 @@ class SshRunner:
         return result
 
     def close(self) -> None:
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
+        with self._connecting:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
 
     def __enter__(self) -> Self:
         return self
@@ -191,24 +196,25 @@ class SshRunner:
         import paramiko
         from fabric import Connection
 
-        if self._connection is None:
-            connection = Connection(
-                self._host,
-                user=self._user,
-                port=self._port,
-                connect_timeout=max(1, round(timeout)),
-                connect_kwargs={
-                    "key_filename": self._key_filename,
-                    "look_for_keys": False,
-                    "allow_agent": False,
-                },
-            )
-            if self._known_hosts is not None:
-                connection.client.load_host_keys(self._known_hosts)
-                connection.client.set_missing_host_key_policy(paramiko.RejectPolicy())
-            self._connection = connection
-        self._connection.open()
-        return self._connection.client.get_transport()
+        with self._connecting:
+            if self._connection is None:
+                connection = Connection(
+                    self._host,
+                    user=self._user,
+                    port=self._port,
+                    connect_timeout=max(1, round(timeout)),
+                    connect_kwargs={
+                        "key_filename": self._key_filename,
+                        "look_for_keys": False,
+                        "allow_agent": False,
+                    },
+                )
+                if self._known_hosts is not None:
+                    connection.client.load_host_keys(self._known_hosts)
+                    connection.client.set_missing_host_key_policy(paramiko.RejectPolicy())
+                self._connection = connection
+            self._connection.open()
+            return self._connection.client.get_transport()
 
     def _exec(self, args: tuple[str, ...], command: str, stdin: str | None, timeout: float) -> CommandResult:
         """Drive a paramiko channel directly.
