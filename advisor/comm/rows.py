@@ -38,8 +38,9 @@ class CommunicationRows:
         self.db = store.db
         for name, columns in (("allreduce", _ALLREDUCE_COLUMNS), ("whole_steps", _WHOLE_STEP_COLUMNS)):
             table = self.db.table(name)
-            table.create(columns, pk="key", if_not_exists=True)
-            table.create_index(["partition"], if_not_exists=True)
+            if not table.exists():  # a read, so the daemon's requests never wait on a writer's lock
+                table.create(columns, pk="key", if_not_exists=True)
+                table.create_index(["partition"], if_not_exists=True)
 
     def ingest(self, lines: Iterable[AllReduceLine | WholeStepLine]) -> int:
         count = 0
