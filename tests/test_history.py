@@ -17,6 +17,7 @@ from advisor.history.jobs import JobAsk, PastJob, TraceError, past_job, read_swf
 from advisor.history.predictor import (
     MIN_TRAINING_JOBS,
     HistoryModel,
+    RunForecast,
     advised_limit,
     forecast,
     look_back,
@@ -328,3 +329,17 @@ def test_a_model_file_that_does_not_read_leaves_tsafrirs_rule(tmp_path: Path) ->
     assert RunHistory(broken).trained() is None
     broken.write_text("{")
     assert RunHistory(broken).trained() is None
+
+
+def test_history_sets_the_level_only_of_low_confidence_predictions_and_within_bounds() -> None:
+    from advisor.recommend.history_limit import history_prior
+
+    runs = (600.0, 660.0)
+    earlier = RunForecast(p50_s=630.0, upper_s=700.0, source="history", runs=runs)
+    assert history_prior(earlier, 315.0, "low") == pytest.approx(2.0)
+    assert history_prior(earlier, 315.0, "medium") is None, "a confident prediction keeps its level"
+    assert history_prior(earlier, 6.3, "low") == 5.0, "a hundredfold miss is a changed script: capped"
+    censored = RunForecast(p50_s=630.0, upper_s=700.0, source="history", runs=runs, censored=True)
+    assert history_prior(censored, 315.0, "low") is None, "a run cut at its limit says only 'at least'"
+    request_only = RunForecast(p50_s=630.0, upper_s=700.0, source="request", runs=runs)
+    assert history_prior(request_only, 315.0, "low") is None

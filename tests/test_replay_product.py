@@ -4,15 +4,20 @@ thresholds, with Sia's step times and the replayed queue at the seams."""
 from __future__ import annotations
 
 import math
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
+from advisor.comm.sync import Spread
+from advisor.history.jobs import JobAsk
+from advisor.history.predictor import RunForecast
 from advisor.jobscript.rewrite import apply_advice
 from advisor.jobscript.submission import parse_submission
 from advisor.policy.schema import Policy
+from advisor.predict.service import Prediction
 from advisor.recommend.choose import Recommendation
-from advisor.recommend.service import Context, recommend
+from advisor.recommend.service import Context, StepPredictor, Sync, recommend
 from benchmarks.harness.arms import habits_arm
 from benchmarks.harness.model import Decision, Job
 from benchmarks.harness.predictor import StepModels, train_predictors
@@ -231,3 +236,61 @@ def test_a_partition_the_advised_configuration_cannot_run_on_is_left_out_and_sai
     assert several.chosen.candidate.gpus == 8 and several.chosen.candidate.partition == "mid"
     assert [several.advice.partition, *several.advice.other_partitions] == ["mid", "fast"]
     assert any("does not run there: slow" in reason for reason in several.reasons)
+
+
+class _Unsure:
+    """The learned steps, as a predictor that is not sure of them (another machine's, scaled)."""
+
+    def __init__(self, steps: StepPredictor) -> None:
+        self.steps = steps
+
+    def step(
+        self, partition: str, gpus: int, nodes: int, micro_batch: int, amp: bool, channels_last: bool
+    ) -> Prediction:
+        found = self.steps.step(partition, gpus, nodes, micro_batch, amp, channels_last)
+        return found.model_copy(update={"confidence": "low"})
+
+    def sync(self, partition: str, spread: Spread, micro_step_s: float) -> Sync:
+        return self.steps.sync(partition, spread, micro_step_s)
+
+    def trained_at(self, machine: str, version: int) -> datetime | None:
+        return self.steps.trained_at(machine, version)
+
+
+def test_history_sets_the_level_of_predictions_the_model_is_not_sure_of(
+    tmp_path: Path, models: StepModels
+) -> None:
+    script = tmp_path / "train.sbatch"
+    script.write_text(job_script(job(gpus=4, steps=60_000), INVENTORY.pools[0]))
+    parsed = parse_submission(script, [], {})
+    context = Context(REWRITE, partitions_of(INVENTORY), queue_estimator(SetWaits({})))
+    unsure = _Unsure(learned_steps(models, INVENTORY)("toy"))
+    alone = recommend(context, parsed.request, parsed.description, unsure, USER, None, TRAINED_AT)
+    assert alone.baseline is not None and alone.baseline.confidence == "low"
+    predicted = alone.baseline.run_s
+    ask = JobAsk(user=USER, script="train.sbatch", partition="fast", submit_s=0, limit_s=None, cpus=1, gpus=4)
+    runs = (1.9 * predicted, 2.1 * predicted, 2.0 * predicted)
+    forecast = RunForecast(p50_s=2.0 * predicted, upper_s=2.2 * predicted, source="history", runs=runs)
+    told = recommend(
+        context, parsed.request, parsed.description, unsure, USER, None, TRAINED_AT, history=(ask, forecast)
+    )
+    assert told.baseline is not None and told.baseline.run_s == pytest.approx(2.0 * predicted)
+    before = {
+        (e.candidate.partition, e.candidate.gpus, e.candidate.micro_batch): e.run_s for e in alone.candidates
+    }
+    after = {
+        (e.candidate.partition, e.candidate.gpus, e.candidate.micro_batch): e.run_s for e in told.candidates
+    }
+    assert after.keys() == before.keys() and all(after[k] == pytest.approx(2 * before[k]) for k in before)
+    assert (
+        "history: the low-confidence predictions are scaled by 2.00 to this script's earlier runs"
+        in told.reasons
+    )
+    # A prediction the model is sure of keeps its own level; history is only cross-checked.
+    sure = learned_steps(models, INVENTORY)("toy")
+    kept = recommend(
+        context, parsed.request, parsed.description, sure, USER, None, TRAINED_AT, history=(ask, forecast)
+    )
+    assert kept.baseline is not None and kept.baseline.confidence != "low"
+    assert not any("scaled by" in reason for reason in kept.reasons)
+    assert any(reason.startswith("history: your last 3 runs of train.sbatch took") for reason in kept.reasons)

@@ -1,5 +1,6 @@
-"""A time limit from history, for a job that describes no model: what the caller's earlier runs of the same
-script took (`advisor.history`), as the policy's time-limit rule turns it into a limit."""
+"""What the caller's earlier runs of the same script took (`advisor.history`): a time limit for a job that
+describes no model, as the policy's time-limit rule turns it into one; for a job that does, a cross-check,
+and the level of predictions the model predictor is not confident of."""
 
 from __future__ import annotations
 
@@ -37,6 +38,27 @@ def history_advice(
     terms = effective.partitions.get(partition.name)
     apply = terms is not None and terms.mode == "rewrite"
     return Advice(time_limit=limit), apply, [*reasons, told]
+
+
+PRIOR_RANGE = (0.2, 5.0)
+"""History rescales low-confidence predictions by at most this much either way: a script whose runs are
+that far from its prediction has likely changed what it runs (its steps, its data)."""
+
+
+def history_prior(forecast: RunForecast, predicted_s: float, confidence: str) -> float | None:
+    """The factor that brings the job's predicted run, as submitted, to the median of its earlier runs,
+    where the prediction is of low confidence and history has uncensored runs of the same script; else
+    None. The candidates keep the model's differences between them; history sets their level."""
+    if confidence != "low" or not forecast.runs or forecast.censored or forecast.p50_s is None:
+        return None
+    if forecast.source not in HISTORY_SOURCES or predicted_s <= 0:
+        return None
+    low, high = PRIOR_RANGE
+    return min(max(forecast.p50_s / predicted_s, low), high)
+
+
+def prior_reason(factor: float) -> str:
+    return f"history: the low-confidence predictions are scaled by {factor:.2f} to this script's earlier runs"
 
 
 def cross_check(ask: JobAsk, forecast: RunForecast, predicted_s: float) -> str:

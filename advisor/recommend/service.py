@@ -36,7 +36,13 @@ from advisor.recommend.candidates import (
     optimizer_steps,
 )
 from advisor.recommend.choose import Estimate, Recommendation, WaitSource, choose
-from advisor.recommend.history_limit import HISTORY_SOURCES, cross_check, history_advice
+from advisor.recommend.history_limit import (
+    HISTORY_SOURCES,
+    cross_check,
+    history_advice,
+    history_prior,
+    prior_reason,
+)
 from advisor.recommend.placement import Standing, refusal
 from advisor.slurm.models import Partition
 from advisor.slurm.values import format_duration
@@ -177,6 +183,8 @@ def recommend(
         found = [
             c for c in others if c != asked and not (ranked_by_tasks and (c.gpus, c.nodes) != (gpus, nodes))
         ]
+        prior = None if history is None else history_prior(history[1], *estimator.predicted(asked))
+        estimator.scale = prior or 1.0
         estimates = estimator.estimate([asked, *found])
     except NoModelError as error:
         return nothing(f"nothing to predict with ({error}): benchmark, then run advisor models train")
@@ -192,7 +200,9 @@ def recommend(
     left_out = [f"not considered, no node takes jobs: {', '.join(closed)}"] if closed else []
     left_out += [f"not considered, {name}: {why}" for name, why in refused.items()]
     if history is not None and history[1].runs and decision.baseline is not None:
-        left_out.append(cross_check(history[0], history[1], decision.baseline.run_s))
+        left_out.append(cross_check(history[0], history[1], decision.baseline.run_s / estimator.scale))
+    if prior is not None:
+        left_out.append(prior_reason(prior))
     if left_out:
         decision = decision.model_copy(update={"reasons": [*decision.reasons, *left_out]})
     return Recommendation(
@@ -239,6 +249,8 @@ class _Estimator:
         self.overhead_s = effective.overhead.seconds(epochs(description))
         """Start-up and per-epoch work: the same on every candidate, since each keeps the job's epochs."""
         self._trained_at: dict[tuple[str, int], datetime | None] = {}
+        self.scale = 1.0
+        """What history sets the predicted runs' level by (`history_prior`); 1 without it."""
 
     def largest_batch(self, partition: str, amp: bool) -> int | None:
         """The largest micro-batch one device holds, as its smallest placement sees it."""
@@ -290,7 +302,7 @@ class _Estimator:
         besides_s = steps * sync.added_s + self.overhead_s
         if candidate.devices > 1 and not sync.measured:
             prediction = prediction.model_copy(update={"confidence": "low", "note": _joined(prediction.note)})
-        p90_s = whole.p90_s + besides_s
+        p50_s, p90_s = (whole.p50_s + besides_s) * self.scale, (whole.p90_s + besides_s) * self.scale
         limit = self._time_limit(candidate, p90_s)
         gpu_type = self.partitions[candidate.partition].gpu_type
         query = WaitQuery(
@@ -300,7 +312,12 @@ class _Estimator:
             gpu_type=gpu_type,
             time_limit=limit,
         )
-        return _Run(candidate, prediction, whole.p50_s + besides_s, p90_s, query)
+        return _Run(candidate, prediction, p50_s, p90_s, query)
+
+    def predicted(self, candidate: Candidate) -> tuple[float, str]:
+        """The candidate's predicted run (unscaled) and its confidence; no wait asked."""
+        run = self._run(candidate)
+        return run.run_s / self.scale, run.prediction.confidence
 
     def runs_on(self, candidate: Candidate) -> timedelta | None:
         """The time limit ``candidate`` needs, or None where its micro-batch does not fit; no wait asked."""
