@@ -45,6 +45,9 @@ class AdviseRequest(_Message):
     table: dict[str, Any] | None = None
     """The layer table of a factory model, introspected in the user's own process (the daemon imports no
     user code); the daemon validates it before use."""
+    preview: bool = False
+    """Answered as any request, but nothing is recorded (no audit row, no request id): `advisor web`'s
+    comparisons, which submit nothing."""
 
     @field_validator("script_b64")
     @classmethod

@@ -82,6 +82,7 @@ def _parser(settings: Settings) -> argparse.ArgumentParser:
     from advisor.policy import cli as policy_cli
     from advisor.predict import cli as predict_cli
     from advisor.recommend import cli as recommend_cli
+    from advisor.web import cli as web_cli
 
     parser = argparse.ArgumentParser(prog="advisor", description=__doc__)
     parser.add_argument(
@@ -144,6 +145,7 @@ def _parser(settings: Settings) -> argparse.ArgumentParser:
     comm_cli.add_commands(commands, settings)
     profiling.add_commands(commands, settings)
     cli_filter.add_commands(commands, settings)
+    web_cli.add_commands(commands, settings)
     return parser
 
 

@@ -239,14 +239,14 @@ def _call(method: str, path: str, body: bytes | None = None) -> bytes:
         raise AdvisorUnavailable(f"the advisor's settings are unusable: {sanitized(str(error))}") from error
     try:
         service = Service(settings.socket, settings.service, settings.munge_socket)
-        return call(service, method, path, body, settings.timeout_s, _trusted_uids(settings))
+        return call(service, method, path, body, settings.timeout_s, trusted_uids(settings))
     except DaemonUnreachable as error:
         raise AdvisorUnavailable(sanitized(str(error))) from error
     except DaemonRefused as error:
         raise AdvisorUnavailable(f"the advisor could not advise this job: {sanitized(str(error))}") from error
 
 
-def _trusted_uids(settings: CallerSettings) -> set[int]:
+def trusted_uids(settings: CallerSettings) -> set[int]:
     """Root, the caller, and the advisor's user: anyone else serving the socket could rewrite the job."""
     trusted = {0, os.getuid()}
     name = settings.daemon_user

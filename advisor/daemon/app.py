@@ -181,10 +181,10 @@ class AdviceService:
     def _audited(
         self, peer: Peer, request: AdviseRequest, answer: _Answer, user: str, now: datetime, began: float
     ) -> AdviseResponse:
-        """Audited unless the policy turns the advisor off for the caller: then nothing of the submission is
-        kept, and the empty request id tells the wrapper there is no record to link the job to."""
+        """Audited unless the policy turns the advisor off for the caller, or the request is a preview: then
+        nothing of the submission is kept, and the empty request id says there is no record to link to."""
         latency_ms = (time.perf_counter() - began) * 1000
-        if answer.recommendation.mode == "off":
+        if answer.recommendation.mode == "off" or request.preview:
             return AdviseResponse(
                 request_id="",
                 recommendation=answer.recommendation,

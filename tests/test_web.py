@@ -1,0 +1,116 @@
+"""`advisor web`: the compare form's checks, and its page against a real daemon on the sandbox."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sqlite3
+from collections.abc import Iterator
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from advisor.api import AdviseRequest, AdviseResponse
+from advisor.daemon.transport import Service, call
+from advisor.sandbox.cluster import Sandbox
+from advisor.web.app import WHERE, Ask, make_app
+from advisor.web.forms import Compare, directives, read_form, script
+
+from .daemon_support import Daemon, started_daemon
+
+
+def _get(ask: Ask, query: dict[str, str]) -> tuple[int, str]:
+    async def fetch() -> tuple[int, str]:
+        async with TestClient(TestServer(make_app(ask, user="alice"))) as client:
+            response = await client.get("/", params=query)
+            return response.status, await response.text()
+
+    return asyncio.run(fetch())
+
+
+def _never(body: bytes) -> bytes:
+    raise AssertionError("a form with a bad field never reaches the daemon")
+
+
+GOOD = {"model": "resnet18", "input_shape": "3,32,32", "global_batch": "64", "steps": "1000"}
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("global_batch", "sixty", "a whole number"),
+        ("global_batch", "0", "at least 1"),
+        ("steps", "", "required"),
+        ("input_shape", "3,224", "three positive sizes C,H,W, such as 3,224,224"),
+        ("model", "x; rm -rf /", "a torchvision model name, such as resnet50"),
+        ("partition", "a100,v100", "a partition name"),
+        ("time", "two days", "a time limit [D-]HH:MM:SS"),
+    ],
+)
+def test_a_bad_field_gets_its_message_next_to_it_and_the_daemon_is_not_asked(
+    field: str, value: str, message: str
+) -> None:
+    form, errors = read_form({**GOOD, field: value})
+    assert form is None and errors == {field: message}
+    status, page = _get(_never, {**GOOD, field: value})
+    assert status == 422 and f'id="{field}-error">{message}</span>' in page.replace("&#39;", "'")
+    assert "Traceback" not in page and 'id="candidates"' not in page
+
+
+def test_the_form_stands_for_the_lines_a_batch_script_would_have() -> None:
+    form, errors = read_form({**GOOD, "partition": "t4", "gpus": "2", "time": "12:00:00"})
+    fields = {"model": "resnet18", "input_shape": "3,32,32", "global_batch": 64, "steps": 1000}
+    assert errors == {} and form == Compare(**fields, partition="t4", gpus=2, time="12:00:00")
+    assert directives(form) == [
+        "#SBATCH --partition=t4",
+        "#SBATCH --gres=gpu:2",
+        "#SBATCH --time=12:00:00",
+        "#ADVISOR --model=resnet18 --input-shape=3,32,32 --global-batch=64 --steps=1000",
+    ]
+    assert script(form).decode().startswith("#!/bin/sh\n#SBATCH --partition=t4\n")
+
+
+def test_a_daemon_that_does_not_answer_is_a_message_not_a_traceback() -> None:
+    def down(body: bytes) -> bytes:
+        raise ConnectionRefusedError("no daemon at /run/advisor/advisor.sock")
+
+    status, page = _get(down, GOOD)
+    assert status == 503 and "the advisor could not answer: no daemon at /run/advisor/advisor.sock" in page
+
+
+@pytest.fixture(scope="module")
+def daemon(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    server = started_daemon(sandbox, tmp_path_factory.mktemp("web-daemon"))
+    yield server
+    if server.process is not None and server.process.poll() is None:
+        server.stop()
+
+
+@pytest.mark.slurm
+def test_the_compare_page_shows_the_daemons_predictions_per_partition_and_marks_the_choice(
+    daemon: Daemon,
+) -> None:
+    def ask(body: bytes) -> bytes:
+        return call(Service(daemon.socket), "POST", "/advise", body, 60)
+
+    status, page = _get(ask, {**GOOD, "partition": "t4", "gpus": "1"})
+    assert status == 200, page
+    form, _ = read_form({**GOOD, "partition": "t4", "gpus": "1"})
+    assert form is not None
+    direct = AdviseRequest.of(script(form), where=WHERE, sbatch_argv=[WHERE], preview=True)
+    answer = AdviseResponse.model_validate_json(ask(json.dumps(direct.model_dump()).encode()))
+    result = answer.recommendation
+    assert answer.request_id == "" and result.chosen is not None
+    shown = {
+        (row.group(1), round(float(row.group(2))))
+        for row in re.finditer(r'data-partition="([^"]+)" data-run-s="([0-9.e+-]+)"', page)
+    }
+    assert shown == {(e.candidate.partition, round(e.run_s)) for e in result.candidates}
+    # One bar per partition that has a candidate that fits, the chosen one labelled so in the chart.
+    partitions = {e.candidate.partition for e in result.candidates if e.fits}
+    chosen = result.chosen.candidate.partition
+    assert f"{chosen} (chosen)" in page and partitions <= {"a100", "v100", "t4"} and len(partitions) == 3
+    assert '<tr class="chosen"' in page and "#ADVISOR --model=resnet18" in page
+    with sqlite3.connect(daemon.root / "advisor.db") as db:
+        assert db.execute("SELECT count(*) FROM audit").fetchone()[0] == 0, "a preview is never audited"
