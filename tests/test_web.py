@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import re
+import shutil
 import sqlite3
+import threading
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
 
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from advisor.api import AdviseRequest, AdviseResponse
@@ -114,3 +122,68 @@ def test_the_compare_page_shows_the_daemons_predictions_per_partition_and_marks_
     assert '<tr class="chosen"' in page and "#ADVISOR --model=resnet18" in page
     with sqlite3.connect(daemon.root / "advisor.db") as db:
         assert db.execute("SELECT count(*) FROM audit").fetchone()[0] == 0, "a preview is never audited"
+
+
+@contextlib.contextmanager
+def _serving(ask: Ask) -> Iterator[str]:
+    """The app on a free loopback port, in a thread of its own, as `advisor web` serves it."""
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(make_app(ask, user="alice"))
+    loop.run_until_complete(runner.setup())
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    loop.run_until_complete(site.start())
+    port = runner.addresses[0][1]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+        loop.run_until_complete(runner.cleanup())
+        loop.close()
+
+
+def _browser() -> Any:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service as DriverService
+
+    options = webdriver.ChromeOptions()
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1200,1400"):
+        options.add_argument(flag)
+    options.binary_location = shutil.which("chromium") or "chromium"
+    return webdriver.Chrome(options=options, service=DriverService(shutil.which("chromedriver")))
+
+
+@pytest.mark.slurm
+@pytest.mark.skipif(shutil.which("chromedriver") is None, reason="needs Debian's chromium-driver")
+def test_in_a_real_browser_the_compare_page_draws_a_bar_per_partition_and_a_bad_batch_is_marked(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    shots = Path(os.environ.get("ADVISOR_SCREENSHOTS", tmp_path))
+    shots.mkdir(parents=True, exist_ok=True)
+
+    def ask(body: bytes) -> bytes:
+        return call(Service(daemon.socket), "POST", "/advise", body, 60)
+
+    with _serving(ask) as url:
+        browser = _browser()
+        try:
+            browser.get(url + "?" + urlencode({**GOOD, "partition": "t4", "gpus": "1"}))
+            ticks = browser.find_elements(By.CSS_SELECTOR, "#chart svg g[id^='ytick'] text")
+            labels = [tick.text for tick in ticks]
+            rows = browser.find_elements(By.CSS_SELECTOR, "#candidates tr.chosen")
+            marked = [row.get_attribute("data-partition") for row in rows]
+            browser.save_screenshot(str(shots / "web-compare.png"))
+            browser.get(url + "?" + urlencode({**GOOD, "global_batch": "0"}))
+            error = browser.find_element(By.ID, "global_batch-error").text
+            browser.save_screenshot(str(shots / "web-compare-error.png"))
+        finally:
+            browser.quit()
+    chosen = [label for label in labels if label.endswith(" (chosen)")]
+    assert len(labels) == 3 and len(chosen) == 1, labels
+    assert marked == [chosen[0].removesuffix(" (chosen)")]
+    assert error == "at least 1"
+    assert (shots / "web-compare.png").stat().st_size > 10_000

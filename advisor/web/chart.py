@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import io
+from typing import Any
 
 from advisor.recommend.choose import Estimate, Recommendation
 
@@ -30,6 +31,20 @@ def bars_svg(result: Recommendation) -> str:
     runs = [e.run_s / 3600 for e in shown]
     spreads = [(e.run_p90_s - e.run_s) / 3600 for e in shown]
     chosen = result.chosen.candidate.partition if result.chosen is not None else None
+    # Text stays text (not glyph outlines): readable by screen readers, searchable, and testable.
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        return _drawn(pyplot, shown, names, waits, runs, spreads, chosen)
+
+
+def _drawn(
+    pyplot: Any,
+    shown: list[Estimate],
+    names: list[str],
+    waits: list[float],
+    runs: list[float],
+    spreads: list[float],
+    chosen: str | None,
+) -> str:
     figure, axis = pyplot.subplots(figsize=(7, 0.6 + 0.5 * max(len(shown), 1)))
     try:
         rows = range(len(shown))
@@ -39,7 +54,7 @@ def bars_svg(result: Recommendation) -> str:
         axis.set_yticks(list(rows), [f"{n} (chosen)" if n == chosen else n for n in names])
         axis.invert_yaxis()
         axis.set_xlabel("hours from submission (run: p50, whisker to p90)")
-        axis.legend(loc="lower right")
+        axis.legend(loc="lower left", bbox_to_anchor=(0, 1.0), ncols=2, frameon=False)
         figure.tight_layout()
         out = io.StringIO()
         figure.savefig(out, format="svg")
