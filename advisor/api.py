@@ -13,6 +13,7 @@ Nothing here names the caller: the daemon takes the uid from the socket (SO_PEER
 from __future__ import annotations
 
 import base64
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -108,6 +109,31 @@ class Explanation(_Message):
     applied: bool
     """The job went in with the advised changes."""
     recommendation: Recommendation
+
+
+class AdvisedJob(_Message):
+    """One of the caller's advised jobs: what was predicted, and what Slurm's history says happened (None
+    until the job has started or ended)."""
+
+    job_id: int
+    submitted_at: datetime
+    partition: str
+    predicted_s: float
+    predicted_p90_s: float
+    predicted_start: datetime | None
+    """The start the preferred estimator predicted (Slurm's, else the advisor's replay)."""
+    started_at: datetime | None
+    elapsed_s: float | None
+    state: str | None
+
+
+class MyJobs(_Message):
+    user: str
+    jobs: list[AdvisedJob]
+    """Newest first, at most `MY_JOBS`."""
+
+
+MY_JOBS = 200
 
 
 class ErrorAnswer(_Message):

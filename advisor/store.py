@@ -441,6 +441,13 @@ class AdvisedJobs:
     def finished(self) -> list[dict[str, Any]]:
         return list(self.db.table("advised_jobs").rows_where("state IS NOT NULL", order_by="job_id"))
 
+    def of_user(self, user: str, limit: int) -> list[dict[str, Any]]:
+        """The user's advised jobs, newest first."""
+        rows = self.db.table("advised_jobs").rows_where(
+            "user = ?", [user], order_by="job_id DESC", limit=limit
+        )
+        return list(rows)
+
     def wait_records(self) -> list[WaitRecord]:
         """Each estimator's predicted start of every advised job that started, beside the real start."""
         records = []

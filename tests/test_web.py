@@ -11,6 +11,7 @@ import shutil
 import sqlite3
 import threading
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -22,22 +23,24 @@ from aiohttp.test_utils import TestClient, TestServer
 from advisor.api import AdviseRequest, AdviseResponse
 from advisor.daemon.transport import Service, call
 from advisor.sandbox.cluster import Sandbox
+from advisor.slurm.client import SlurmClient
+from advisor.slurm.values import format_duration
 from advisor.web.app import WHERE, Ask, make_app
 from advisor.web.forms import Compare, directives, read_form, script
 
-from .daemon_support import Daemon, started_daemon
+from .daemon_support import Daemon, started_daemon, submit
 
 
-def _get(ask: Ask, query: dict[str, str]) -> tuple[int, str]:
+def _get(ask: Ask, query: dict[str, str], path: str = "/") -> tuple[int, str]:
     async def fetch() -> tuple[int, str]:
         async with TestClient(TestServer(make_app(ask, user="alice"))) as client:
-            response = await client.get("/", params=query)
+            response = await client.get(path, params=query)
             return response.status, await response.text()
 
     return asyncio.run(fetch())
 
 
-def _never(body: bytes) -> bytes:
+def _never(method: str, path: str, body: bytes | None) -> bytes:
     raise AssertionError("a form with a bad field never reaches the daemon")
 
 
@@ -79,11 +82,12 @@ def test_the_form_stands_for_the_lines_a_batch_script_would_have() -> None:
     assert script(form).decode().startswith("#!/bin/sh\n#SBATCH --partition=t4\n")
 
 
-def test_a_daemon_that_does_not_answer_is_a_message_not_a_traceback() -> None:
-    def down(body: bytes) -> bytes:
-        raise ConnectionRefusedError("no daemon at /run/advisor/advisor.sock")
+def _down(method: str, path: str, body: bytes | None) -> bytes:
+    raise ConnectionRefusedError("no daemon at /run/advisor/advisor.sock")
 
-    status, page = _get(down, GOOD)
+
+def test_a_daemon_that_does_not_answer_is_a_message_not_a_traceback() -> None:
+    status, page = _get(_down, GOOD)
     assert status == 503 and "the advisor could not answer: no daemon at /run/advisor/advisor.sock" in page
 
 
@@ -99,15 +103,17 @@ def daemon(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 def test_the_compare_page_shows_the_daemons_predictions_per_partition_and_marks_the_choice(
     daemon: Daemon,
 ) -> None:
-    def ask(body: bytes) -> bytes:
-        return call(Service(daemon.socket), "POST", "/advise", body, 60)
+    def ask(method: str, path: str, body: bytes | None) -> bytes:
+        return call(Service(daemon.socket), method, path, body, 60)
 
     status, page = _get(ask, {**GOOD, "partition": "t4", "gpus": "1"})
     assert status == 200, page
     form, _ = read_form({**GOOD, "partition": "t4", "gpus": "1"})
     assert form is not None
     direct = AdviseRequest.of(script(form), where=WHERE, sbatch_argv=[WHERE], preview=True)
-    answer = AdviseResponse.model_validate_json(ask(json.dumps(direct.model_dump()).encode()))
+    answer = AdviseResponse.model_validate_json(
+        ask("POST", "/advise", json.dumps(direct.model_dump()).encode())
+    )
     result = answer.recommendation
     assert answer.request_id == "" and result.chosen is not None
     shown = {
@@ -165,8 +171,8 @@ def test_in_a_real_browser_the_compare_page_draws_a_bar_per_partition_and_a_bad_
     shots = Path(os.environ.get("ADVISOR_SCREENSHOTS", tmp_path))
     shots.mkdir(parents=True, exist_ok=True)
 
-    def ask(body: bytes) -> bytes:
-        return call(Service(daemon.socket), "POST", "/advise", body, 60)
+    def ask(method: str, path: str, body: bytes | None) -> bytes:
+        return call(Service(daemon.socket), method, path, body, 60)
 
     with _serving(ask) as url:
         browser = _browser()
@@ -187,3 +193,34 @@ def test_in_a_real_browser_the_compare_page_draws_a_bar_per_partition_and_a_bad_
     assert marked == [chosen[0].removesuffix(" (chosen)")]
     assert error == "at least 1"
     assert (shots / "web-compare.png").stat().st_size > 10_000
+
+
+@pytest.mark.slurm
+def test_my_jobs_lists_the_callers_advised_jobs_with_what_was_predicted(
+    daemon: Daemon, local_slurm: SlurmClient, tmp_path: Path
+) -> None:
+    def ask(method: str, path: str, body: bytes | None) -> bytes:
+        return call(Service(daemon.socket), method, path, body, 60)
+
+    submitted = submit(daemon, tmp_path, "--yes", name="web-mine")
+    assert submitted.returncode == 0, submitted.stderr
+    with sqlite3.connect(daemon.root / "advisor.db") as db:
+        job_id, predicted_s = db.execute("SELECT job_id, predicted_s FROM advised_jobs").fetchone()
+    local_slurm.cancel(job_id)
+    status, page = _get(ask, {}, "/jobs")
+    assert status == 200, page
+    row = re.search(rf'<tr data-job-id="{job_id}">(.*?)</tr>', page, re.DOTALL)
+    assert row is not None, page
+    assert format_duration(timedelta(seconds=round(predicted_s))) in row.group(1)
+    status, down = _get(_down, {}, "/jobs")
+    assert status == 503 and "the advisor could not answer: no daemon" in down
+    if shutil.which("chromedriver") is not None:
+        shots = Path(os.environ.get("ADVISOR_SCREENSHOTS", tmp_path))
+        with _serving(ask) as url:
+            browser = _browser()
+            try:
+                browser.set_window_size(1200, 500)
+                browser.get(url + "jobs")
+                browser.save_screenshot(str(shots / "web-jobs.png"))
+            finally:
+                browser.quit()

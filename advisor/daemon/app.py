@@ -21,9 +21,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from advisor import __version__
-from advisor.api import AdviseRequest, AdviseResponse, Explanation, Health, Submitted
+from advisor.api import (
+    MY_JOBS,
+    AdvisedJob,
+    AdviseRequest,
+    AdviseResponse,
+    Explanation,
+    Health,
+    MyJobs,
+    Submitted,
+)
 from advisor.bench.architectures import Architectures
 from advisor.daemon.metrics import Metrics
 from advisor.daemon.transport import Peer
@@ -297,6 +307,13 @@ class AdviceService:
         )
         return self.health()
 
+    def my_jobs(self, peer: Peer) -> MyJobs:
+        """The caller's own advised jobs, by the kernel's uid: nobody sees another user's."""
+        user = _user_name(peer.uid)
+        with self.store() as store:
+            rows = AdvisedJobs(store).of_user(user, MY_JOBS)
+        return MyJobs(user=user, jobs=[_advised_job(row) for row in rows])
+
     def explain(self, peer: Peer, job_id: int) -> Explanation:
         with self.store() as store:
             row = Audit(store).by_job(job_id)
@@ -321,6 +338,23 @@ class AdviceService:
             return any(job.user == _user_name(uid) for job in finished)
         owner = re.fullmatch(r".*\((\d+)\)", record.get("UserId", ""))
         return owner is not None and int(owner[1]) == uid
+
+
+def _advised_job(row: dict[str, Any]) -> AdvisedJob:
+    def when(text: str | None) -> datetime | None:
+        return datetime.fromisoformat(text) if text else None
+
+    return AdvisedJob(
+        job_id=row["job_id"],
+        submitted_at=datetime.fromisoformat(row["submitted_at"]),
+        partition=row["partition"],
+        predicted_s=row["predicted_s"],
+        predicted_p90_s=row["predicted_p90_s"],
+        predicted_start=when(row["slurm_start"]) or when(row["advisor_start"]),
+        started_at=when(row["started_at"]),
+        elapsed_s=row["elapsed_s"],
+        state=row["state"],
+    )
 
 
 def _digest(request: AdviseRequest) -> str:

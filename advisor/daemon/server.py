@@ -155,6 +155,8 @@ class _Routes:
             if ready is not None:  # a fresh answer (or an error): no thread, no wait
                 return _reply(status, ready)
             return await self._answer(request, lambda peer: self.advisor.advise(peer, advise))
+        if (method, path) == ("GET", "/jobs"):
+            return await self._answer(request, self.advisor.my_jobs)
         if (method, path) == ("POST", "/submitted"):
             submitted = await _body(request, Submitted)
             return await self._answer(request, lambda peer: self.advisor.submitted(peer, submitted))

@@ -17,14 +17,14 @@ from datetime import timedelta
 import jinja2
 from aiohttp import web
 
-from advisor.api import AdviseRequest, AdviseResponse
+from advisor.api import AdviseRequest, AdviseResponse, MyJobs
 from advisor.recommend.choose import describe
 from advisor.slurm.values import format_duration
 from advisor.web.chart import bars_svg
 from advisor.web.forms import Compare, directives, read_form, script
 
-Ask = Callable[[bytes], bytes]
-"""POST a body to the daemon's /advise and return its answer's body (`advisor.web.cli` makes one)."""
+Ask = Callable[[str, str, bytes | None], bytes]
+"""One request to the daemon (method, path, body) and its answer's body (`advisor.web.cli` makes one)."""
 
 _FIELDS = (
     ("model", "model (torchvision)", "resnet50"),
@@ -47,6 +47,7 @@ def make_app(ask: Ask, user: str | None = None) -> web.Application:
     app = web.Application()
     app[_ASK], app[_USER] = ask, user or pwd.getpwuid(os.getuid()).pw_name  # the kernel's, not $USER
     app.router.add_get("/", compare_page)
+    app.router.add_get("/jobs", jobs_page)
     return app
 
 
@@ -73,13 +74,31 @@ async def compare_page(request: web.Request) -> web.Response:
 
 def _preview(ask: Ask, form: Compare) -> AdviseResponse:
     request = AdviseRequest.of(script(form), where=WHERE, sbatch_argv=[WHERE], preview=True)
-    return AdviseResponse.model_validate_json(ask(json.dumps(request.model_dump()).encode()))
+    return AdviseResponse.model_validate_json(
+        ask("POST", "/advise", json.dumps(request.model_dump()).encode())
+    )
+
+
+async def jobs_page(request: web.Request) -> web.Response:
+    """The caller's advised jobs: predicted against actual run and wait."""
+    page: dict[str, object] = {"user": request.app[_USER], "jobs": None, "problem": None}
+    ask = request.app[_ASK]
+    try:
+        body = await asyncio.get_running_loop().run_in_executor(None, ask, "GET", "/jobs", None)
+        mine = MyJobs.model_validate_json(body)
+    except Exception as error:  # the page says what went wrong; it never shows a traceback
+        return _render(page | {"problem": f"the advisor could not answer: {error}"}, "jobs.html", 503)
+    return _render(page | {"jobs": mine.jobs, "user": mine.user}, "jobs.html")
 
 
 def _span(seconds: float) -> str:
     return format_duration(timedelta(seconds=round(seconds)))
 
 
-def _render(page: Mapping[str, object], status: int = 200) -> web.Response:
-    text = _PAGES.get_template("compare.html").render(**page, describe=describe, span=_span)
+def _render(page: Mapping[str, object], template: str = "compare.html", status: int = 200) -> web.Response:
+    text = _PAGES.get_template(template).render(**page, describe=describe, span=_span, optional=_optional)
     return web.Response(text=text, content_type="text/html", status=status)
+
+
+def _optional(seconds: float | None) -> str:
+    return "-" if seconds is None else _span(seconds)

@@ -31,8 +31,8 @@ def _serve(args: argparse.Namespace, console: Console) -> int:
     service = Service(settings.socket, settings.service, settings.munge_socket)
     trusted = trusted_uids(settings)
 
-    def ask(body: bytes) -> bytes:
-        return call(service, "POST", "/advise", body, settings.timeout_s, trusted)
+    def ask(method: str, path: str, body: bytes | None) -> bytes:
+        return call(service, method, path, body, settings.timeout_s, trusted)
 
     console.print(f"advisor web on http://{args.host}:{args.port}/ (Ctrl-C stops it)", highlight=False)
     web.run_app(make_app(ask), host=args.host, port=args.port, print=None)
