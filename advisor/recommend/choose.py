@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from advisor.jobscript.rewrite import Advice
 from advisor.policy.schema import Confidence, Mode, Objective, RewriteRules
 from advisor.recommend.candidates import Candidate
-from advisor.slurm.values import format_duration
+from advisor.slurm.values import format_seconds
 
 WaitSource = Literal["slurm", "advisor"]
 
@@ -201,8 +201,8 @@ def _worth_it(best: Estimate, baseline: Estimate, objective: Objective, rules: R
         return None
     gain = baseline.total_s - best.total_s
     return (
-        f"kept as submitted: finishing {_span(max(gain, 0))} earlier is below the policy's minimum of "
-        f"{rules.min_gain_fraction:.0%} and {_span(rules.min_gain_minutes * 60)}"
+        f"kept as submitted: finishing {format_seconds(max(gain, 0))} earlier is below the policy's "
+        f"minimum of {rules.min_gain_fraction:.0%} and {format_seconds(rules.min_gain_minutes * 60)}"
     )
 
 
@@ -214,9 +214,10 @@ def _why_best(best: Estimate, baseline: Estimate, objective: Objective) -> str:
     if objective == "cost" and best.cost is not None and baseline.cost is not None:
         return f"{head}: costs {best.cost:.2f} against {baseline.cost:.2f} as submitted"
     return (
-        f"{head}: expected to finish in {_span(best.total_s)} (wait {_span(best.wait_s)}, run "
-        f"{_span(best.run_s)}) against {_span(baseline.total_s)} as submitted "
-        f"(wait {_span(baseline.wait_s)}, run {_span(baseline.run_s)})"
+        f"{head}: expected to finish in {format_seconds(best.total_s)} "
+        f"(wait {format_seconds(best.wait_s)}, run "
+        f"{format_seconds(best.run_s)}) against {format_seconds(baseline.total_s)} as submitted "
+        f"(wait {format_seconds(baseline.wait_s)}, run {format_seconds(baseline.run_s)})"
     )
 
 
@@ -250,7 +251,3 @@ def describe(candidate: Candidate) -> str:
         split += f" x {candidate.accumulation} accumulated"
     extras = [name for name, on in (("AMP", candidate.amp), ("channels_last", candidate.channels_last)) if on]
     return ", ".join([f"{candidate.partition} with {devices}", split, *extras])
-
-
-def _span(seconds: float) -> str:
-    return format_duration(timedelta(seconds=round(seconds)))

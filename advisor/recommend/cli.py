@@ -6,7 +6,7 @@ import argparse
 import getpass
 import os
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rich import box
@@ -20,7 +20,7 @@ from advisor.jobscript.submission import parse_submission
 from advisor.policy.holder import PolicyHolder
 from advisor.recommend.choose import Estimate, Recommendation, describe
 from advisor.settings.validated import Settings
-from advisor.slurm.values import format_duration
+from advisor.slurm.values import format_duration, format_seconds
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], settings: Settings) -> None:
@@ -169,9 +169,9 @@ def _row(estimate: Estimate, result: Recommendation) -> list[str]:
         + ("" if estimate.efficiency is None else f", scaling {estimate.efficiency:.2f}"),
         _wait(estimate.slurm_wait_s, estimate.wait_source == "slurm"),
         _wait(estimate.advisor_wait_s, estimate.wait_source == "advisor"),
-        _span(estimate.run_s),
-        _span(estimate.run_p90_s),
-        _span(estimate.total_s),
+        format_seconds(estimate.run_s),
+        format_seconds(estimate.run_p90_s),
+        format_seconds(estimate.total_s),
         "-" if estimate.cost is None else f"{estimate.cost:.2f}",
         "yes" if estimate.fits else "no",
         estimate.confidence,
@@ -185,9 +185,5 @@ def _mark(estimate: Estimate, result: Recommendation) -> str:
     return "as submitted" if submitted else ""
 
 
-def _span(seconds: float) -> str:
-    return format_duration(timedelta(seconds=round(seconds)))
-
-
 def _wait(seconds: float | None, used: bool) -> str:
-    return "-" if seconds is None else _span(seconds) + (" *" if used else "")
+    return "-" if seconds is None else format_seconds(seconds) + (" *" if used else "")

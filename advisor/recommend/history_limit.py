@@ -4,15 +4,13 @@ and the level of predictions the model predictor is not confident of."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from advisor.history.jobs import JobAsk
 from advisor.history.predictor import RunForecast, history_limit
 from advisor.jobscript.request import JobRequest
 from advisor.jobscript.rewrite import Advice
 from advisor.policy.resolve import Effective
 from advisor.slurm.models import Partition
-from advisor.slurm.values import format_duration
+from advisor.slurm.values import format_duration, format_seconds
 
 HISTORY_SOURCES = ("model", "history")
 """Forecasts that rest on the caller's own past; one that only repeats the request advises nothing."""
@@ -64,14 +62,14 @@ def prior_reason(factor: float) -> str:
 def cross_check(ask: JobAsk, forecast: RunForecast, predicted_s: float) -> str:
     """For a job the model predictor predicted: what its earlier runs took, beside what it predicts."""
     said = _what_history_says(forecast, ask)
-    return f"{said}; predicted as submitted: {format_duration(timedelta(seconds=round(predicted_s)))}"
+    return f"{said}; predicted as submitted: {format_seconds(predicted_s)}"
 
 
 def _what_history_says(forecast: RunForecast, ask: JobAsk) -> str:
     name = ask.script or "this job"
     if not forecast.runs:
         return f"history: no earlier run of {name} by {ask.user}; from their other jobs"
-    runs = ", ".join(format_duration(timedelta(seconds=round(run))) for run in forecast.runs)
+    runs = ", ".join(format_seconds(run) for run in forecast.runs)
     count = len(forecast.runs)
     last = f"last {count} runs" if count > 1 else "last run"
     said = f"history: your {last} of {name} took {runs}"

@@ -55,6 +55,11 @@ def parse_duration(text: str) -> timedelta | None:
     return timedelta(hours=fields[0], minutes=fields[1], seconds=fields[2])
 
 
+def format_seconds(seconds: float) -> str:
+    """A span of seconds as a person reads it (``D-HH:MM:SS``), to the nearest second."""
+    return format_duration(timedelta(seconds=round(seconds)))
+
+
 def format_duration(limit: timedelta | None) -> str:
     """Render a limit for ``--time``; partial seconds round up so a job is never cut short."""
     if limit is None:

@@ -12,14 +12,13 @@ import json
 import os
 import pwd
 from collections.abc import Callable, Mapping
-from datetime import timedelta
 
 import jinja2
 from aiohttp import web
 
 from advisor.api import AdviseRequest, AdviseResponse, MyJobs
 from advisor.recommend.choose import describe
-from advisor.slurm.values import format_duration
+from advisor.slurm.values import format_seconds
 from advisor.web.chart import bars_svg
 from advisor.web.forms import Compare, directives, read_form, script
 
@@ -91,14 +90,12 @@ async def jobs_page(request: web.Request) -> web.Response:
     return _render(page | {"jobs": mine.jobs, "user": mine.user}, "jobs.html")
 
 
-def _span(seconds: float) -> str:
-    return format_duration(timedelta(seconds=round(seconds)))
-
-
 def _render(page: Mapping[str, object], template: str = "compare.html", status: int = 200) -> web.Response:
-    text = _PAGES.get_template(template).render(**page, describe=describe, span=_span, optional=_optional)
+    text = _PAGES.get_template(template).render(
+        **page, describe=describe, span=format_seconds, optional=_optional
+    )
     return web.Response(text=text, content_type="text/html", status=status)
 
 
 def _optional(seconds: float | None) -> str:
-    return "-" if seconds is None else _span(seconds)
+    return "-" if seconds is None else format_seconds(seconds)
