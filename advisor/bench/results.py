@@ -29,11 +29,17 @@ def jsonl_sink(path: Path) -> Sink:
     return write
 
 
-def read_jsonl(path: Path) -> list[ResultLine]:
-    """Every complete line; a last line without its newline was torn by a dying writer and is dropped."""
+def complete_lines(path: Path) -> list[str]:
+    """Every complete line of a JSON-lines file; a last line without its newline was torn by a dying
+    writer and is dropped."""
     *complete, _torn = path.read_text(encoding="utf-8").split("\n")
+    return complete
+
+
+def read_jsonl(path: Path) -> list[ResultLine]:
+    """Every complete line (`complete_lines`) as a benchmark result."""
     lines = []
-    for number, text in enumerate(complete, start=1):
+    for number, text in enumerate(complete_lines(path), start=1):
         if text.strip():
             try:
                 lines.append(ResultLine.model_validate_json(text))

@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from advisor.bench.results import complete_lines
 from advisor.comm.sync import AllReduceSample, Spread, WholeStep
 
 
@@ -55,15 +56,9 @@ _LINE: TypeAdapter[AllReduceLine | WholeStepLine] = TypeAdapter(CommLine)
 
 
 def read_comm_lines(path: Path) -> list[AllReduceLine | WholeStepLine]:
-    """Every line of ``path``; a line cut short by a killed writer (the last, unterminated) is dropped."""
-    text = path.read_text(encoding="utf-8")
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    elif lines:
-        lines.pop()  # unterminated: its writer died mid-line
+    """Every complete line of ``path`` (`complete_lines`: a line cut short by a killed writer is dropped)."""
     found = []
-    for number, line in enumerate(lines, start=1):
+    for number, line in enumerate(complete_lines(path), start=1):
         try:
             found.append(_LINE.validate_json(line))
         except ValidationError as error:
