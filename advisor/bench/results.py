@@ -11,16 +11,19 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from advisor.records import ResultLine
 
 Sink = Callable[[ResultLine], None]
 
 
-def jsonl_sink(path: Path) -> Sink:
-    """Appends each line and fsyncs it, so a killed job keeps everything it measured."""
+def jsonl_sink(path: Path) -> Callable[[BaseModel], None]:
+    """Appends each line and fsyncs it, so a killed job keeps everything it measured (a benchmark's
+    results, the communication benchmark's)."""
     path.parent.mkdir(parents=True, exist_ok=True)
 
-    def write(line: ResultLine) -> None:
+    def write(line: BaseModel) -> None:
         with path.open("a", encoding="utf-8") as file:
             file.write(line.model_dump_json() + "\n")
             file.flush()

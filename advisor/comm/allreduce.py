@@ -3,8 +3,8 @@ over message sizes within a node (2..N ranks) and across its nodes, and a zoo mo
 against the same step without communication.
 
 Run as ``srun python -m advisor.comm.allreduce --out FILE --partition P``: NCCL on GPUs, gloo on CPUs. Rank
-0 writes one JSON line per size and spread, and one per measured step; every rank takes part in every
-collective, as torch.distributed asks.
+0 writes one JSON line per size and spread, and one per measured step, each as it is measured; every rank
+takes part in every collective, as torch.distributed asks.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import torch.distributed as dist
 from torch import nn
 
 from advisor.bench.fingerprint import fingerprint, threads_for_job
+from advisor.bench.results import jsonl_sink
 from advisor.comm.lines import AllReduceLine, WholeStepLine
 from advisor.comm.sync import Spread
 
@@ -57,19 +58,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             "measured_at": datetime.now(UTC),
         }
         per_node = world // nodes
-        lines: list[AllReduceLine | WholeStepLine] = []
+        # Rank 0 writes each line as it is measured, so a job cut short keeps what it measured.
+        write = jsonl_sink(args.out) if rank == 0 else (lambda line: None)
         for members, spread in _spreads(per_node, nodes):
             group = dist.new_group(members)  # every rank makes every group; members get a ProcessGroup
             mine = group if isinstance(group, dist.ProcessGroup) else None
             for size in _sizes(args.max_bytes):
                 seconds = _all_reduce_s(size, device, mine)
-                lines.append(AllReduceLine(**common, spread=spread, bytes=size, seconds=seconds))
+                write(AllReduceLine(**common, spread=spread, bytes=size, seconds=seconds))
             if spread.devices not in (2, per_node, world):
                 continue
             for model in filter(None, args.models.split(",")):
                 measured = _whole_step(model, args.batch, args.input_size, device, mine)
                 compute_s, step_s, gradient_bytes = measured
-                lines.append(
+                write(
                     WholeStepLine(
                         **common,
                         spread=spread,
@@ -81,9 +83,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                         step_s=step_s,
                     )
                 )
-        if rank == 0:
-            with args.out.open("a", encoding="utf-8") as sink:
-                sink.writelines(line.model_dump_json() + "\n" for line in lines)
     finally:
         dist.destroy_process_group()
     return 0

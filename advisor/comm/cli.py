@@ -50,7 +50,10 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
     measure.add_argument("--python", default=sys.executable, help="the advisor's Python on the compute nodes")
     measure.add_argument("--minutes", type=float, default=20, help="the job's time limit (default 20)")
     measure.add_argument(
-        "--cpu-only", action="store_true", help="gloo on the CPUs even on GPU partitions (the sandbox's)"
+        "--cpu-only",
+        action="store_true",
+        default=settings.bench.cpu_only,
+        help="gloo on the CPUs even on GPU partitions (a cluster whose GPUs are not real: the sandbox)",
     )
     measure.add_argument("--db", type=Path, default=settings.database)
     measure.set_defaults(handler=_measure)
@@ -105,7 +108,7 @@ def _measure(args: argparse.Namespace, console: Console) -> int:
 
     client = SlurmClient.from_settings(args.settings.slurm)
     known = {p.name: p for p in client.partitions()}
-    site = args.settings.bench.model_copy(update={"cpu_only": args.cpu_only or args.settings.bench.cpu_only})
+    site = args.settings.bench.model_copy(update={"cpu_only": args.cpu_only})
     names = args.partition or [p.name for p in known.values() if communicates(p, args.nodes, site)]
     unknown = sorted(set(names) - set(known))
     if unknown:
