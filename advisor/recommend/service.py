@@ -279,11 +279,12 @@ class _Estimator:
         alone = candidate.model_copy(
             update={"gpus": 1, "nodes": 1, "accumulation": candidate.accumulation * candidate.devices}
         )
+        fixed_s = self.overhead_s * self.scale  # start-up and epochs, at the level history set
         try:
-            single_s = self._run(alone).run_s - self.overhead_s
+            single_s = self._run(alone).run_s - fixed_s
         except NoModelError:
             return None
-        return single_s / (candidate.devices * max(run.run_s - self.overhead_s, 1e-9))
+        return single_s / (candidate.devices * max(run.run_s - fixed_s, 1e-9))
 
     def _run(self, candidate: Candidate) -> _Run:
         prediction = self.predictor.step(
