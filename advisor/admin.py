@@ -16,6 +16,7 @@ from rich.table import Table
 
 from advisor.api import Explanation, Health
 from advisor.daemon.transport import DaemonRefused, DaemonUnreachable, Service, call
+from advisor.daemon.views import queue_summary
 from advisor.settings.validated import Settings
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.runner import SlurmError
@@ -68,24 +69,6 @@ def _explain(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def queue_summary(client: SlurmClient) -> list[dict[str, object]]:
-    """Per partition: GPUs in use of all, jobs running and pending (empty when Slurm cannot be reached)."""
-    try:
-        partitions, jobs = client.partitions(), client.jobs()
-    except SlurmError:
-        return []
-    return [
-        {
-            "partition": partition.name,
-            "gpus_used": sum(node.gpus_used for node in partition.nodes),
-            "gpus": sum(node.gpus.count for node in partition.nodes if node.gpus),
-            "running": sum(job.partition == partition.name and job.state == "RUNNING" for job in jobs),
-            "pending": sum(job.partition == partition.name and job.state == "PENDING" for job in jobs),
-        }
-        for partition in partitions
-    ]
-
-
 def _status(args: argparse.Namespace, console: Console) -> int:
     try:
         health: Health | None = Health.model_validate_json(ask(args.settings, "/health"))
@@ -110,7 +93,10 @@ def _status(args: argparse.Namespace, console: Console) -> int:
         if row["active"]
     ]
     benchmarks = [] if store is None else store.benchmark_coverage()
-    queue = queue_summary(SlurmClient.from_settings(args.settings.slurm))
+    try:
+        queue = [row.model_dump() for row in queue_summary(SlurmClient.from_settings(args.settings.slurm))]
+    except SlurmError:
+        queue = []
     report = {
         "daemon": None if health is None else health.model_dump(),
         "daemon_error": problem,

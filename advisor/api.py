@@ -6,6 +6,8 @@ Endpoints (JSON bodies, on the daemon's Unix socket):
 - ``POST /submitted`` `Submitted` -> `Health`: the job id the caller's sbatch printed, so the prediction
   can be compared with what really happens (the daemon checks the job belongs to the caller)
 - ``GET /explain/JOBID`` -> `Explanation`
+- ``GET /jobs`` -> `MyJobs`: the caller's advised jobs
+- ``GET /admin`` -> `Overview`: for the users the settings name in ``admins`` only
 
 Nothing here names the caller: the daemon takes the uid from the socket (SO_PEERCRED).
 """
@@ -20,7 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from advisor.jobscript.lexer import MAX_SCRIPT_BYTES
 from advisor.jobscript.rewrite import Submission
+from advisor.predict.calibration import Outcome, PartitionReport
 from advisor.recommend.choose import Recommendation
+from advisor.recommend.savings import Savings
 
 
 class _Message(BaseModel):
@@ -134,6 +138,63 @@ class MyJobs(_Message):
 
 
 MY_JOBS = 200
+
+
+class ModelVersion(_Message):
+    machine: str
+    version: int
+    created_at: datetime
+    active: bool
+    heldout_mape: float | None
+    """On the benchmarks it was not trained on; None where too few were held out."""
+    step_rows: int
+
+
+class Coverage(_Message):
+    """What one partition's machine has measured."""
+
+    partition: str
+    machine: str
+    last: datetime
+    rows: int
+
+
+class NightPlan(_Message):
+    """What tonight's benchmark measures on one partition (``advisor bench plan --partition``)."""
+
+    partition: str
+    machine: str | None
+    """None: never benchmarked; its first night runs the coarse grid."""
+    measurements: int
+    estimate_s: float
+    budget_s: float
+    covered: int
+    grid_items: int
+
+
+class QueueRow(_Message):
+    partition: str
+    gpus_used: int
+    gpus: int
+    running: int
+    pending: int
+
+
+class Overview(_Message):
+    """The admins' view: the predictors and their accuracy, benchmarks, the queue, and what advice saved."""
+
+    at: datetime
+    models: list[ModelVersion]
+    accuracy: list[PartitionReport]
+    """Per partition, from advised jobs that finished (`advisor report`)."""
+    finished: list[Outcome]
+    coverage: list[Coverage]
+    tonight: list[NightPlan] | None
+    """None while the daemon is still planning them (the first view after it starts)."""
+    queue: list[QueueRow]
+    savings: Savings
+    problems: list[str]
+    """What could not be read (Slurm down): the rest is still shown."""
 
 
 class ErrorAnswer(_Message):

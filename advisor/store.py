@@ -510,3 +510,11 @@ class Audit:
     def by_job(self, job_id: int) -> dict[str, Any] | None:
         rows = self.db.table("audit").rows_where("job_id = ?", [job_id], order_by="at desc", limit=1)
         return next(iter(rows), None)
+
+    def offered(self) -> int:
+        """Requests answered with a change to make (within the retention window, like every row)."""
+        return self.db.table("audit").count_where("offered = 1")
+
+    def applied(self) -> list[dict[str, Any]]:
+        """The requests whose job went in as advised, oldest first."""
+        return list(self.db.table("audit").rows_where("applied = 1 AND job_id IS NOT NULL", order_by="at"))

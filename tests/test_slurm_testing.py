@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
-from advisor.admin import queue_summary
+from advisor.daemon.views import overview, queue_summary
 from advisor.recommend.cluster import ClusterView
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.runner import CommandResult, SlurmError
 from advisor.slurm.testing import RecordedCall, RecordedRunner
+from advisor.store import Store
 
 from .slurm_recording import RECORDING
 
@@ -64,12 +66,16 @@ def test_the_cluster_view_asks_slurm_once_per_freshness_window(runner: RecordedR
     assert runner.commands()[4:] == [("env", "TZ=UTC", "sacct")]
 
 
-def test_status_sums_each_partitions_gpus_and_jobs(runner: RecordedRunner) -> None:
-    rows = {row["partition"]: row for row in queue_summary(SlurmClient(runner))}
+def test_status_sums_each_partitions_gpus_and_jobs(runner: RecordedRunner, tmp_path: Path) -> None:
+    rows = {row.partition: row.model_dump() for row in queue_summary(SlurmClient(runner))}
     assert rows["t4"] == {"partition": "t4", "gpus_used": 2, "gpus": 4, "running": 1, "pending": 1}
     assert rows["a100"]["gpus"] == 8 and rows["a100"]["running"] == 0
-    unreachable = RecordedRunner([])
-    assert queue_summary(SlurmClient(unreachable)) == [], "no Slurm, no queue table, no traceback"
+    unreachable = SlurmClient(RecordedRunner([]))
+    with pytest.raises(SlurmError):
+        queue_summary(unreachable)
+    seen = overview(Store.open(tmp_path / "advisor.db"), unreachable, None, NOW)
+    assert seen.queue == [] and seen.tonight is None and seen.problems[0].startswith("Slurm did not answer")
+    assert seen.models == [] and seen.savings.jobs == [], "the rest of the view is still there"
 
 
 def test_a_partition_takes_jobs_while_one_of_its_nodes_serves_them(runner: RecordedRunner) -> None:

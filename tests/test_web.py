@@ -2,42 +2,27 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import os
 import re
 import shutil
 import sqlite3
-import threading
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlencode
 
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
 
 from advisor.api import AdviseRequest, AdviseResponse
-from advisor.daemon.transport import Service, call
 from advisor.sandbox.cluster import Sandbox
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.values import format_duration
-from advisor.web.app import WHERE, Ask, make_app
 from advisor.web.forms import Compare, directives, read_form, script
+from advisor.web.pages import WHERE
 
 from .daemon_support import Daemon, started_daemon, submit
-
-
-def _get(ask: Ask, query: dict[str, str], path: str = "/") -> tuple[int, str]:
-    async def fetch() -> tuple[int, str]:
-        async with TestClient(TestServer(make_app(ask, user="alice"))) as client:
-            response = await client.get(path, params=query)
-            return response.status, await response.text()
-
-    return asyncio.run(fetch())
+from .web_support import asker, browser, down, get, screenshot, serving
 
 
 def _never(method: str, path: str, body: bytes | None) -> bytes:
@@ -64,7 +49,7 @@ def test_a_bad_field_gets_its_message_next_to_it_and_the_daemon_is_not_asked(
 ) -> None:
     form, errors = read_form({**GOOD, field: value})
     assert form is None and errors == {field: message}
-    status, page = _get(_never, {**GOOD, field: value})
+    status, page = get(_never, {**GOOD, field: value})
     assert status == 422 and f'id="{field}-error">{message}</span>' in page.replace("&#39;", "'")
     assert "Traceback" not in page and 'id="candidates"' not in page
 
@@ -82,12 +67,8 @@ def test_the_form_stands_for_the_lines_a_batch_script_would_have() -> None:
     assert script(form).decode().startswith("#!/bin/sh\n#SBATCH --partition=t4\n")
 
 
-def _down(method: str, path: str, body: bytes | None) -> bytes:
-    raise ConnectionRefusedError("no daemon at /run/advisor/advisor.sock")
-
-
 def test_a_daemon_that_does_not_answer_is_a_message_not_a_traceback() -> None:
-    status, page = _get(_down, GOOD)
+    status, page = get(down, GOOD)
     assert status == 503 and "the advisor could not answer: no daemon at /run/advisor/advisor.sock" in page
 
 
@@ -103,10 +84,8 @@ def daemon(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 def test_the_compare_page_shows_the_daemons_predictions_per_partition_and_marks_the_choice(
     daemon: Daemon,
 ) -> None:
-    def ask(method: str, path: str, body: bytes | None) -> bytes:
-        return call(Service(daemon.socket), method, path, body, 60)
-
-    status, page = _get(ask, {**GOOD, "partition": "t4", "gpus": "1"})
+    ask = asker(daemon)
+    status, page = get(ask, {**GOOD, "partition": "t4", "gpus": "1"})
     assert status == 200, page
     form, _ = read_form({**GOOD, "partition": "t4", "gpus": "1"})
     assert form is not None
@@ -130,37 +109,6 @@ def test_the_compare_page_shows_the_daemons_predictions_per_partition_and_marks_
         assert db.execute("SELECT count(*) FROM audit").fetchone()[0] == 0, "a preview is never audited"
 
 
-@contextlib.contextmanager
-def _serving(ask: Ask) -> Iterator[str]:
-    """The app on a free loopback port, in a thread of its own, as `advisor web` serves it."""
-    loop = asyncio.new_event_loop()
-    runner = web.AppRunner(make_app(ask, user="alice"))
-    loop.run_until_complete(runner.setup())
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    loop.run_until_complete(site.start())
-    port = runner.addresses[0][1]
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{port}/"
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
-        loop.run_until_complete(runner.cleanup())
-        loop.close()
-
-
-def _browser() -> Any:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service as DriverService
-
-    options = webdriver.ChromeOptions()
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1200,1400"):
-        options.add_argument(flag)
-    options.binary_location = shutil.which("chromium") or "chromium"
-    return webdriver.Chrome(options=options, service=DriverService(shutil.which("chromedriver")))
-
-
 @pytest.mark.slurm
 @pytest.mark.skipif(shutil.which("chromedriver") is None, reason="needs Debian's chromium-driver")
 def test_in_a_real_browser_the_compare_page_draws_a_bar_per_partition_and_a_bad_batch_is_marked(
@@ -171,23 +119,21 @@ def test_in_a_real_browser_the_compare_page_draws_a_bar_per_partition_and_a_bad_
     shots = Path(os.environ.get("ADVISOR_SCREENSHOTS", tmp_path))
     shots.mkdir(parents=True, exist_ok=True)
 
-    def ask(method: str, path: str, body: bytes | None) -> bytes:
-        return call(Service(daemon.socket), method, path, body, 60)
-
-    with _serving(ask) as url:
-        browser = _browser()
+    ask = asker(daemon)
+    with serving(ask) as url:
+        shown = browser()
         try:
-            browser.get(url + "?" + urlencode({**GOOD, "partition": "t4", "gpus": "1"}))
-            ticks = browser.find_elements(By.CSS_SELECTOR, "#chart svg g[id^='ytick'] text")
+            shown.get(url + "?" + urlencode({**GOOD, "partition": "t4", "gpus": "1"}))
+            ticks = shown.find_elements(By.CSS_SELECTOR, "#chart svg g[id^='ytick'] text")
             labels = [tick.text for tick in ticks]
-            rows = browser.find_elements(By.CSS_SELECTOR, "#candidates tr.chosen")
+            rows = shown.find_elements(By.CSS_SELECTOR, "#candidates tr.chosen")
             marked = [row.get_attribute("data-partition") for row in rows]
-            browser.save_screenshot(str(shots / "web-compare.png"))
-            browser.get(url + "?" + urlencode({**GOOD, "global_batch": "0"}))
-            error = browser.find_element(By.ID, "global_batch-error").text
-            browser.save_screenshot(str(shots / "web-compare-error.png"))
+            shown.save_screenshot(str(shots / "web-compare.png"))
+            shown.get(url + "?" + urlencode({**GOOD, "global_batch": "0"}))
+            error = shown.find_element(By.ID, "global_batch-error").text
+            shown.save_screenshot(str(shots / "web-compare-error.png"))
         finally:
-            browser.quit()
+            shown.quit()
     chosen = [label for label in labels if label.endswith(" (chosen)")]
     assert len(labels) == 3 and len(chosen) == 1, labels
     assert marked == [chosen[0].removesuffix(" (chosen)")]
@@ -199,28 +145,17 @@ def test_in_a_real_browser_the_compare_page_draws_a_bar_per_partition_and_a_bad_
 def test_my_jobs_lists_the_callers_advised_jobs_with_what_was_predicted(
     daemon: Daemon, local_slurm: SlurmClient, tmp_path: Path
 ) -> None:
-    def ask(method: str, path: str, body: bytes | None) -> bytes:
-        return call(Service(daemon.socket), method, path, body, 60)
-
+    ask = asker(daemon)
     submitted = submit(daemon, tmp_path, "--yes", name="web-mine")
     assert submitted.returncode == 0, submitted.stderr
     with sqlite3.connect(daemon.root / "advisor.db") as db:
         job_id, predicted_s = db.execute("SELECT job_id, predicted_s FROM advised_jobs").fetchone()
     local_slurm.cancel(job_id)
-    status, page = _get(ask, {}, "/jobs")
+    status, page = get(ask, {}, "/jobs")
     assert status == 200, page
     row = re.search(rf'<tr data-job-id="{job_id}">(.*?)</tr>', page, re.DOTALL)
     assert row is not None, page
     assert format_duration(timedelta(seconds=round(predicted_s))) in row.group(1)
-    status, down = _get(_down, {}, "/jobs")
-    assert status == 503 and "the advisor could not answer: no daemon" in down
-    if shutil.which("chromedriver") is not None:
-        shots = Path(os.environ.get("ADVISOR_SCREENSHOTS", tmp_path))
-        with _serving(ask) as url:
-            browser = _browser()
-            try:
-                browser.set_window_size(1200, 500)
-                browser.get(url + "jobs")
-                browser.save_screenshot(str(shots / "web-jobs.png"))
-            finally:
-                browser.quit()
+    status, refused = get(down, {}, "/jobs")
+    assert status == 503 and "the advisor could not answer: no daemon" in refused
+    screenshot(ask, "jobs", "web-jobs.png", 500, tmp_path)

@@ -21,20 +21,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 from advisor import __version__
 from advisor.api import (
-    MY_JOBS,
-    AdvisedJob,
     AdviseRequest,
     AdviseResponse,
     Explanation,
     Health,
     MyJobs,
+    NightPlan,
+    Overview,
     Submitted,
 )
 from advisor.bench.architectures import Architectures
+from advisor.daemon import views
 from advisor.daemon.metrics import Metrics
 from advisor.daemon.transport import Peer
 from advisor.history.service import RunHistory
@@ -49,6 +49,7 @@ from advisor.predict.scaling import DeviceSpec
 from advisor.recommend.choose import Recommendation
 from advisor.recommend.cluster import ClusterView
 from advisor.recommend.edges import WAITS_FRESH_FOR, recommend_now
+from advisor.settings.validated import BenchSettings
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.runner import SlurmError
 from advisor.store import AdvisedJobs, Audit, ModelRegistry, Store
@@ -73,6 +74,10 @@ class ServiceInputs:
     datasets: Mapping[str, Dataset] = field(default_factory=shipped_datasets)
     history_model: Path | None = None
     """The file the night's history model is kept in (`advisor.history.service`); None: Tsafrir's rule."""
+    admins: frozenset[str] = frozenset()
+    """User names and uids (as text) who may read the admin view (``admins`` in the settings)."""
+    bench: BenchSettings = field(default_factory=BenchSettings)
+    """For tonight's benchmark plans in the admin view, as the nightly job makes them."""
 
 
 SLURM_DOWN_FOR_S = 120.0
@@ -106,6 +111,7 @@ class AdviceService:
         self.metrics = metrics or Metrics()
         self.slurm_failure = slurm_failure
         self.cluster = ClusterView(client, clock)
+        self.tonight = views.TonightPlans(self.cluster, self._nights)
         self.clock = clock
         self.policy = PolicyHolder(inputs.policy)
         self.run_history = RunHistory(inputs.history_model) if inputs.history_model else None
@@ -309,10 +315,20 @@ class AdviceService:
 
     def my_jobs(self, peer: Peer) -> MyJobs:
         """The caller's own advised jobs, by the kernel's uid: nobody sees another user's."""
-        user = _user_name(peer.uid)
         with self.store() as store:
-            rows = AdvisedJobs(store).of_user(user, MY_JOBS)
-        return MyJobs(user=user, jobs=[_advised_job(row) for row in rows])
+            return views.my_jobs(store, _user_name(peer.uid))
+
+    def overview(self, peer: Peer) -> Overview:
+        """Every user's jobs in sum, so only for the admins the settings name: root is not one by right."""
+        user = _user_name(peer.uid)
+        if not {user, str(peer.uid)} & self.inputs.admins:
+            raise Forbidden(f"{user} is not one of the advisor's admins (`admins` in its settings)")
+        with self.store() as store:
+            return views.overview(store, self.client, self.tonight.ready(), self.clock())
+
+    def _nights(self) -> list[NightPlan]:
+        with self.store() as store:
+            return views.nights(store, self.client, self.inputs.bench, self.clock())
 
     def explain(self, peer: Peer, job_id: int) -> Explanation:
         with self.store() as store:
@@ -338,23 +354,6 @@ class AdviceService:
             return any(job.user == _user_name(uid) for job in finished)
         owner = re.fullmatch(r".*\((\d+)\)", record.get("UserId", ""))
         return owner is not None and int(owner[1]) == uid
-
-
-def _advised_job(row: dict[str, Any]) -> AdvisedJob:
-    def when(text: str | None) -> datetime | None:
-        return datetime.fromisoformat(text) if text else None
-
-    return AdvisedJob(
-        job_id=row["job_id"],
-        submitted_at=datetime.fromisoformat(row["submitted_at"]),
-        partition=row["partition"],
-        predicted_s=row["predicted_s"],
-        predicted_p90_s=row["predicted_p90_s"],
-        predicted_start=when(row["slurm_start"]) or when(row["advisor_start"]),
-        started_at=when(row["started_at"]),
-        elapsed_s=row["elapsed_s"],
-        state=row["state"],
-    )
 
 
 def _digest(request: AdviseRequest) -> str:

@@ -98,7 +98,13 @@ def _daemon(args: argparse.Namespace, console: Console) -> int:
         return 1
     history_model = args.models_dir / MODEL_FILE
     inputs = ServiceInputs(
-        database=args.db, policy=args.policy, specs=specs, datasets=datasets, history_model=history_model
+        database=args.db,
+        policy=args.policy,
+        specs=specs,
+        datasets=datasets,
+        history_model=history_model,
+        admins=frozenset(args.settings.admins),
+        bench=args.settings.bench,
     )
     metrics, slurm = Metrics(), args.settings.slurm
     runner = CountingRunner(runner_for(slurm), metrics)

@@ -157,6 +157,8 @@ class _Routes:
             return await self._answer(request, lambda peer: self.advisor.advise(peer, advise))
         if (method, path) == ("GET", "/jobs"):
             return await self._answer(request, self.advisor.my_jobs)
+        if (method, path) == ("GET", "/admin"):
+            return await self._answer(request, self.advisor.overview)
         if (method, path) == ("POST", "/submitted"):
             submitted = await _body(request, Submitted)
             return await self._answer(request, lambda peer: self.advisor.submitted(peer, submitted))

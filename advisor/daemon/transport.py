@@ -160,7 +160,11 @@ class DaemonUnreachable(OSError):
 
 
 class DaemonRefused(RuntimeError):
-    """The daemon answered with an error; the message is its own."""
+    """The daemon answered with an error; the message is its own, ``status`` its HTTP status."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def call(
@@ -204,7 +208,7 @@ def call(
             detail = json.loads(data)["error"]
         except (ValueError, KeyError, TypeError):
             detail = data[:200].decode("utf-8", "replace")
-        raise DaemonRefused(str(detail))
+        raise DaemonRefused(str(detail), response.status)
     return data
 
 

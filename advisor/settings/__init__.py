@@ -39,6 +39,7 @@ VARIABLES = {
     "ADVISOR_TIMEOUT": "timeout_s",
     "ADVISOR_DAEMON_USER": "daemon_user",
     "ADVISOR_ALLOW_ROOT": "allow_root",
+    "ADVISOR_ADMINS": "admins",
     "ADVISOR_METRICS_LISTEN": "metrics_listen",
     "ADVISOR_SERVICE": "service",
     "ADVISOR_SERVICE_LISTEN": "service_listen",

@@ -25,6 +25,13 @@ Address = Annotated[
     tuple[str, int], BeforeValidator(lambda text: address(text) if isinstance(text, str) else text)
 ]
 """``HOST:PORT`` as written in the file or a variable, held as the host and the port."""
+
+
+def _names(value: Any) -> Any:
+    """A list as the file writes it, or ``a,b`` as a variable does."""
+    return [name.strip() for name in value.split(",") if name.strip()] if isinstance(value, str) else value
+
+
 _DERIVED = {"database": "advisor.db", "models_dir": "models", "bench_dir": "bench", "sandbox_dir": "sandbox"}
 """Paths that default to a name inside ``state_dir``."""
 
@@ -108,6 +115,10 @@ class Settings(Frozen):
     """Who may serve the socket besides root and the caller."""
     allow_root: bool = False
     """Lets the daemon run as root: for test suites that run as root, never on a cluster."""
+    admins: Annotated[list[str], BeforeValidator(_names)] = Field(default_factory=list)
+    """User names (or numeric uids) the daemon shows the admin view (``advisor web``'s admin page): model
+    accuracy, benchmark coverage, the queue and the savings of every user's advised jobs. Nobody else, root
+    included, unless named."""
     slurm: SlurmSettings = SlurmSettings()
     models: ModelSettings = ModelSettings()
     service: Address | None = None

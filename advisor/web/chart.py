@@ -1,11 +1,12 @@
-"""The compare page's chart: each partition's best candidate as wait plus run, drawn by matplotlib as SVG
-(no script, no build step, nothing fetched by the browser)."""
+"""The pages' charts, drawn by matplotlib as SVG (no script, no build step, nothing fetched by the browser):
+the compare page's wait plus run per partition, the admin page's predicted against actual run."""
 
 from __future__ import annotations
 
 import io
 from typing import Any
 
+from advisor.predict.calibration import CENSORED_STATES, Outcome
 from advisor.recommend.choose import Estimate, Recommendation
 
 
@@ -18,13 +19,18 @@ def best_per_partition(result: Recommendation) -> list[Estimate]:
     return list(seen.values())
 
 
-def bars_svg(result: Recommendation) -> str:
-    """Hours of wait and of run (p50, with the p90 as a whisker) per partition; the chosen one marked."""
+def _pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
+    return pyplot
+
+
+def bars_svg(result: Recommendation) -> str:
+    """Hours of wait and of run (p50, with the p90 as a whisker) per partition; the chosen one marked."""
+    pyplot = _pyplot()
     shown = best_per_partition(result)
     names = [e.candidate.partition for e in shown]
     waits = [e.wait_s / 3600 for e in shown]
@@ -32,7 +38,7 @@ def bars_svg(result: Recommendation) -> str:
     spreads = [(e.run_p90_s - e.run_s) / 3600 for e in shown]
     chosen = result.chosen.candidate.partition if result.chosen is not None else None
     # Text stays text (not glyph outlines): readable by screen readers, searchable, and testable.
-    with matplotlib.rc_context({"svg.fonttype": "none"}):
+    with pyplot.rc_context({"svg.fonttype": "none"}):
         return _drawn(pyplot, shown, names, waits, runs, spreads, chosen)
 
 
@@ -55,10 +61,50 @@ def _drawn(
         axis.invert_yaxis()
         axis.set_xlabel("hours from submission (run: p50, whisker to p90)")
         axis.legend(loc="lower left", bbox_to_anchor=(0, 1.0), ncols=2, frameon=False)
-        figure.tight_layout()
-        out = io.StringIO()
-        figure.savefig(out, format="svg")
+        return _svg(figure)
     finally:
         pyplot.close(figure)
+
+
+def scatter_svg(outcomes: list[Outcome]) -> str:
+    """Each finished advised job: predicted run against Slurm's elapsed, in hours on log axes, a colour per
+    partition; a job killed at its limit is an open marker (it would have run at least that long)."""
+    pyplot = _pyplot()
+    with pyplot.rc_context({"svg.fonttype": "none"}):
+        figure, axis = pyplot.subplots(figsize=(5.5, 5))
+        try:
+            partitions = sorted({o.partition for o in outcomes})
+            for index, partition in enumerate(partitions):
+                color = f"C{index}"
+                for timed_out in (False, True):
+                    shown = [o for o in outcomes if o.partition == partition and _timed_out(o) == timed_out]
+                    if shown:
+                        axis.scatter(
+                            [o.predicted_s / 3600 for o in shown],
+                            [max(o.actual_s, 1.0) / 3600 for o in shown],
+                            label=f"{partition} (killed at its limit)" if timed_out else partition,
+                            facecolors="none" if timed_out else color,
+                            edgecolors=color,
+                        )
+            hours = [o.predicted_s / 3600 for o in outcomes] + [max(o.actual_s, 1.0) / 3600 for o in outcomes]
+            low, high = min(hours) / 1.5, max(hours) * 1.5
+            axis.plot([low, high], [low, high], color="#888888", linewidth=1, label="actual = predicted")
+            axis.set(xscale="log", yscale="log", xlim=(low, high), ylim=(low, high))
+            axis.set_xlabel("predicted run (hours, p50)")
+            axis.set_ylabel("actual run (hours, Slurm's elapsed)")
+            axis.legend(loc="upper left", frameon=False, fontsize="small")
+            return _svg(figure)
+        finally:
+            pyplot.close(figure)
+
+
+def _timed_out(outcome: Outcome) -> bool:
+    return outcome.state in CENSORED_STATES
+
+
+def _svg(figure: Any) -> str:
+    figure.tight_layout()
+    out = io.StringIO()
+    figure.savefig(out, format="svg")
     text = out.getvalue()
     return text[text.index("<svg") :]

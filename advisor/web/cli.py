@@ -19,21 +19,9 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
 def _serve(args: argparse.Namespace, console: Console) -> int:
     from aiohttp import web
 
-    from advisor.daemon.transport import Service, call
-    from advisor.settings import CallerSettings
-    from advisor.submit import trusted_uids
     from advisor.web.app import make_app
-
-    given = args.settings  # the settings file and ADVISOR_* variables, as every command reads them
-    settings = CallerSettings(
-        given.socket, given.timeout_s, given.daemon_user, given.service, given.munge_socket
-    )
-    service = Service(settings.socket, settings.service, settings.munge_socket)
-    trusted = trusted_uids(settings)
-
-    def ask(method: str, path: str, body: bytes | None) -> bytes:
-        return call(service, method, path, body, settings.timeout_s, trusted)
+    from advisor.web.daemon import daemon_ask
 
     console.print(f"advisor web on http://{args.host}:{args.port}/ (Ctrl-C stops it)", highlight=False)
-    web.run_app(make_app(ask), host=args.host, port=args.port, print=None)
+    web.run_app(make_app(daemon_ask(args.settings)), host=args.host, port=args.port, print=None)
     return 0

@@ -1,0 +1,171 @@
+"""What callers may read besides advice: their own advised jobs, and for the admins the whole picture.
+
+Each view reads the store and Slurm once and returns an `advisor.api` message; who may see it is the
+caller's business (`AdviceService`), not the view's.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+from advisor.api import (
+    MY_JOBS,
+    AdvisedJob,
+    Coverage,
+    ModelVersion,
+    MyJobs,
+    NightPlan,
+    Overview,
+    QueueRow,
+)
+from advisor.bench.architectures import plan_tonight
+from advisor.bench.plan import loader_workers
+from advisor.bench.submit import device_kind
+from advisor.predict.calibration import report
+from advisor.predict.outcomes import load_outcomes
+from advisor.recommend.choose import Recommendation
+from advisor.recommend.cluster import ClusterView
+from advisor.recommend.savings import Savings, saving, savings
+from advisor.settings.validated import BenchSettings
+from advisor.slurm.client import SlurmClient
+from advisor.slurm.models import Partition
+from advisor.slurm.runner import SlurmError
+from advisor.store import AdvisedJobs, Audit, ModelRegistry, Store
+
+TONIGHT_FRESH_FOR = timedelta(minutes=10)
+"""How long the admin view shows the same plans for tonight's benchmarks before planning them again."""
+log = logging.getLogger("advisor.daemon")
+
+
+class TonightPlans:
+    """Tonight's plans for the admin view, made on a thread of their own (the first takes seconds) and kept
+    in the daemon's cache; a view while they are being made shows the rest without them."""
+
+    def __init__(self, cluster: ClusterView, plan: Callable[[], list[NightPlan]]) -> None:
+        self.cluster, self.plan = cluster, plan
+
+    def ready(self) -> list[NightPlan] | None:
+        plans = self.cluster.peek("tonight", TONIGHT_FRESH_FOR)
+        if plans is None:
+            threading.Thread(target=self._make, name="tonight", daemon=True).start()
+        return cast(list[NightPlan] | None, plans)
+
+    def _make(self) -> None:
+        """Single-flight (`ClusterView.cached`): a second view while planning starts no second plan."""
+        try:
+            self.cluster.cached("tonight", TONIGHT_FRESH_FOR, self.plan)
+        except (SlurmError, sqlite3.Error) as error:
+            log.warning("tonight's benchmark plans not made: %s", error)
+
+
+def my_jobs(store: Store, user: str) -> MyJobs:
+    rows = AdvisedJobs(store).of_user(user, MY_JOBS)
+    return MyJobs(user=user, jobs=[_advised_job(row) for row in rows])
+
+
+def overview(store: Store, client: SlurmClient, tonight: list[NightPlan] | None, now: datetime) -> Overview:
+    """``tonight``: `nights`, or None while they are being planned. Slurm not answering costs the queue,
+    not the page."""
+    problems = []
+    try:
+        queue = queue_summary(client)
+    except SlurmError as error:
+        queue = []
+        problems.append(f"Slurm did not answer: {' '.join(str(error).split())[:200]}")
+    outcomes = load_outcomes(store)
+    return Overview(
+        at=now,
+        models=[_model_version(row) for row in ModelRegistry(store).versions()],
+        accuracy=report(outcomes),
+        finished=outcomes,
+        coverage=[Coverage.model_validate(row) for row in store.benchmark_coverage()],
+        tonight=tonight,
+        queue=queue,
+        savings=advice_savings(store),
+        problems=problems,
+    )
+
+
+def queue_summary(client: SlurmClient) -> list[QueueRow]:
+    """Per partition: GPUs in use of all, jobs running and pending."""
+    partitions, jobs = client.partitions(), client.jobs()
+    return [
+        QueueRow(
+            partition=partition.name,
+            gpus_used=sum(node.gpus_used for node in partition.nodes),
+            gpus=sum(node.gpus.count for node in partition.nodes if node.gpus),
+            running=sum(job.partition == partition.name and job.state == "RUNNING" for job in jobs),
+            pending=sum(job.partition == partition.name and job.state == "PENDING" for job in jobs),
+        )
+        for partition in partitions
+    ]
+
+
+def advice_savings(store: Store) -> Savings:
+    """Every job submitted as advised in the audit's retention window, with Slurm's history of it."""
+    audit = Audit(store)
+    ended = {row["job_id"]: row for row in AdvisedJobs(store).finished() if row["state"] == "COMPLETED"}
+    jobs = []
+    for row in audit.applied():
+        job = ended.get(row["job_id"])
+        done = None
+        if job is not None and job["started_at"]:
+            done = (datetime.fromisoformat(job["started_at"]), float(job["elapsed_s"]))
+        recommendation = Recommendation.model_validate_json(row["recommendation"])
+        jobs.append(saving(row["job_id"], recommendation, datetime.fromisoformat(row["at"]), done))
+    return savings(audit.offered(), jobs)
+
+
+def nights(store: Store, client: SlurmClient, bench: BenchSettings, now: datetime) -> list[NightPlan]:
+    """Tonight's plan on every partition the nightly benchmark measures. Slow the first time in a process
+    (the zoo's layer tables are introspected once), so the daemon makes it off the request's path."""
+    partitions = [p for p in client.partitions() if p.name not in bench.skip_partitions]
+    return [_night(store, partition, bench, now) for partition in partitions]
+
+
+def _night(store: Store, partition: Partition, bench: BenchSettings, now: datetime) -> NightPlan:
+    budget_s = bench.budget_minutes * 60
+    kind, workers = device_kind(partition, bench), loader_workers(bench.cpus_per_job)
+    night = plan_tonight(store, partition.name, kind, budget_s, now, workers=workers)
+    return NightPlan(
+        partition=partition.name,
+        machine=night.machine,
+        measurements=len(night.entries),
+        estimate_s=night.estimate_s,
+        budget_s=night.budget_s,
+        covered=night.covered,
+        grid_items=night.grid_items,
+    )
+
+
+def _model_version(row: dict[str, Any]) -> ModelVersion:
+    return ModelVersion(
+        machine=row["machine"],
+        version=row["version"],
+        created_at=datetime.fromisoformat(row["created_at"]),
+        active=bool(row["active"]),
+        heldout_mape=row["heldout_mape"],
+        step_rows=row["step_rows"],
+    )
+
+
+def _advised_job(row: dict[str, Any]) -> AdvisedJob:
+    def when(text: str | None) -> datetime | None:
+        return datetime.fromisoformat(text) if text else None
+
+    return AdvisedJob(
+        job_id=row["job_id"],
+        submitted_at=datetime.fromisoformat(row["submitted_at"]),
+        partition=row["partition"],
+        predicted_s=row["predicted_s"],
+        predicted_p90_s=row["predicted_p90_s"],
+        predicted_start=when(row["slurm_start"]) or when(row["advisor_start"]),
+        started_at=when(row["started_at"]),
+        elapsed_s=row["elapsed_s"],
+        state=row["state"],
+    )

@@ -1,0 +1,131 @@
+"""The pages, apart from any web server: each is a function of the daemon, the caller and the query, and
+the same functions serve `advisor web` (aiohttp) and the Open OnDemand app (WSGI, `advisor.web.wsgi`).
+
+Links are relative (``jobs``, not ``/jobs``): under Open OnDemand the app lives below ``/pun/sys/advisor/``.
+The daemon is asked for a preview: answered like `advise-submit`'s request, never audited, never submitted.
+Nothing on a page submits a job, and no page shows a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import jinja2
+
+from advisor.api import AdviseRequest, AdviseResponse, MyJobs, Overview
+from advisor.daemon.transport import DaemonRefused
+from advisor.recommend.choose import describe
+from advisor.slurm.values import format_seconds
+from advisor.web.chart import bars_svg, scatter_svg
+from advisor.web.forms import Compare, directives, read_form, script
+
+Ask = Callable[[str, str, bytes | None], bytes]
+"""One request to the daemon (method, path, body) and its answer's body (`advisor.web.cli` makes one)."""
+
+
+@dataclass(frozen=True)
+class Page:
+    status: int
+    html: str
+
+
+PageMaker = Callable[[Ask, str, Mapping[str, str]], Page]
+"""A page of (ask, the caller's user name, the query's fields)."""
+
+_FIELDS = (
+    ("model", "model (torchvision)", "resnet50"),
+    ("input_shape", "input shape C,H,W", "3,224,224"),
+    ("global_batch", "global batch", "256"),
+    ("steps", "optimizer steps", "10000"),
+    ("partition", "partition as written", ""),
+    ("gpus", "GPUs", "1"),
+    ("time", "your time limit", "1-00:00:00"),
+)
+_TEMPLATES = jinja2.Environment(
+    loader=jinja2.PackageLoader("advisor.web", "templates"), autoescape=True, undefined=jinja2.StrictUndefined
+)
+WHERE = "compare.sbatch"
+
+
+def compare(ask: Ask, user: str, query: Mapping[str, str]) -> Page:
+    values = {name: query.get(name, default) for name, _label, default in _FIELDS}
+    page: dict[str, object] = {"fields": [(n, label, values[n]) for n, label, _ in _FIELDS]}
+    page |= {"errors": {}, "problem": None, "result": None, "user": user}
+    if not query:
+        return _render("compare.html", page)
+    form, errors = read_form(values)
+    if form is None:
+        return _render("compare.html", page | {"errors": errors}, status=422)
+    try:
+        answer = _preview(ask, form)
+    except Exception as error:  # the page says what went wrong; it never shows a traceback
+        return _render("compare.html", page | {"problem": f"the advisor could not answer: {error}"}, 503)
+    result = answer.recommendation
+    shown = {"result": result, "lines": "\n".join(directives(form))}
+    chart = bars_svg(result) if result.candidates else ""
+    if not result.candidates:
+        shown["problem"] = "; ".join(result.reasons) or "no candidates"
+    return _render("compare.html", page | shown | {"chart": chart})
+
+
+def _preview(ask: Ask, form: Compare) -> AdviseResponse:
+    request = AdviseRequest.of(script(form), where=WHERE, sbatch_argv=[WHERE], preview=True)
+    return AdviseResponse.model_validate_json(
+        ask("POST", "/advise", json.dumps(request.model_dump()).encode())
+    )
+
+
+def jobs(ask: Ask, user: str, query: Mapping[str, str]) -> Page:
+    """The caller's advised jobs: predicted against actual run and wait."""
+    page: dict[str, object] = {"user": user, "jobs": None, "problem": None}
+    try:
+        mine = MyJobs.model_validate_json(ask("GET", "/jobs", None))
+    except Exception as error:  # the page says what went wrong; it never shows a traceback
+        return _render("jobs.html", page | {"problem": f"the advisor could not answer: {error}"}, 503)
+    return _render("jobs.html", page | {"jobs": mine.jobs, "user": mine.user})
+
+
+def admin(ask: Ask, user: str, query: Mapping[str, str]) -> Page:
+    """The admins' view; the daemon decides who is one (SO_PEERCRED against its ``admins`` setting)."""
+    page: dict[str, object] = {"user": user, "view": None, "problem": None, "scatter": ""}
+    try:
+        view = Overview.model_validate_json(ask("GET", "/admin", None))
+    except DaemonRefused as error:
+        if error.status == 403:
+            return _render("admin.html", page | {"refused": str(error)}, 403)
+        return _render("admin.html", page | {"problem": f"the advisor could not answer: {error}"}, 503)
+    except Exception as error:  # the page says what went wrong; it never shows a traceback
+        return _render("admin.html", page | {"problem": f"the advisor could not answer: {error}"}, 503)
+    scatter = scatter_svg(view.finished) if view.finished else ""
+    return _render("admin.html", page | {"view": view, "scatter": scatter})
+
+
+ROUTES: dict[str, PageMaker] = {"": compare, "jobs": jobs, "admin": admin}
+"""Each page by its path below the app's root."""
+
+
+def problem_page(problem: str, status: int) -> Page:
+    return _render("problem.html", {"problem": problem}, status)
+
+
+def not_found(path: str) -> Page:
+    return problem_page(f"no such page: {path[:100]}", 404)
+
+
+def _render(template: str, page: Mapping[str, object], status: int = 200) -> Page:
+    page = {"refused": None} | dict(page)
+    text = _TEMPLATES.get_template(template).render(
+        **page, describe=describe, span=format_seconds, optional=_optional, signed=_signed
+    )
+    return Page(status, text)
+
+
+def _signed(seconds: float) -> str:
+    """A span that may be negative: advice that cost time says so."""
+    return format_seconds(seconds) if seconds >= 0 else "-" + format_seconds(-seconds)
+
+
+def _optional(seconds: float | None) -> str:
+    return "-" if seconds is None else format_seconds(seconds)

@@ -1,0 +1,156 @@
+"""The admin page (only for the admins the daemon's settings name) and the Open OnDemand app folder."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from wsgiref.util import setup_testing_defaults
+
+import pytest
+
+from advisor.api import Overview
+from advisor.daemon.transport import DaemonRefused
+from advisor.predict.outcomes import collect_outcomes
+from advisor.recommend.choose import Recommendation
+from advisor.sandbox.cluster import Sandbox
+from advisor.slurm.client import SlurmClient
+from advisor.store import AdvisedJobs, ModelRegistry, Store
+from advisor.web.pages import Ask
+from advisor.web.wsgi import make_application
+
+from .daemon_support import SCRIPT, Daemon, started_daemon, submit
+from .web_support import asker, down, get, screenshot
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _wsgi(path: str, method: str = "GET", query: str = "") -> tuple[str, dict[str, str], str]:
+    environ = {"SCRIPT_NAME": "/pun/sys/advisor", "PATH_INFO": path, "REQUEST_METHOD": method}
+    environ["QUERY_STRING"] = query
+    setup_testing_defaults(environ)
+    answer: dict[str, object] = {}
+
+    def start_response(status: str, headers: list[tuple[str, str]]) -> None:
+        answer.update(status=status, headers=dict(headers))
+
+    body = b"".join(make_application(down, "alice")(environ, start_response))
+    return str(answer["status"]), dict(answer["headers"]), body.decode()  # type: ignore[call-overload]
+
+
+def test_under_open_ondemand_the_pages_link_below_the_apps_own_root() -> None:
+    status, headers, _ = _wsgi("")
+    assert status.startswith("301") and headers["Location"] == "/pun/sys/advisor/"
+    status, _, page = _wsgi("/")
+    assert status == "200 OK" and 'href="jobs"' in page and 'action="./"' in page and 'href="/' not in page
+    status, _, page = _wsgi("/jobs")
+    assert status.startswith("503") and "the advisor could not answer: no daemon" in page
+    status, _, page = _wsgi("/", query="model=resnet18&global_batch=0&input_shape=3,32,32&steps=10")
+    assert status.startswith("422") and 'id="global_batch-error">at least 1<' in page
+    assert _wsgi("/nothing")[0].startswith("404") and _wsgi("/", method="POST")[0].startswith("405")
+
+
+def test_the_ood_folder_serves_the_pages_once_copied(tmp_path: Path) -> None:
+    app = tmp_path / "apps" / "sys" / "advisor"
+    shutil.copytree(REPO / "ood" / "advisor", app)
+    manifest = (app / "manifest.yml").read_text()
+    assert manifest.startswith("---\nname: Advisor\ncategory: Jobs\n") and "description: |-" in manifest
+    probe = (
+        "import runpy, wsgiref.util as u\n"
+        "app = runpy.run_path('passenger_wsgi.py')['application']\n"
+        "env = {'PATH_INFO': '/jobs'}; u.setup_testing_defaults(env)\n"
+        "body = b''.join(app(env, lambda status, headers: print(status)))\n"
+        "print(b'could not answer' in body)\n"
+    )
+    env = {**os.environ, "ADVISOR_PYTHON": sys.executable, "ADVISOR_SOCKET": str(tmp_path / "none.sock")}
+    argv = [str(app / "bin" / "python"), "-c", probe]
+    result = subprocess.run(argv, cwd=app, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["503", "Service", "Unavailable", "True"], result.stdout
+
+
+@pytest.mark.slurm
+def test_a_user_the_settings_do_not_name_gets_no_admin_page(sandbox: Sandbox, tmp_path: Path) -> None:
+    # No admins named: the suite's own user (root in CI) is refused like any other.
+    daemon = started_daemon(sandbox, tmp_path)
+    try:
+        with pytest.raises(DaemonRefused) as refused:
+            asker(daemon)("GET", "/admin", None)
+        status, page = get(asker(daemon), {}, "/admin")
+    finally:
+        daemon.stop()
+    assert refused.value.status == 403 and "is not one of the advisor's admins" in str(refused.value)
+    assert status == 403 and 'id="refused"' in page
+    assert not any(f'id="{table}"' in page for table in ("models", "accuracy", "coverage", "queue", "saved"))
+
+
+@pytest.fixture(scope="module")
+def admin_daemon(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    me = pwd.getpwuid(os.getuid()).pw_name
+    server = started_daemon(sandbox, tmp_path_factory.mktemp("web-admin"), ADVISOR_ADMINS=f"someone,{me}")
+    yield server
+    server.stop()
+
+
+def _completed(store: Store, client: SlurmClient, job_id: int) -> dict[str, object]:
+    deadline = time.monotonic() + 180
+    while True:
+        collect_outcomes(store, client)
+        rows = [row for row in AdvisedJobs(store).finished() if row["job_id"] == job_id]
+        if rows:
+            return rows[0]
+        assert time.monotonic() < deadline, f"job {job_id} never ended in Slurm's history"
+        time.sleep(2)
+
+
+def _planned(ask: Ask) -> Overview:
+    """The view once the daemon has planned tonight's benchmarks (its first view starts planning them)."""
+    deadline = time.monotonic() + 240
+    while (view := Overview.model_validate_json(ask("GET", "/admin", None))).tonight is None:
+        assert time.monotonic() < deadline, "tonight's plans were never made"
+        time.sleep(1)
+    return view
+
+
+@pytest.mark.slurm
+def test_an_admin_sees_the_predictors_the_benchmarks_the_queue_and_what_advice_saved(
+    admin_daemon: Daemon, local_slurm: SlurmClient, tmp_path: Path
+) -> None:
+    script = SCRIPT.format(name="web-admin").replace("sleep 600", "sleep 1")
+    (tmp_path / "web-admin.sbatch").write_text(script, encoding="utf-8")
+    submitted = submit(admin_daemon, tmp_path, "--yes", name="web-admin")
+    assert submitted.returncode == 0, submitted.stderr
+    store = Store.open(admin_daemon.root / "advisor.db")
+    with sqlite3.connect(admin_daemon.root / "advisor.db") as db:
+        job_id, advice = db.execute("SELECT job_id, recommendation FROM audit WHERE applied = 1").fetchone()
+    ended = _completed(store, local_slurm, job_id)
+    assert ended["state"] == "COMPLETED", ended
+
+    view = _planned(asker(admin_daemon))
+    registry = ModelRegistry(store).versions()
+    assert [(m.machine, m.version) for m in view.models] == [(r["machine"], r["version"]) for r in registry]
+    partitions = {partition.name for partition in local_slurm.partitions()}
+    assert {row.partition for row in view.queue} == partitions == {night.partition for night in view.tonight}
+    assert [o.job_id for o in view.finished] == [job_id] and view.accuracy[0].completed == 1
+    # What it saved, by hand: the job as written against the advice, both as predicted at submission.
+    recommendation = Recommendation.model_validate_json(advice)
+    assert recommendation.baseline is not None and recommendation.chosen is not None
+    assert recommendation.baseline.candidate.partition == "t4" != recommendation.chosen.candidate.partition
+    (saved,) = view.savings.jobs
+    assert saved.job_id == job_id and view.savings.offered == 1
+    written, advised = recommendation.baseline, recommendation.chosen
+    assert saved.written_completion_s - saved.advised_completion_s == pytest.approx(
+        written.wait_s + written.run_s - advised.wait_s - advised.run_s
+    )
+    assert saved.actual_gpu_hours == pytest.approx(float(ended["elapsed_s"]) / 3600)  # one GPU, as advised
+
+    status, page = get(asker(admin_daemon), {}, "/admin")
+    assert status == 200 and 'id="scatter"' in page and f'<tr data-job-id="{job_id}">' in page
+    assert all(f'<tr data-partition="{name}">' in page for name in partitions)
+    screenshot(asker(admin_daemon), "admin", "web-admin.png", 2100, tmp_path)
