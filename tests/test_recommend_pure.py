@@ -122,6 +122,24 @@ def estimate(candidate: Candidate, run: float, wait: float, **fields: object) ->
     return Estimate.model_validate({**values, **fields})
 
 
+def recommended(
+    candidates: list[Estimate], asked: Estimate, chosen: Estimate | None, **fields: object
+) -> Recommendation:
+    """Alice's recommendation under a rewriting policy, applied unless ``fields`` say otherwise."""
+    values: dict[str, object] = {
+        "user": "alice",
+        "account": None,
+        "mode": "rewrite",
+        "candidates": candidates,
+        "baseline": asked,
+        "chosen": chosen,
+        "apply": True,
+        "advice": None,
+        "reasons": [],
+    }
+    return Recommendation.model_validate({**values, **fields})
+
+
 REWRITE: dict[str, Mode] = {"a100": "rewrite", "t4": "rewrite"}
 
 
@@ -159,16 +177,8 @@ def test_a_candidate_below_the_least_scaling_efficiency_is_shown_not_chosen() ->
         "(the policy takes at least 0.70)"
     )
     assert decide([asked, two, four], asked).chosen == four, "no threshold: the fastest"
-    result = Recommendation(
-        user="alice",
-        account=None,
-        mode="rewrite",
-        candidates=decision.ranked,
-        baseline=asked,
-        chosen=decision.chosen,
-        apply=decision.apply,
-        advice=None,
-        reasons=decision.reasons,
+    result = recommended(
+        decision.ranked, asked, decision.chosen, apply=decision.apply, reasons=decision.reasons
     )
     console = Console(width=160, record=True)
     console.print(candidates_table(result))
@@ -265,17 +275,8 @@ def test_ties_go_to_the_cheaper_candidate_then_to_fewer_gpus() -> None:
 def test_the_candidates_table_has_a_header_over_every_cell_and_shows_the_advice_as_options() -> None:
     asked = estimate(baseline(describe(), A100, 1), run=3600, wait=7200, wait_source="slurm")
     better = estimate(asked.candidate.model_copy(update={"partition": "t4"}), run=3600, wait=0, cost=1.5)
-    result = Recommendation(
-        user="alice",
-        account=None,
-        mode="rewrite",
-        candidates=[better, asked],
-        baseline=asked,
-        chosen=better,
-        apply=True,
-        advice=Advice(partition="t4", time_limit=timedelta(minutes=95)),
-        reasons=["because"],
-    )
+    advice = Advice(partition="t4", time_limit=timedelta(minutes=95))
+    result = recommended([better, asked], asked, better, advice=advice, reasons=["because"])
     console = Console(record=True, width=120)
     show(result, console, added_words(["job.sh"], ["--partition=t4", "--time=01:35:00", "job.sh"], {}))
     text = console.export_text()

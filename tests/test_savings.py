@@ -5,35 +5,21 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from advisor.recommend.candidates import baseline
-from advisor.recommend.choose import Estimate, Recommendation
 from advisor.recommend.savings import saving, savings
 
-from .test_recommend_pure import T4, describe, estimate
+from .test_recommend_pure import T4, describe, estimate, recommended
 
 SUBMITTED = datetime(2026, 12, 2, 9, tzinfo=UTC)
-
-
-def _advised(written: Estimate, advised: Estimate) -> Recommendation:
-    return Recommendation(
-        user="alice",
-        account=None,
-        mode="rewrite",
-        candidates=[advised, written],
-        baseline=written,
-        chosen=advised,
-        apply=True,
-        advice=None,
-        reasons=[],
-    )
 
 
 def test_each_job_as_written_is_set_against_its_advice_and_against_what_slurm_says_it_took() -> None:
     written = estimate(baseline(describe(), T4, 1), run=4 * 3600, wait=2 * 3600)
     two = written.candidate.model_copy(update={"partition": "a100", "gpus": 2})
     advised = estimate(two, run=3600, wait=1800)
-    ran = saving(7, _advised(written, advised), SUBMITTED, (SUBMITTED + timedelta(minutes=10), 5400.0))
-    pending = saving(8, _advised(written, advised), SUBMITTED, None)
-    unchanged = saving(9, _advised(written, written), SUBMITTED, None)
+    result = recommended([advised, written], written, advised)
+    ran = saving(7, result, SUBMITTED, (SUBMITTED + timedelta(minutes=10), 5400.0))
+    pending = saving(8, result, SUBMITTED, None)
+    unchanged = saving(9, recommended([written], written, written), SUBMITTED, None)
     assert unchanged is None, "advice that changed nothing saved nothing"
     assert ran is not None and pending is not None
     # As written: 2 h wait + 4 h on one GPU. As advised: 0.5 h + 1 h on two. Really: 10 min + 1.5 h on two.

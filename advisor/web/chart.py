@@ -81,12 +81,12 @@ def scatter_svg(outcomes: list[Outcome]) -> str:
                     if shown:
                         axis.scatter(
                             [o.predicted_s / 3600 for o in shown],
-                            [max(o.actual_s, 1.0) / 3600 for o in shown],
+                            [_actual_hours(o) for o in shown],
                             label=f"{partition} (killed at its limit)" if timed_out else partition,
                             facecolors="none" if timed_out else color,
                             edgecolors=color,
                         )
-            hours = [o.predicted_s / 3600 for o in outcomes] + [max(o.actual_s, 1.0) / 3600 for o in outcomes]
+            hours = [o.predicted_s / 3600 for o in outcomes] + [_actual_hours(o) for o in outcomes]
             low, high = min(hours) / 1.5, max(hours) * 1.5
             axis.plot([low, high], [low, high], color="#888888", linewidth=1, label="actual = predicted")
             axis.set(xscale="log", yscale="log", xlim=(low, high), ylim=(low, high))
@@ -96,6 +96,11 @@ def scatter_svg(outcomes: list[Outcome]) -> str:
             return _svg(figure)
         finally:
             pyplot.close(figure)
+
+
+def _actual_hours(outcome: Outcome) -> float:
+    """At least a second: a log axis has no zero."""
+    return max(outcome.actual_s, 1.0) / 3600
 
 
 def _timed_out(outcome: Outcome) -> bool:

@@ -89,14 +89,12 @@ def jobs(ask: Ask, user: str, query: Mapping[str, str]) -> Page:
 
 def admin(ask: Ask, user: str, query: Mapping[str, str]) -> Page:
     """The admins' view; the daemon decides who is one (SO_PEERCRED against its ``admins`` setting)."""
-    page: dict[str, object] = {"user": user, "view": None, "problem": None, "scatter": ""}
+    page: dict[str, object] = {"user": user, "view": None, "problem": None, "scatter": "", "refused": None}
     try:
         view = Overview.model_validate_json(ask("GET", "/admin", None))
-    except DaemonRefused as error:
-        if error.status == 403:
-            return _render("admin.html", page | {"refused": str(error)}, 403)
-        return _render("admin.html", page | {"problem": f"the advisor could not answer: {error}"}, 503)
     except Exception as error:  # the page says what went wrong; it never shows a traceback
+        if isinstance(error, DaemonRefused) and error.status == 403:
+            return _render("admin.html", page | {"refused": str(error)}, 403)
         return _render("admin.html", page | {"problem": f"the advisor could not answer: {error}"}, 503)
     scatter = scatter_svg(view.finished) if view.finished else ""
     return _render("admin.html", page | {"view": view, "scatter": scatter})
@@ -115,7 +113,6 @@ def not_found(path: str) -> Page:
 
 
 def _render(template: str, page: Mapping[str, object], status: int = 200) -> Page:
-    page = {"refused": None} | dict(page)
     text = _TEMPLATES.get_template(template).render(
         **page, describe=describe, span=format_seconds, optional=_optional, signed=_signed
     )
