@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import getpass
+import os
 import random
 import socket
 import subprocess
@@ -21,6 +22,19 @@ from advisor.slurm.runner import LocalRunner, SshRunner
 
 REPO = Path(__file__).resolve().parent.parent
 SANDBOX_CONFIG = REPO / "advisor" / "data" / "sandbox.toml"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Each fast-tier worker (pytest-xdist) on a core of its own, before torch is imported.
+
+    Torch and the benchmark job size their thread pools from the affinity mask; two workers each running
+    two threads on two shared cores wait for each other at every parallel region (a layer measurement ran
+    ten times slower). Subprocesses inherit the mask, so a benchmark the tests start runs one thread too.
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw"):
+        cores = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cores[int(worker[2:]) % len(cores)]})
 
 
 def free_port_block(count: int) -> int:
