@@ -28,7 +28,6 @@ import contextlib
 import json
 import os
 import pwd
-import resource
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -37,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from advisor.daemon.transport import DaemonRefused, DaemonUnreachable, Service, call
-from advisor.jobscript.advisor_words import description_values, names_a_factory, split_command_line
+from advisor.factory_table import FactoryFailed, factory_table
+from advisor.jobscript.advisor_words import description_values, split_command_line
 from advisor.jobscript.errors import ScriptError
 from advisor.jobscript.lexer import MAX_SCRIPT_BYTES, STDIN
 from advisor.jobscript.options import script_arguments
@@ -76,8 +76,6 @@ Every other option is sbatch's: see `sbatch --help`.
 WRAPPED = "ADVISOR_WRAPPED"
 """Set on advise-submit's own sbatch call: the cli_filter inside it leaves the job alone
 (`advisor.cli_filter`), so a job is never advised twice."""
-INTROSPECT_TIMEOUT_S = 60
-INTROSPECT_MEMORY_BYTES = 8 * 2**30
 
 
 @dataclass(frozen=True)
@@ -179,7 +177,7 @@ def _advise(job: UserJob, script: bytes, description_args: list[str]) -> Answer:
         "sbatch_argv": job.argv,
         "description_args": description_args,
         "environ": dict(job.environ),
-        "table": _factory_table(job.script, job.where, description_args),
+        "table": _table(job.script, job.where, description_args),
     }
     body = json.loads(_call("POST", "/advise", json.dumps(request).encode()))
     if not isinstance(body, dict) or not isinstance(body.get("request_id"), str):
@@ -187,49 +185,11 @@ def _advise(job: UserJob, script: bytes, description_args: list[str]) -> Answer:
     return Answer(request_id=body["request_id"], submission=checked(job, body.get("submission")), body=body)
 
 
-def _factory_table(text: str, where: str, description_args: list[str]) -> Any:
-    """A factory model's layer table, from a child process (`advisor.introspect.child`); None for a
-    torchvision name, which the daemon introspects itself."""
+def _table(text: str, where: str, description_args: list[str]) -> dict[str, Any] | None:
     try:
-        if not names_a_factory(description_values(text, where, description_args)[0]):
-            return None
-        from advisor.jobscript.advisor_lines import parse_description
-
-        description = parse_description(text, where, description_args)
-    except ScriptError:
-        return None  # the daemon reports it, with the place
-    assert description is not None
-    request = {
-        "model": description.model,
-        "input_shape": description.input_shape,
-        "model_kwargs": description.model_kwargs,
-    }
-    try:
-        result = subprocess.run(
-            [sys.executable, "-m", "advisor.introspect.child"],
-            input=json.dumps(request),
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=INTROSPECT_TIMEOUT_S,
-            preexec_fn=_child_limits,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as error:
-        raise AdvisorUnavailable(
-            f"model {description.model} took over {error.timeout:.0f} s to introspect"
-        ) from None
-    try:
-        if result.returncode == 0:
-            return json.loads(result.stdout)
-    except ValueError:
-        pass
-    why = result.stderr.strip().splitlines() or [f"exit status {result.returncode}, no layer table"]
-    raise AdvisorUnavailable(f"model {description.model} could not be introspected: {sanitized(why[-1])}")
-
-
-def _child_limits() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (INTROSPECT_MEMORY_BYTES, INTROSPECT_MEMORY_BYTES))
+        return factory_table(text, where, description_args)
+    except FactoryFailed as error:
+        raise AdvisorUnavailable(str(error)) from None
 
 
 def _call(method: str, path: str, body: bytes | None = None) -> bytes:

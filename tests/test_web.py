@@ -15,14 +15,19 @@ from urllib.parse import urlencode
 import pytest
 
 from advisor.api import AdviseRequest, AdviseResponse
+from advisor.daemon.transport import DaemonRefused
+from advisor.introspect import LayerTable
+from advisor.introspect.run import introspect
+from advisor.jobscript.lexer import MAX_SCRIPT_BYTES
 from advisor.sandbox.cluster import Sandbox
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.values import format_duration
-from advisor.web.forms import Compare, directives, read_form, script
-from advisor.web.pages import WHERE
+from advisor.web.forms import WHERE, Compare, directives, read_form, read_pasted, script
 
-from .daemon_support import Daemon, started_daemon, submit
-from .web_support import asker, browser, down, get, screenshot, serving
+from .daemon_support import SCRIPT, Daemon, started_daemon, submit
+from .web_support import asker, browser, down, get, post, screenshot, serving
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def _never(method: str, path: str, body: bytes | None) -> bytes:
@@ -39,7 +44,7 @@ GOOD = {"model": "resnet18", "input_shape": "3,32,32", "global_batch": "64", "st
         ("global_batch", "0", "at least 1"),
         ("steps", "", "required"),
         ("input_shape", "3,224", "three positive sizes C,H,W, such as 3,224,224"),
-        ("model", "x; rm -rf /", "a torchvision model name, such as resnet50"),
+        ("model", "x; rm -rf /", "a torchvision model name, such as resnet50, or package.module:factory"),
         ("partition", "a100,v100", "a partition name"),
         ("time", "two days", "a time limit [D-]HH:MM:SS"),
     ],
@@ -70,6 +75,83 @@ def test_the_form_stands_for_the_lines_a_batch_script_would_have() -> None:
 def test_a_daemon_that_does_not_answer_is_a_message_not_a_traceback() -> None:
     status, page = get(down, GOOD)
     assert status == 503 and "the advisor could not answer: no daemon at /run/advisor/advisor.sock" in page
+
+
+class Recorder:
+    """The daemon as a recorder: it keeps each request and refuses it as the daemon refuses a bad script."""
+
+    def __init__(self, refusal: str) -> None:
+        self.requests: list[AdviseRequest] = []
+        self.refusal = refusal
+
+    def __call__(self, method: str, path: str, body: bytes | None) -> bytes:
+        assert (method, path) == ("POST", "/advise") and body is not None
+        self.requests.append(AdviseRequest.model_validate_json(body))
+        raise DaemonRefused(self.refusal, 422)
+
+
+PASTED = "#!/bin/sh\r\n#SBATCH --partition=t4\r\n#ADVISOR --model=resnet18 --steps=100\r\npython train.py\r\n"
+
+
+def test_a_pasted_script_is_asked_about_as_its_file_and_the_daemons_message_shows_next_to_it() -> None:
+    daemon = Recorder("mine.sbatch:2: --partition=t4: no such partition")
+    status, page = post(daemon, {"script": PASTED, "script_name": "C:\\fakepath\\mine.sbatch"})
+    (request,) = daemon.requests
+    assert request.script == PASTED.replace("\r\n", "\n").encode(), "a text area's CRLF is the file's LF"
+    assert (request.where, request.sbatch_argv, request.preview, request.table) == (
+        "mine.sbatch",
+        ["mine.sbatch"],
+        True,
+        None,
+    )
+    assert status == 422 and 'id="script-error">mine.sbatch:2: --partition=t4: no such partition<' in page
+    assert "Traceback" not in page and 'id="candidates"' not in page
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "message"),
+    [
+        ("", "a.sbatch", "required: paste a batch script or choose its file"),
+        (" \r\n", "a.sbatch", "required: paste a batch script or choose its file"),
+        ("#!/bin/sh\n" + "#" * MAX_SCRIPT_BYTES, "a.sbatch", "at most 4 MiB, as sbatch takes"),
+    ],
+)
+def test_what_cannot_be_a_batch_script_is_refused_next_to_it_and_the_daemon_is_not_asked(
+    text: str, name: str, message: str
+) -> None:
+    assert read_pasted(text, name) == (None, message)
+    status, page = post(_never, {"script": text, "script_name": name})
+    assert status == 422 and f'id="script-error">{message}<' in page
+
+
+def test_a_pasted_scripts_name_is_only_ever_a_plain_file_name() -> None:
+    for name, where in [("../../x.sh", "x.sh"), ("a b.sh", WHERE), ("", WHERE), ("$(id).sh", WHERE)]:
+        pasted, _ = read_pasted("#!/bin/sh\n", name)
+        assert pasted is not None and pasted.where == where, name
+
+
+def test_a_factory_model_is_introspected_in_a_child_of_the_page_and_its_table_sent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The page runs as the user, like advise-submit: the user's code runs in its child, never the daemon."""
+    monkeypatch.setenv("PYTHONPATH", str(REPO))  # where the user's package is importable
+    daemon = Recorder("train.sbatch: refused here")
+    status, page = get(daemon, {**GOOD, "model": "tests.factories.cnn:build"})
+    (request,) = daemon.requests
+    assert request.table is not None
+    table = LayerTable.model_validate(request.table)
+    assert table == introspect("tests.factories.cnn:build", (3, 32, 32), {}, allow_factories=True)
+    assert status == 422 and 'id="model-error">train.sbatch: refused here<' in page
+
+
+def test_a_factory_that_fails_is_a_message_next_to_the_model_and_the_daemon_is_not_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    status, page = get(_never, {**GOOD, "model": "tests.factories.cnn:broken"})
+    assert status == 422 and "Traceback" not in page
+    assert 'id="model-error">model tests.factories.cnn:broken could not be introspected: ' in page
+    assert "cannot build a network 8 wide" in page
 
 
 @pytest.fixture(scope="module")
@@ -110,11 +192,32 @@ def test_the_compare_page_shows_the_daemons_predictions_per_partition_and_marks_
 
 
 @pytest.mark.slurm
+def test_a_pasted_script_is_compared_as_advise_submit_would_advise_it(daemon: Daemon) -> None:
+    ask = asker(daemon)
+    text = SCRIPT.format(name="pasted")
+    status, page = post(ask, {"script": text.replace("\n", "\r\n"), "script_name": "pasted.sbatch"})
+    assert status == 200, page
+    direct = AdviseRequest.of(
+        text.encode(), where="pasted.sbatch", sbatch_argv=["pasted.sbatch"], preview=True
+    )
+    result = AdviseResponse.model_validate_json(
+        ask("POST", "/advise", json.dumps(direct.model_dump()).encode())
+    ).recommendation
+    shown = {row.group(1) for row in re.finditer(r'data-partition="([^"]+)"', page)}
+    assert shown == {e.candidate.partition for e in result.candidates} and len(shown) == 3
+    assert result.chosen is not None and '<tr class="chosen"' in page
+    assert ">advise-submit pasted.sbatch</pre>" in page
+    status, refused = post(ask, {"script": "#SBATCH --partition=t4\nsleep 1\n", "script_name": "bad.sbatch"})
+    assert status == 422 and 'id="script-error">bad.sbatch: This does not look like a batch script' in refused
+
+
+@pytest.mark.slurm
 @pytest.mark.skipif(shutil.which("chromedriver") is None, reason="needs Debian's chromium-driver")
 def test_in_a_real_browser_the_compare_page_draws_a_bar_per_partition_and_a_bad_batch_is_marked(
     daemon: Daemon, tmp_path: Path
 ) -> None:
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.wait import WebDriverWait
 
     shots = Path(os.environ.get("ADVISOR_SCREENSHOTS", tmp_path))
     shots.mkdir(parents=True, exist_ok=True)
@@ -132,12 +235,26 @@ def test_in_a_real_browser_the_compare_page_draws_a_bar_per_partition_and_a_bad_
             shown.get(url + "?" + urlencode({**GOOD, "global_batch": "0"}))
             error = shown.find_element(By.ID, "global_batch-error").text
             shown.save_screenshot(str(shots / "web-compare-error.png"))
+            job = tmp_path / "mine.sbatch"
+            job.write_text(SCRIPT.format(name="uploaded"))
+            shown.set_window_size(1200, 1800)
+            shown.get(url)
+            shown.find_element(By.ID, "upload").send_keys(str(job))
+            WebDriverWait(shown, 10).until(
+                lambda page: page.find_element(By.ID, "script").get_property("value")
+            )
+            shown.find_element(By.CSS_SELECTOR, "#pasted button").click()
+            uploaded = WebDriverWait(shown, 60).until(lambda page: page.find_elements(By.ID, "command"))
+            command = uploaded[0].text
+            script_rows = len(shown.find_elements(By.CSS_SELECTOR, "#candidates tr[data-partition]"))
+            shown.save_screenshot(str(shots / "web-compare-script.png"))
         finally:
             shown.quit()
     chosen = [label for label in labels if label.endswith(" (chosen)")]
     assert len(labels) == 3 and len(chosen) == 1, labels
     assert marked == [chosen[0].removesuffix(" (chosen)")]
     assert error == "at least 1"
+    assert command == "advise-submit mine.sbatch" and script_rows >= 3, "the file was read, posted, compared"
     assert (shots / "web-compare.png").stat().st_size > 10_000
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import pwd
 import shutil
@@ -11,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlencode
 from wsgiref.util import setup_testing_defaults
 
 import pytest
@@ -31,9 +33,15 @@ from .web_support import asker, down, get, screenshot
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _wsgi(path: str, method: str = "GET", query: str = "") -> tuple[str, dict[str, str], str]:
-    environ = {"SCRIPT_NAME": "/pun/sys/advisor", "PATH_INFO": path, "REQUEST_METHOD": method}
-    environ["QUERY_STRING"] = query
+def _wsgi(
+    path: str, method: str = "GET", query: str = "", form: dict[str, str] | None = None
+) -> tuple[str, dict[str, str], str]:
+    environ: dict[str, object] = {"SCRIPT_NAME": "/pun/sys/advisor", "PATH_INFO": path}
+    environ |= {"REQUEST_METHOD": method, "QUERY_STRING": query}
+    if form is not None:
+        body = urlencode(form).encode()
+        environ |= {"CONTENT_TYPE": "application/x-www-form-urlencoded", "CONTENT_LENGTH": str(len(body))}
+        environ["wsgi.input"] = io.BytesIO(body)
     setup_testing_defaults(environ)
     answer: dict[str, object] = {}
 
@@ -53,7 +61,16 @@ def test_under_open_ondemand_the_pages_link_below_the_apps_own_root() -> None:
     assert status.startswith("503") and "the advisor could not answer: no daemon" in page
     status, _, page = _wsgi("/", query="model=resnet18&global_batch=0&input_shape=3,32,32&steps=10")
     assert status.startswith("422") and 'id="global_batch-error">at least 1<' in page
-    assert _wsgi("/nothing")[0].startswith("404") and _wsgi("/", method="POST")[0].startswith("405")
+    assert _wsgi("/nothing")[0].startswith("404") and _wsgi("/jobs", method="POST")[0].startswith("405")
+
+
+def test_under_open_ondemand_a_pasted_script_is_posted_to_the_compare_page() -> None:
+    status, _, page = _wsgi("/", "POST", form={"script": "#!/bin/sh\r\necho\r\n", "script_name": "a.sh"})
+    assert status.startswith("503") and "the advisor could not answer: no daemon" in page
+    assert ">#!/bin/sh\r\necho\r\n</textarea>" in page, "the script stays in the form as it was sent"
+    status, _, page = _wsgi("/", "POST", form={"script": " "})
+    assert status.startswith("422") and 'id="script-error">required: paste a batch script' in page
+    assert _wsgi("/", "POST")[0].startswith("415"), "a post that is not a form"
 
 
 def test_the_ood_folder_serves_the_pages_once_copied(tmp_path: Path) -> None:

@@ -30,6 +30,17 @@ def get(ask: Ask, query: dict[str, str], path: str = "/") -> tuple[int, str]:
     return asyncio.run(fetch())
 
 
+def post(ask: Ask, fields: dict[str, str]) -> tuple[int, str]:
+    """The compare page's pasted-script form, posted as a browser posts it."""
+
+    async def fetch() -> tuple[int, str]:
+        async with TestClient(TestServer(make_app(ask, user="alice"))) as client:
+            response = await client.post("/", data=fields)
+            return response.status, await response.text()
+
+    return asyncio.run(fetch())
+
+
 @contextlib.contextmanager
 def serving(ask: Ask) -> Iterator[str]:
     """The app on a free loopback port, in a thread of its own, as `advisor web` serves it."""

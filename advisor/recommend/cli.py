@@ -117,7 +117,7 @@ def show(result: Recommendation, console: Console, changes: Sequence[str] | None
         console.print(reason, highlight=False)
     if result.advice is not None:
         verb = "applies" if result.apply else "suggests (not applied)"
-        console.print(f"the advisor {verb}: {' '.join(changes or _fields(result))}", highlight=False)
+        console.print(f"the advisor {verb}: {' '.join(changes or advice_words(result))}", highlight=False)
     if result.candidates:
         console.print(
             "waits marked * come from the estimator with the smaller measured error", highlight=False
@@ -147,7 +147,7 @@ def added_words(before: Sequence[str], after: Sequence[str], env: Mapping[str, s
     return [word for word in after if word not in kept] + [f"{name}={value}" for name, value in env.items()]
 
 
-def _fields(result: Recommendation) -> list[str]:
+def advice_words(result: Recommendation) -> list[str]:
     """The advice as the options and variables it adds, where the submission it was applied to is gone
     (`advisor explain`): the GPU request in sbatch's plain form, not necessarily the user's own."""
     advice = result.advice

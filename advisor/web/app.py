@@ -10,17 +10,18 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from advisor.web.pages import ROUTES, Ask, PageMaker
+from advisor.web.pages import MAX_FORM_BYTES, ROUTES, Ask, PageMaker
 
 _ASK: web.AppKey[Ask] = web.AppKey("ask")
 _USER = web.AppKey("user", str)
 
 
 def make_app(ask: Ask, user: str | None = None) -> web.Application:
-    app = web.Application()
+    app = web.Application(client_max_size=MAX_FORM_BYTES)
     app[_ASK], app[_USER] = ask, user or pwd.getpwuid(os.getuid()).pw_name  # the kernel's, not $USER
     for path, page in ROUTES.items():
         app.router.add_get(f"/{path}", _handler(page))
+    app.router.add_post("/", _handler(ROUTES[""]))  # a pasted script: too long for a query
     return app
 
 
@@ -28,6 +29,8 @@ def _handler(page: PageMaker) -> Callable[[web.Request], Awaitable[web.Response]
     async def handle(request: web.Request) -> web.Response:
         # A page waits on the daemon: on a thread, so that one slow answer holds up no other page.
         query, app = dict(request.query), request.app
+        if request.method == "POST":
+            query |= {name: value for name, value in (await request.post()).items() if isinstance(value, str)}
         made = await asyncio.get_running_loop().run_in_executor(None, page, app[_ASK], app[_USER], query)
         return web.Response(text=made.html, content_type="text/html", status=made.status)
 

@@ -1,4 +1,5 @@
-"""The compare form: what a user types, checked field by field, and the batch script it stands for.
+"""The compare form: what a user types, checked field by field, and the batch script it stands for; or a
+batch script of the user's own, pasted.
 
 Pure: a form's values in, a `Compare` or each bad field's message out; the script is the `#SBATCH` and
 `#ADVISOR` lines `advise-submit` would read, so the page asks the daemon exactly what a submission would.
@@ -8,10 +9,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+from advisor.jobscript.lexer import MAX_SCRIPT_BYTES
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*(:[A-Za-z_][A-Za-z0-9_]*)?$")
+"""A torchvision name, or ``package.module:factory`` (the user's own code, introspected in a child of the
+page's process, which runs as the user: `advisor.factory_table`)."""
+_FILE_NAME = re.compile(r"^[A-Za-z0-9_.+-]{1,100}$")
+WHERE = "train.sbatch"
+"""What the script is called in the daemon's messages and the command to copy, where its file's name is not
+known (the form's, and a pasted script's)."""
 _PARTITION = re.compile(r"^[A-Za-z0-9_.-]*$")
 
 
@@ -33,7 +43,7 @@ class Compare(BaseModel):
     @classmethod
     def _model(cls, value: str) -> str:
         if not _NAME.match(value):
-            raise ValueError("a torchvision model name, such as resnet50")
+            raise ValueError("a torchvision model name, such as resnet50, or package.module:factory")
         return value
 
     @field_validator("input_shape")
@@ -102,3 +112,24 @@ def directives(form: Compare) -> list[str]:
 
 def script(form: Compare) -> bytes:
     return ("#!/bin/sh\n" + "\n".join(directives(form)) + "\npython train.py\n").encode()
+
+
+@dataclass(frozen=True)
+class Pasted:
+    """A batch script pasted (or read from a file by the page) into the form, asked about as it stands."""
+
+    script: bytes
+    where: str
+    """The file's name, for messages and the command to copy."""
+
+
+def read_pasted(text: str, name: str) -> tuple[Pasted | None, str | None]:
+    """The script, or the message shown next to it. A browser sends a text area's lines ending in CRLF
+    whatever the file had; sbatch refuses DOS line breaks, so they are read as the file's own LF."""
+    script = text.replace("\r\n", "\n").encode()
+    if not script.strip():
+        return None, "required: paste a batch script or choose its file"
+    if len(script) > MAX_SCRIPT_BYTES:
+        return None, f"at most {MAX_SCRIPT_BYTES // 2**20} MiB, as sbatch takes"
+    base = name.replace("\\", "/").rsplit("/", 1)[-1]
+    return Pasted(script, base if _FILE_NAME.match(base) else WHERE), None

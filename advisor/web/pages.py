@@ -16,10 +16,13 @@ import jinja2
 
 from advisor.api import AdviseRequest, AdviseResponse, MyJobs, Overview
 from advisor.daemon.transport import DaemonRefused
+from advisor.factory_table import FactoryFailed, factory_table
+from advisor.jobscript.lexer import MAX_SCRIPT_BYTES
 from advisor.recommend.choose import describe
+from advisor.recommend.cli import added_words, advice_words
 from advisor.slurm.values import format_seconds
 from advisor.web.chart import bars_svg, scatter_svg
-from advisor.web.forms import Compare, directives, read_form, script
+from advisor.web.forms import WHERE, directives, read_form, read_pasted, script
 
 Ask = Callable[[str, str, bytes | None], bytes]
 """One request to the daemon (method, path, body) and its answer's body (`advisor.web.cli` makes one)."""
@@ -35,7 +38,7 @@ PageMaker = Callable[[Ask, str, Mapping[str, str]], Page]
 """A page of (ask, the caller's user name, the query's fields)."""
 
 _FIELDS = (
-    ("model", "model (torchvision)", "resnet50"),
+    ("model", "model (torchvision, or package.module:factory)", "resnet50"),
     ("input_shape", "input shape C,H,W", "3,224,224"),
     ("global_batch", "global batch", "256"),
     ("steps", "optimizer steps", "10000"),
@@ -46,32 +49,50 @@ _FIELDS = (
 _TEMPLATES = jinja2.Environment(
     loader=jinja2.PackageLoader("advisor.web", "templates"), autoescape=True, undefined=jinja2.StrictUndefined
 )
-WHERE = "compare.sbatch"
 
 
 def compare(ask: Ask, user: str, query: Mapping[str, str]) -> Page:
+    """The form's fields (a query), or a pasted script (posted: ``script`` and its file's ``script_name``)."""
     values = {name: query.get(name, default) for name, _label, default in _FIELDS}
     page: dict[str, object] = {"fields": [(n, label, values[n]) for n, label, _ in _FIELDS]}
-    page |= {"errors": {}, "problem": None, "result": None, "user": user}
+    page |= {"errors": {}, "problem": None, "result": None, "user": user, "script": query.get("script", "")}
     if not query:
         return _render("compare.html", page)
+    if "script" in query:
+        pasted, error = read_pasted(query["script"], query.get("script_name", ""))
+        if pasted is None:
+            return _render("compare.html", page | {"errors": {"script": error}}, status=422)
+        return _answer(ask, page, pasted.script, pasted.where, "script", [])
     form, errors = read_form(values)
     if form is None:
         return _render("compare.html", page | {"errors": errors}, status=422)
+    return _answer(ask, page, script(form), WHERE, "model", directives(form))
+
+
+def _answer(ask: Ask, page: dict[str, object], text: bytes, where: str, field: str, lines: list[str]) -> Page:
+    """The daemon's answer for one script; what is wrong with the script itself shows next to ``field``
+    (a factory that cannot be introspected, or the daemon's message with the script's line)."""
     try:
-        answer = _preview(ask, form)
+        answer = _preview(ask, text, where, factory_table(text.decode(errors="replace"), where, []))
+    except (FactoryFailed, DaemonRefused) as error:
+        if isinstance(error, DaemonRefused) and error.status != 422:
+            return _render("compare.html", page | {"problem": f"the advisor could not answer: {error}"}, 503)
+        return _render("compare.html", page | {"errors": {field: str(error)}}, 422)
     except Exception as error:  # the page says what went wrong; it never shows a traceback
         return _render("compare.html", page | {"problem": f"the advisor could not answer: {error}"}, 503)
-    result = answer.recommendation
-    shown = {"result": result, "lines": "\n".join(directives(form))}
+    result, call = answer.recommendation, answer.submission
+    adds = added_words([where], call.argv, call.env) if call.rewritten else []
+    if not adds and result.advice is not None:
+        adds = advice_words(result)
+    shown = {"result": result, "lines": "\n".join(lines), "adds": " ".join(adds), "where": where}
     chart = bars_svg(result) if result.candidates else ""
     if not result.candidates:
         shown["problem"] = "; ".join(result.reasons) or "no candidates"
     return _render("compare.html", page | shown | {"chart": chart})
 
 
-def _preview(ask: Ask, form: Compare) -> AdviseResponse:
-    request = AdviseRequest.of(script(form), where=WHERE, sbatch_argv=[WHERE], preview=True)
+def _preview(ask: Ask, text: bytes, where: str, table: dict[str, object] | None) -> AdviseResponse:
+    request = AdviseRequest.of(text, where=where, sbatch_argv=[where], preview=True, table=table)
     return AdviseResponse.model_validate_json(
         ask("POST", "/advise", json.dumps(request.model_dump()).encode())
     )
@@ -101,7 +122,9 @@ def admin(ask: Ask, user: str, query: Mapping[str, str]) -> Page:
 
 
 ROUTES: dict[str, PageMaker] = {"": compare, "jobs": jobs, "admin": admin}
-"""Each page by its path below the app's root."""
+"""Each page by its path below the app's root; the compare page (``""``) also takes a posted form."""
+MAX_FORM_BYTES = 3 * MAX_SCRIPT_BYTES + 2**16
+"""A posted form: the largest script sbatch takes, URL-encoded, and its few other fields."""
 
 
 def problem_page(problem: str, status: int) -> Page:

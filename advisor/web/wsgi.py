@@ -13,7 +13,7 @@ from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
 from advisor.settings import SettingsError, load_settings
 from advisor.web.daemon import daemon_ask
-from advisor.web.pages import ROUTES, Ask, Page, not_found, problem_page
+from advisor.web.pages import MAX_FORM_BYTES, ROUTES, Ask, Page, not_found, problem_page
 
 
 def make_application(ask: Ask, user: str) -> WSGIApplication:
@@ -25,12 +25,29 @@ def make_application(ask: Ask, user: str) -> WSGIApplication:
         maker = ROUTES.get(path.removeprefix("/"))
         if maker is None:
             return _respond(start_response, not_found(path))
-        if environ.get("REQUEST_METHOD", "GET") not in ("GET", "HEAD"):
+        method = environ.get("REQUEST_METHOD", "GET")
+        if method not in ("GET", "HEAD") and not (method == "POST" and maker is ROUTES[""]):
             return _respond(start_response, problem_page("the pages only show: nothing here is sent", 405))
         query = dict(parse_qsl(environ.get("QUERY_STRING", ""), keep_blank_values=True))
+        if method == "POST":
+            posted = _posted(environ)
+            if isinstance(posted, Page):
+                return _respond(start_response, posted)
+            query |= posted
         return _respond(start_response, maker(ask, user, query))
 
     return application
+
+
+def _posted(environ: WSGIEnvironment) -> dict[str, str] | Page:
+    """A posted form's fields, or the page that refuses it."""
+    if environ.get("CONTENT_TYPE", "").split(";")[0].strip() != "application/x-www-form-urlencoded":
+        return problem_page("a form is posted URL-encoded, as the compare page posts it", 415)
+    length = environ.get("CONTENT_LENGTH") or "0"
+    if not length.isdigit() or int(length) > MAX_FORM_BYTES:
+        return problem_page(f"a posted form has at most {MAX_FORM_BYTES // 2**20} MiB", 413)
+    body = environ["wsgi.input"].read(int(length)).decode("utf-8", errors="replace")
+    return dict(parse_qsl(body, keep_blank_values=True))
 
 
 def application(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
