@@ -48,19 +48,22 @@ class TonightPlans:
 
     def __init__(self, cluster: ClusterView, plan: Callable[[], list[NightPlan]]) -> None:
         self.cluster, self.plan = cluster, plan
+        self._planning = threading.Lock()
+        """Held by the one thread making the plans: a view while it works starts no other."""
 
     def ready(self) -> list[NightPlan] | None:
         plans = self.cluster.peek("tonight", TONIGHT_FRESH_FOR)
-        if plans is None:
+        if plans is None and self._planning.acquire(blocking=False):
             threading.Thread(target=self._make, name="tonight", daemon=True).start()
         return cast(list[NightPlan] | None, plans)
 
     def _make(self) -> None:
-        """Single-flight (`ClusterView.cached`): a second view while planning starts no second plan."""
         try:
             self.cluster.cached("tonight", TONIGHT_FRESH_FOR, self.plan)
         except (SlurmError, sqlite3.Error) as error:
             log.warning("tonight's benchmark plans not made: %s", error)
+        finally:
+            self._planning.release()
 
 
 def my_jobs(store: Store, user: str) -> MyJobs:
