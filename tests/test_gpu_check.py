@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.long
 def test_the_gpu_check_runs_each_part_on_a_cpu_and_prints_its_table(tmp_path: Path) -> None:
     out = tmp_path / "out"
     env = {**os.environ, "PYTHON": sys.executable, "OMP_NUM_THREADS": "1"}

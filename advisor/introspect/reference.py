@@ -13,7 +13,6 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
-import torchvision
 from pydantic import JsonValue
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -107,6 +106,9 @@ def resolve_factory(reference: str, *, allow_factories: bool) -> Callable[..., o
 
 
 def _torchvision_builder(name: str) -> Callable[..., object]:
+    # Imported here: a factory (advise-submit's child) has no use for torchvision's second of imports.
+    import torchvision
+
     if name not in torchvision.models.list_models(module=torchvision.models):
         raise IntrospectionError(f"{name!r} is not a torchvision classification model")
     builder = torchvision.models.get_model_builder(name)
