@@ -8,7 +8,6 @@ the advice. The daemon imports no user code; it validates the table it is sent.
 from __future__ import annotations
 
 import json
-import resource
 import subprocess
 import sys
 from typing import Any
@@ -42,6 +41,7 @@ def factory_table(text: str, where: str, description_args: list[str]) -> dict[st
         "model": description.model,
         "input_shape": description.input_shape,
         "model_kwargs": description.model_kwargs,
+        "memory_bytes": MEMORY_BYTES,
     }
     try:
         result = subprocess.run(
@@ -51,7 +51,6 @@ def factory_table(text: str, where: str, description_args: list[str]) -> dict[st
             text=True,
             errors="replace",
             timeout=TIMEOUT_S,
-            preexec_fn=_child_limits,
             check=False,
         )
     except subprocess.TimeoutExpired as error:
@@ -67,7 +66,3 @@ def factory_table(text: str, where: str, description_args: list[str]) -> dict[st
         pass
     why = result.stderr.strip().splitlines() or [f"exit status {result.returncode}, no layer table"]
     raise FactoryFailed(f"model {description.model} could not be introspected: {sanitized(why[-1])}")
-
-
-def _child_limits() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))

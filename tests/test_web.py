@@ -16,6 +16,7 @@ import pytest
 
 from advisor.api import AdviseRequest, AdviseResponse
 from advisor.daemon.transport import DaemonRefused
+from advisor.factory_table import FactoryFailed, factory_table
 from advisor.introspect import LayerTable
 from advisor.introspect.run import introspect
 from advisor.jobscript.lexer import MAX_SCRIPT_BYTES
@@ -142,6 +143,19 @@ def test_a_factory_model_is_introspected_in_a_child_of_the_page_and_its_table_se
     table = LayerTable.model_validate(request.table)
     assert table == introspect("tests.factories.cnn:build", (3, 32, 32), {}, allow_factories=True)
     assert status == 422 and 'id="model-error">train.sbatch: refused here<' in page
+
+
+def test_a_factory_that_asks_for_too_much_memory_fails_in_its_child_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The child caps its own address space (`advisor.factory_table.MEMORY_BYTES`) before the import."""
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    model = "--model=tests.factories.cnn:greedy --input-shape=3,8,8 --global-batch=8 --steps=9"
+    text = f"#!/bin/sh\n#ADVISOR {model}\n"
+    with pytest.raises(
+        FactoryFailed, match=r"tests.factories.cnn:greedy could not be introspected: .*allocate"
+    ):
+        factory_table(text, "greedy.sbatch", [])
 
 
 def test_a_factory_that_fails_is_a_message_next_to_the_model_and_the_daemon_is_not_asked(

@@ -3,13 +3,16 @@
 A factory is the user's own code, imported and called at submission time in the user's own process tree,
 as the user. Whatever it does (exit, abort, hang, exhaust memory, print) ends in this child: the wrapper
 reads the layer table from the child's original standard output, and anything else means no advice.
-Reads ``{"model", "input_shape", "model_kwargs"}`` as JSON on stdin.
+Reads ``{"model", "input_shape", "model_kwargs", "memory_bytes"}`` as JSON on stdin, and caps its own address
+space at ``memory_bytes`` before importing anything of the user's (here, not in a ``preexec_fn``: the web
+app that starts it has threads, and a ``preexec_fn`` is unsafe with threads).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import sys
 
 
@@ -17,6 +20,8 @@ def main() -> int:
     answer = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # what the factory prints goes to stderr, never into the answer
     request = json.load(sys.stdin)
+    limit = int(request["memory_bytes"])
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     from advisor.introspect.errors import IntrospectionError
     from advisor.introspect.run import introspect
 

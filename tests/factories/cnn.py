@@ -68,6 +68,13 @@ def broken(width: int = 8) -> nn.Module:
     raise RuntimeError(f"cannot build a network {width} wide")
 
 
+def greedy() -> nn.Module:
+    """Reserves more address space than the introspection child may have (untouched: without the cap it
+    costs nothing)."""
+    hoard = torch.empty(10 * 2**30, dtype=torch.uint8, device="cpu")
+    return nn.Linear(hoard.dim(), 1)
+
+
 def not_a_module() -> object:
     return {"layers": 3}
 
