@@ -94,7 +94,8 @@ def _status(args: argparse.Namespace, console: Console) -> int:
     ]
     benchmarks = [] if store is None else store.benchmark_coverage()
     try:
-        queue = [row.model_dump() for row in queue_summary(SlurmClient.from_settings(args.settings.slurm))]
+        client = SlurmClient.from_settings(args.settings.slurm)
+        queue = [row.model_dump() for row in queue_summary(client.partitions(), client.jobs())]
     except SlurmError:
         queue = []
     report = {

@@ -324,11 +324,11 @@ class AdviceService:
         if not {user, str(peer.uid)} & self.inputs.admins:
             raise Forbidden(f"{user} is not one of the advisor's admins (`admins` in its settings)")
         with self.store() as store:
-            return views.overview(store, self.client, self.tonight.ready(), self.clock())
+            return views.overview(store, self.cluster, self.tonight.ready(), self.clock())
 
     def _nights(self) -> list[NightPlan]:
         with self.store() as store:
-            return views.nights(store, self.client, self.inputs.bench, self.clock())
+            return views.nights(store, self.cluster.partitions(), self.inputs.bench, self.clock())
 
     def explain(self, peer: Peer, job_id: int) -> Explanation:
         with self.store() as store:

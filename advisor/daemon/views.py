@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -32,8 +32,7 @@ from advisor.recommend.choose import Recommendation
 from advisor.recommend.cluster import ClusterView
 from advisor.recommend.savings import Savings, saving, savings
 from advisor.settings.validated import BenchSettings
-from advisor.slurm.client import SlurmClient
-from advisor.slurm.models import Partition
+from advisor.slurm.models import Partition, QueuedJob
 from advisor.slurm.runner import SlurmError
 from advisor.store import AdvisedJobs, Audit, ModelRegistry, Store
 
@@ -71,12 +70,13 @@ def my_jobs(store: Store, user: str) -> MyJobs:
     return MyJobs(user=user, jobs=[_advised_job(row) for row in rows])
 
 
-def overview(store: Store, client: SlurmClient, tonight: list[NightPlan] | None, now: datetime) -> Overview:
-    """``tonight``: `nights`, or None while they are being planned. Slurm not answering costs the queue,
-    not the page."""
+def overview(store: Store, cluster: ClusterView, tonight: list[NightPlan] | None, now: datetime) -> Overview:
+    """``tonight``: `nights`, or None while they are being planned. The partitions as every request sees
+    them (the daemon's cache), the jobs as they are now. Slurm not answering costs the queue, not the
+    page."""
     problems = []
     try:
-        queue = queue_summary(client)
+        queue = queue_summary(cluster.partitions(), cluster.client.jobs())
     except SlurmError as error:
         queue = []
         problems.append(f"Slurm did not answer: {' '.join(str(error).split())[:200]}")
@@ -94,9 +94,8 @@ def overview(store: Store, client: SlurmClient, tonight: list[NightPlan] | None,
     )
 
 
-def queue_summary(client: SlurmClient) -> list[QueueRow]:
+def queue_summary(partitions: Sequence[Partition], jobs: Sequence[QueuedJob]) -> list[QueueRow]:
     """Per partition: GPUs in use of all, jobs running and pending."""
-    partitions, jobs = client.partitions(), client.jobs()
     return [
         QueueRow(
             partition=partition.name,
@@ -124,11 +123,13 @@ def advice_savings(store: Store) -> Savings:
     return savings(audit.offered(), jobs)
 
 
-def nights(store: Store, client: SlurmClient, bench: BenchSettings, now: datetime) -> list[NightPlan]:
+def nights(
+    store: Store, partitions: Sequence[Partition], bench: BenchSettings, now: datetime
+) -> list[NightPlan]:
     """Tonight's plan on every partition the nightly benchmark measures. Slow the first time in a process
     (the zoo's layer tables are introspected once), so the daemon makes it off the request's path."""
-    partitions = [p for p in client.partitions() if p.name not in bench.skip_partitions]
-    return [_night(store, partition, bench, now) for partition in partitions]
+    measured = [p for p in partitions if p.name not in bench.skip_partitions]
+    return [_night(store, partition, bench, now) for partition in measured]
 
 
 def _night(store: Store, partition: Partition, bench: BenchSettings, now: datetime) -> NightPlan:
