@@ -88,6 +88,20 @@ def test_a_censored_run_is_a_lower_bound_and_keeps_the_request() -> None:
     assert advised_limit(predicted, ask, 1.5) == 7200, "its last run hit its limit: never shorter"
 
 
+def test_the_point_prediction_is_the_median_of_completed_runs_failed_ones_left_out() -> None:
+    history = History()
+    history.ended(job("u", 0, 1000))
+    for start in (2000, 3000):  # crashed after ten seconds: what the next run needs is still 1000
+        failed = job("u", start, 10)
+        history.ended(dataclasses.replace(failed, completed=False))
+    ask = JobAsk(user="u", script="a.sh", partition="cpu", submit_s=9000, limit_s=3600, cpus=4)
+    predicted = forecast(look_back(history, ask), ask, (10.0, 50.0))
+    assert (predicted.source, predicted.p50_s, predicted.upper_s) == ("model", 1000, 1000)
+    other = JobAsk(user="u", script="b.sh", partition="cpu", submit_s=9000, limit_s=7200, cpus=4)
+    assert history.completed_median(other) == 1000, "a request never made: the user's completed runs"
+    assert History().completed_median(ask) is None
+
+
 def test_the_partitions_maximum_caps_every_limit() -> None:
     ask = JobAsk(user="u", script="a.sh", partition="cpu", submit_s=0, limit_s=7200, cpus=4)
     history = History()

@@ -84,6 +84,16 @@ class History:
         key = ("script", ask.user, ask.script)
         return tuple(self._groups[key].runs) if key in self._groups else ()
 
+    def completed_median(self, ask: JobAsk, last: int = 5) -> float | None:
+        """The median of the same request's ``last`` completed runs, else of the user's: a job that failed
+        or was cancelled ran as long as it took to go wrong, which says little of what the next one needs."""
+        for key in (_keys(ask)[2], _keys(ask)[0]):
+            group = self._groups.get(key)
+            runs = [job.run_s for job in group.runs if job.completed] if group else []
+            if runs:
+                return statistics.median(runs[-last:])
+        return None
+
     def seen(self, ask: JobAsk) -> bool:
         """Whether the user ran this script, or asked for exactly this, before."""
         script, request = _keys(ask)[1:]
