@@ -74,11 +74,9 @@ def _answer(ask: Ask, page: dict[str, object], text: bytes, where: str, field: s
     (a factory that cannot be introspected, or the daemon's message with the script's line)."""
     try:
         answer = _preview(ask, text, where, factory_table(text.decode(errors="replace"), where, []))
-    except (FactoryFailed, DaemonRefused) as error:
-        if isinstance(error, DaemonRefused) and error.status != 422:
-            return _render("compare.html", page | {"problem": f"the advisor could not answer: {error}"}, 503)
-        return _render("compare.html", page | {"errors": {field: str(error)}}, 422)
     except Exception as error:  # the page says what went wrong; it never shows a traceback
+        if isinstance(error, FactoryFailed) or (isinstance(error, DaemonRefused) and error.status == 422):
+            return _render("compare.html", page | {"errors": {field: str(error)}}, 422)
         return _render("compare.html", page | {"problem": f"the advisor could not answer: {error}"}, 503)
     result, call = answer.recommendation, answer.submission
     adds = added_words([where], call.argv, call.env) if call.rewritten else []
