@@ -15,6 +15,7 @@ from rich.table import Table
 
 from advisor import argtypes
 from advisor.introspect.errors import IntrospectionError
+from advisor.introspect.table_cache import keep_tables_in
 from advisor.jobscript.datasets import DatasetsFileError, load_datasets
 from advisor.jobscript.errors import ScriptError
 from advisor.jobscript.submission import parse_submission
@@ -33,6 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"advisor: error: {exc}", file=sys.stderr)
         return 1
+    keep_tables_in(settings.tables_dir)
     try:
         parser = _parser(settings)
     except ModuleNotFoundError as missing:  # a training environment's install, without the extra

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from advisor.introspect.table_cache import keep_tables_in
 from advisor.sandbox.cluster import Sandbox
 from advisor.sandbox.spec import SandboxSpec, load_spec
 from advisor.slurm.client import SlurmClient
@@ -151,6 +152,14 @@ def local_slurm(sandbox: Sandbox) -> Iterator[SlurmClient]:
 def _run_in_a_scratch_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Jobs write slurm-N.out into the submitting folder: keep that out of the repository."""
     monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture(autouse=True)
+def _no_table_folder_after_a_command() -> Iterator[None]:
+    """A command run in this process names its layer-table folder for the process (`keep_tables_in`); the
+    next test starts without one, as a fresh process does."""
+    yield
+    keep_tables_in(None)
 
 
 REAL_CLUSTER_FIXTURES = {"sandbox", "sshd", "slurm", "local_slurm"}

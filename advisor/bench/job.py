@@ -29,6 +29,8 @@ from advisor.bench.plan import (
 from advisor.bench.results import jsonl_sink
 from advisor.bench.run import run_plan, terminal_reporter
 from advisor.bench.zoo import zoo_table
+from advisor.introspect.table_cache import keep_tables_in
+from advisor.settings import SettingsError, load_settings
 
 _QUICK_BUDGET_MINUTES = 2.5
 """Measuring time: with start-up (imports, introspection) the quick job stays within three minutes."""
@@ -38,6 +40,7 @@ _CHECK_BUDGET_MINUTES = 5.0
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    keep_tables_in(_tables_dir())
     threads = threads_for_job(os.environ)
     torch.set_num_threads(threads)
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -91,6 +94,14 @@ def _tonight(path: Path, profile: DeviceProfile, threads: int, partition: str | 
         grid = nightly_grid(profile.kind, workers=loader_workers(threads))
         night = tonight(grid, profile, zoo_table, {}, [], night.budget_s, machine=here)
     return night.plan(), night.budget_s / 60
+
+
+def _tables_dir() -> Path | None:
+    """The settings' layer-table folder; none where the settings cannot be read (the job measures anyway)."""
+    try:
+        return load_settings(os.environ).tables_dir
+    except SettingsError:
+        return None
 
 
 def _memory(device: torch.device, limit: int | None) -> int:

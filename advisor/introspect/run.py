@@ -1,4 +1,5 @@
-"""The entry point: a model reference and an input shape in, a validated layer table out, cached.
+"""The entry point: a model reference and an input shape in, a validated layer table out, cached in the
+process and, for torchvision models, on disk where the command named a folder (`table_cache`).
 
 The table comes from one training step on the meta device: no memory, no GPU, no weights.
 """
@@ -15,6 +16,7 @@ from advisor.introspect.errors import IntrospectionError, summary
 from advisor.introspect.probe import run_probe
 from advisor.introspect.reference import build_model
 from advisor.introspect.table import LayerTable
+from advisor.introspect.table_cache import read_table, table_folder, table_key, write_table
 
 _MAX_SIDE = 16384
 CACHE_SIZE = 128
@@ -44,6 +46,20 @@ def introspect(
 
 @lru_cache(maxsize=CACHE_SIZE)
 def _introspect(
+    reference: str, kwargs_json: str, input_shape: tuple[int, int, int], allow_factories: bool
+) -> LayerTable:
+    folder = None if allow_factories else table_folder()
+    if folder is None:
+        return _built(reference, kwargs_json, input_shape, allow_factories)
+    key = table_key(reference, kwargs_json, input_shape)
+    table = read_table(folder, key)
+    if table is None:
+        table = _built(reference, kwargs_json, input_shape, allow_factories)
+        write_table(folder, key, table)
+    return table
+
+
+def _built(
     reference: str, kwargs_json: str, input_shape: tuple[int, int, int], allow_factories: bool
 ) -> LayerTable:
     kwargs: dict[str, JsonValue] = json.loads(kwargs_json)

@@ -32,7 +32,13 @@ def _names(value: Any) -> Any:
     return [name.strip() for name in value.split(",") if name.strip()] if isinstance(value, str) else value
 
 
-_DERIVED = {"database": "advisor.db", "models_dir": "models", "bench_dir": "bench", "sandbox_dir": "sandbox"}
+_DERIVED = {
+    "database": "advisor.db",
+    "models_dir": "models",
+    "bench_dir": "bench",
+    "sandbox_dir": "sandbox",
+    "tables_dir": "tables",
+}
 """Paths that default to a name inside ``state_dir``."""
 
 
@@ -101,6 +107,8 @@ class Settings(Frozen):
     bench_dir: Path
     """Where ``advisor bench`` writes its results."""
     sandbox_dir: Path
+    tables_dir: Path
+    """Layer tables of torchvision models, kept between runs (`advisor.introspect.table_cache`)."""
     sandbox_config: Path = package_data("sandbox.toml")
     socket: Path = DEFAULT_SOCKET
     policy: Path = Path("/etc/advisor/policy.toml")
