@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from advisor.web.pages import MAX_FORM_BYTES, ROUTES, Ask, PageMaker
+from advisor.web.pages import MAX_FORM_BYTES, POSTED, ROUTES, Ask, PageMaker
 
 _ASK: web.AppKey[Ask] = web.AppKey("ask")
 _USER = web.AppKey("user", str)
@@ -21,7 +21,8 @@ def make_app(ask: Ask, user: str | None = None) -> web.Application:
     app[_ASK], app[_USER] = ask, user or pwd.getpwuid(os.getuid()).pw_name  # the kernel's, not $USER
     for path, page in ROUTES.items():
         app.router.add_get(f"/{path}", _handler(page))
-    app.router.add_post("/", _handler(ROUTES[""]))  # a pasted script: too long for a query
+    for path in POSTED:
+        app.router.add_post(f"/{path}", _handler(ROUTES[path]))
     return app
 
 

@@ -120,7 +120,9 @@ def admin(ask: Ask, user: str, query: Mapping[str, str]) -> Page:
 
 
 ROUTES: dict[str, PageMaker] = {"": compare, "jobs": jobs, "admin": admin}
-"""Each page by its path below the app's root; the compare page (``""``) also takes a posted form."""
+"""Each page by its path below the app's root."""
+POSTED = frozenset({""})
+"""The pages that also take a posted form: the compare page, whose pasted script is too long for a query."""
 MAX_FORM_BYTES = 3 * MAX_SCRIPT_BYTES + 2**16
 """A posted form: the largest script sbatch takes, URL-encoded, and its few other fields."""
 

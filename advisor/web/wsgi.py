@@ -13,7 +13,7 @@ from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
 from advisor.settings import SettingsError, load_settings
 from advisor.web.daemon import daemon_ask
-from advisor.web.pages import MAX_FORM_BYTES, ROUTES, Ask, Page, not_found, problem_page
+from advisor.web.pages import MAX_FORM_BYTES, POSTED, ROUTES, Ask, Page, not_found, problem_page
 
 
 def make_application(ask: Ask, user: str) -> WSGIApplication:
@@ -22,11 +22,12 @@ def make_application(ask: Ask, user: str) -> WSGIApplication:
         if not path:  # the app's root without its slash: relative links need the slash
             start_response("301 Moved Permanently", [("Location", environ.get("SCRIPT_NAME", "") + "/")])
             return []
-        maker = ROUTES.get(path.removeprefix("/"))
+        name = path.removeprefix("/")
+        maker = ROUTES.get(name)
         if maker is None:
             return _respond(start_response, not_found(path))
         method = environ.get("REQUEST_METHOD", "GET")
-        if method not in ("GET", "HEAD") and not (method == "POST" and maker is ROUTES[""]):
+        if method not in ("GET", "HEAD") and not (method == "POST" and name in POSTED):
             return _respond(start_response, problem_page("the pages only show: nothing here is sent", 405))
         query = dict(parse_qsl(environ.get("QUERY_STRING", ""), keep_blank_values=True))
         if method == "POST":
