@@ -121,14 +121,19 @@ def plot(result: HistoryReport, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(figsize=(6, 4))
-    points = result.tradeoff
-    axes.plot(
-        [p.median_ratio for p in points], [100 * p.kill_rate for p in points], marker="o", label="advisor"
-    )
-    for point in points:
-        axes.annotate(f"x{point.factor:g}", (point.median_ratio, 100 * point.kill_rate), fontsize=7)
+    for points, label in (
+        (result.tradeoff, "advisor (the policy's floor)"),
+        (result.tradeoff_floorless, "advisor, no floor"),
+    ):
+        axes.plot(
+            [p.median_ratio for p in points], [100 * p.kill_rate for p in points], marker="o", label=label
+        )
+        for point in points:
+            axes.annotate(f"x{point.factor:g}", (point.median_ratio, 100 * point.kill_rate), fontsize=7)
     user = result.user_limits
     axes.plot([user.median_ratio], [100 * user.kill_rate], marker="s", linestyle="", label="users' limits")
+    for exact, label in ((result.exact, "own run (floor)"), (result.exact_floorless, "own run, no floor")):
+        axes.plot([exact.median_ratio], [100 * exact.kill_rate], marker="x", linestyle="", label=label)
     axes.set_xlabel("median limit / run")
     axes.set_ylabel("jobs killed (%)")
     axes.set_title(result.trace)

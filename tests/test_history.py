@@ -187,6 +187,22 @@ def test_the_report_scores_completed_jobs_only() -> None:
     assert result.user_limits.kill_rate == 0 and result.user_limits.median_ratio == pytest.approx(36)
 
 
+def test_the_report_shows_what_the_policys_floor_costs_counted_by_hand() -> None:
+    """Four runs of one script asking 4 h; with no model, the limit is the user's longest run x factor."""
+    jobs = [job("u", 1000.0 * index, run, limit=4 * 3600.0) for index, run in enumerate((600, 660, 720, 700))]
+    result = report("t", replay(jobs), factors=(1.0,))
+    (floored,), (floorless,) = result.tradeoff, result.tradeoff_floorless
+    # The first keeps its 4 h; then 10, 11 and 12 min, of which the first two kill (660 s, 720 s runs). A
+    # quarter of the request (1 h) lifts all three and kills none.
+    assert (floorless.kill_rate, floored.kill_rate) == (0.5, 0.0)
+    assert floorless.median_ratio == pytest.approx((660 / 720 + 720 / 700) / 2)
+    assert floored.median_ratio == pytest.approx((3600 / 700 + 3600 / 660) / 2)
+    # Each job limited to its own run, in whole minutes: 11, 12 and 12 min.
+    assert result.exact_floorless.kill_rate == result.exact.kill_rate == 0
+    assert result.exact_floorless.median_ratio == pytest.approx((1 + 720 / 700) / 2)
+    assert result.exact.median_ratio == pytest.approx(result.tradeoff[0].median_ratio)
+
+
 PARTITION = Partition.model_construct(name="cpu", max_time=timedelta(hours=12))
 
 

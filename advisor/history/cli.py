@@ -98,11 +98,24 @@ def show_report(result: HistoryReport, console: Console) -> None:
         points.add_row(name, f"{score.mean_accuracy:.3f}", f"{score.median_error:.2f}")
     console.print(points)
     limits = Table(
-        title="as a time limit (advisor: its p95 x factor, within a quarter of the request and it)"
+        title="as a time limit: jobs killed, and the median limit / run (advisor: its p95 x factor, within "
+        "the request; the policy's floor: at least a quarter of it)"
     )
-    for header in ("limit", "killed", "median limit / run"):
+    for header in ("limit", "killed", "limit / run", "no floor: killed", "limit / run"):
         limits.add_column(header, justify="right" if header != "limit" else "left")
-    for limit in (result.user_limits, *result.tradeoff):
-        name = "users' own" if limit.factor is None else f"advisor x {limit.factor:g}"
-        limits.add_row(name, f"{limit.kill_rate:.2%}", f"{limit.median_ratio:.2f}")
+    own = result.user_limits
+    rows = [("users' own", own, own)]
+    rows += [
+        (f"advisor x {floored.factor:g}", floored, floorless)
+        for floored, floorless in zip(result.tradeoff, result.tradeoff_floorless, strict=True)
+    ]
+    rows.append(("its own run", result.exact, result.exact_floorless))
+    for name, floored, floorless in rows:
+        limits.add_row(
+            name,
+            f"{floored.kill_rate:.2%}",
+            f"{floored.median_ratio:.2f}",
+            f"{floorless.kill_rate:.2%}",
+            f"{floorless.median_ratio:.2f}",
+        )
     console.print(limits)

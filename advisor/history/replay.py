@@ -12,7 +12,7 @@ import heapq
 import math
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from advisor.frozen import Frozen
 from advisor.history.features import History
@@ -123,6 +123,12 @@ class HistoryReport(Frozen):
     user_limits: LimitScore
     tradeoff: list[LimitScore]
     """The advised limit as the factor varies."""
+    tradeoff_floorless: list[LimitScore]
+    """The same without the policy's floor (``min_fraction_of_request = 0``): what history alone gives."""
+    exact: LimitScore
+    exact_floorless: LimitScore
+    """Every job history would advise limited to its own run (whole minutes; the floor, then none): the
+    best any prediction could do under the policy, which shows what the floor itself costs."""
 
 
 def report(
@@ -133,6 +139,7 @@ def report(
 ) -> HistoryReport:
     """Limits as the policy's ``rule`` makes them (whole minutes, its floor), the factor varied."""
     done = [p for p in predicted if p.job.completed and p.job.run_s > 0]
+    floorless = rule.model_copy(update={"min_fraction_of_request": 0.0})
     if not done:
         raise ValueError(f"{trace}: no completed job to score")
     sources: dict[str, int] = {}
@@ -147,10 +154,20 @@ def report(
         advisor=_points([(p.forecast.p50_s, p.job.run_s) for p in done]),
         sources=sources,
         user_limits=_limits(None, [(p.job.ask.limit_s, p.job.run_s) for p in done]),
-        tradeoff=[
-            _limits(factor, [(_seconds(rule, p, factor), p.job.run_s) for p in done]) for factor in factors
-        ],
+        tradeoff=_tradeoff(rule, done, factors),
+        tradeoff_floorless=_tradeoff(floorless, done, factors),
+        exact=_limits(None, [(_seconds(rule, _exact(p), 1.0), p.job.run_s) for p in done]),
+        exact_floorless=_limits(None, [(_seconds(floorless, _exact(p), 1.0), p.job.run_s) for p in done]),
     )
+
+
+def _tradeoff(rule: TimeLimitRule, done: Sequence[Predicted], factors: Sequence[float]) -> list[LimitScore]:
+    return [_limits(factor, [(_seconds(rule, p, factor), p.job.run_s) for p in done]) for factor in factors]
+
+
+def _exact(p: Predicted) -> Predicted:
+    """``p`` as if its upper quantile were its own run (a job history advises nothing keeps its limit)."""
+    return replace(p, forecast=replace(p.forecast, upper_s=p.job.run_s)) if p.forecast.upper_s else p
 
 
 def _seconds(rule: TimeLimitRule, p: Predicted, factor: float) -> float | None:
