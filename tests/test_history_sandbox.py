@@ -103,5 +103,11 @@ def test_finished_runs_of_a_script_shorten_its_next_time_limit(
     assert main(["history", "evaluate", "--since", "1d", "--json"]) == 0
     evaluated = json.loads(capsys.readouterr().out)
     assert evaluated["completed"] >= 3 and set(evaluated["users"]) == {"mean_accuracy", "median_error"}
+    assert evaluated["floor"] == 0.25, "the built-in policy: no file at the settings' path"
+    policy.write_text("[time_limit]\nmin_fraction_of_request = 0\nhistory_factor = 1.3\n", encoding="utf-8")
+    assert main(["history", "evaluate", "--since", "1d", "--json", "--policy", str(policy)]) == 0
+    evaluated = json.loads(capsys.readouterr().out)
+    assert evaluated["floor"] == 0 and evaluated["tradeoff"] == evaluated["tradeoff_floorless"]
+    assert 1.3 in [point["factor"] for point in evaluated["tradeoff"]], "the policy's own factor is shown"
     assert main(["history", "train", "--models-dir", str(tmp_path)]) == 0
     assert "too few to train on" in capsys.readouterr().out, "a sandbox has not 200 jobs"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import re
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -45,12 +46,16 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
     )
     evaluate.add_argument("--since", type=span, default=timedelta(days=30), help="default 30d")
     evaluate.add_argument("--json", action="store_true")
+    evaluate.add_argument(
+        "--policy",
+        type=Path,
+        default=settings.policy,
+        help="its [time_limit] makes the limits (default: %(default)s, else the built-in policy)",
+    )
     evaluate.set_defaults(handler=_evaluate)
 
 
 def _train(args: argparse.Namespace, console: Console) -> int:
-    from pathlib import Path
-
     from advisor.history.service import MODEL_FILE, save_model, train_from_accounting
     from advisor.slurm.client import SlurmClient
 
@@ -68,13 +73,19 @@ def _train(args: argparse.Namespace, console: Console) -> int:
 
 def _evaluate(args: argparse.Namespace, console: Console) -> int:
     from advisor.history.jobs import from_accounting
-    from advisor.history.replay import replay, report
+    from advisor.history.replay import FACTORS, replay, report
+    from advisor.policy.holder import PolicyHolder
     from advisor.slurm.client import SlurmClient
 
+    holder = PolicyHolder(args.policy)
+    if holder.last_error is not None:
+        console.print(f"advisor: warning: policy not used: {holder.last_error}", highlight=False)
+    rule = holder.current.time_limit
     now = datetime.now(UTC)
     jobs = from_accounting(SlurmClient.from_settings(args.settings.slurm).history(now - args.since))
+    since = f"accounting since {(now - args.since):%Y-%m-%d}"
     try:
-        result = report(f"accounting since {(now - args.since):%Y-%m-%d}", replay(jobs))
+        result = report(since, replay(jobs), sorted({*FACTORS, rule.history_factor}), rule)
     except ValueError as error:
         console.print(f"advisor: error: {error}", highlight=False)
         return 1
@@ -99,7 +110,7 @@ def show_report(result: HistoryReport, console: Console) -> None:
     console.print(points)
     limits = Table(
         title="as a time limit: jobs killed, and the median limit / run (advisor: its p95 x factor, within "
-        "the request; the policy's floor: at least a quarter of it)"
+        f"the request; the policy's floor: at least {result.floor:g} of it)"
     )
     for header in ("limit", "killed", "limit / run", "no floor: killed", "limit / run"):
         limits.add_column(header, justify="right" if header != "limit" else "left")

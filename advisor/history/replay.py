@@ -115,6 +115,8 @@ class HistoryReport(Frozen):
     trace: str
     jobs: int
     completed: int
+    floor: float
+    """The policy's ``min_fraction_of_request`` the limits were made with."""
     users: PointScore
     tsafrir: PointScore
     advisor: PointScore
@@ -147,6 +149,7 @@ def report(
         sources[p.forecast.source] = sources.get(p.forecast.source, 0) + 1
     return HistoryReport(
         trace=trace,
+        floor=rule.min_fraction_of_request,
         jobs=len(predicted),
         completed=len(done),
         users=_points([(p.job.ask.limit_s, p.job.run_s) for p in done]),
