@@ -103,6 +103,7 @@ PURE_CORE = (
     "advisor.recommend.advice",
     "advisor.recommend.history_limit",
     "advisor.history.features",
+    "advisor.history.point",
     "advisor.history.predictor",
     "advisor.history.replay",
     "advisor.comm.sync",

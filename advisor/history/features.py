@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from advisor.history.jobs import JobAsk, PastJob
+from advisor.history.point import RULES, RuleScores
 
 KEPT = 20
 """Runs kept per group: the most recent, the only ones a feature looks at."""
@@ -66,14 +67,19 @@ class _Group:
 
 
 class History:
-    """Finished jobs by user, by user and script, by user and request (limit and size)."""
+    """Finished jobs by user, by user and script, by user and request (limit and size), by all three; and
+    how well each point rule (`advisor.history.point`) has fitted each user."""
 
     def __init__(self) -> None:
         self._groups: dict[tuple[str, ...], _Group] = defaultdict(_Group)
+        self._scores: dict[str, RuleScores] = defaultdict(RuleScores)
 
     def ended(self, job: PastJob) -> None:
-        for key in _keys(job.ask):
-            self._groups[key].add(job)
+        if job.completed and job.run_s > 0:
+            self._scores[job.ask.user].add(self._kind_runs(job.ask, job.ask.submit_s), job.run_s)
+        for key in (*_keys(job.ask), _script_request_key(job.ask)):
+            if key:
+                self._groups[key].add(job)
 
     def user_runs(self, user: str) -> Sequence[PastJob]:
         key = ("user", user)
@@ -84,15 +90,35 @@ class History:
         key = ("script", ask.user, ask.script)
         return tuple(self._groups[key].runs) if key in self._groups else ()
 
-    def completed_median(self, ask: JobAsk, last: int = 5) -> float | None:
-        """The median of the same request's ``last`` completed runs, else of the user's: a job that failed
-        or was cancelled ran as long as it took to go wrong, which says little of what the next one needs."""
-        for key in (_keys(ask)[2], _keys(ask)[0]):
-            group = self._groups.get(key)
-            runs = [job.run_s for job in group.runs if job.completed] if group else []
+    def point(self, ask: JobAsk) -> float | None:
+        """The run the user's best point rule makes of the completed runs of the job's kind (the same
+        script at the same request, else the same request, else the same script); without any, the request
+        times the share of their limits the user's last completed jobs used, else those jobs' median. Only
+        completed runs count: a job that failed or was cancelled ran as long as it took to go wrong."""
+        runs = self._kind_runs(ask, math.inf)
+        if runs:
+            return RULES[self.scores(ask.user).best()](runs)
+        group = self._groups.get(_keys(ask)[0])
+        mine = [job for job in group.runs if job.completed][-5:] if group else []
+        shares = [job.run_s / job.ask.limit_s for job in mine if job.ask.limit_s]
+        if ask.limit_s and shares:
+            return ask.limit_s * statistics.median(shares)
+        return statistics.median(job.run_s for job in mine) if mine else None
+
+    def scores(self, user: str) -> RuleScores:
+        """How each point rule has fitted ``user``'s completed jobs."""
+        return self._scores.get(user, RuleScores())
+
+    def _kind_runs(self, ask: JobAsk, until: float) -> list[float]:
+        """The completed runs, ended by ``until``, of the job's most specific kind that has any: the same
+        script at the same request, the same request, the same script."""
+        script = _keys(ask)[1] if ask.script else None
+        for key in (_script_request_key(ask), _keys(ask)[2], script):
+            group = self._groups.get(key) if key else None
+            runs = [job.run_s for job in group.runs if job.completed and job.end_s <= until] if group else []
             if runs:
-                return statistics.median(runs[-last:])
-        return None
+                return runs
+        return []
 
     def seen(self, ask: JobAsk) -> bool:
         """Whether the user ran this script, or asked for exactly this, before."""
@@ -125,6 +151,15 @@ def past_rows(jobs: Sequence[PastJob], until: float) -> tuple[list[list[float]],
 
 
 def _keys(ask: JobAsk) -> tuple[tuple[str, ...], ...]:
-    limit = str(round(ask.limit_s)) if ask.limit_s else "-"
+    """The groups the model's features describe: the user, the user's script, the user's request."""
     script = ("script", ask.user, ask.script)
-    return ("user", ask.user), script, ("request", ask.user, limit, str(ask.cpus), str(ask.gpus))
+    return ("user", ask.user), script, ("request", ask.user, _limit(ask), str(ask.cpus), str(ask.gpus))
+
+
+def _script_request_key(ask: JobAsk) -> tuple[str, ...] | None:
+    """The same script at the same request: the most specific kind, where the script is known."""
+    return ("script-request", ask.user, ask.script, _limit(ask), str(ask.cpus)) if ask.script else None
+
+
+def _limit(ask: JobAsk) -> str:
+    return str(round(ask.limit_s)) if ask.limit_s else "-"

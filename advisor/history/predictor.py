@@ -1,8 +1,9 @@
 """A job's run time from its history: a learned quantile model, and Tsafrir's rule where it cannot speak.
 
-The point prediction is the median of the same request's last completed runs (else the user's); the model
-(XGBoost, the log run time's upper quantile) learns from every job that ended what its past said at its
-submission (`advisor.history.features`), and that quantile times the policy's factor is the advised time
+The point prediction is the user's best-fitting rule over the same kind's last completed runs
+(`advisor.history.point`); the model (XGBoost, the log run time's upper quantile) learns from every job
+that ended what its past said at its submission (`advisor.history.features`), and that quantile times the
+policy's factor is the advised time
 limit (0.95: see benchmarks/README.md). A user with too little history gets the classic rule (Tsafrir,
 Etsion, Feitelson 2007: the mean of the user's last two runs, capped at the request). Neither ever exceeds
 what the job asked for nor the partition's maximum, and a script whose last run hit its limit is never
@@ -139,8 +140,8 @@ class Past:
     user_runs: int
     tsafrir_s: float | None
     user_max_s: float | None
-    median_s: float | None = None
-    """`History.completed_median`: the point prediction where the model speaks."""
+    point_s: float | None = None
+    """`History.point`: the point prediction where the model speaks."""
 
 
 def look_back(history: History, ask: JobAsk) -> Past:
@@ -153,7 +154,7 @@ def look_back(history: History, ask: JobAsk) -> Past:
         user_runs=len(mine),
         tsafrir_s=tsafrir(history, ask),
         user_max_s=max((job.run_s for job in mine), default=None),
-        median_s=history.completed_median(ask),
+        point_s=history.point(ask),
     )
 
 
@@ -161,8 +162,8 @@ def forecast(past: Past, ask: JobAsk, quantiles: tuple[float, float] | None) -> 
     """The model's (median, upper) where it has them and the user enough history, else Tsafrir's."""
     if quantiles is not None and past.user_runs >= MIN_USER_RUNS:
         p50, upper = quantiles
-        if past.median_s is not None:  # the features' median counts failed runs too
-            p50, upper = past.median_s, max(upper, past.median_s)
+        if past.point_s is not None:  # the features' median counts failed runs too
+            p50, upper = past.point_s, max(upper, past.point_s)
         return RunForecast(
             _capped(p50, ask), _capped(upper, ask), "model", past.runs, past.censored, past.seen
         )
