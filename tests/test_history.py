@@ -98,29 +98,30 @@ def test_the_point_prediction_is_the_median_of_completed_runs_failed_ones_left_o
     predicted = forecast(look_back(history, ask), ask, (10.0, 50.0))
     assert (predicted.source, predicted.p50_s, predicted.upper_s) == ("model", 1000, 1000)
     other = JobAsk(user="u", script="b.sh", partition="cpu", submit_s=9000, limit_s=7200, cpus=4)
-    assert history.point(other) == 1000 * 7200 / 3600, "a request never made: the share of its limit used"
+    assert history.point(other) == (1000 * 7200 / 3600, "the share of its limit your other jobs used")
     assert History().point(ask) is None
 
 
 def test_a_user_whose_runs_grow_is_predicted_by_the_last_run_counted_by_hand() -> None:
     """Runs of 100..600 s, each ended before the next submission. Scored on the second to the sixth job,
-    "the last" made 100, 200, ..., 500 (accuracy 1/2, 2/3, 3/4, 4/5, 5/6: 3.55, with its prior of 3 jobs at
+    "last run" made 100, 200, ..., 500 (accuracy 1/2, 2/3, 3/4, 4/5, 5/6: 3.55, with its prior of 3 jobs at
     0.55: 5.2 / 8 = 0.65); the median of 5 made half of each run (2.5, with 3 at 0.6: 4.3 / 8 = 0.54)."""
     history = History()
     for index in range(6):
         history.ended(job("u", index * 1000.0, 100.0 * (index + 1)))
     scores = history.scores("u")
     assert scores.jobs == 5
-    assert scores.sums["the last"] == pytest.approx(1 / 2 + 2 / 3 + 3 / 4 + 4 / 5 + 5 / 6)
+    assert scores.sums["last run"] == pytest.approx(1 / 2 + 2 / 3 + 3 / 4 + 4 / 5 + 5 / 6)
     assert scores.sums["median of the last 5"] == pytest.approx(2.5)
     ask = JobAsk(user="u", script="a.sh", partition="cpu", submit_s=9000, limit_s=3600, cpus=4)
-    assert scores.best() == "the last" and history.point(ask) == 600
+    assert scores.best() == "last run"
+    assert history.point(ask) == (600, "the last run, the rule that fits your earlier jobs best")
     assert History().point(ask) is None
     newcomer = History()
     newcomer.ended(job("v", 0, 100))
     newcomer.ended(job("v", 1000, 300))
     vs = dataclasses.replace(ask, user="v")
-    assert newcomer.point(vs) == 200, "one scored job leaves the prior's rule, the median of the last 5"
+    assert newcomer.point(vs) == (200, "the median of the last 5, the rule that fits your earlier jobs best")
 
 
 def test_a_job_still_running_when_another_was_submitted_is_not_scored_on_its_past() -> None:
@@ -131,7 +132,7 @@ def test_a_job_still_running_when_another_was_submitted_is_not_scored_on_its_pas
     for past in (job("u", 0, 100), job("u", 300, 300), job("u", 200, 5000, limit=7200)):
         history.ended(past)
     scores = history.scores("u")
-    assert scores.jobs == 2 and scores.sums["the last"] == pytest.approx(100 / 300 + 100 / 5000)
+    assert scores.jobs == 2 and scores.sums["last run"] == pytest.approx(100 / 300 + 100 / 5000)
 
 
 def test_the_partitions_maximum_caps_every_limit() -> None:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from advisor.history.jobs import JobAsk, PastJob
-from advisor.history.point import RULES, RuleScores
+from advisor.history.point import RULES, ExpectedRun, RuleScores
 
 KEPT = 20
 """Runs kept per group: the most recent, the only ones a feature looks at."""
@@ -90,20 +90,25 @@ class History:
         key = ("script", ask.user, ask.script)
         return tuple(self._groups[key].runs) if key in self._groups else ()
 
-    def point(self, ask: JobAsk) -> float | None:
+    def point(self, ask: JobAsk) -> ExpectedRun | None:
         """The run the user's best point rule makes of the completed runs of the job's kind (the same
         script at the same request, else the same request, else the same script); without any, the request
         times the share of their limits the user's last completed jobs used, else those jobs' median. Only
         completed runs count: a job that failed or was cancelled ran as long as it took to go wrong."""
         runs = self._kind_runs(ask, math.inf)
         if runs:
-            return RULES[self.scores(ask.user).best()](runs)
+            rule = self.scores(ask.user).best()
+            return ExpectedRun(RULES[rule](runs), f"the {rule}, the rule that fits your earlier jobs best")
         group = self._groups.get(_keys(ask)[0])
         mine = [job for job in group.runs if job.completed][-5:] if group else []
         shares = [job.run_s / job.ask.limit_s for job in mine if job.ask.limit_s]
         if ask.limit_s and shares:
-            return ask.limit_s * statistics.median(shares)
-        return statistics.median(job.run_s for job in mine) if mine else None
+            return ExpectedRun(
+                ask.limit_s * statistics.median(shares), "the share of its limit your other jobs used"
+            )
+        if not mine:
+            return None
+        return ExpectedRun(statistics.median(job.run_s for job in mine), "the median of your last jobs")
 
     def scores(self, user: str) -> RuleScores:
         """How each point rule has fitted ``user``'s completed jobs."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 Rule = Callable[[Sequence[float]], float]
 
@@ -32,9 +33,9 @@ RULES: Mapping[str, Rule] = {
     "median of the last 5": lambda runs: statistics.median(runs[-5:]),
     "median of the last 3": lambda runs: statistics.median(runs[-3:]),
     "median of the last 20": lambda runs: statistics.median(runs[-20:]),
-    "the last": lambda runs: runs[-1],
+    "last run": lambda runs: runs[-1],
     "mean of the last 2": lambda runs: statistics.fmean(runs[-2:]),
-    "closest to the last 20": lambda runs: _closest_to_the_others(runs[-20:]),
+    "run closest to the last 20": lambda runs: _closest_to_the_others(runs[-20:]),
 }
 """Each over the completed runs (seconds, oldest first) of the job's most specific group that has any."""
 DEFAULT = "median of the last 5"
@@ -42,6 +43,13 @@ DEFAULT = "median of the last 5"
 PRIOR_JOBS = 3.0
 """A user's scores start as if this many jobs had scored `DEFAULT` 0.6 and every other rule 0.55."""
 _PRIOR = {name: 0.6 if name == DEFAULT else 0.55 for name in RULES}
+
+
+class ExpectedRun(NamedTuple):
+    """A point prediction and how it was made, in words an explanation can show."""
+
+    run_s: float
+    how: str
 
 
 @dataclass

@@ -24,6 +24,7 @@ import xgboost as xgb
 
 from advisor.history.features import FEATURES, History
 from advisor.history.jobs import JobAsk, PastJob
+from advisor.history.point import ExpectedRun
 from advisor.policy.schema import TimeLimitRule
 
 UPPER = 0.95
@@ -69,6 +70,8 @@ class RunForecast:
     """The same script's last run ended at its limit."""
     seen: bool = True
     """The user ran this script or made this very request before: a job of a new kind keeps its limit."""
+    how: str | None = None
+    """How history made the median (`History.point`), where it did: what an explanation shows."""
 
 
 class HistoryModel:
@@ -140,7 +143,7 @@ class Past:
     user_runs: int
     tsafrir_s: float | None
     user_max_s: float | None
-    point_s: float | None = None
+    point: ExpectedRun | None = None
     """`History.point`: the point prediction where the model speaks."""
 
 
@@ -154,7 +157,7 @@ def look_back(history: History, ask: JobAsk) -> Past:
         user_runs=len(mine),
         tsafrir_s=tsafrir(history, ask),
         user_max_s=max((job.run_s for job in mine), default=None),
-        point_s=history.point(ask),
+        point=history.point(ask),
     )
 
 
@@ -162,10 +165,11 @@ def forecast(past: Past, ask: JobAsk, quantiles: tuple[float, float] | None) -> 
     """The model's (median, upper) where it has them and the user enough history, else Tsafrir's."""
     if quantiles is not None and past.user_runs >= MIN_USER_RUNS:
         p50, upper = quantiles
-        if past.point_s is not None:  # the features' median counts failed runs too
-            p50, upper = past.point_s, max(upper, past.point_s)
+        how = None
+        if past.point is not None:  # the features' median counts failed runs too
+            p50, upper, how = past.point.run_s, max(upper, past.point.run_s), past.point.how
         return RunForecast(
-            _capped(p50, ask), _capped(upper, ask), "model", past.runs, past.censored, past.seen
+            _capped(p50, ask), _capped(upper, ask), "model", past.runs, past.censored, past.seen, how
         )
     if past.tsafrir_s is None or past.user_max_s is None:
         source: Source = "request" if ask.limit_s else "none"

@@ -73,4 +73,7 @@ def _what_history_says(forecast: RunForecast, ask: JobAsk) -> str:
     count = len(forecast.runs)
     last = f"last {count} runs" if count > 1 else "last run"
     said = f"history: your {last} of {name} took {runs}"
-    return said + (" (the last one hit its time limit)" if forecast.censored else "")
+    said += " (the last one hit its time limit)" if forecast.censored else ""
+    if forecast.how and forecast.p50_s:
+        said += f"; expected {format_seconds(forecast.p50_s)}: {forecast.how}"
+    return said
