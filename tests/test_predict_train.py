@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -44,11 +45,20 @@ FIXTURE = Path(__file__).parent / "data" / "predict" / "cpu-zoo.jsonl"
 T4 = DeviceSpec(name="Tesla T4", flops=8141e9, bandwidth=320e9, memory_bytes=15 * 10**9)
 
 
+@pytest.fixture(scope="module")
+def ingested(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fixture's lines ingested once per module: each test then opens a copy of its own."""
+    path = tmp_path_factory.mktemp("ingested") / "advisor.db"
+    Store.open(path).ingest(read_jsonl(FIXTURE))
+    return path
+
+
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
-    store = Store.open(tmp_path / "advisor.db")
-    store.ingest(read_jsonl(FIXTURE))
-    return store
+def store(ingested: Path, tmp_path: Path) -> Store:
+    copy = tmp_path / "advisor.db"
+    with sqlite3.connect(ingested) as source, sqlite3.connect(copy) as target:
+        source.backup(target)
+    return Store.open(copy)
 
 
 def test_a_left_out_model_is_predicted_within_a_loose_bound(store: Store) -> None:
