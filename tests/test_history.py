@@ -14,6 +14,7 @@ import pytest
 
 from advisor.history.features import History, past_rows
 from advisor.history.jobs import JobAsk, PastJob, TraceError, past_job, read_swf
+from advisor.history.point import SHARE_OF_LIMIT
 from advisor.history.predictor import (
     MIN_TRAINING_JOBS,
     HistoryModel,
@@ -98,7 +99,7 @@ def test_the_point_prediction_is_the_median_of_completed_runs_failed_ones_left_o
     predicted = forecast(look_back(history, ask), ask, (10.0, 50.0))
     assert (predicted.source, predicted.p50_s, predicted.upper_s) == ("model", 1000, 1000)
     other = JobAsk(user="u", script="b.sh", partition="cpu", submit_s=9000, limit_s=7200, cpus=4)
-    assert history.point(other) == (1000 * 7200 / 3600, "the share of its limit your other jobs used")
+    assert history.point(other) == (1000 * 7200 / 3600, SHARE_OF_LIMIT)
     assert History().point(ask) is None
 
 
@@ -115,13 +116,13 @@ def test_a_user_whose_runs_grow_is_predicted_by_the_last_run_counted_by_hand() -
     assert scores.sums["median of the last 5"] == pytest.approx(2.5)
     ask = JobAsk(user="u", script="a.sh", partition="cpu", submit_s=9000, limit_s=3600, cpus=4)
     assert scores.best() == "last run"
-    assert history.point(ask) == (600, "the last run, the rule that fits your earlier jobs best")
+    assert history.point(ask) == (600, "last run")
     assert History().point(ask) is None
     newcomer = History()
     newcomer.ended(job("v", 0, 100))
     newcomer.ended(job("v", 1000, 300))
     vs = dataclasses.replace(ask, user="v")
-    assert newcomer.point(vs) == (200, "the median of the last 5, the rule that fits your earlier jobs best")
+    assert newcomer.point(vs) == (200, "median of the last 5")
 
 
 def test_a_job_still_running_when_another_was_submitted_is_not_scored_on_its_past() -> None:
@@ -218,6 +219,12 @@ def test_the_report_scores_completed_jobs_only() -> None:
     # Tsafrir for the third: the mean of 100 and 3600 = 1850; the first has no history: its request.
     assert result.tsafrir.mean_accuracy == pytest.approx((100 / 3600 + 100 / 1850) / 2)
     assert result.user_limits.kill_rate == 0 and result.user_limits.median_ratio == pytest.approx(36)
+    # No model in three jobs: the first keeps its request, the third gets Tsafrir's rule.
+    assert {label: score.jobs for label, score in result.rules.items()} == {
+        "the request": 1,
+        "Tsafrir's rule": 1,
+    }
+    assert result.rules["Tsafrir's rule"].mean_accuracy == pytest.approx(100 / 1850)
 
 
 def test_the_report_shows_what_the_policys_floor_costs_counted_by_hand() -> None:

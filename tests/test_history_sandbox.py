@@ -102,7 +102,9 @@ def test_finished_runs_of_a_script_shorten_its_next_time_limit(
     ), shown
     assert main(["history", "evaluate", "--since", "1d", "--json"]) == 0
     evaluated = json.loads(capsys.readouterr().out)
-    assert evaluated["completed"] >= 3 and set(evaluated["users"]) == {"mean_accuracy", "median_error"}
+    assert evaluated["completed"] >= 3
+    assert set(evaluated["users"]) == {"jobs", "mean_accuracy", "median_error"}
+    assert sum(score["jobs"] for score in evaluated["rules"].values()) == evaluated["completed"]
     assert evaluated["floor"] == 0.25, "the built-in policy: no file at the settings' path"
     policy.write_text("[time_limit]\nmin_fraction_of_request = 0\nhistory_factor = 1.3\n", encoding="utf-8")
     assert main(["history", "evaluate", "--since", "1d", "--json", "--policy", str(policy)]) == 0

@@ -108,6 +108,12 @@ def show_report(result: HistoryReport, console: Console) -> None:
     ):
         points.add_row(name, f"{score.mean_accuracy:.3f}", f"{score.median_error:.2f}")
     console.print(points)
+    rules = Table(title="the advisor's median, by how it was made")
+    for header in ("made by", "jobs", "mean accuracy"):
+        rules.add_column(header, justify="right" if header != "made by" else "left")
+    for label, score in result.rules.items():
+        rules.add_row(label, f"{score.jobs / result.completed:.1%}", f"{score.mean_accuracy:.3f}")
+    console.print(rules)
     limits = Table(
         title="as a time limit: jobs killed, and the median limit / run (advisor: its p95 x factor, within "
         f"the request; the policy's floor: at least {result.floor:g} of it)"

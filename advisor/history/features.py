@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from advisor.history.jobs import JobAsk, PastJob
-from advisor.history.point import RULES, ExpectedRun, RuleScores
+from advisor.history.point import RULES, SHARE_OF_LIMIT, USERS_MEDIAN, ExpectedRun, RuleScores
 
 KEPT = 20
 """Runs kept per group: the most recent, the only ones a feature looks at."""
@@ -98,17 +98,15 @@ class History:
         runs = self._kind_runs(ask, math.inf)
         if runs:
             rule = self.scores(ask.user).best()
-            return ExpectedRun(RULES[rule](runs), f"the {rule}, the rule that fits your earlier jobs best")
+            return ExpectedRun(RULES[rule](runs), rule)
         group = self._groups.get(_keys(ask)[0])
         mine = [job for job in group.runs if job.completed][-5:] if group else []
         shares = [job.run_s / job.ask.limit_s for job in mine if job.ask.limit_s]
         if ask.limit_s and shares:
-            return ExpectedRun(
-                ask.limit_s * statistics.median(shares), "the share of its limit your other jobs used"
-            )
+            return ExpectedRun(ask.limit_s * statistics.median(shares), SHARE_OF_LIMIT)
         if not mine:
             return None
-        return ExpectedRun(statistics.median(job.run_s for job in mine), "the median of your last jobs")
+        return ExpectedRun(statistics.median(job.run_s for job in mine), USERS_MEDIAN)
 
     def scores(self, user: str) -> RuleScores:
         """How each point rule has fitted ``user``'s completed jobs."""

@@ -39,17 +39,33 @@ RULES: Mapping[str, Rule] = {
 }
 """Each over the completed runs (seconds, oldest first) of the job's most specific group that has any."""
 DEFAULT = "median of the last 5"
-"""The rule a user without history gets: over all users of three public logs, the best single rule."""
+"""The rule a user without scored jobs gets: the product's only rule before the choice."""
 PRIOR_JOBS = 3.0
 """A user's scores start as if this many jobs had scored `DEFAULT` 0.6 and every other rule 0.55."""
 _PRIOR = {name: 0.6 if name == DEFAULT else 0.55 for name in RULES}
 
 
+SHARE_OF_LIMIT = "share of its limit the user's other jobs used"
+"""For a kind the user never ran: the request times that share."""
+USERS_MEDIAN = "median of the user's other jobs"
+
+
 class ExpectedRun(NamedTuple):
-    """A point prediction and how it was made, in words an explanation can show."""
+    """A point prediction and how it was made: one of `RULES`, `SHARE_OF_LIMIT` or `USERS_MEDIAN`."""
 
     run_s: float
-    how: str
+    rule: str
+
+
+def explained(rule: str) -> str:
+    """How the expected run was made, as its user reads it."""
+    if rule in RULES:
+        return f"the {rule}, the rule that fits your earlier jobs best"
+    return (
+        "the share of its limit your other jobs used"
+        if rule == SHARE_OF_LIMIT
+        else "the median of your last jobs"
+    )
 
 
 @dataclass

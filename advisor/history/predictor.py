@@ -70,7 +70,7 @@ class RunForecast:
     """The same script's last run ended at its limit."""
     seen: bool = True
     """The user ran this script or made this very request before: a job of a new kind keeps its limit."""
-    how: str | None = None
+    rule: str | None = None
     """How history made the median (`History.point`), where it did: what an explanation shows."""
 
 
@@ -165,11 +165,11 @@ def forecast(past: Past, ask: JobAsk, quantiles: tuple[float, float] | None) -> 
     """The model's (median, upper) where it has them and the user enough history, else Tsafrir's."""
     if quantiles is not None and past.user_runs >= MIN_USER_RUNS:
         p50, upper = quantiles
-        how = None
+        rule = None
         if past.point is not None:  # the features' median counts failed runs too
-            p50, upper, how = past.point.run_s, max(upper, past.point.run_s), past.point.how
+            p50, upper, rule = past.point.run_s, max(upper, past.point.run_s), past.point.rule
         return RunForecast(
-            _capped(p50, ask), _capped(upper, ask), "model", past.runs, past.censored, past.seen, how
+            _capped(p50, ask), _capped(upper, ask), "model", past.runs, past.censored, past.seen, rule
         )
     if past.tsafrir_s is None or past.user_max_s is None:
         source: Source = "request" if ask.limit_s else "none"

@@ -106,6 +106,7 @@ class LimitScore(Frozen):
 
 
 class PointScore(Frozen):
+    jobs: int
     mean_accuracy: float
     median_error: float
     """Median |prediction - run| / run."""
@@ -122,6 +123,8 @@ class HistoryReport(Frozen):
     advisor: PointScore
     sources: dict[str, int]
     """How many completed jobs each source predicted (model, history, request)."""
+    rules: dict[str, PointScore]
+    """The advisor's median by how it was made (the point rule, else the source), most jobs first."""
     user_limits: LimitScore
     tradeoff: list[LimitScore]
     """The advised limit as the factor varies."""
@@ -156,12 +159,24 @@ def report(
         tsafrir=_points([(p.tsafrir_s or p.job.ask.limit_s, p.job.run_s) for p in done]),
         advisor=_points([(p.forecast.p50_s, p.job.run_s) for p in done]),
         sources=sources,
+        rules=_by_rule(done),
         user_limits=_limits(None, [(p.job.ask.limit_s, p.job.run_s) for p in done]),
         tradeoff=_tradeoff(rule, done, factors),
         tradeoff_floorless=_tradeoff(floorless, done, factors),
         exact=_limits(None, [(_seconds(rule, _exact(p), 1.0), p.job.run_s) for p in done]),
         exact_floorless=_limits(None, [(_seconds(floorless, _exact(p), 1.0), p.job.run_s) for p in done]),
     )
+
+
+_UNRULED = {"model": "the model's median", "history": "Tsafrir's rule", "request": "the request"}
+
+
+def _by_rule(done: Sequence[Predicted]) -> dict[str, PointScore]:
+    groups: dict[str, list[tuple[float | None, float]]] = {}
+    for p in done:
+        label = p.forecast.rule or _UNRULED.get(p.forecast.source, "nothing")
+        groups.setdefault(label, []).append((p.forecast.p50_s, p.job.run_s))
+    return {label: _points(pairs) for label, pairs in sorted(groups.items(), key=lambda item: -len(item[1]))}
 
 
 def _tradeoff(rule: TimeLimitRule, done: Sequence[Predicted], factors: Sequence[float]) -> list[LimitScore]:
@@ -186,6 +201,7 @@ def _accuracy(prediction: float | None, run: float) -> float:
 
 def _points(pairs: Sequence[tuple[float | None, float]]) -> PointScore:
     return PointScore(
+        jobs=len(pairs),
         mean_accuracy=statistics.fmean(_accuracy(p, run) for p, run in pairs),
         median_error=statistics.median(abs((p or 0.0) - run) / run for p, run in pairs),
     )

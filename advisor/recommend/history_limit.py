@@ -5,6 +5,7 @@ and the level of predictions the model predictor is not confident of."""
 from __future__ import annotations
 
 from advisor.history.jobs import JobAsk
+from advisor.history.point import explained
 from advisor.history.predictor import RunForecast, history_limit
 from advisor.jobscript.request import JobRequest
 from advisor.jobscript.rewrite import Advice
@@ -74,6 +75,6 @@ def _what_history_says(forecast: RunForecast, ask: JobAsk) -> str:
     last = f"last {count} runs" if count > 1 else "last run"
     said = f"history: your {last} of {name} took {runs}"
     said += " (the last one hit its time limit)" if forecast.censored else ""
-    if forecast.how and forecast.p50_s:
-        said += f"; expected {format_seconds(forecast.p50_s)}: {forecast.how}"
+    if forecast.rule and forecast.p50_s:
+        said += f"; expected {format_seconds(forecast.p50_s)}: {explained(forecast.rule)}"
     return said
