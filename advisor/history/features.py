@@ -99,8 +99,7 @@ class History:
         if runs:
             rule = self.scores(ask.user).best()
             return ExpectedRun(RULES[rule](runs), rule)
-        group = self._groups.get(_keys(ask)[0])
-        mine = [job for job in group.runs if job.completed][-5:] if group else []
+        mine = [job for job in self.user_runs(ask.user) if job.completed][-5:]
         shares = [job.run_s / job.ask.limit_s for job in mine if job.ask.limit_s]
         if ask.limit_s and shares:
             return ExpectedRun(ask.limit_s * statistics.median(shares), SHARE_OF_LIMIT)
@@ -115,8 +114,8 @@ class History:
     def _kind_runs(self, ask: JobAsk, until: float) -> list[float]:
         """The completed runs, ended by ``until``, of the job's most specific kind that has any: the same
         script at the same request, the same request, the same script."""
-        script = _keys(ask)[1] if ask.script else None
-        for key in (_script_request_key(ask), _keys(ask)[2], script):
+        _, script, request = _keys(ask)
+        for key in (_script_request_key(ask), request, script if ask.script else None):
             group = self._groups.get(key) if key else None
             runs = [job.run_s for job in group.runs if job.completed and job.end_s <= until] if group else []
             if runs:

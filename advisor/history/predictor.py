@@ -3,11 +3,10 @@
 The point prediction is the user's best-fitting rule over the same kind's last completed runs
 (`advisor.history.point`); the model (XGBoost, the log run time's upper quantile) learns from every job
 that ended what its past said at its submission (`advisor.history.features`), and that quantile times the
-policy's factor is the advised time
-limit (0.95: see benchmarks/README.md). A user with too little history gets the classic rule (Tsafrir,
-Etsion, Feitelson 2007: the mean of the user's last two runs, capped at the request). Neither ever exceeds
-what the job asked for nor the partition's maximum, and a script whose last run hit its limit is never
-advised a shorter one.
+policy's factor is the advised time limit (0.95: see benchmarks/README.md). A user with too little history
+gets the classic rule (Tsafrir, Etsion, Feitelson 2007: the mean of the user's last two runs, capped at the
+request). Neither ever exceeds what the job asked for nor the partition's maximum, and a script whose last
+run hit its limit is never advised a shorter one.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from advisor.frozen import Frozen
 from advisor.history.features import History
 from advisor.history.jobs import PastJob
+from advisor.history.point import accuracy
 from advisor.history.predictor import (
     HistoryModel,
     Past,
@@ -193,16 +194,10 @@ def _seconds(rule: TimeLimitRule, p: Predicted, factor: float) -> float | None:
     return None if limit is None else limit.total_seconds()
 
 
-def _accuracy(prediction: float | None, run: float) -> float:
-    if not prediction or prediction <= 0:
-        return 0.0
-    return min(prediction, run) / max(prediction, run)
-
-
 def _points(pairs: Sequence[tuple[float | None, float]]) -> PointScore:
     return PointScore(
         jobs=len(pairs),
-        mean_accuracy=statistics.fmean(_accuracy(p, run) for p, run in pairs),
+        mean_accuracy=statistics.fmean(accuracy(p, run) for p, run in pairs),
         median_error=statistics.median(abs((p or 0.0) - run) / run for p, run in pairs),
     )
 
