@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -12,6 +13,8 @@ from pathlib import Path
 
 from advisor.bench.results import read_jsonl
 from advisor.bench.submit import (
+    UNFINISHED,
+    BenchJob,
     BenchRequest,
     cancel_leftovers,
     ingest_results,
@@ -116,6 +119,22 @@ def test_a_night_with_a_partition_slurm_refuses_benchmarks_the_others_and_trains
     )
     assert trained.returncode == 0, trained.stdout + trained.stderr
     assert re.search(r": version 1 from \d+ steps and \d+ layers", trained.stdout), trained.stdout
+
+
+def test_a_job_slurmctld_saw_end_has_ended_though_accounting_has_not_heard_yet(tmp_path: Path) -> None:
+    """slurmdbd learns of an end after slurmctld does (never, while their link is down): the wait takes
+    slurmctld's word and asks accounting only for the jobs slurmctld no longer shows ended."""
+    recorded = RecordedRunner.load(RECORDING)
+    sacct = next(answer for answer in recorded.answers if "sacct" in answer.argv)
+    lagging = json.loads(sacct.stdout)
+    lagging["jobs"] = [job for job in lagging["jobs"] if job["job_id"] != 1]
+    others = [answer for answer in recorded.answers if answer is not sacct]
+    runner = RecordedRunner([*others, replace(sacct, stdout=json.dumps(lagging))])
+    # The recording's squeue: job 1 COMPLETED (kept for MinJobAge), 2 RUNNING, 3 PENDING.
+    jobs = [BenchJob(partition="cpu", job_id=n, results=tmp_path / f"{n}.jsonl") for n in (1, 2)]
+    assert wait_for_jobs(SlurmClient(runner), jobs, timeout=timedelta(0)) == {1: "COMPLETED", 2: UNFINISHED}
+    (asked,) = [call.argv for call in runner.calls if "sacct" in call.argv]
+    assert "--jobs=2" in asked
 
 
 def test_benchmark_jobs_ask_for_one_gpu_and_the_sites_terms_not_a_node() -> None:

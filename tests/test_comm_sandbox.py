@@ -28,10 +28,14 @@ def test_the_all_reduce_runs_across_two_nodes_as_one_job_and_stores_a_row_per_si
     db = tmp_path / "advisor.db"
     measure = ["comm", "measure", "--partition", "a100", "--nodes", "2", "--tasks-per-node", "1"]
     measure += ["--cpu-only", "--max-bytes", str(2**22), "--results-dir", str(tmp_path / "comm")]
-    measure += ["--models", "resnet18", "--db", str(db)]
+    # A job that hangs ends at its limit, which is shorter than the test's.
+    measure += ["--models", "resnet18", "--db", str(db), "--minutes", "5"]
     advisor = str(BIN / "advisor")
-    done = subprocess.run([advisor, *measure], env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
+    try:
+        done = subprocess.run([advisor, *measure], env=env, capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired as expired:
+        pytest.fail(f"{expired.stdout!r}\n{_what_slurm_saw(sandbox, env, tmp_path / 'comm')}")
+    assert done.returncode == 0, done.stdout + done.stderr + _what_slurm_saw(sandbox, env, tmp_path / "comm")
     assert "a100: job" in done.stdout and "COMPLETED" in done.stdout
     store = Store.open(db)
     rows = list(store.db.table("allreduce").rows)
@@ -55,6 +59,17 @@ def test_the_all_reduce_runs_across_two_nodes_as_one_job_and_stores_a_row_per_si
     )
     assert shown.returncode == 0, shown.stderr
     assert "measured" in shown.stdout and "default (never measured)" in shown.stdout
+
+
+def _what_slurm_saw(sandbox: Sandbox, env: dict[str, str], results: Path) -> str:
+    """The queue, the nodes, the job's own log and slurmctld's last words: what a failure here needs."""
+    shown = [
+        subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60).stdout
+        for argv in (["squeue", "-o", "%i %P %T %R %N"], ["sinfo", "-N", "-o", "%N %P %T %E"])
+    ]
+    logs = [path.read_text() for path in sorted(results.glob("*.log"))]
+    slurmctld = (sandbox.layout.log / "slurmctld.log").read_text().splitlines()[-40:]
+    return "\n".join([*shown, *logs, *slurmctld])
 
 
 def test_by_default_every_partition_where_data_parallelism_can_span_devices_is_measured(

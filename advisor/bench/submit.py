@@ -170,15 +170,17 @@ def wait_for_jobs(
     poll_s: float = 2.0,
     clock: Callable[[], float] = time.monotonic,
 ) -> dict[int, str]:
-    """Final Slurm state per job, from accounting; jobs still unfinished at the timeout say so."""
+    """Final Slurm state per job; jobs still unfinished at the timeout say so. slurmctld's word while it
+    still lists the job, accounting's once it has forgotten it: slurmdbd hears of an end later than
+    slurmctld, and not at all while their connection is down."""
     since = datetime.now(UTC) - timedelta(days=1)
     wanted = {job.job_id for job in jobs}
     deadline = clock() + timeout.total_seconds()
     states: dict[int, str] = {}
     while True:
-        for record in client.history(since, job_ids=sorted(wanted)):
-            if record.job_id in wanted:
-                states[record.job_id] = record.state
+        states |= {job.job_id: job.state for job in client.jobs() if job.job_id in wanted and job.ended}
+        if missing := sorted(wanted - set(states)):
+            states |= {record.job_id: record.state for record in client.history(since, job_ids=missing)}
         if set(states) >= wanted or clock() > deadline:
             return {job_id: states.get(job_id, UNFINISHED) for job_id in sorted(wanted)}
         time.sleep(poll_s)

@@ -15,7 +15,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import torch
@@ -30,6 +30,9 @@ from advisor.comm.sync import Spread
 _WARMUP = 2
 _REPEATS = 5
 _FIRST_BYTES = 2**10
+_COLLECTIVE_TIMEOUT = timedelta(minutes=3)
+"""Far above a 1 GiB all-reduce on a slow network, far below the job's limit: a rendezvous or collective
+that hangs (a rank that never came, a port taken) fails the job rather than holding its nodes."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -48,7 +51,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("MASTER_ADDR", env.get("SLURM_LAUNCH_NODE_IPADDR", "127.0.0.1"))
     os.environ.setdefault("MASTER_PORT", str(20000 + int(env.get("SLURM_JOB_ID", "0")) % 20000))
     backend = "nccl" if cuda else "gloo"
-    dist.init_process_group(backend, rank=rank, world_size=world, device_id=device if cuda else None)
+    dist.init_process_group(
+        backend, rank=rank, world_size=world, device_id=device if cuda else None, timeout=_COLLECTIVE_TIMEOUT
+    )
     try:
         here = fingerprint(args.partition)
         common = {

@@ -76,8 +76,10 @@ def communicates(partition: Partition, nodes: int, site: BenchSettings) -> bool:
 
 
 def job_script(python: str, partition: str, results: Path, cpu: bool, max_bytes: int, models: str) -> str:
-    """``srun`` of the benchmark on every task of the job, its argv quoted word by word."""
-    argv = ["srun", python, "-m", "advisor.comm.allreduce", "--out", str(results), "--partition", partition]
+    """``srun`` of the benchmark on every task of the job, its argv quoted word by word; a rank that fails
+    ends the step, so the others do not wait on it until the time limit."""
+    argv = ["srun", "--kill-on-bad-exit=1", python, "-m", "advisor.comm.allreduce", "--out", str(results)]
+    argv += ["--partition", partition]
     argv += ["--max-bytes", str(max_bytes), "--models", models, *(["--cpu"] if cpu else [])]
     return f"#!/bin/sh\nexec {shlex.join(argv)}\n"
 

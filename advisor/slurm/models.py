@@ -89,6 +89,22 @@ class Partition(Frozen):
         return self.state.upper() == "UP" and any(node.serves_jobs for node in self.nodes)
 
 
+ENDED_STATES = frozenset(
+    {
+        "COMPLETED",
+        "FAILED",
+        "CANCELLED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "OUT_OF_MEMORY",
+        "PREEMPTED",
+        "BOOT_FAIL",
+        "DEADLINE",
+    }
+)
+"""The states of a job that has ended, as squeue shows it for as long as slurmctld keeps it (MinJobAge)."""
+
+
 class QueuedJob(Frozen):
     """A job as squeue sees it; ``start_time`` of a pending job is Slurm's estimate, when it has one."""
 
@@ -111,6 +127,10 @@ class QueuedJob(Frozen):
     gpu_type: str | None
     tres_requested: dict[str, str]
     node_list: str
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ENDED_STATES
 
 
 class FinishedJob(Frozen):
