@@ -38,11 +38,17 @@ def pytest_configure(config: pytest.Config) -> None:
         os.sched_setaffinity(0, {cores[int(worker[2:]) % len(cores)]})
 
 
+_PORTS = range(10000, 16500)
+"""Above Slurm's own (6817-6819), below the sandbox's default (16817), the all-reduce's rendezvous
+(20000-29999) and the kernel's ephemeral ports (32768 up), one of which any outgoing connection may take
+between a check and a bind (a slurmd once failed to start so)."""
+
+
 def free_port_block(count: int) -> int:
-    """A base port with `count` free ports after it, away from the sandbox default and Slurm's own."""
+    """A base port with `count` ports after it that are free now and taken by nothing else of the kind."""
     rng = random.Random()
     for _ in range(200):
-        base = rng.randrange(20000, 60000 - count)
+        base = rng.randrange(_PORTS.start, _PORTS.stop - count)
         if all(_port_free(port) for port in range(base, base + count)):
             return base
     raise RuntimeError("no free block of loopback ports")

@@ -49,7 +49,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if cuda:
         torch.cuda.set_device(device)
     os.environ.setdefault("MASTER_ADDR", env.get("SLURM_LAUNCH_NODE_IPADDR", "127.0.0.1"))
-    os.environ.setdefault("MASTER_PORT", str(20000 + int(env.get("SLURM_JOB_ID", "0")) % 20000))
+    # Below the kernel's ephemeral ports (32768 up), where an outgoing connection could hold it.
+    os.environ.setdefault("MASTER_PORT", str(20000 + int(env.get("SLURM_JOB_ID", "0")) % 10000))
     backend = "nccl" if cuda else "gloo"
     dist.init_process_group(
         backend, rank=rank, world_size=world, device_id=device if cuda else None, timeout=_COLLECTIVE_TIMEOUT
