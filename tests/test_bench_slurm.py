@@ -137,6 +137,24 @@ def test_a_job_slurmctld_saw_end_has_ended_though_accounting_has_not_heard_yet(t
     assert "--jobs=2" in asked
 
 
+def test_the_wait_looks_ever_less_often_up_to_once_a_minute_and_stops_at_its_timeout(tmp_path: Path) -> None:
+    runner = RecordedRunner.load(RECORDING)
+    now = [0.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    running = [BenchJob(partition="cpu", job_id=2, results=tmp_path / "2.jsonl")]  # RUNNING when recorded
+    states = wait_for_jobs(
+        SlurmClient(runner), running, timedelta(minutes=4), clock=lambda: now[0], sleep=sleep
+    )
+    assert states == {2: UNFINISHED}
+    assert slept == [2, 4, 8, 16, 32, 60, 60, 58], "doubling from 2 s to a minute, the last up to the timeout"
+    assert sum(call.argv[0] == "squeue" for call in runner.calls) == len(slept) + 1
+
+
 def test_benchmark_jobs_ask_for_one_gpu_and_the_sites_terms_not_a_node() -> None:
     client = SlurmClient(RecordedRunner.load(RECORDING))
     t4, cpu = (next(p for p in client.partitions() if p.name == name) for name in ("t4", "cpu"))

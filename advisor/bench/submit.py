@@ -28,6 +28,7 @@ from advisor.store import Store
 JOB_NAME = "advisor-bench"
 UNFINISHED = "UNFINISHED"
 _TIME_MARGIN = timedelta(minutes=5)
+_LONGEST_POLL_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -169,21 +170,27 @@ def wait_for_jobs(
     *,
     poll_s: float = 2.0,
     clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> dict[int, str]:
     """Final Slurm state per job; jobs still unfinished at the timeout say so. slurmctld's word while it
     still lists the job, accounting's once it has forgotten it: slurmdbd hears of an end later than
-    slurmctld, and not at all while their connection is down."""
+    slurmctld, and not at all while their connection is down.
+
+    The first look comes after ``poll_s``, each later one after twice the wait before, up to a minute: a
+    short job is seen ending at once, and a night's hours read the whole queue about once a minute."""
     since = datetime.now(UTC) - timedelta(days=1)
     wanted = {job.job_id for job in jobs}
     deadline = clock() + timeout.total_seconds()
     states: dict[int, str] = {}
+    interval = poll_s
     while True:
         states |= {job.job_id: job.state for job in client.jobs() if job.job_id in wanted and job.ended}
         if missing := sorted(wanted - set(states)):
             states |= {record.job_id: record.state for record in client.history(since, job_ids=missing)}
-        if set(states) >= wanted or clock() > deadline:
+        if set(states) >= wanted or clock() >= deadline:
             return {job_id: states.get(job_id, UNFINISHED) for job_id in sorted(wanted)}
-        time.sleep(poll_s)
+        sleep(min(interval, max(deadline - clock(), 0.0)))
+        interval = min(2 * interval, _LONGEST_POLL_S)
 
 
 def ingest_results(store: Store, jobs: Sequence[BenchJob]) -> int:
