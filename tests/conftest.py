@@ -45,7 +45,7 @@ between a check and a bind (a slurmd once failed to start so)."""
 
 
 def free_port_block(count: int) -> int:
-    """A base port with `count` ports after it that are free now and taken by nothing else of the kind."""
+    """A base port with `count` ports after it, all free now and in `_PORTS`, where nothing else binds."""
     rng = random.Random()
     for _ in range(200):
         base = rng.randrange(_PORTS.start, _PORTS.stop - count)
