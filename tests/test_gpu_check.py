@@ -34,8 +34,8 @@ def test_the_gpu_check_runs_each_part_on_a_cpu_and_prints_its_table(tmp_path: Pa
     ]
     records = [json.loads(line) for line in (out / "bench.jsonl").read_text().splitlines()]
     measured = [record["measurement"] for record in records if record["measurement"]["median_s"]]
-    # Six seconds of a CPU reach the first coarse step (and whatever cheap layers still fit the budget).
-    assert measured[0]["kind"] == "step" and measured[0]["config"]["batch"] == 1
+    # Three seconds of a CPU reach a coarse step that fits them (and whatever cheap layers still fit).
+    assert measured[0]["kind"] == "step"
     assert {m["kind"] for m in measured} <= {"step", "layer"}
     summary = result.stdout
     assert summary == (out / "summary.txt").read_text()

@@ -47,6 +47,10 @@ _grid_plan = lru_cache(maxsize=4)(build_plan)
 """The grid's plan, built once for every partition of one kind in a night (tens of thousands of items)."""
 
 
+Wanted = tuple[str, PlanItem, str]
+"""A configuration a night may measure: its subject (the model it is for), the item, the item's key."""
+
+
 class Priority(StrEnum):
     COARSE = "coarse grid"
     SUBMITTED = "submitted"
@@ -127,12 +131,12 @@ def tonight(
     full = _grid_plan(grid, device, tables)
     keys = [item.config.key() for item in full.items]
     coarse = [
-        (_subject(item), item)
+        (_subject(item), item, key)
         for item, key in zip(full.items, keys, strict=True)
         if item.phase is Phase.COARSE and key not in measured
     ]
     rest = [
-        (_subject(item), item)
+        (_subject(item), item, key)
         for item, key in zip(full.items, keys, strict=True)
         if item.phase is not Phase.COARSE and key not in measured
     ]
@@ -148,7 +152,7 @@ def tonight(
     chosen: list[NightItem] = []
     seen: set[str] = set()
     spent = _fill(chosen, seen, wanted, budget_s - fresh_budget, 0.0)
-    freshness = [(_subject(item), item) for _, _, item in oldest]
+    freshness = [(_subject(item), item, key) for _, key, item in oldest]
     _fill(chosen, seen, [(Priority.FRESHNESS, freshness)], budget_s, spent)
     return Tonight(
         machine=machine,
@@ -177,7 +181,8 @@ def architecture_night(
         *whole_steps(grid, device, table, step_batches),
     ]
     chosen: list[NightItem] = []
-    _fill(chosen, set(), [(Priority.SUBMITTED, [(table.reference, item) for item in items])], budget_s, 0.0)
+    wanted = [(table.reference, item, item.config.key()) for item in items]
+    _fill(chosen, set(), [(Priority.SUBMITTED, wanted)], budget_s, 0.0)
     return Tonight(
         machine=None,
         budget_s=budget_s,
@@ -193,13 +198,12 @@ def architecture_night(
 def _fill(
     chosen: list[NightItem],
     seen: set[str],
-    wanted: Iterable[tuple[Priority, Sequence[tuple[str, PlanItem]]]],
+    wanted: Iterable[tuple[Priority, Sequence[Wanted]]],
     limit_s: float,
     spent: float,
 ) -> float:
     for priority, items in wanted:
-        for subject, item in items:
-            key = item.config.key()
+        for subject, item, key in items:
             if key in seen or spent + item.estimate_s > limit_s:
                 continue
             seen.add(key)
@@ -213,15 +217,16 @@ def _submitted_items(
     device: DeviceProfile,
     measured: Mapping[str, datetime],
     submitted: Sequence[SubmittedArchitecture],
-) -> Iterable[tuple[str, PlanItem]]:
+) -> Iterable[Wanted]:
     """Each architecture's unmeasured layers, then its unmeasured whole steps; the most requested first."""
     for architecture in sorted(submitted, key=lambda a: (-a.requests, a.model)):
         for item in (
             *architecture_layers(grid, device, architecture.table),
             *_whole_steps(grid, device, architecture),
         ):
-            if item.config.key() not in measured:
-                yield architecture.model, item
+            key = item.config.key()
+            if key not in measured:
+                yield architecture.model, item, key
 
 
 def architecture_layers(grid: Grid, device: DeviceProfile, table: LayerTable) -> list[PlanItem]:

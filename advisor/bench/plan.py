@@ -293,13 +293,18 @@ def _steps(
         for size in grid.sizes
         if size in zoo_model(name).sizes
     }
+    smallest = {key: smallest_batch(table) for key, table in planned.items()}
+    amps = {amp for amp, _channels_last, _pinned in settings}
     for batch in sorted(batches):
+        # Each model's fit at this batch once per precision, not once per setting that shares it.
+        fitting = {
+            (key, amp)
+            for key, table in planned.items()
+            for amp in amps
+            if batch >= smallest[key] and _fits(device, table, batch, amp)
+        }
         for (amp, channels_last, pinned), ((name, size), table) in product(settings, planned.items()):
-            precision = Precision.BF16 if amp else Precision.FP32
-            peak = estimate_peak_memory(table, batch, precision, Optimizer.SGD).total
-            if batch < smallest_batch(table) or (
-                device.memory_bytes is not None and peak > device.memory_bytes
-            ):
+            if ((name, size), amp) not in fitting:
                 continue
             config = StepConfig(
                 model=name,
@@ -340,9 +345,16 @@ def _layers(
             yield PlanItem(phase=phase, config=at, estimate_s=layer_estimate(grid, device, layer, at))
 
 
+def _fits(device: DeviceProfile, table: LayerTable, batch: int, amp: bool) -> bool:
+    if device.memory_bytes is None:
+        return True
+    precision = Precision.BF16 if amp else Precision.FP32
+    return estimate_peak_memory(table, batch, precision, Optimizer.SGD).total <= device.memory_bytes
+
+
 def step_estimate(grid: Grid, device: DeviceProfile, table: LayerTable, config: StepConfig) -> float:
     """Seconds to measure one step configuration: building it, then every warm-up and timed step."""
-    flops = table.at_batch(config.batch).total.train_flops
+    flops = table.total_at(config.batch).train_flops
     speed = device.flops_per_s * (device.amp_speedup if config.amp else 1.0)
     # CPUs take one more step, untimed, to track memory (see ``measure``).
     passes = grid.warmup + grid.steps + (device.kind == "cpu")

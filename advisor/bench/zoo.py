@@ -169,8 +169,8 @@ def model_table(model: str, input_size: int, *, allow_factories: bool = False) -
     return introspect(model, (3, input_size, input_size), {}, allow_factories=allow_factories)
 
 
-def layer_config(layer: Layer) -> LayerConfig | None:
-    """The micro-benchmark of ``layer`` at batch 1, or None for a layer that is neither a 2-d convolution
+def layer_config(layer: Layer, batch: int = 1, amp: bool = False) -> LayerConfig | None:
+    """The micro-benchmark of ``layer`` at ``batch``, or None for a layer that is neither a 2-d convolution
     nor a linear.
 
     A linear layer's rows per sample (tokens, windows) become ``height``, so one config covers ViT's
@@ -192,8 +192,8 @@ def layer_config(layer: Layer) -> LayerConfig | None:
             groups=1,
             height=prod(dims[:-1]),
             width=1,
-            batch=1,
-            amp=False,
+            batch=batch,
+            amp=amp,
             cudnn_benchmark=True,
         )
     if window is None or window.channels is None or len(window.kernel) != 2 or len(dims) != 4:
@@ -209,8 +209,8 @@ def layer_config(layer: Layer) -> LayerConfig | None:
         groups=window.groups,
         height=dims[2],
         width=dims[3],
-        batch=1,
-        amp=False,
+        batch=batch,
+        amp=amp,
         cudnn_benchmark=True,
     )
 

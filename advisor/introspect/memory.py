@@ -59,17 +59,16 @@ def estimate_peak_memory(
     table: LayerTable, batch_size: int, precision: Precision, optimizer: Optimizer
 ) -> MemoryEstimate:
     """Bytes on one GPU at the peak of a training step (end of forward, start of backward)."""
-    costs = table.at_batch(batch_size)
     parameters = table.totals.parameters
     half = precision is not Precision.FP32
     scale = _HALF_ACTIVATIONS if half else 1.0
     # The largest single layer's inputs and outputs exist at once on top of what is saved for backward.
-    transient = max((c.bytes_read + c.bytes_written for c in costs.layers), default=0)
+    transient = table.largest_layer_bytes(batch_size)
     return MemoryEstimate(
         weights=parameters * _FP32,
         gradients=parameters * _FP32,
         optimizer_state=optimizer_state_bytes(parameters, optimizer),
         autocast_weight_copies=parameters * _HALF if half else 0,
-        activations=round(costs.saved_activation_bytes * scale),
+        activations=round(table.totals.saved_activation_bytes.at(batch_size) * scale),
         transient=round(transient * scale),
     )

@@ -211,15 +211,21 @@ class LayerTable(Frozen):
         return self
 
     def at_batch(self, batch_size: int) -> BatchCosts:
-        if batch_size < 1:
-            raise ValueError(f"batch size must be positive, not {batch_size}")
-        layers = tuple(layer.at_batch(batch_size) for layer in self.layers)
         return BatchCosts(
             batch_size=batch_size,
-            layers=layers,
-            total=_costs_at(self.totals, batch_size),
+            layers=tuple(layer.at_batch(batch_size) for layer in self.layers),
+            total=self.total_at(batch_size),
             saved_activation_bytes=self.totals.saved_activation_bytes.at(batch_size),
         )
+
+    def total_at(self, batch_size: int) -> Costs:
+        """The whole model's costs at one batch size, without each layer's (a plan asks tens of thousands)."""
+        return _costs_at(self.totals, _positive(batch_size))
+
+    def largest_layer_bytes(self, batch_size: int) -> int:
+        """The most bytes one layer reads and writes at this batch size: what exists at once for a moment."""
+        n = _positive(batch_size)
+        return max((layer.bytes_read.at(n) + layer.bytes_written.at(n) for layer in self.layers), default=0)
 
 
 @dataclass(frozen=True)
@@ -230,6 +236,12 @@ class BatchCosts:
     layers: tuple[Costs, ...]
     total: Costs
     saved_activation_bytes: int
+
+
+def _positive(batch_size: int) -> int:
+    if batch_size < 1:
+        raise ValueError(f"batch size must be positive, not {batch_size}")
+    return batch_size
 
 
 def _costs_at(source: Layer | Totals, batch_size: int) -> Costs:

@@ -56,12 +56,8 @@ Part = tuple[KernelPath, int]
 
 def timed_layers(table: LayerTable, batch: int, amp: bool) -> list[LayerConfig]:
     """The micro-benchmark configuration of every executed convolution and linear, repeats included."""
-    configs = []
-    for layer in table.layers:
-        config = layer_config(layer)
-        if config is not None:
-            configs.append(config.model_copy(update={"batch": batch, "amp": amp}))
-    return configs
+    configs = (layer_config(layer, batch, amp) for layer in table.layers)
+    return [config for config in configs if config is not None]
 
 
 def _output_side(size: int, kernel: int, stride: int, padding: int, dilation: int) -> int:

@@ -218,7 +218,7 @@ def _scaled(
             f"({fingerprint.gpu_name or fingerprint.cpu_model}), unscaled"
         )
         return own.model_copy(update={"scaled_from": model.machine, "note": note})
-    costs = question.table.at_batch(question.batch).total
+    costs = question.table.total_at(question.batch)
     ratio = roofline_ratio(costs.train_flops, costs.bytes_read + costs.bytes_written, base, target)
     capacity = target.memory_bytes
     fits = capacity is None or own.peak_memory_bytes * (1 + MEMORY_MARGIN) <= capacity
