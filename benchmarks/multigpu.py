@@ -9,7 +9,7 @@ The held-out application's k-GPU steps are then predicted from its one-GPU step 
 and its gradient bytes alone. Printed: mean absolute percentage error per application, within a node and
 across nodes, next to the naive prediction (the one-GPU step), the constant model the recommender used
 before (a ring all-reduce at 12 GB/s added to the step), and the same model fitted on every application,
-the held-out one included (the best its form allows).
+the held-out one included (about the best its form allows).
 """
 
 from __future__ import annotations
@@ -159,9 +159,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for p in placements:
         for key in ("all", p.application, f"{p.application} {p.spread.level}", p.spread.level):
             counts[key] += 1
-    print(f"{'MAPE %':22s} {'rows':>6s} " + " ".join(f"{name:>18s}" for name in arms))
+    width = max(len(name) for name in arms)
+    print(f"{'MAPE %':22s} {'rows':>6s} " + " ".join(f"{name:>{width}s}" for name in arms))
     for key in rows:
-        print(f"{key:22s} {counts[key]:6d} " + " ".join(f"{figures[name][key]:18.1f}" for name in arms))
+        print(f"{key:22s} {counts[key]:6d} " + " ".join(f"{figures[name][key]:{width}.1f}" for name in arms))
     return 0
 
 
