@@ -18,7 +18,6 @@ from statistics import median
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
-from scipy.stats import trim_mean  # type: ignore[import-untyped]
 
 from advisor.introspect import LayerTable
 from advisor.predict.curves import median_polish
@@ -71,6 +70,9 @@ def _seconds(groups: Mapping[K, Sequence[dict[str, Any]]]) -> dict[K, float]:
     is averaged, not one value taken (figures: benchmarks/README.md). Unpaced: the fastest, as a shared
     node's noise only adds time.
     Measured both ways, the paced ones count."""
+    # Imported here: only training needs scipy.stats, and every process that loads a model would import it.
+    from scipy.stats import trim_mean  # type: ignore[import-untyped]
+
     paced = [(row, key) for key, members in groups.items() for row in members if row["pace_ratio"]]
     pace = median(float(row["pace_s"]) for row, _ in paced) if paced else 0.0
     cells = [(row["run_id"], key, log(float(row["pace_ratio"]))) for row, key in paced]
