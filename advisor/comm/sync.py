@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-from scipy.optimize import minimize_scalar  # type: ignore[import-untyped]
 
 from advisor.predict.leastsquares import relative_least_squares
 
@@ -147,6 +146,8 @@ def fit_overlap(steps: Sequence[WholeStep], node: Link, network: Link) -> float:
     usable = [(compute, sync, step) for compute, sync, step in parts if sync > 0]
     if not usable:
         return 1.0
+    # Imported here: only fitting needs scipy.optimize, and the recommender imports this module.
+    from scipy.optimize import minimize_scalar  # type: ignore[import-untyped]
 
     def loss(overlap: float) -> float:
         return sum(math.log(overlapped(compute, sync, overlap) / step) ** 2 for compute, sync, step in usable)

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.optimize import nnls  # type: ignore[import-untyped]
 
 _TINY = 1e-9
 _SHRINKAGE = 0.5
@@ -22,6 +21,9 @@ def relative_least_squares(
     miss on a fast layer or step matters as much as on a slow one. Columns are scaled for the solver. The
     first ``shrunk`` columns' coefficients are pulled toward one shared coefficient, appended last: where
     the samples say little about a column, it keeps the shared value (``_SHRINKAGE``)."""
+    # Imported here: only fitting needs scipy.optimize, and every process that loads a model would import it.
+    from scipy.optimize import nnls  # type: ignore[import-untyped]
+
     matrix = np.asarray(terms, dtype=float)
     scale = np.maximum(matrix.max(axis=0), _TINY)
     target = np.asarray(seconds, dtype=float)
