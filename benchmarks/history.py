@@ -45,6 +45,15 @@ def read_trace(path: Path) -> list[PastJob]:
         raise TraceError(f"{path}: not SWF (.swf, .swf.gz), sacct --json or sacct -P: {error}") from None
 
 
+def read_or_say(path: Path, program: str) -> list[PastJob] | None:
+    """`read_trace`, or None once what is wrong with the trace is on stderr."""
+    try:
+        return read_trace(path)
+    except TraceError as error:
+        print(f"{program}: error: {error}", file=sys.stderr)
+        return None
+
+
 def schedules(predicted: Sequence[Predicted], processors: int, factor: float) -> dict[str, Schedule]:
     """The log through EASY once per arm: estimates that only order backfill, then limits that kill."""
 
@@ -82,10 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--processors", type=int, help="the machine's size (default: the largest job's)")
     parser.add_argument("--factor", type=float, default=TimeLimitRule().history_factor)
     args = parser.parse_args(argv)
-    try:
-        jobs = read_trace(args.trace)
-    except TraceError as error:
-        print(f"history: error: {error}", file=sys.stderr)
+    jobs = read_or_say(args.trace, "history")
+    if jobs is None:
         return 1
     predicted = replay(jobs)
     result = report(args.trace.name, predicted)
