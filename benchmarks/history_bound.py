@@ -27,12 +27,14 @@ import math
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
 
 from advisor.frozen import Frozen
+from advisor.history.jobs import PastJob
 from advisor.history.predictor import RunForecast, history_limit
 from advisor.history.replay import DEFAULT_RULE, Predicted, replay
 from advisor.policy.schema import TimeLimitRule
@@ -49,7 +51,6 @@ LEAST_ENDED = 20
 """Ended jobs a group needs before `online` trusts what they say."""
 PENALTIES = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0)
 """What `online` may weigh one killed job against one job brought within R: the trade-off's steps."""
-"""Ended jobs a group needs before `online` trusts what they say."""
 WITHIN = (1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 8.0, 10.0, 20.0)
 Group = tuple[object, ...]
 
@@ -101,12 +102,25 @@ def column(p: Predicted, rule: TimeLimitRule) -> list[float]:
     return found
 
 
-def ratios(done: Sequence[Predicted], rule: TimeLimitRule) -> dict[Group, np.ndarray]:
-    """Per group, `column` of each of its jobs: rules in rows, jobs in columns."""
-    found: dict[Group, list[list[float]]] = defaultdict(list)
-    for p in done:
-        found[group(p.forecast, p.job.ask.limit_s)].append(column(p, rule))
-    return {key: np.asarray(columns).T for key, columns in found.items()}
+@dataclass(frozen=True)
+class Judged:
+    """A completed job, its `group` and its `column`: made once, read by the hindsight and online arms."""
+
+    job: PastJob
+    group: Group
+    column: np.ndarray
+
+
+def judged(done: Sequence[Predicted], rule: TimeLimitRule) -> list[Judged]:
+    return [Judged(p.job, group(p.forecast, p.job.ask.limit_s), np.asarray(column(p, rule))) for p in done]
+
+
+def ratios(jobs: Sequence[Judged]) -> dict[Group, np.ndarray]:
+    """Per group, the `column` of each of its jobs: rules in rows, jobs in columns."""
+    found: dict[Group, list[np.ndarray]] = defaultdict(list)
+    for job in jobs:
+        found[job.group].append(job.column)
+    return {key: np.stack(columns, axis=1) for key, columns in found.items()}
 
 
 def best_share(groups: Mapping[Group, np.ndarray], within: float, kill_rate: float) -> float:
@@ -146,25 +160,23 @@ def as_limits(pairs: Sequence[tuple[float | None, float]]) -> Limits:
     )
 
 
-def online(done: Sequence[Predicted], rule: TimeLimitRule, within: float, penalty: float) -> Limits:
+def online(jobs: Sequence[Judged], within: float, penalty: float) -> Limits:
     """The same groups and rules as a deployment could choose them: each job gets the rule that did best on
     its group's jobs ended by its submission (jobs brought to at most ``within`` x their run, less
     ``penalty`` per job killed), and its request until `LEAST_ENDED` of them had ended."""
-    columns = [np.asarray(column(p, rule)) for p in done]
     scores: dict[Group, np.ndarray] = {}
     ended: dict[Group, int] = defaultdict(int)
-    ends: list[tuple[float, int, Group]] = []
+    ends: list[tuple[float, int]] = []
     limits = []
-    for index, p in enumerate(done):
-        while ends and ends[0][0] <= p.job.ask.submit_s:
-            _, past, key = heapq.heappop(ends)
-            score = (columns[past] <= within) - penalty * (columns[past] < 1)
-            scores[key] = scores[key] + score if key in scores else score
-            ended[key] += 1
-        key = group(p.forecast, p.job.ask.limit_s)
-        best = int(np.argmax(scores[key])) if ended[key] >= LEAST_ENDED else 0
-        limits.append((columns[index][best] * p.job.run_s, p.job.run_s))
-        heapq.heappush(ends, (p.job.end_s, index, key))
+    for index, job in enumerate(jobs):
+        while ends and ends[0][0] <= job.job.ask.submit_s:
+            past = jobs[heapq.heappop(ends)[1]]
+            score = (past.column <= within) - penalty * (past.column < 1)
+            scores[past.group] = scores[past.group] + score if past.group in scores else score
+            ended[past.group] += 1
+        best = int(np.argmax(scores[job.group])) if ended[job.group] >= LEAST_ENDED else 0
+        limits.append((job.column[best] * job.job.run_s, job.job.run_s))
+        heapq.heappush(ends, (job.job.end_s, index))
     return as_limits(limits)
 
 
@@ -175,7 +187,8 @@ def bound(
     penalties that kill at most ``kill_rate``, else the one that kills least), users' requests and the
     product's limits."""
     done = [p for p in predicted if p.job.completed and p.job.run_s > 0]
-    groups = ratios(done, rule)
+    jobs = judged(done, rule)
+    groups = ratios(jobs)
     advised = []
     for p in done:
         limit = history_limit(rule, p.forecast, p.job.ask, rule.history_factor)
@@ -185,7 +198,7 @@ def bound(
         median=least_median(groups, kill_rate),
         within={f"{r:g}": best_share(groups, r, kill_rate) for r in WITHIN},
     )
-    tried = {penalty: online(done, rule, within, penalty) for penalty in PENALTIES}
+    tried = {penalty: online(jobs, within, penalty) for penalty in PENALTIES}
     safe = [penalty for penalty, limits in tried.items() if limits.killed <= kill_rate]
     penalty = min(safe, key=lambda p: tried[p].median) if safe else min(tried, key=lambda p: tried[p].killed)
     return Bound(

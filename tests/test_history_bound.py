@@ -8,7 +8,7 @@ import pytest
 from advisor.history.jobs import JobAsk, past_job
 from advisor.history.predictor import RunForecast
 from advisor.history.replay import DEFAULT_RULE, Predicted
-from benchmarks.history_bound import LEAST_ENDED, best_share, bound, least_median, online, ratios
+from benchmarks.history_bound import LEAST_ENDED, best_share, bound, judged, least_median, online, ratios
 
 FLOORLESS = DEFAULT_RULE.model_copy(update={"min_fraction_of_request": 0.0})
 
@@ -26,7 +26,9 @@ def predicted(submit: float, run: float, request: float = 60000.0, seen: bool = 
 def test_the_kill_budget_decides_between_a_tight_rule_and_a_safe_one() -> None:
     # Three runs of 600 s and one of 6000 s: 600 s x 1 brings all four within 2.5x and kills one; 600 s
     # x 10 kills none and brings only the long one (its limit equal to its run); the request brings none.
-    groups = ratios([predicted(0, 600), predicted(1, 600), predicted(2, 600), predicted(3, 6000)], FLOORLESS)
+    groups = ratios(
+        judged([predicted(0, 600), predicted(1, 600), predicted(2, 600), predicted(3, 6000)], FLOORLESS)
+    )
     assert best_share(groups, 2.5, kill_rate=0.0) == 0.25
     assert best_share(groups, 2.5, kill_rate=0.25) == 1.0
     assert least_median(groups, 0.0) == pytest.approx(10.0, rel=0.01), "the three short ones at 10x"
@@ -35,7 +37,7 @@ def test_the_kill_budget_decides_between_a_tight_rule_and_a_safe_one() -> None:
 
 def test_a_group_history_never_saw_keeps_its_requests() -> None:
     unseen = [predicted(2, 6000, seen=False), predicted(3, 600, seen=False)]
-    groups = ratios([predicted(0, 600), predicted(1, 600), *unseen], FLOORLESS)
+    groups = ratios(judged([predicted(0, 600), predicted(1, 600), *unseen], FLOORLESS))
     assert len(groups) == 2
     # The seen pair at 1x; the unseen pair only at their requests: 10x and 100x.
     assert best_share(groups, 2.5, 0.0) == 0.5
@@ -47,13 +49,13 @@ def test_online_rules_learn_only_from_jobs_ended_before_each_submission() -> Non
     # Each job ends before the next is submitted: the first LEAST_ENDED keep their requests (100x), the
     # rest get 600 s x 1, which fitted every one of them.
     jobs = [predicted(1000.0 * index, 600) for index in range(LEAST_ENDED + 5)]
-    limits = online(jobs, FLOORLESS, 2.5, penalty=10.0)
+    limits = online(judged(jobs, FLOORLESS), 2.5, penalty=10.0)
     assert limits.killed == 0.0
     assert limits.within["2.5"] == pytest.approx(5 / len(jobs))
     assert limits.median == pytest.approx(100.0)
     # Submitted together, none has ended at any submission: every job keeps its request.
     together = [predicted(0.0, 600) for _ in range(LEAST_ENDED + 5)]
-    assert online(together, FLOORLESS, 2.5, penalty=10.0).within["2.5"] == 0.0
+    assert online(judged(together, FLOORLESS), 2.5, penalty=10.0).within["2.5"] == 0.0
 
 
 def test_the_report_puts_the_bound_beside_users_and_the_product() -> None:
