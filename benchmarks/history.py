@@ -10,18 +10,22 @@ relative error of users' limits, Tsafrir's rule and the advisor's median; the ad
 against its median limit / run as the policy's factor varies (plotted with ``--plot``); then the log
 through EASY backfilling with each arm's estimates ordering backfill (jobs killed at their users' limits),
 and with the advised limit replacing the request (``--factor``, default the policy's): mean wait and mean
-bounded slowdown.
+bounded slowdown, for the log as it is and over ``--shakes`` replays with every submission moved by up to
+``--shift`` seconds (the estimates stay those made from the log as it is), with how many of those replays
+each arm did better in than users' limits and Tsafrir's rule.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
+from rich.table import Table
 
 from advisor.history.cli import show_report
 from advisor.history.jobs import PastJob, TraceError, from_accounting, read_swf
@@ -30,7 +34,7 @@ from advisor.history.replay import DEFAULT_RULE, HistoryReport, Predicted, repla
 from advisor.policy.schema import TimeLimitRule
 from advisor.slurm.parse import parse_sacct_json
 from advisor.slurm.sacct_text import parse_sacct_parsable
-from benchmarks.harness.easy import Replayed, Schedule, easy
+from benchmarks.harness.easy import Replayed, Replays, replays
 
 
 def read_trace(path: Path) -> list[PastJob]:
@@ -54,8 +58,22 @@ def read_or_say(path: Path, program: str) -> list[PastJob] | None:
         return None
 
 
-def schedules(predicted: Sequence[Predicted], processors: int, factor: float) -> dict[str, Schedule]:
-    """The log through EASY once per arm: estimates that only order backfill, then limits that kill."""
+SHAKES = 10
+SHIFT_S = 300.0
+"""Five minutes either way: small against the logs' runs, enough to reorder submissions made together."""
+USERS = "users' limits"
+TSAFRIR = "Tsafrir's rule"
+
+
+def schedules(
+    predicted: Sequence[Predicted],
+    processors: int,
+    factor: float,
+    shakes: int = SHAKES,
+    shift_s: float = SHIFT_S,
+) -> dict[str, Replays]:
+    """The log through EASY per arm (estimates that only order backfill, then limits that kill), as it
+    is and shaken alike for every arm."""
 
     def submitted(p: Predicted, estimate: float | None, limit: float | None) -> Replayed:
         job, own = p.job, p.job.ask.limit_s or p.job.run_s
@@ -69,12 +87,12 @@ def schedules(predicted: Sequence[Predicted], processors: int, factor: float) ->
         )
 
     arms = {
-        "users' limits": [submitted(p, None, None) for p in predicted],
-        "Tsafrir (orders backfill)": [submitted(p, p.tsafrir_s, None) for p in predicted],
-        "advisor (orders backfill)": [submitted(p, p.forecast.p50_s, None) for p in predicted],
-        f"advisor limit x {factor:g} (kills)": [submitted(p, *[_limit(p, factor)] * 2) for p in predicted],
+        USERS: [submitted(p, None, None) for p in predicted],
+        TSAFRIR: [submitted(p, p.tsafrir_s, None) for p in predicted],
+        "advisor's median": [submitted(p, p.forecast.p50_s, None) for p in predicted],
+        f"advisor's limit x {factor:g}": [submitted(p, *[_limit(p, factor)] * 2) for p in predicted],
     }
-    return {name: easy(jobs, processors) for name, jobs in arms.items()}
+    return {name: replays(jobs, processors, shakes, shift_s) for name, jobs in arms.items()}
 
 
 def _limit(p: Predicted, factor: float) -> float | None:
@@ -90,6 +108,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--plot", type=Path, help="write the kill-rate / limit trade-off here (PNG)")
     parser.add_argument("--processors", type=int, help="the machine's size (default: the largest job's)")
     parser.add_argument("--factor", type=float, default=TimeLimitRule().history_factor)
+    parser.add_argument(
+        "--shakes", type=int, default=SHAKES, help=f"replays with shaken submissions (default {SHAKES})"
+    )
+    parser.add_argument(
+        "--shift",
+        type=float,
+        default=SHIFT_S,
+        help=f"the most a submission moves either way, seconds (default {SHIFT_S:g})",
+    )
     args = parser.parse_args(argv)
     jobs = read_or_say(args.trace, "history")
     if jobs is None:
@@ -97,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     predicted = replay(jobs)
     result = report(args.trace.name, predicted)
     processors = args.processors or max(job.ask.cpus for job in jobs)
-    scheduled = schedules(predicted, processors, args.factor)
+    scheduled = schedules(predicted, processors, args.factor, args.shakes, args.shift)
     if args.json:
         print(
             json.dumps(
@@ -110,15 +137,58 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         console = Console()
         show_report(result, console)
-        print(f"EASY backfilling on {processors} processors:")
-        for name, schedule in scheduled.items():
-            print(
-                f"  {name:34} mean wait {schedule.mean_wait_s / 3600:7.2f} h   mean bounded slowdown "
-                f"{schedule.mean_bounded_slowdown:8.2f}   killed {schedule.killed}"
-            )
+        show_schedules(scheduled, processors, args.shift, console)
     if args.plot:
         plot(result, args.plot)
     return 0
+
+
+def show_schedules(scheduled: dict[str, Replays], processors: int, shift_s: float, console: Console) -> None:
+    """Each arm's figures for the log and their mean ± standard deviation shaken; then how often it won."""
+    shakes = len(scheduled[USERS].shaken)
+    figures = Table(
+        title=f"EASY backfilling on {processors} processors, each arm's estimates planning it (jobs "
+        "killed at their users' limits, or at the advisor's): mean wait and mean bounded slowdown for the "
+        f"log, then their mean ± standard deviation over {shakes} replays with every submission moved by up "
+        f"to {shift_s:g} s"
+    )
+    for header in ("arm", "wait h", "slowdown", "shaken wait", "slowdown", "killed"):
+        figures.add_column(header, justify="left" if header == "arm" else "right")
+    wins = Table(
+        title=f"shaken replays (of {shakes}) in which each arm's mean wait, and its mean bounded slowdown, "
+        "were lower than with"
+    )
+    for header in ("arm", USERS, TSAFRIR):
+        wins.add_column(header, justify="left" if header == "arm" else "right")
+    for name, arm in scheduled.items():
+        figures.add_row(
+            name,
+            f"{arm.log.mean_wait_s / 3600:.3f}",
+            f"{arm.log.mean_bounded_slowdown:.2f}",
+            _spread([schedule.mean_wait_s / 3600 for schedule in arm.shaken], 3),
+            _spread([schedule.mean_bounded_slowdown for schedule in arm.shaken], 1),
+            str(arm.log.killed),
+        )
+        wins.add_row(name, *(_wins(arm, scheduled[other]) for other in (USERS, TSAFRIR)))
+    console.print(figures)
+    if shakes:
+        console.print(wins)
+
+
+def _spread(values: Sequence[float], digits: int) -> str:
+    if len(values) < 2:
+        return "-"
+    return f"{statistics.fmean(values):.{digits}f}±{statistics.stdev(values):.{digits}f}"
+
+
+def _wins(arm: Replays, other: Replays) -> str:
+    """In how many shaken replays ``arm`` had the lower mean wait, and the lower bounded slowdown."""
+    if arm is other:
+        return "-"
+    pairs = list(zip(arm.shaken, other.shaken, strict=True))
+    wait = sum(mine.mean_wait_s < theirs.mean_wait_s for mine, theirs in pairs)
+    slowdown = sum(mine.mean_bounded_slowdown < theirs.mean_bounded_slowdown for mine, theirs in pairs)
+    return f"{wait}, {slowdown}"
 
 
 def plot(result: HistoryReport, path: Path) -> None:

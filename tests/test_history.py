@@ -279,6 +279,26 @@ def test_easy_backfills_only_what_delays_no_reservation_counted_by_hand() -> Non
     assert easy(short, processors=4).killed == 1
 
 
+def test_shaking_moves_each_submission_within_the_shift_alike_for_every_arm() -> None:
+    from benchmarks.harness.easy import Replayed, easy, replays, shaken
+
+    jobs = [
+        Replayed(submit_s=100.0 * i, procs=1, run_s=50, estimate_s=50, limit_s=60, fallback_s=60)
+        for i in range(50)
+    ]
+    moved = shaken(jobs, 30.0, seed=1)
+    shifts = [after.submit_s - before.submit_s for before, after in zip(jobs, moved, strict=True)]
+    assert all(-30.0 <= shift <= 30.0 for shift in shifts) and len(set(shifts)) == 50
+    assert [job.run_s for job in moved] == [job.run_s for job in jobs]
+    assert shaken(jobs, 30.0, seed=1) == moved and shaken(jobs, 30.0, seed=2) != moved
+    # One processor, jobs every 100 s running 50 s: a shift under 25 s never makes one wait.
+    arm = replays(jobs, processors=1, shakes=3, shift_s=24.0)
+    assert arm.log == easy(jobs, 1) and len(arm.shaken) == 3
+    assert all(schedule.mean_wait_s == 0.0 for schedule in arm.shaken)
+    # Shifted by up to 200 s, some jobs arrive while another runs and wait.
+    assert any(schedule.mean_wait_s > 0 for schedule in replays(jobs, 1, 3, 200.0).shaken)
+
+
 def test_the_benchmark_prints_every_figure_for_a_log(tmp_path: Path) -> None:
     from benchmarks.history import main
 
@@ -286,9 +306,10 @@ def test_the_benchmark_prints_every_figure_for_a_log(tmp_path: Path) -> None:
     log.write_text(SWF)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        assert main([str(log), "--json", "--plot", str(tmp_path / "tradeoff.png")]) == 0
+        assert main([str(log), "--json", "--plot", str(tmp_path / "tradeoff.png"), "--shakes", "2"]) == 0
     figures = json.loads(printed.getvalue())
     assert figures["report"]["completed"] == 2 and len(figures["schedules"]) == 4
+    assert all(len(arm["shaken"]) == 2 for arm in figures["schedules"].values())
     assert (tmp_path / "tradeoff.png").stat().st_size > 1000
 
 

@@ -8,6 +8,10 @@ advisor's); a job that outlives its estimate is planned to its user's limit from
 Etsion, Feitelson 2007). A job runs its real time unless its limit is shorter: then it is killed there.
 The harness's GPU scheduler (`scheduler.py`) plans on the limit that kills, so it cannot hold an estimate
 apart from the limit; this one can.
+
+One replay of a log can favour an arm by chance: a job arriving seconds earlier or later changes which
+jobs backfill, and the difference spreads. `shaken` moves every submission a little (input shaking:
+Tsafrir, Ouaknine, Feitelson 2007), so an arm is compared with another over many replays, not one.
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ from __future__ import annotations
 import heapq
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+import numpy as np
 
 from advisor.frozen import Frozen
 
@@ -41,6 +47,28 @@ class Schedule(Frozen):
     mean_wait_s: float
     mean_bounded_slowdown: float
     killed: int
+
+
+class Replays(Frozen):
+    """One arm's jobs through EASY: the log as it is, then shaken (`shaken`, seeds 1, 2, ...)."""
+
+    log: Schedule
+    shaken: list[Schedule]
+
+
+def replays(jobs: Sequence[Replayed], processors: int, shakes: int, shift_s: float) -> Replays:
+    return Replays(
+        log=easy(jobs, processors),
+        shaken=[easy(shaken(jobs, shift_s, seed), processors) for seed in range(1, shakes + 1)],
+    )
+
+
+def shaken(jobs: Sequence[Replayed], shift_s: float, seed: int) -> list[Replayed]:
+    """``jobs`` with each submission moved by a uniform random amount of at most ``shift_s`` either way;
+    the same ``seed`` moves the same job the same way, so every arm is shaken alike."""
+    shifts = np.random.default_rng(seed).uniform(-shift_s, shift_s, len(jobs))
+    moved = zip(jobs, shifts, strict=True)
+    return [replace(job, submit_s=job.submit_s + float(shift)) for job, shift in moved]
 
 
 @dataclass
