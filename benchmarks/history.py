@@ -103,11 +103,19 @@ def _limit(p: Predicted, factor: float) -> float | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("trace", type=Path)
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "trace", type=Path, help="an SWF log (.swf, .swf.gz), or a sacct --json or sacct -P dump"
+    )
+    parser.add_argument("--json", action="store_true", help="every figure as JSON")
     parser.add_argument("--plot", type=Path, help="write the kill-rate / limit trade-off here (PNG)")
     parser.add_argument("--processors", type=int, help="the machine's size (default: the largest job's)")
-    parser.add_argument("--factor", type=float, default=TimeLimitRule().history_factor)
+    factor = TimeLimitRule().history_factor
+    parser.add_argument(
+        "--factor",
+        type=float,
+        default=factor,
+        help=f"the advised limit's factor in the replay where it kills (default the policy's, {factor:g})",
+    )
     parser.add_argument(
         "--shakes", type=int, default=SHAKES, help=f"replays with shaken submissions (default {SHAKES})"
     )
@@ -118,6 +126,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"the most a submission moves either way, seconds (default {SHIFT_S:g})",
     )
     args = parser.parse_args(argv)
+    if args.shakes < 0 or args.shift < 0:
+        parser.error("--shakes and --shift cannot be negative")
     jobs = read_or_say(args.trace, "history")
     if jobs is None:
         return 1

@@ -310,6 +310,9 @@ def test_the_benchmark_prints_every_figure_for_a_log(tmp_path: Path) -> None:
     figures = json.loads(printed.getvalue())
     assert figures["report"]["completed"] == 2 and len(figures["schedules"]) == 4
     assert all(len(arm["shaken"]) == 2 for arm in figures["schedules"].values())
+    with pytest.raises(SystemExit), contextlib.redirect_stderr(io.StringIO()) as said:
+        main([str(log), "--shakes", "-1"])
+    assert "cannot be negative" in said.getvalue()
     assert (tmp_path / "tradeoff.png").stat().st_size > 1000
 
 
