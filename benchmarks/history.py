@@ -1,6 +1,7 @@
 """History's run times on a public batch log or a site's accounting, replayed in submission order.
 
-    python -m benchmarks.history TRACE [--json] [--plot FILE] [--processors N] [--factor F]
+    python -m benchmarks.history TRACE [--json] [--plot FILE] [--processors N] [--factor F] [--shakes N]
+        [--shift S]
 
 TRACE is a Parallel Workloads Archive log (``.swf`` or ``.swf.gz``), a ``sacct --json`` dump or a
 ``sacct -P`` one (`advisor.slurm.sacct_text.DUMP_COMMAND`). Each job is predicted at its submission from
