@@ -103,7 +103,9 @@ def _limit(p: Predicted, factor: float) -> float | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.history", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument(
         "trace", type=Path, help="an SWF log (.swf, .swf.gz), or a sacct --json or sacct -P dump"
     )

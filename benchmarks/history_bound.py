@@ -32,6 +32,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
+from pydantic import ValidationError
 
 from advisor.frozen import Frozen
 from advisor.history.jobs import PastJob
@@ -242,12 +243,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="the figures as JSON")
     args = parser.parse_args(argv)
+    if not 0 <= args.kill_rate < 1 or args.within < 1:
+        parser.error("--kill-rate is a share of jobs below 1, --within a limit / run of at least 1")
+    rule = DEFAULT_RULE
+    if args.floor is not None:
+        try:  # validated as a policy file's value is, not copied past the schema's bounds
+            rule = TimeLimitRule.model_validate(
+                {**DEFAULT_RULE.model_dump(), "min_fraction_of_request": args.floor}
+            )
+        except ValidationError as error:
+            parser.error(f"--floor {args.floor:g}: {error.errors()[0]['msg']}")
     jobs = read_or_say(args.trace, "history_bound")
     if jobs is None:
         return 1
-    rule = DEFAULT_RULE
-    if args.floor is not None:
-        rule = rule.model_copy(update={"min_fraction_of_request": args.floor})
     figures = bound(args.trace.name, replay(jobs), rule, args.kill_rate, args.within)
     if args.json:
         print(figures.model_dump_json())

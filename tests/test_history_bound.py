@@ -68,3 +68,21 @@ def test_the_report_puts_the_bound_beside_users_and_the_product() -> None:
     assert users.median == 100.0 and users.killed == 0.0
     # The product: 600 s x 1.5, in whole minutes: 15 minutes for a 10-minute run.
     assert product.median == pytest.approx(1.5) and product.killed == 0.0
+
+
+@pytest.mark.parametrize(
+    ("option", "said"),
+    [
+        (["--kill-rate", "-0.1"], "--kill-rate is a share"),
+        (["--within", "0.5"], "--within a limit / run"),
+        (["--floor", "2"], "--floor 2: Input should be less than or equal to 1"),
+    ],
+)
+def test_out_of_range_options_are_refused_by_name_before_the_trace_is_read(
+    option: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from benchmarks.history_bound import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["/nonexistent.swf", *option])
+    assert exit_.value.code == 2 and said in capsys.readouterr().err
