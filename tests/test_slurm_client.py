@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -154,3 +155,16 @@ def test_users_sbatch_environment_does_not_leak_into_adapter_commands(
     job_id = slurm.submit(SCRIPT.format(seconds=0), ["--mem=50", "-t", "1"]).job_id
     assert slurm.show_job(job_id)["Partition"] == "cpu"
     assert any(job.job_id == job_id for job in slurm.jobs(states=["all"]))
+
+
+def test_a_jobs_owner_is_read_apart_from_what_the_owner_wrote(slurm: SlurmClient) -> None:
+    """A comment with a newline split ``scontrol show -o job`` (the job's record was lost), and a name with
+    ``UserId=`` of its own shadowed the real one; the owner's uid is asked for alone."""
+    words = ["--mem=50", "-t", "1", "--hold", "--job-name=x UserId=4242(4242)"]
+    words.append("--comment=a UserId=4243(4243)\nJobId=1 UserId=4244(4244)")
+    job_id = slurm.submit(SCRIPT.format(seconds=0), words).job_id
+    try:
+        assert slurm.job_owner(job_id) == os.getuid()
+    finally:
+        slurm.cancel(job_id)
+    assert slurm.job_owner(4_000_000_000) is None

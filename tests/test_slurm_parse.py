@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from advisor.slurm.models import Gpus, Node
 from advisor.slurm.parse import (
     build_partitions,
+    parse_owner,
     parse_sacct_json,
     parse_scontrol_records,
     parse_sinfo_json,
@@ -487,3 +488,11 @@ def test_sacct_nothing_found_is_an_empty_answer() -> None:
         ' "source": "slurmdb_jobs_get"}], "jobs": []}'
     )
     assert parse_sacct_json(text) == []
+
+
+def test_an_owner_is_one_uid_or_none() -> None:
+    assert parse_owner("  1001\n") == 1001
+    assert parse_owner("\n") is None
+    for text in ("1001\n1002\n", "alice\n", "-1\n"):
+        with pytest.raises(ValueError, match="not one uid"):
+            parse_owner(text)

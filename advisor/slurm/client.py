@@ -24,6 +24,7 @@ from advisor.slurm.pace import RateLimit
 from advisor.slurm.parse import (
     build_partitions,
     parse_associations,
+    parse_owner,
     parse_sacct_json,
     parse_scontrol_records,
     parse_sinfo_json,
@@ -107,6 +108,20 @@ class SlurmClient:
 
     def show_job(self, job_id: int | str) -> Record:
         return self._show("job", str(job_id))
+
+    def job_owner(self, job_id: int) -> int | None:
+        """The uid of the job's owner while the controller knows the job; None once it has forgotten it.
+
+        Asked for that one number alone: ``scontrol show -o job`` also prints what the owner chose (a name,
+        a comment, paths), and a newline or a ``UserId=`` of theirs in those splits or shadows the record."""
+        argv = ["squeue", "--noheader", "--states=all", f"--jobs={job_id}", "--format=%U"]
+        try:
+            result = self._run(argv)
+        except SlurmError as error:
+            if "invalid job id" in error.stderr.lower():
+                return None
+            raise
+        return self._parse(result, parse_owner)
 
     def submit(
         self,

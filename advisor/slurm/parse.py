@@ -58,6 +58,16 @@ def parse_scontrol_records(text: str) -> list[Record]:
     return records
 
 
+def parse_owner(text: str) -> int | None:
+    """``squeue --noheader --format=%U`` for one job: its owner's uid, or None for no such job."""
+    words = text.split()
+    if not words:
+        return None
+    if len(words) != 1 or not words[0].isdigit():
+        raise ValueError(f"not one uid: {text[:120]!r}")
+    return int(words[0])
+
+
 def parse_sinfo_json(text: str) -> list[Node]:
     return [_checked(_node, record, "sinfo node") for record in _json_list(text, "nodes", "sinfo")]
 
