@@ -7,6 +7,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from advisor.daemon.transport import UnixHTTPConnection
@@ -90,6 +92,21 @@ def started_daemon(sandbox: Sandbox, root: Path, *options: str, **variables: str
     return server
 
 
+def serving_the_cluster(sandbox: Sandbox, root: Path, *options: str) -> Daemon:
+    """`started_daemon` serving the cluster on a loopback port too (``SERVICE_PORT`` in its ``env``), its
+    callers identified by the sandbox's munged."""
+    port = free_port()
+    server = started_daemon(
+        sandbox,
+        root,
+        *options,
+        ADVISOR_SERVICE_LISTEN=f"127.0.0.1:{port}",
+        ADVISOR_MUNGE_SOCKET=str(sandbox.layout.munge_socket),
+    )
+    server.env["SERVICE_PORT"] = str(port)
+    return server
+
+
 def submit(
     daemon: Daemon, tmp_path: Path, *words: str, name: str = "train", **env: str
 ) -> subprocess.CompletedProcess[str]:
@@ -111,3 +128,26 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+@contextmanager
+def munged_open_to_everyone(socket_path: Path) -> Iterator[None]:
+    """munged's socket as a cluster's is, /run/munge: every user may reach it. (munge makes a credential
+    for another uid as that uid, so the sandbox's private folders above the socket must let it through.)"""
+    folders = [folder for folder in socket_path.parents if folder != Path("/")]
+    modes = {folder: folder.stat().st_mode & 0o7777 for folder in folders}
+    for folder, mode in modes.items():
+        folder.chmod(mode | 0o001)
+    try:
+        yield
+    finally:
+        for folder, mode in modes.items():
+            folder.chmod(mode)
+
+
+def vm_rss(pid: int) -> int:
+    """A process's resident memory in bytes, as the kernel counts it."""
+    for line in Path(f"/proc/{pid}/status").read_text(encoding="utf-8").splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise LookupError(f"process {pid} has no VmRSS")

@@ -12,6 +12,7 @@ from typing import cast
 
 import pytest
 
+from advisor.daemon.accounting import BodyBudget
 from advisor.daemon.app import AdviceService, ServiceInputs
 from advisor.daemon.transport import Peer
 from advisor.recommend.choose import Recommendation
@@ -179,3 +180,16 @@ def test_a_database_from_a_newer_advisor_is_refused_and_an_older_one_upgraded(tm
     Store.open(older)
     with sqlite3.connect(older) as db:
         assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+
+
+def test_the_body_budget_holds_each_caller_to_its_share_and_everyone_to_the_total() -> None:
+    budget = BodyBudget(total=20, per_caller=12)
+    assert budget.reserve(1000, 8) is None
+    assert "uid 1000 already has" in str(budget.reserve(1000, 8)), "over its own share"
+    assert budget.reserve(1001, 12) is None
+    assert "too many requests" in str(budget.reserve(1002, 1)), "over the total"
+    budget.release(1000, 8)
+    assert budget.reserve(1002, 8) is None, "what a finished request held is free again"
+    budget.release(1001, 12)
+    budget.release(1002, 8)
+    assert budget.held == {}

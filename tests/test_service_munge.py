@@ -21,20 +21,20 @@ from advisor.daemon import munge
 from advisor.sandbox.cluster import Sandbox
 from advisor.slurm.client import SlurmClient
 
-from .daemon_support import BIN, SCRIPT, Daemon, free_port, jobs_named, started_daemon
+from .daemon_support import (
+    BIN,
+    SCRIPT,
+    Daemon,
+    jobs_named,
+    munged_open_to_everyone,
+    serving_the_cluster,
+)
 from .fake_daemon import Script, serving_tcp
 
 
 @pytest.fixture(scope="module")
 def daemon(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
-    port, munge_socket = free_port(), str(sandbox.layout.munge_socket)
-    server = started_daemon(
-        sandbox,
-        tmp_path_factory.mktemp("service"),
-        ADVISOR_SERVICE_LISTEN=f"127.0.0.1:{port}",
-        ADVISOR_MUNGE_SOCKET=munge_socket,
-    )
-    server.env["SERVICE_PORT"] = str(port)
+    server = serving_the_cluster(sandbox, tmp_path_factory.mktemp("service"))
     yield server
     if server.process is not None and server.process.poll() is None:
         server.stop()
@@ -107,18 +107,8 @@ def test_a_login_host_submits_through_the_service_and_is_advised_as_itself(
 
 @pytest.fixture
 def reachable_by_everyone(daemon: Daemon) -> Iterator[None]:
-    """munged's socket as a cluster's is, /run/munge: every user may reach it. (munge makes a credential
-    for another uid as that uid, so the sandbox's private folders above the socket must let it through.)"""
-    socket_path = Path(daemon.env["ADVISOR_MUNGE_SOCKET"])
-    folders = [folder for folder in socket_path.parents if folder != Path("/")]
-    modes = {folder: folder.stat().st_mode & 0o7777 for folder in folders}
-    for folder, mode in modes.items():
-        folder.chmod(mode | 0o001)
-    try:
+    with munged_open_to_everyone(Path(daemon.env["ADVISOR_MUNGE_SOCKET"])):
         yield
-    finally:
-        for folder, mode in modes.items():
-            folder.chmod(mode)
 
 
 @pytest.mark.usefixtures("reachable_by_everyone")

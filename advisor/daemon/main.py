@@ -33,8 +33,31 @@ if TYPE_CHECKING:
 log = logging.getLogger("advisor.daemon")
 OUTCOME_MINUTES = 5
 _LIMIT_OPTIONS = (
-    ("--max-connections", "connections", "N", "connections in all"),
-    ("--max-connections-per-user", "connections_per_uid", "N", "per uid; more are closed at once"),
+    ("--max-connections", "connections", "N", "connections on the Unix socket in all"),
+    (
+        "--max-connections-per-user",
+        "connections_per_uid",
+        "N",
+        "on the socket per uid; more are closed at once",
+    ),
+    (
+        "--max-tcp-connections",
+        "tcp_connections",
+        "N",
+        "connections on the TCP service in all, apart from the socket's",
+    ),
+    (
+        "--max-tcp-connections-per-host",
+        "tcp_connections_per_host",
+        "N",
+        "on the TCP service per client address",
+    ),
+    (
+        "--max-unauthenticated",
+        "tcp_unauthenticated",
+        "N",
+        "TCP connections that have not yet shown a valid MUNGE credential, in all",
+    ),
     (
         "--connection-deadline",
         "deadline_s",
@@ -42,6 +65,13 @@ _LIMIT_OPTIONS = (
         "every connection is closed this long after it opened",
     ),
     ("--workers", "workers", "N", "threads that compute advice; fresh answers need none"),
+    (
+        "--body-memory",
+        "body_memory_mib",
+        "MIB",
+        "request bodies being read at once, reserved from their Content-Length; more get a 503",
+    ),
+    ("--body-memory-per-user", "body_memory_per_caller_mib", "MIB", "the same per caller (uid)"),
 )
 RETRAIN_MINUTES = 10
 HISTORY_MINUTES = 5
@@ -60,7 +90,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
     daemon.add_argument("--gpu-specs", type=Path, default=settings.gpu_specs, help="default: %(default)s")
     daemon.add_argument("--models-dir", type=Path, default=settings.models_dir, help="default: %(default)s")
     daemon.add_argument("--log-level", default="INFO")
-    limits = daemon.add_argument_group("limits (what local users may hold of the daemon)")
+    limits = daemon.add_argument_group("limits (what callers may hold of the daemon)")
     for flag, field, metavar, meaning in _LIMIT_OPTIONS:
         default = getattr(Limits(), field)
         kind = type(default)

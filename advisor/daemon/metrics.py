@@ -1,5 +1,5 @@
-"""What the daemon tells Prometheus: requests and their latency, fail-open answers, rewrites applied and
-declined, Slurm commands run, and each machine's model age and held-out error.
+"""What the daemon tells Prometheus: requests and their latency, fail-open answers, unauthenticated
+requests, rewrites applied and declined, Slurm commands run, and each machine's model age and held-out error.
 
 One registry per daemon (not prometheus_client's global one), so tests can run several side by side. The
 model figures are read from the store at scrape time; the counters live in memory and start at zero with
@@ -43,6 +43,12 @@ class Metrics:
         self.fail_open = Counter(
             "advisor_fail_open",
             "Advice requests answered with an error: the wrapper submits those jobs unchanged",
+            registry=self.registry,
+        )
+        self.unauthenticated = Counter(
+            "advisor_unauthenticated",
+            "TCP requests refused for a missing, forged, replayed or expired MUNGE credential (401): anyone "
+            "who reaches the port can send those, so they are not counted as fail-open",
             registry=self.registry,
         )
         self.rewrites = Counter(

@@ -4,8 +4,9 @@ Every Slurm host runs munged with the cluster's key. A caller encodes a credenti
 digest of its request (method, path, body): munged stamps it with the caller's uid and gid, which no
 request can claim, and with a lifetime; the service decodes it, and munged refuses one that is forged,
 expired, or seen before (replayed). The payload binds it to this one request, so a credential cannot be
-lifted onto another body. The service signs its answers the same way, and the caller accepts an answer
-only from root or the advisor's user, as it accepts a socket only from them.
+lifted onto another body. The service signs its answers the same way, for the caller's uid alone and
+with the digest of the request they answer, and the caller accepts an answer only from root or the
+advisor's user, as it accepts a socket only from them, and only for its own request.
 
 Standard library only (`munge` and `unmunge` are MUNGE's own commands): advise-submit imports this.
 """
@@ -35,17 +36,27 @@ class Credential:
     payload: str
 
 
-def request_digest(method: str, path: str, body: bytes) -> str:
-    return hashlib.sha256(f"request {method} {path}\n".encode() + body).hexdigest()
+def request_digest(method: str, path: str, body: bytes | bytearray) -> str:
+    digest = hashlib.sha256(f"request {method} {path}\n".encode())
+    digest.update(body)
+    return digest.hexdigest()
 
 
-def answer_digest(status: int, body: bytes) -> str:
-    return hashlib.sha256(f"answer {status}\n".encode() + body).hexdigest()
+def answer_payload(status: int, body: bytes, request: str, uid: int) -> str:
+    """What the service signs on an answer: the answer itself, the digest of the request it answers and
+    the uid it was served for. A relay that sent a request of its own cannot pass the answer off as the
+    one to the caller's request."""
+    answer = hashlib.sha256(f"answer {status}\n".encode() + body).hexdigest()
+    return f"{answer} request={request} uid={uid}"
 
 
-def encode(payload: str, socket: Path | None, ttl_s: int | None = None) -> str:
-    """A credential of this process's uid and gid carrying ``payload``."""
+def encode(
+    payload: str, socket: Path | None, ttl_s: int | None = None, restrict_uid: int | None = None
+) -> str:
+    """A credential of this process's uid and gid carrying ``payload``; with ``restrict_uid``, one only
+    that uid can decode."""
     argv = ["munge", *_socket(socket), *([f"--ttl={ttl_s}"] if ttl_s is not None else [])]
+    argv += [f"--restrict-uid={restrict_uid}"] if restrict_uid is not None else []
     result = _run([*argv, "--string", payload])
     return result.stdout.strip()
 

@@ -3,10 +3,11 @@
 aiohttp parses every request strictly (a negative or non-numeric Content-Length, a header over 8 KiB or
 a broken request line is a 400 before any code of ours runs) and serves every connection from one event
 loop, so an idle connection costs a file descriptor, not a thread. On top of it: a cap on connections in
-all and per caller (the caller's uid from SO_PEERCRED), a deadline by which each connection must have
-been answered, a body cap, and a bounded thread pool for the advice itself; a request that cannot be
+all and per caller in a pool for the socket and one for TCP (`advisor.daemon.accounting`), a deadline by
+which each connection must have been answered, a body cap and a memory budget for bodies, and a bounded
+thread pool for the advice itself; a request that cannot be
 answered within the caller's budget (`BUDGET_HEADER`) is told so at once (503) instead of queueing past it.
-SIGHUP reloads the policy, SIGTERM and SIGINT stop the server after current requests.
+SIGHUP reloads the policy (off the event loop), SIGTERM and SIGINT stop the server after current requests.
 """
 
 from __future__ import annotations
@@ -16,28 +17,28 @@ import gc
 import logging
 import re
 import signal
-import socket
 import stat
+import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from http import HTTPStatus
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
-from aiohttp.web_protocol import RequestHandler
 from pydantic import BaseModel, ValidationError
 
 from advisor.api import AdviseRequest, ErrorAnswer, Submitted
 from advisor.daemon import munge
+from advisor.daemon.accounting import BodyBudget, BodyEnded, Connection, CountingServer, read_body
 from advisor.daemon.app import AdviceService, Forbidden, RequestError
 from advisor.daemon.limits import Limits
 from advisor.daemon.metrics import CONTENT_TYPE
-from advisor.daemon.transport import BUDGET_HEADER, Peer, check_socket_directory, peer_credentials
+from advisor.daemon.transport import BUDGET_HEADER, Peer, check_socket_directory
 from advisor.introspect.errors import IntrospectionError
 from advisor.jobscript.errors import ScriptError
 from advisor.jobscript.lexer import MAX_SCRIPT_BYTES
@@ -48,47 +49,13 @@ _M = TypeVar("_M", bound=BaseModel)
 _B = TypeVar("_B", bound=BaseModel | None)
 MAX_BODY = 2 * MAX_SCRIPT_BYTES
 DEFAULT_BUDGET_S = 10.0
-_PEER, _RAW = "advisor.peer", "advisor.body"
-"""A TCP request's caller, from its MUNGE credential, and the body that credential was checked against."""
+_PEER, _RAW, _HELD = "advisor.peer", "advisor.body", "advisor.held"
+"""A TCP request's caller, from its MUNGE credential; the body, once read; the caller's uid and the bytes
+of the body budget reserved for it."""
+RELOAD_DEADLINE_S = 5.0
+"""A policy file that has not been read by then (a hung file system) leaves the policy in force."""
 _EXPLAIN = re.compile(r"/explain/([0-9]{1,10})")
 """Slurm's job ids are 32-bit: a longer number is no job of anyone's."""
-
-
-class _Server(web.Server):
-    """aiohttp's server, counting connections by caller: one over a limit is closed before it is read."""
-
-    def __init__(self, handler: Any, limits: Limits, **kwargs: Any) -> None:
-        super().__init__(handler, **kwargs)
-        self.limits = limits
-        self.peers: dict[RequestHandler, tuple[Peer | None, str, asyncio.TimerHandle]] = {}
-        """Each open connection's caller (None over TCP, where each request's credential names it), what
-        its connections are counted under, and the timer that closes it at the deadline."""
-        self.per_caller: Counter[str] = Counter()
-
-    def connection_made(self, handler: RequestHandler, transport: asyncio.Transport) -> None:
-        super().connection_made(handler, transport)
-        sock = transport.get_extra_info("socket")
-        peer = peer_credentials(sock) if sock.family == socket.AF_UNIX else None
-        caller = f"uid {peer.uid}" if peer is not None else f"host {transport.get_extra_info('peername')[0]}"
-        loop = asyncio.get_running_loop()
-        self.peers[handler] = (peer, caller, loop.call_later(self.limits.deadline_s, handler.force_close))
-        self.per_caller[caller] += 1
-        mine, limits = self.per_caller[caller], self.limits
-        if len(self.peers) > limits.connections or mine > limits.connections_per_uid:
-            if mine == limits.connections_per_uid + 1 or len(self.peers) == limits.connections + 1:
-                log.warning("refusing connections of %s: %d open", caller, mine)
-            # Once aiohttp has set the connection up: closed from within this call it would trip it.
-            loop.call_soon(handler.force_close)
-
-    def connection_lost(self, handler: RequestHandler, exc: BaseException | None = None) -> None:
-        super().connection_lost(handler, exc)
-        if handler not in self.peers:
-            return
-        _, caller, deadline = self.peers.pop(handler)
-        deadline.cancel()
-        self.per_caller[caller] -= 1
-        if not self.per_caller[caller]:
-            del self.per_caller[caller]
 
 
 class _CallerFaults(logging.Filter):
@@ -109,12 +76,14 @@ class _CallerFaults(logging.Filter):
 class _Routes:
     """The endpoints of `advisor.api`; the advice runs on the pool, everything else on the loop."""
 
-    def __init__(self, advisor: AdviceService, workers: int, munge_socket: Path | None = None) -> None:
+    def __init__(self, advisor: AdviceService, limits: Limits, munge_socket: Path | None = None) -> None:
         self.advisor = advisor
+        workers = limits.workers
         self.workers = workers
         self.munge_socket = munge_socket
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="advise")
-        self.server: _Server | None = None
+        self.budget = BodyBudget(limits.body_memory_mib * 2**20, limits.body_memory_per_caller_mib * 2**20)
+        self.server: CountingServer | None = None
         self.waiting = 0
         """Advice computations queued or running on the pool."""
         self.service_s = 0.05
@@ -122,19 +91,27 @@ class _Routes:
 
     async def __call__(self, request: web.BaseRequest) -> web.StreamResponse:
         began, endpoint = time.monotonic(), _endpoint(request.path)
-        over_tcp = self._connection_peer(request) is None
+        signed: munge.Credential | None = None
         try:
-            if over_tcp and endpoint not in ("/health", "/metrics"):
-                request[_PEER] = await self._munge_caller(request)
+            if self._connection(request).peer is None and (
+                endpoint not in ("/health", "/metrics") or munge.HEADER in request.headers
+            ):
+                signed = await self._munge_caller(request)
             response = await self._route(request)
         except _Refusal as refusal:
             response = _reply(refusal.status, ErrorAnswer(error=refusal.message))
-        if over_tcp and isinstance(response, web.Response):
-            await self._sign(response)
+        finally:
+            request.pop(_RAW, None)  # before the reservation goes: the memory it stood for is free
+            if _HELD in request:
+                self.budget.release(*request[_HELD])
+        if signed is not None and isinstance(response, web.Response):
+            await self._sign(response, signed)
         metrics = self.advisor.metrics
         metrics.requests.labels(endpoint, str(response.status)).inc()
         metrics.latency.labels(endpoint).observe(time.monotonic() - began)
-        if endpoint == "/advise" and response.status != HTTPStatus.OK:
+        if response.status == HTTPStatus.UNAUTHORIZED:
+            metrics.unauthenticated.inc()
+        elif endpoint == "/advise" and response.status != HTTPStatus.OK:
             metrics.fail_open.inc()
         return response
 
@@ -148,7 +125,7 @@ class _Routes:
             job_id = int(match[1])
             return await self._answer(request, lambda peer: self.advisor.explain(peer, job_id))
         if (method, path) == ("POST", "/advise"):
-            advise = await _body(request, AdviseRequest)
+            advise = await self._body(request, AdviseRequest)
             status, ready = _outcome(
                 lambda peer: self.advisor.advise_if_ready(peer, advise), self._peer(request)
             )
@@ -160,7 +137,7 @@ class _Routes:
         if (method, path) == ("GET", "/admin"):
             return await self._answer(request, self.advisor.overview)
         if (method, path) == ("POST", "/submitted"):
-            submitted = await _body(request, Submitted)
+            submitted = await self._body(request, Submitted)
             return await self._answer(request, lambda peer: self.advisor.submitted(peer, submitted))
         return _reply(HTTPStatus.NOT_FOUND, ErrorAnswer(error=f"no such endpoint: {method} {path[:100]}"))
 
@@ -181,41 +158,74 @@ class _Routes:
         self._done(began)
         return _reply(status, payload)
 
-    def _connection_peer(self, request: web.BaseRequest) -> Peer | None:
+    def _connection(self, request: web.BaseRequest) -> Connection:
         assert self.server is not None
-        return self.server.peers[request.protocol][0]
+        return self.server.accounted[request.protocol]
 
     def _peer(self, request: web.BaseRequest) -> Peer:
-        peer = self._connection_peer(request) or request.get(_PEER)
+        peer = self._connection(request).peer or request.get(_PEER)
         assert peer is not None, "a TCP request is answered only once its credential named the caller"
         return peer
 
-    async def _munge_caller(self, request: web.BaseRequest) -> Peer:
-        """The caller a TCP request's MUNGE credential names, once munged vouches for it and its payload is
-        this request's digest; anything else is a 401 and nothing is done."""
-        body = await _raw_body(request) if request.method == "POST" else b""
-        request[_RAW] = body
+    async def _munge_caller(self, request: web.BaseRequest) -> munge.Credential:
+        """What a TCP request's MUNGE credential vouches for, decoded before a byte of the body is read;
+        once munged vouches for it, the body is read as its caller's and must be what the credential
+        signs. Anything else is a 401 and nothing is done."""
         credential = request.headers.get(munge.HEADER, "")
         loop = asyncio.get_running_loop()
         try:
             signed = await loop.run_in_executor(None, munge.decode, credential, self.munge_socket)
         except munge.MungeError as error:
             raise _Refusal(HTTPStatus.UNAUTHORIZED, f"MUNGE credential refused: {error}") from None
+        request[_PEER] = Peer(pid=0, uid=signed.uid, gid=signed.gid)
+        assert self.server is not None
+        self.server.authenticated(request.protocol)
+        body = await self._raw_body(request) if request.method == "POST" else b""
         if signed.payload != munge.request_digest(request.method, request.path_qs, body):
             raise _Refusal(HTTPStatus.UNAUTHORIZED, "the MUNGE credential was made for another request")
-        return Peer(pid=0, uid=signed.uid, gid=signed.gid)
+        return signed
 
-    async def _sign(self, response: web.Response) -> None:
-        """The answer's credential: the caller knows it is the advisor's user answering, and this answer."""
+    async def _sign(self, response: web.Response, signed: munge.Credential) -> None:
+        """The answer's credential, for the caller alone: it knows the advisor's user answered, this answer,
+        to its own request."""
         body = response.body if isinstance(response.body, bytes) else b""
-        digest = munge.answer_digest(response.status, body)
+        payload = munge.answer_payload(response.status, body, signed.payload, signed.uid)
         loop = asyncio.get_running_loop()
         try:
             response.headers[munge.HEADER] = await loop.run_in_executor(
-                None, munge.encode, digest, self.munge_socket
+                None, partial(munge.encode, payload, self.munge_socket, restrict_uid=signed.uid)
             )
         except munge.MungeError as error:
             log.error("cannot sign an answer: %s", error)
+
+    async def _raw_body(self, request: web.BaseRequest) -> bytearray:
+        """The body, read only within its caller's share of the body budget, reserved up front from its
+        declared length; the reservation is given back when the request ends (`__call__`)."""
+        if _RAW in request:
+            raw: bytearray = request[_RAW]
+            return raw
+        length = request.content_length
+        if length is None:
+            raise _Refusal(HTTPStatus.LENGTH_REQUIRED, "a request body needs a Content-Length")
+        if length > MAX_BODY:
+            raise _Refusal(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"request over {MAX_BODY} bytes")
+        uid = self._peer(request).uid
+        refused = self.budget.reserve(uid, length)
+        if refused is not None:
+            raise _Refusal(HTTPStatus.SERVICE_UNAVAILABLE, f"the advisor is busy: {refused}")
+        request[_HELD] = (uid, length)
+        try:
+            request[_RAW] = await read_body(request.content, length)
+        except (BodyEnded, ConnectionError):
+            raise _Refusal(HTTPStatus.BAD_REQUEST, "the request body ended early") from None
+        return request[_RAW]  # type: ignore[no-any-return]
+
+    async def _body(self, request: web.BaseRequest, model: type[_M]) -> _M:
+        data = await self._raw_body(request)
+        try:
+            return model.model_validate_json(data)
+        except ValidationError as error:
+            raise _Refusal(HTTPStatus.BAD_REQUEST, f"malformed request: {_fields(error)}") from None
 
     def _done(self, began: float) -> None:
         self.waiting -= 1
@@ -260,25 +270,6 @@ def _budget(request: web.BaseRequest) -> float:
     return min(int(text) / 1000, DEFAULT_BUDGET_S)
 
 
-async def _raw_body(request: web.BaseRequest) -> bytes:
-    if request.content_length is None:
-        raise _Refusal(HTTPStatus.LENGTH_REQUIRED, "a request body needs a Content-Length")
-    if request.content_length > MAX_BODY:
-        raise _Refusal(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"request over {MAX_BODY} bytes")
-    try:
-        return await request.content.readexactly(request.content_length) if request.content_length else b""
-    except (asyncio.IncompleteReadError, ConnectionError):
-        raise _Refusal(HTTPStatus.BAD_REQUEST, "the request body ended early") from None
-
-
-async def _body(request: web.BaseRequest, model: type[_M]) -> _M:
-    data = request[_RAW] if _RAW in request else await _raw_body(request)
-    try:
-        return model.model_validate_json(data)
-    except ValidationError as error:
-        raise _Refusal(HTTPStatus.BAD_REQUEST, f"malformed request: {_fields(error)}") from None
-
-
 def _fields(error: ValidationError) -> str:
     """Each field's problem in one line, without the echo of the input (which may be megabytes)."""
     return "; ".join(
@@ -311,6 +302,34 @@ def _reply(status: HTTPStatus, payload: BaseModel) -> web.Response:
     return web.Response(status=status, body=body, content_type="application/json")
 
 
+class _Reload:
+    """SIGHUP's policy reload, off the event loop: the loop goes on answering while the file is read, and
+    a read that has not ended by `RELOAD_DEADLINE_S` is given up on (its thread left to end by itself)."""
+
+    def __init__(self, advisor: AdviceService) -> None:
+        self.advisor = advisor
+        self.running: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self.running is not None and self.running.is_alive():
+            log.error("policy not reloaded: the reload before is still reading %s", self.advisor.policy.path)
+            return
+        # A thread of its own, not the loop's pool: one stuck in a read must not hold up the daemon's stop.
+        self.running = threading.Thread(target=self._reload, name="policy-reload", daemon=True)
+        self.running.start()
+        asyncio.get_running_loop().call_later(RELOAD_DEADLINE_S, self._check, self.running)
+
+    def _reload(self) -> None:
+        self.advisor.reload()
+        error = self.advisor.policy.last_error
+        log.info("policy reloaded%s", f": {error}" if error else "")
+
+    def _check(self, thread: threading.Thread) -> None:
+        if thread.is_alive():
+            self.advisor.policy.stalled(RELOAD_DEADLINE_S)
+            log.error("policy not reloaded: %s", self.advisor.policy.last_error)
+
+
 @dataclass(frozen=True)
 class Listen:
     """Where the daemon listens besides its Unix socket: the cluster-wide service (callers identified by
@@ -334,13 +353,9 @@ async def _serve(advisor: AdviceService, socket_path: Path, limits: Limits, list
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
 
-    def reload() -> None:
-        advisor.reload()
-        error = advisor.policy.last_error
-        log.info("policy reloaded%s", f": {error}" if error else "")
-
+    reloading = _Reload(advisor)
     # Handlers first: a SIGHUP that arrives once the socket exists must reload, not kill.
-    loop.add_signal_handler(signal.SIGHUP, reload)
+    loop.add_signal_handler(signal.SIGHUP, reloading.start)
     for number in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(number, stop.set)
     if socket_path.exists() or socket_path.is_symlink():
@@ -348,8 +363,8 @@ async def _serve(advisor: AdviceService, socket_path: Path, limits: Limits, list
             raise FileExistsError(f"{socket_path} exists and is not a socket")
         socket_path.unlink()
     logging.getLogger("aiohttp.server").addFilter(_CallerFaults())
-    routes = _Routes(advisor, limits.workers, listen.munge_socket)
-    server = _Server(routes, limits, access_log=None, keepalive_timeout=limits.deadline_s)
+    routes = _Routes(advisor, limits, listen.munge_socket)
+    server = CountingServer(routes, limits, access_log=None, keepalive_timeout=limits.deadline_s)
     routes.server = server
     # torch, xgboost and pydantic leave a few hundred thousand objects that live as long as the daemon; a full
     # collection walks them all (about 200 ms here), stalling every request in flight. Frozen, they are

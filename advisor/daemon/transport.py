@@ -182,12 +182,12 @@ def call(
     headers = {"Content-Type": "application/json", "Connection": "close"}
     headers[BUDGET_HEADER] = str(round(timeout * 1000))
     connection: http.client.HTTPConnection
+    digest = munge.request_digest(method, path, body or b"")
     try:
         if service.address is None:
             connection = UnixHTTPConnection(service.socket, timeout=timeout, trusted_uids=trusted_uids)
         else:
             connection = TcpHTTPConnection(*service.address, timeout=timeout)
-            digest = munge.request_digest(method, path, body or b"")
             headers[munge.HEADER] = munge.encode(digest, service.munge_socket)
     except munge.MungeError as error:
         raise DaemonUnreachable(f"no MUNGE credential for the advisor service ({error})") from error
@@ -202,7 +202,9 @@ def call(
     if len(data) > MAX_ANSWER_BYTES:
         raise DaemonUnreachable(f"the answer from {service} is over {MAX_ANSWER_BYTES} bytes")
     if service.address is not None:
-        _check_signed(service, response.status, response.getheader(munge.HEADER) or "", data, trusted_uids)
+        credential = response.getheader(munge.HEADER) or ""
+        expected = munge.answer_payload(response.status, data, digest, os.geteuid())
+        _check_signed(service, credential, expected, trusted_uids)
     if response.status != 200:
         try:
             detail = json.loads(data)["error"]
@@ -213,9 +215,10 @@ def call(
 
 
 def _check_signed(
-    service: Service, status: int, credential: str, data: bytes, trusted_uids: Collection[int] | None
+    service: Service, credential: str, expected: str, trusted_uids: Collection[int] | None
 ) -> None:
-    """The service's answer, as MUNGE vouches for it: from a trusted uid, and this very answer."""
+    """The service's answer, as MUNGE vouches for it: from a trusted uid, this very answer, and an answer
+    to this very request (``expected``, `munge.answer_payload`) served for this process's uid."""
     try:
         signed = munge.decode(credential, service.munge_socket)
     except munge.MungeError as error:
@@ -226,5 +229,11 @@ def _check_signed(
         raise DaemonUnreachable(
             f"{service} is served by uid {signed.uid}, not by the advisor's user",
         ) from UntrustedDaemon(str(service))
-    if signed.payload != munge.answer_digest(status, data):
+    if signed.payload == expected:
+        return
+    answer, _, bound = signed.payload.partition(" ")
+    if answer != expected.partition(" ")[0]:
         raise DaemonUnreachable(f"the answer from {service} is not the one its credential signs")
+    raise DaemonUnreachable(
+        f"the answer from {service} was signed for another request or caller ({bound[:120]})"
+    )

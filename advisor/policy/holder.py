@@ -9,6 +9,8 @@ an admin returns to the defaults with an empty file.
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 from advisor.policy.load import PolicyError, load_policy
@@ -31,6 +33,7 @@ class PolicyHolder:
     def reload(self) -> PolicyError | None:
         """Read the file again; on success the new policy replaces the old one and the error is cleared."""
         try:
+            _regular_file(self.path)
             policy = load_policy(self.path)
         except PolicyError as error:
             self.last_error = error
@@ -43,3 +46,24 @@ class PolicyHolder:
         self.generation += 1
         self.last_error = None
         return None
+
+    def stalled(self, seconds: float) -> None:
+        """A reload still reading after ``seconds``: the policy in force stays, and the error says why."""
+        problem = Problem(line=None, message=f"not read within {seconds:g} s (a file that blocks on read?)")
+        self.last_error = PolicyError(str(self.path), [problem])
+
+
+def _regular_file(path: Path) -> None:
+    """A policy is read only from a regular file: a FIFO or a device would hold the reader until someone
+    writes to it. Opened without blocking (a FIFO's open would block too) and checked on what was opened."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as error:
+        raise PolicyError(str(path), [Problem(line=None, message=f"cannot read: {error.strerror}")]) from None
+    try:
+        mode = os.fstat(descriptor).st_mode
+    finally:
+        os.close(descriptor)
+    if not stat.S_ISREG(mode):
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a folder" if stat.S_ISDIR(mode) else "a device or socket"
+        raise PolicyError(str(path), [Problem(line=None, message=f"not a regular file ({kind}): not read")])
