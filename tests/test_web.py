@@ -10,7 +10,7 @@ import sqlite3
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
-from urllib.parse import urlencode
+from typing import Any
 
 import pytest
 
@@ -55,7 +55,7 @@ def test_a_bad_field_gets_its_message_next_to_it_and_the_daemon_is_not_asked(
 ) -> None:
     form, errors = read_form({**GOOD, field: value})
     assert form is None and errors == {field: message}
-    status, page = get(_never, {**GOOD, field: value})
+    status, page = post(_never, {**GOOD, field: value})
     assert status == 422 and f'id="{field}-error">{message}</span>' in page.replace("&#39;", "'")
     assert "Traceback" not in page and 'id="candidates"' not in page
 
@@ -74,7 +74,7 @@ def test_the_form_stands_for_the_lines_a_batch_script_would_have() -> None:
 
 
 def test_a_daemon_that_does_not_answer_is_a_message_not_a_traceback() -> None:
-    status, page = get(down, GOOD)
+    status, page = post(down, GOOD)
     assert status == 503 and "the advisor could not answer: no daemon at /run/advisor/advisor.sock" in page
 
 
@@ -137,7 +137,7 @@ def test_a_factory_model_is_introspected_in_a_child_of_the_page_and_its_table_se
     """The page runs as the user, like advise-submit: the user's code runs in its child, never the daemon."""
     monkeypatch.setenv("PYTHONPATH", str(REPO))  # where the user's package is importable
     daemon = Recorder("train.sbatch: refused here")
-    status, page = get(daemon, {**GOOD, "model": "tests.factories.cnn:build"})
+    status, page = post(daemon, {**GOOD, "model": "tests.factories.cnn:build"})
     (request,) = daemon.requests
     assert request.table is not None
     table = LayerTable.model_validate(request.table)
@@ -162,7 +162,7 @@ def test_a_factory_that_fails_is_a_message_next_to_the_model_and_the_daemon_is_n
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("PYTHONPATH", str(REPO))
-    status, page = get(_never, {**GOOD, "model": "tests.factories.cnn:broken"})
+    status, page = post(_never, {**GOOD, "model": "tests.factories.cnn:broken"})
     assert status == 422 and "Traceback" not in page
     assert 'id="model-error">model tests.factories.cnn:broken could not be introspected: ' in page
     assert "cannot build a network 8 wide" in page
@@ -181,7 +181,7 @@ def test_the_compare_page_shows_the_daemons_predictions_per_partition_and_marks_
     daemon: Daemon,
 ) -> None:
     ask = asker(daemon)
-    status, page = get(ask, {**GOOD, "partition": "t4", "gpus": "1"})
+    status, page = post(ask, {**GOOD, "partition": "t4", "gpus": "1"})
     assert status == 200, page
     form, _ = read_form({**GOOD, "partition": "t4", "gpus": "1"})
     assert form is not None
@@ -237,22 +237,24 @@ def test_in_a_real_browser_the_compare_page_draws_a_bar_per_partition_and_a_bad_
     shots.mkdir(parents=True, exist_ok=True)
 
     ask = asker(daemon)
-    with serving(ask) as url:
+    with serving(ask) as served:
         shown = browser()
         try:
-            shown.get(url + "?" + urlencode({**GOOD, "partition": "t4", "gpus": "1"}))
+            shown.get(served.printed)
+            assert shown.current_url == served.url, "the token leaves the address bar"
+            _compare(shown, {**GOOD, "partition": "t4", "gpus": "1"})
             ticks = shown.find_elements(By.CSS_SELECTOR, "#chart svg g[id^='ytick'] text")
             labels = [tick.text for tick in ticks]
             rows = shown.find_elements(By.CSS_SELECTOR, "#candidates tr.chosen")
             marked = [row.get_attribute("data-partition") for row in rows]
             shown.save_screenshot(str(shots / "web-compare.png"))
-            shown.get(url + "?" + urlencode({**GOOD, "global_batch": "0"}))
+            _compare(shown, {**GOOD, "global_batch": "0"})
             error = shown.find_element(By.ID, "global_batch-error").text
             shown.save_screenshot(str(shots / "web-compare-error.png"))
             job = tmp_path / "mine.sbatch"
             job.write_text(SCRIPT.format(name="uploaded"))
             shown.set_window_size(1200, 1800)
-            shown.get(url)
+            shown.get(served.url)
             shown.find_element(By.ID, "upload").send_keys(str(job))
             WebDriverWait(shown, 10).until(
                 lambda page: page.find_element(By.ID, "script").get_property("value")
@@ -272,6 +274,21 @@ def test_in_a_real_browser_the_compare_page_draws_a_bar_per_partition_and_a_bad_
     assert (shots / "web-compare.png").stat().st_size > 10_000
 
 
+def _compare(shown: Any, values: dict[str, str]) -> None:
+    """The compare form filled in and sent, as a user does."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.expected_conditions import staleness_of
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    for name, value in values.items():
+        box = shown.find_element(By.ID, name)
+        box.clear()
+        box.send_keys(value)
+    old = shown.find_element(By.TAG_NAME, "html")
+    shown.find_element(By.CSS_SELECTOR, "#compare button").click()
+    WebDriverWait(shown, 60).until(staleness_of(old))
+
+
 @pytest.mark.slurm
 def test_my_jobs_lists_the_callers_advised_jobs_with_what_was_predicted(
     daemon: Daemon, local_slurm: SlurmClient, tmp_path: Path
@@ -282,11 +299,11 @@ def test_my_jobs_lists_the_callers_advised_jobs_with_what_was_predicted(
     with sqlite3.connect(daemon.root / "advisor.db") as db:
         job_id, predicted_s = db.execute("SELECT job_id, predicted_s FROM advised_jobs").fetchone()
     local_slurm.cancel(job_id)
-    status, page = get(ask, {}, "/jobs")
+    status, page = get(ask, "/jobs")
     assert status == 200, page
     row = re.search(rf'<tr data-job-id="{job_id}">(.*?)</tr>', page, re.DOTALL)
     assert row is not None, page
     assert format_duration(timedelta(seconds=round(predicted_s))) in row.group(1)
-    status, refused = get(down, {}, "/jobs")
+    status, refused = get(down, "/jobs")
     assert status == 503 and "the advisor could not answer: no daemon" in refused
     screenshot(ask, "jobs", "web-jobs.png", 500, tmp_path)

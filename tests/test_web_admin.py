@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import os
 import pwd
 import shutil
@@ -12,8 +11,6 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlencode
-from wsgiref.util import setup_testing_defaults
 
 import pytest
 
@@ -25,52 +22,33 @@ from advisor.sandbox.cluster import Sandbox
 from advisor.slurm.client import SlurmClient
 from advisor.store import AdvisedJobs, ModelRegistry, Store
 from advisor.web.pages import Ask
-from advisor.web.wsgi import make_application
 
 from .daemon_support import SCRIPT, Daemon, started_daemon, submit
-from .web_support import asker, down, get, screenshot
+from .web_support import asker, get, ood, screenshot
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _wsgi(
-    path: str, method: str = "GET", query: str = "", form: dict[str, str] | None = None
-) -> tuple[str, dict[str, str], str]:
-    environ: dict[str, object] = {"SCRIPT_NAME": "/pun/sys/advisor", "PATH_INFO": path}
-    environ |= {"REQUEST_METHOD": method, "QUERY_STRING": query}
-    if form is not None:
-        body = urlencode(form).encode()
-        environ |= {"CONTENT_TYPE": "application/x-www-form-urlencoded", "CONTENT_LENGTH": str(len(body))}
-        environ["wsgi.input"] = io.BytesIO(body)
-    setup_testing_defaults(environ)
-    answer: dict[str, object] = {}
-
-    def start_response(status: str, headers: list[tuple[str, str]]) -> None:
-        answer.update(status=status, headers=dict(headers))
-
-    body = b"".join(make_application(down, "alice")(environ, start_response))
-    return str(answer["status"]), dict(answer["headers"]), body.decode()  # type: ignore[call-overload]
-
-
 def test_under_open_ondemand_the_pages_link_below_the_apps_own_root() -> None:
-    status, headers, _ = _wsgi("")
+    status, headers, _ = ood("")
     assert status.startswith("301") and headers["Location"] == "/pun/sys/advisor/"
-    status, _, page = _wsgi("/")
+    status, _, page = ood("/")
     assert status == "200 OK" and 'href="jobs"' in page and 'action="./"' in page and 'href="/' not in page
-    status, _, page = _wsgi("/jobs")
+    status, _, page = ood("/jobs")
     assert status.startswith("503") and "the advisor could not answer: no daemon" in page
-    status, _, page = _wsgi("/", query="model=resnet18&global_batch=0&input_shape=3,32,32&steps=10")
+    form = {"model": "resnet18", "global_batch": "0", "input_shape": "3,32,32", "steps": "10"}
+    status, _, page = ood("/", "POST", form=form)
     assert status.startswith("422") and 'id="global_batch-error">at least 1<' in page
-    assert _wsgi("/nothing")[0].startswith("404") and _wsgi("/jobs", method="POST")[0].startswith("405")
+    assert ood("/nothing")[0].startswith("404") and ood("/jobs", method="POST")[0].startswith("405")
 
 
 def test_under_open_ondemand_a_pasted_script_is_posted_to_the_compare_page() -> None:
-    status, _, page = _wsgi("/", "POST", form={"script": "#!/bin/sh\r\necho\r\n", "script_name": "a.sh"})
+    status, _, page = ood("/", "POST", form={"script": "#!/bin/sh\r\necho\r\n", "script_name": "a.sh"})
     assert status.startswith("503") and "the advisor could not answer: no daemon" in page
     assert ">#!/bin/sh\r\necho\r\n</textarea>" in page, "the script stays in the form as it was sent"
-    status, _, page = _wsgi("/", "POST", form={"script": " "})
+    status, _, page = ood("/", "POST", form={"script": " "})
     assert status.startswith("422") and 'id="script-error">required: paste a batch script' in page
-    assert _wsgi("/", "POST")[0].startswith("415"), "a post that is not a form"
+    assert ood("/", "POST", headers={"CONTENT_TYPE": "text/plain"})[0].startswith("415"), "not a form"
 
 
 def test_the_ood_folder_serves_the_pages_once_copied(tmp_path: Path) -> None:
@@ -81,7 +59,9 @@ def test_the_ood_folder_serves_the_pages_once_copied(tmp_path: Path) -> None:
     probe = (
         "import runpy, wsgiref.util as u\n"
         "app = runpy.run_path('passenger_wsgi.py')['application']\n"
-        "env = {'PATH_INFO': '/jobs'}; u.setup_testing_defaults(env)\n"
+        "import os, pwd\n"
+        "env = {'PATH_INFO': '/jobs', 'HTTP_X_FORWARDED_USER': pwd.getpwuid(os.getuid()).pw_name}\n"
+        "u.setup_testing_defaults(env)\n"
         "body = b''.join(app(env, lambda status, headers: print(status)))\n"
         "print(b'could not answer' in body)\n"
     )
@@ -99,7 +79,7 @@ def test_a_user_the_settings_do_not_name_gets_no_admin_page(sandbox: Sandbox, tm
     try:
         with pytest.raises(DaemonRefused) as refused:
             asker(daemon)("GET", "/admin", None)
-        status, page = get(asker(daemon), {}, "/admin")
+        status, page = get(asker(daemon), "/admin")
     finally:
         daemon.stop()
     assert refused.value.status == 403 and "is not one of the advisor's admins" in str(refused.value)
@@ -167,7 +147,7 @@ def test_an_admin_sees_the_predictors_the_benchmarks_the_queue_and_what_advice_s
     )
     assert saved.actual_gpu_hours == pytest.approx(float(ended["elapsed_s"]) / 3600)  # one GPU, as advised
 
-    status, page = get(asker(admin_daemon), {}, "/admin")
+    status, page = get(asker(admin_daemon), "/admin")
     assert status == 200 and 'id="scatter"' in page and f'<tr data-job-id="{job_id}">' in page
     assert all(f'<tr data-partition="{name}">' in page for name in partitions)
     screenshot(asker(admin_daemon), "admin", "web-admin.png", 2100, tmp_path)

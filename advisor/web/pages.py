@@ -34,8 +34,18 @@ class Page:
     html: str
 
 
-PageMaker = Callable[[Ask, str, Mapping[str, str]], Page]
-"""A page of (ask, the caller's user name, the query's fields)."""
+@dataclass(frozen=True)
+class Viewer:
+    """Whom a page is for: the user it shows (the server's own), and the CSRF token its forms carry
+    (`advisor.web.guard`)."""
+
+    user: str
+    csrf: str
+
+
+PageMaker = Callable[[Ask, Viewer, Mapping[str, str]], Page]
+"""A page of (ask, the viewer, the posted form's fields). A GET has none: a link never runs a comparison
+(it would run the code a factory names), only a form posted from the page itself does."""
 
 _FIELDS = (
     ("model", "model (torchvision, or package.module:factory)", "resnet50"),
@@ -51,11 +61,12 @@ _TEMPLATES = jinja2.Environment(
 )
 
 
-def compare(ask: Ask, user: str, query: Mapping[str, str]) -> Page:
-    """The form's fields (a query), or a pasted script (posted: ``script`` and its file's ``script_name``)."""
+def compare(ask: Ask, viewer: Viewer, query: Mapping[str, str]) -> Page:
+    """The form's fields, or a pasted script (``script`` and its file's ``script_name``); none: the form."""
     values = {name: query.get(name, default) for name, _label, default in _FIELDS}
     page: dict[str, object] = {"fields": [(n, label, values[n]) for n, label, _ in _FIELDS]}
-    page |= {"errors": {}, "problem": None, "result": None, "user": user, "script": query.get("script", "")}
+    page |= {"errors": {}, "problem": None, "result": None, "script": query.get("script", "")}
+    page |= {"user": viewer.user, "csrf": viewer.csrf}
     if not query:
         return _render("compare.html", page)
     if "script" in query:
@@ -96,9 +107,10 @@ def _preview(ask: Ask, text: bytes, where: str, table: dict[str, object] | None)
     )
 
 
-def jobs(ask: Ask, user: str, query: Mapping[str, str]) -> Page:
-    """The caller's advised jobs: predicted against actual run and wait."""
-    page: dict[str, object] = {"user": user, "jobs": None, "problem": None}
+def jobs(ask: Ask, viewer: Viewer, query: Mapping[str, str]) -> Page:
+    """The viewer's advised jobs (the daemon knows whose by SO_PEERCRED, never by what a page asks):
+    predicted against actual run and wait."""
+    page: dict[str, object] = {"user": viewer.user, "jobs": None, "problem": None}
     try:
         mine = MyJobs.model_validate_json(ask("GET", "/jobs", None))
     except Exception as error:  # the page says what went wrong; it never shows a traceback
@@ -106,9 +118,15 @@ def jobs(ask: Ask, user: str, query: Mapping[str, str]) -> Page:
     return _render("jobs.html", page | {"jobs": mine.jobs, "user": mine.user})
 
 
-def admin(ask: Ask, user: str, query: Mapping[str, str]) -> Page:
+def admin(ask: Ask, viewer: Viewer, query: Mapping[str, str]) -> Page:
     """The admins' view; the daemon decides who is one (SO_PEERCRED against its ``admins`` setting)."""
-    page: dict[str, object] = {"user": user, "view": None, "problem": None, "scatter": "", "refused": None}
+    page: dict[str, object] = {
+        "user": viewer.user,
+        "view": None,
+        "problem": None,
+        "scatter": "",
+        "refused": None,
+    }
     try:
         view = Overview.model_validate_json(ask("GET", "/admin", None))
     except Exception as error:  # the page says what went wrong; it never shows a traceback
@@ -122,7 +140,7 @@ def admin(ask: Ask, user: str, query: Mapping[str, str]) -> Page:
 ROUTES: dict[str, PageMaker] = {"": compare, "jobs": jobs, "admin": admin}
 """Each page by its path below the app's root."""
 POSTED = frozenset({""})
-"""The pages that also take a posted form: the compare page, whose pasted script is too long for a query."""
+"""The pages that take a posted form: the compare page (its form, or a pasted script)."""
 MAX_FORM_BYTES = 3 * MAX_SCRIPT_BYTES + 2**16
 """A posted form: the largest script sbatch takes, URL-encoded, and its few other fields."""
 
