@@ -101,8 +101,9 @@ def sbatch_words(options: dict[str, Any]) -> list[str] | None:
 
 
 def _changes(path: Path | None) -> list[tuple[str, str]]:
+    from advisor.factory_table import named_factory, without_description
     from advisor.submit import _advise, _batch_flag
-    from advisor.submit_guard import UserJob
+    from advisor.submit_guard import UntrustedAdvice, UserJob
 
     if path is None:  # the Lua itself leaves advise-submit's jobs and opted-out users alone
         return []
@@ -118,7 +119,16 @@ def _changes(path: Path | None) -> list[tuple[str, str]]:
     if "#ADVISOR --off" in text:
         return []
     job = UserJob(words, text, where, {}, _batch_flag(text, where, []))
-    answer = _advise(job, script, [])
+    if job.hetjob:  # the Lua leaves command-line ones (``:``) alone before asking
+        _say("a heterogeneous job is not advised; submitting it as written")
+        return []
+    factory = named_factory(text, where, [])
+    if factory is not None:
+        _say(f"{factory} is your own code; sbatch does not run it (history advice only): use advise-submit")
+        script = without_description(text, where).encode("utf-8", "surrogateescape")
+    answer = _advise(job, script, [], run_factory=False)
+    if not _REQUEST_ID.fullmatch(answer.request_id):
+        raise UntrustedAdvice("the answer's request id is not one the daemon gives")
     recommendation = answer.body.get("recommendation") or {}
     for reason in recommendation.get("reasons") or []:
         _say(str(reason))
@@ -127,24 +137,26 @@ def _changes(path: Path | None) -> list[tuple[str, str]]:
     if changes and call.stdin is not None and call.stdin != job.script:
         _say("the advice changes the script's batch flag: use advise-submit for it")
         changes = []
-    if changes:
-        shown = " ".join(f"--{name}={value}" for name, value in changes)
-        _say(f"applied: {shown}")
-    if answer.request_id:
+    if answer.request_id:  # "applied" is the Lua's to say, once it has set the options
         changes.append(("#request", f"{answer.request_id} {int(bool(changes))}"))
     return changes
 
 
 def _say(text: str) -> None:
-    """One message on sbatch's stderr, folded to the terminal's width (sbatch's own lines are short)."""
+    """One message on sbatch's stderr, folded to the terminal's width (sbatch's own lines are short); the
+    daemon's words and the script's reach the terminal only as printable text."""
+    from advisor.submit_guard import sanitized
+
     width = shutil.get_terminal_size((120, 24)).columns
-    print(textwrap.fill(f"advisor: {text}", width=width, subsequent_indent="  "), file=sys.stderr)
+    line = sanitized(f"advisor: {text}", limit=1000)
+    print(textwrap.fill(line, width=width, subsequent_indent="  "), file=sys.stderr)
 
 
 def _option_changes(
     before: Sequence[str], after: Sequence[str], env: dict[str, str]
 ) -> list[tuple[str, str]]:
-    """What the rewrite added, as (option, value); its ``ADVISOR_*`` variables through ``--export``."""
+    """What the rewrite added, as (option, value); its ``ADVISOR_*`` variables named in the job's own
+    ``--export`` (``NONE`` stays ``NONE``, with them: sbatch takes ``NONE,NAME=VALUE``)."""
     kept = set(before)
     changes = []
     for word in after:
@@ -154,11 +166,14 @@ def _option_changes(
                 raise ValueError(f"the advice changes --{name}, which the filter may not set")
             changes.append((name, value))
     if env and not any(name == "export" for name, _ in changes):
-        changes.append(("export", ",".join(["ALL", *(f"{name}={value}" for name, value in env.items())])))
+        own = next((word[9:] for word in reversed(before) if word.startswith("--export=")), "ALL")
+        changes.append(("export", ",".join([own, *(f"{name}={value}" for name, value in env.items())])))
     return changes
 
 
 _SAFE_PATH = re.compile(r"[A-Za-z0-9_./+-]+")
+_REQUEST_ID = re.compile(r"[0-9a-f]{0,64}")
+"""A request id as the daemon makes them (hex; empty: nothing recorded): what the Lua stores and reports."""
 HELPER_SLACK_S = 3.0
 """The helper's own start (Python, imports) on top of the daemon's timeout."""
 

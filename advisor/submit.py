@@ -143,7 +143,7 @@ def _main(words: list[str]) -> int:
     if len(script) > MAX_SCRIPT_BYTES:
         return _finish(job, job.unchanged(), flags, None)  # sbatch refuses it, in its own words
     try:
-        advice = _advise(job, script, description_args)
+        advice = _advise(job, script, description_args, run_factory=True)
         _show(advice, job, flags)
         agreed = advice.submission.rewritten and not flags.no_rewrite and _agreed(flags)
     except Exception as error:  # fail-open: nothing on the advisor's side may cost the user their job
@@ -170,14 +170,17 @@ def _batch_flag(text: str, where: str, description_args: list[str]) -> str | Non
     return flag if isinstance(flag, str) else None
 
 
-def _advise(job: UserJob, script: bytes, description_args: list[str]) -> Answer:
+def _advise(job: UserJob, script: bytes, description_args: list[str], *, run_factory: bool) -> Answer:
+    """``run_factory``: whether this process may import and call the factory the job names, to send its
+    layer table; only a command the user started says yes (advise-submit), never the cli_filter, which
+    may run inside anyone's sbatch, root's included."""
     request = {
         "script_b64": base64.b64encode(script).decode("ascii"),
         "where": job.where,
         "sbatch_argv": job.argv,
         "description_args": description_args,
         "environ": dict(job.environ),
-        "table": _table(job.script, job.where, description_args),
+        "table": _table(job.script, job.where, description_args) if run_factory else None,
     }
     body = json.loads(_call("POST", "/advise", json.dumps(request).encode()))
     if not isinstance(body, dict) or not isinstance(body.get("request_id"), str):

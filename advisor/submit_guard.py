@@ -19,7 +19,12 @@ from typing import Any
 from advisor import contract
 from advisor.jobscript.errors import ScriptError
 from advisor.jobscript.lexer import SBATCH_PREFIXES, body_start, read_directives
-from advisor.jobscript.options import options_from_environment, parse_options, script_arguments
+from advisor.jobscript.options import (
+    command_line_segments,
+    options_from_environment,
+    parse_options,
+    script_arguments,
+)
 
 _NAME = r"[A-Za-z0-9_.-]{1,64}"
 _PARTITIONS = re.compile(rf"{_NAME}(?:,{_NAME})*")
@@ -61,6 +66,17 @@ class UserJob:
     def operands(self) -> list[str]:
         return script_arguments(self.argv)
 
+    @cached_property
+    def hetjob(self) -> bool:
+        """Several components (``:`` on the command line, ``#SBATCH hetjob`` in the script): never rewritten,
+        since a change meant for one job would land on one component of it."""
+        try:
+            if len(command_line_segments(self.argv)[0]) > 1:
+                return True
+            return any(d.separator for d in read_directives(self.script, SBATCH_PREFIXES, self.where))
+        except ScriptError:  # sbatch refuses the job; no rewrite is checked against it
+            return False
+
     def unchanged(self) -> SbatchCall:
         return SbatchCall(argv=list(self.argv), stdin=None if self.operands else self.script)
 
@@ -78,6 +94,8 @@ def checked(job: UserJob, data: Any) -> SbatchCall:
         raise UntrustedAdvice("submission.env is not a map of strings")
     if data.get("rewritten") is not True:
         return job.unchanged()
+    if job.hetjob:
+        raise UntrustedAdvice("a hetjob is never rewritten")
     added, moved = _added_options(job, argv)
     _check_options(job, added, moved, exported=bool(env))
     _check_environment(env)
@@ -124,8 +142,6 @@ def _given_options(job: UserJob) -> dict[str, list[str]]:
     """Every value the user gave each option, in sbatch's order: script, environment, command line."""
     try:
         directives = read_directives(job.script, SBATCH_PREFIXES, job.where)
-        if any(directive.separator for directive in directives):
-            raise UntrustedAdvice("a hetjob is never rewritten")
         found = [option for d in directives for option in parse_options(d.args, job.where)[0]]
         found += options_from_environment(job.environ)
         found += parse_options(job.argv, "command line")[0]

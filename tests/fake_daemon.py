@@ -12,7 +12,7 @@ import socketserver
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
@@ -29,6 +29,8 @@ class Script:
     trickle_s: float = 0.0
     """Seconds between the bytes of the answer: a daemon that never quite stops talking."""
     requests: list[tuple[str, Any]] = field(default_factory=list)
+    answer: Callable[[str, Any], Any] | None = None
+    """The body for (path, request), where it must echo the request (the cli_filter's own sbatch words)."""
 
 
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -50,7 +52,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer(self, request: Any) -> None:
         script = self.server.script
         script.requests.append((self.path, request))
-        data = json.dumps(script.body).encode()
+        body = script.body if script.answer is None else script.answer(self.path, request)
+        data = json.dumps(body).encode()
         head = f"HTTP/1.1 {script.status} X\r\nContent-Length: {len(data)}\r\n\r\n".encode()
         if not script.trickle_s:
             self.wfile.write(head + data)

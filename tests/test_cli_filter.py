@@ -8,6 +8,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,7 @@ from advisor.sandbox.cluster import Sandbox
 from advisor.slurm.client import SlurmClient
 
 from .daemon_support import BIN, SCRIPT, Daemon, jobs_named, started_daemon
+from .fake_daemon import Script, serving
 
 
 @pytest.fixture(scope="module")
@@ -164,3 +166,142 @@ def test_bad_input_to_the_helper_is_one_warning_and_no_change(
         len(err.strip().splitlines()) == 1 and err.startswith("advisor: warning: ") and "Traceback" not in err
     )
     assert "submitting unchanged" in err
+
+
+FACTORY = """def build(num_classes=10):
+    open({marker!r}, "w").write("the filter ran the user's code")
+    import torch
+
+    return torch.nn.Linear(3, num_classes)
+"""
+
+
+@pytest.mark.parametrize("test_only", [True, False])
+def test_a_factory_is_never_run_by_the_filter(
+    daemon: Daemon, filtered: Path, local_slurm: SlurmClient, tmp_path: Path, test_only: bool
+) -> None:
+    """An admin's ``sbatch --test-only`` of a user's script runs none of the user's code, nor does sbatch."""
+    marker = tmp_path / "factory-ran"
+    (tmp_path / "mypkg").mkdir()
+    (tmp_path / "mypkg" / "__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "mypkg" / "net.py").write_text(FACTORY.format(marker=str(marker)), encoding="utf-8")
+    name = f"factory-{test_only}"
+    script = tmp_path / f"{name}.sbatch"
+    script.write_text(SCRIPT.format(name=name).replace("resnet18", "mypkg.net:build"), encoding="utf-8")
+    env = {**daemon.env, "SLURM_CONF": str(filtered)}
+    argv = ["sbatch", *(["--test-only"] if test_only else []), str(script)]
+    result = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert not marker.exists(), "the factory was imported and called"
+    said = " ".join(result.stderr.split())
+    assert said.count("mypkg.net:build is your own code; sbatch does not run it") == 1, result.stderr
+    assert "warning" not in result.stderr, "advised from history, not failed"
+    assert len(jobs_named(local_slurm, name)) == (0 if test_only else 1)
+
+
+@pytest.mark.parametrize("written", ["command line", "script"])
+def test_a_hetjob_is_never_rewritten_nor_asked_about(
+    daemon: Daemon, filtered: Path, local_slurm: SlurmClient, tmp_path: Path, written: str
+) -> None:
+    """The daemon would move the job to a100 (the first test): a hetjob's components stay as written."""
+    name = f"het-{written.replace(' ', '-')}"
+    script = tmp_path / f"{name}.sbatch"
+    text = SCRIPT.format(name=name)
+    if written == "script":
+        text = text.replace("#ADVISOR", "#SBATCH hetjob\n#SBATCH --partition=t4 --gres=gpu:1\n#ADVISOR")
+    script.write_text(text, encoding="utf-8")
+    argv = ["sbatch", *(["--partition=t4", ":", "--partition=t4"] if written == "command line" else [])]
+    with sqlite3.connect(daemon.root / "advisor.db") as db:
+        (before,) = db.execute("SELECT COUNT(*) FROM audit").fetchone()
+    env = {**daemon.env, "SLURM_CONF": str(filtered)}
+    result = subprocess.run(
+        [*argv, str(script)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0 and result.stdout.startswith("Submitted batch job "), result.stderr
+    assert jobs_named(local_slurm, name) == ["t4", "t4"], "one job, both components as written"
+    assert result.stderr.count("a heterogeneous job is not advised") == 1, result.stderr
+    with sqlite3.connect(daemon.root / "advisor.db") as db:
+        (after,) = db.execute("SELECT COUNT(*) FROM audit").fetchone()
+    assert after == before, "no component was asked about"
+
+
+def _fake_sbatch(
+    sandbox: Sandbox,
+    tmp_path: Path,
+    name: str,
+    script: Script,
+    *argv: str,
+    body: str = "sleep 600",
+    **env: str,
+) -> subprocess.CompletedProcess[str]:
+    """Plain sbatch through the real helper, with a fake daemon's answers."""
+    conf = _filtered_conf(sandbox, tmp_path, BIN / "advisor-cli-filter")
+    job = tmp_path / f"{name}.sbatch"
+    job.write_text(SCRIPT.format(name=name).replace("sleep 600", body), encoding="utf-8")
+    environment = {"PATH": f"{BIN}:/usr/bin:/bin", "SLURM_CONF": str(conf), **env}
+    environment["ADVISOR_SOCKET"] = str(tmp_path / "fake.sock")
+    with serving(tmp_path / "fake.sock", script):
+        return subprocess.run(
+            ["sbatch", *argv, str(job)],
+            env=environment,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+
+def _rewrite(request_id: str = "ab12", **submission: Any) -> Script:
+    """A fake daemon that moves the job to a100 (its own words kept, as the guard requires)."""
+
+    def answer(path: str, request: Any) -> Any:
+        if path != "/advise":
+            return {"status": "ok"}
+        words = request["sbatch_argv"]
+        argv = [*words[:-1], "--partition=a100", words[-1]]
+        sent = {"argv": argv, "rewritten": True, **submission}
+        return {"request_id": request_id, "submission": sent, "recommendation": {"reasons": []}}
+
+    return Script(answer=answer)
+
+
+def test_an_export_of_none_stays_none(sandbox: Sandbox, local_slurm: SlurmClient, tmp_path: Path) -> None:
+    """The advice's variables join the job's own --export=NONE; the user's environment stays out."""
+    out = tmp_path / "env.out"
+    script = _rewrite(env={"ADVISOR_MICRO_BATCH": "32"})
+    result = _fake_sbatch(
+        sandbox, tmp_path, "export-none", script, "--export=NONE", body=f"/usr/bin/env > {out}", LEAKED="yes"
+    )
+    assert result.returncode == 0, result.stderr
+    assert jobs_named(local_slurm, "export-none") in (["a100"], [])
+    assert "--export=NONE,ADVISOR_MICRO_BATCH=32" in result.stderr, result.stderr
+    deadline = time.monotonic() + 90
+    while not (out.exists() and out.read_text()) and time.monotonic() < deadline:
+        time.sleep(1)
+    variables = dict(line.split("=", 1) for line in out.read_text().splitlines() if "=" in line)
+    assert variables.get("ADVISOR_MICRO_BATCH") == "32" and "LEAKED" not in variables
+
+
+def test_the_daemons_words_reach_the_terminal_clean(
+    sandbox: Sandbox, local_slurm: SlurmClient, tmp_path: Path
+) -> None:
+    hostile = "bad\x1b[2J\x1b]0;owned\x07\nFAKE: job cancelled\r"
+    unchanged = {"argv": [], "rewritten": False}
+    body = {"request_id": "ab12", "submission": unchanged, "recommendation": {"reasons": [hostile]}}
+    result = _fake_sbatch(sandbox, tmp_path, "escapes", Script(body=body))
+    assert result.returncode == 0, result.stderr
+    assert "\x1b" not in result.stderr and "\x07" not in result.stderr and "\r" not in result.stderr
+    assert "bad?[2J" in result.stderr and "\nFAKE" not in result.stderr
+    assert jobs_named(local_slurm, "escapes") == ["t4"]
+
+
+def test_applied_is_said_only_of_what_the_lua_set(
+    sandbox: Sandbox, local_slurm: SlurmClient, tmp_path: Path
+) -> None:
+    """A request id the Lua would not store: the whole answer is refused, and nothing was applied."""
+    result = _fake_sbatch(sandbox, tmp_path, "unapplied", _rewrite(request_id="not an id; rm -rf /"))
+    assert result.returncode == 0, result.stderr
+    assert "applied" not in result.stderr, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "submitting unchanged" in warnings[0], result.stderr
+    assert jobs_named(local_slurm, "unapplied") == ["t4"]

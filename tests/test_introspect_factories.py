@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
-from advisor.introspect import IntrospectionError, LayerKind
+from advisor.factory_table import factory_table, named_factory, search_path, without_description
+from advisor.introspect import IntrospectionError, LayerKind, LayerTable
 from advisor.introspect.run import introspect
+
+from .factories.shared_folder import package, plant
 
 FACTORY = "tests.factories.cnn:build"
 
@@ -94,3 +100,53 @@ def test_a_torch_error_reaches_the_user_as_one_line_without_its_cpp_stack_trace(
     error = RuntimeError(trace + "frame #0: c10::Error::Error(...)\n" * 40)
     assert summary(error) == "RuntimeError: shape '[2, 3]' is invalid"
     assert summary(RuntimeError("x" * 1000)).endswith("...") and len(summary(RuntimeError("x" * 1000))) == 303
+
+
+DESCRIBED = (
+    "#!/bin/sh\n#SBATCH --partition=t4\n"
+    "#ADVISOR --model=mypkg.net:build --input-shape=3x32x32 --global-batch=64 --steps=10\nhostname\n"
+)
+
+
+@pytest.mark.parametrize("found_by", ["working directory", "PYTHONPATH"])
+def test_the_factory_child_runs_nothing_planted_in_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, found_by: str
+) -> None:
+    """The user's package is found where the user keeps it (the working directory, PYTHONPATH); a json.py
+    beside it is not the standard library."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    marker = plant(shared)
+    if found_by == "working directory":
+        package(shared)
+    else:
+        monkeypatch.setenv("PYTHONPATH", str(package(tmp_path / "home")))
+    monkeypatch.chdir(shared)
+    table = factory_table(DESCRIBED, "job.sh", [])
+    assert not marker.exists(), marker.read_text()
+    assert table is not None and LayerTable.model_validate(table).layers[-1].outputs[0].at_batch(2) == (2, 10)
+
+
+def test_the_working_directory_is_searched_only_where_it_holds_the_factorys_package(tmp_path: Path) -> None:
+    assert search_path("mypkg.net:build", {}, tmp_path) == []
+    assert search_path("mypkg.net:build", {}, package(tmp_path)) == [str(tmp_path)]
+    assert search_path("x:y", {"PYTHONPATH": f"/a{os.pathsep}{os.pathsep}b"}, tmp_path) == [
+        "/a",
+        str(tmp_path / "b"),
+    ]
+
+
+def test_the_filter_sends_a_factory_job_without_its_description() -> None:
+    assert named_factory(DESCRIBED, "job.sh", []) == "mypkg.net:build"
+    assert named_factory(DESCRIBED.replace("mypkg.net:build", "resnet18"), "job.sh", []) is None
+    text = without_description(DESCRIBED, "job.sh")
+    assert text.splitlines() == ["#!/bin/sh", "#SBATCH --partition=t4", "#", "hostname"]
+    assert named_factory(text, "job.sh", []) is None
+
+
+def test_no_source_honours_hugging_face_remote_code() -> None:
+    """``trust_remote_code`` runs a model repository's code: nothing in the advisor may set it."""
+    sources = Path(__file__).resolve().parent.parent / "advisor"
+    for path in sources.rglob("*.py"):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            assert "trust_remote_code" not in line or "trust_remote_code=False" in line, f"{path}:{number}"

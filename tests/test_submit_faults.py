@@ -23,6 +23,7 @@ import pytest
 from advisor.sandbox.cluster import Sandbox
 from advisor.slurm.client import SlurmClient
 
+from .factories.shared_folder import package, plant
 from .fake_daemon import Script, serving
 
 BIN = Path(sys.executable).parent
@@ -303,3 +304,34 @@ def test_help_lists_the_wrappers_own_options_without_any_slurm(tmp_path: Path) -
             and "ADVISOR_TIMEOUT" in shown.stdout
         )
         assert shown.stdout.rstrip().endswith("see `sbatch --help`.")
+
+
+def test_a_hetjob_is_never_rewritten(env: dict[str, str], local_slurm: SlurmClient, tmp_path: Path) -> None:
+    """A daemon that moves a command-line hetjob's last component: refused, both components as written."""
+
+    def moved(path: str, request: Any) -> Any:
+        words = request["sbatch_argv"] if path == "/advise" else ["x"]
+        sent = {"argv": [*words[:-1], "--partition=a100", words[-1]], "rewritten": True}
+        return {"request_id": "r1", "submission": sent, "recommendation": {}}
+
+    with serving(tmp_path / "advisor.sock", Script(answer=moved)):
+        result = submit(tmp_path, env, "hetjob", "--partition=t4", ":", "--partition=t4")
+    assert result.returncode == 0, result.stderr
+    assert "advice was refused" in result.stderr and "hetjob is never rewritten" in result.stderr
+    assert jobs_named(local_slurm, "hetjob") == ["t4", "t4"]
+
+
+def test_a_factory_child_runs_nothing_planted_where_the_job_is_submitted(
+    env: dict[str, str], local_slurm: SlurmClient, tmp_path: Path
+) -> None:
+    """A shared folder with a json.py (and torch.py, pathlib.py) that would run as whoever submits from it;
+    the user's own package there is still found, and its table sent."""
+    marker = plant(tmp_path)
+    package(tmp_path)
+    unchanged = {"request_id": "r1", "submission": {"argv": [], "rewritten": False}, "recommendation": {}}
+    with serving(tmp_path / "advisor.sock", Script(body=unchanged)) as script:
+        result = submit(tmp_path, env, "planted", "--model=mypkg.net:build", "--input-shape=3x32x32")
+    assert result.returncode == 0, result.stderr
+    assert not marker.exists(), marker.read_text()
+    assert script.requests and script.requests[0][1]["table"] is not None, result.stderr
+    assert jobs_named(local_slurm, "planted") == ["t4"]

@@ -6,8 +6,9 @@ In slurm_cli_pre_submit, for sbatch only (not srun or salloc, not scrontab), sba
 the advisor's helper, which asks the daemon and answers with the option changes ("NAME<TAB>VALUE" lines,
 then "#end"). They are applied only if the whole answer is there and every name is one a rewrite may set;
 otherwise, and whenever anything fails or takes too long, the job goes in exactly as written, with one
-warning line. A job advise-submit submits (ADVISOR_WRAPPED) or a user opts out of (ADVISOR_OFF=1) is
-left alone. After the submission, slurm_cli_post_submit tells the daemon the job id.
+warning line; "applied" is said here, once the changes are set. A job advise-submit submits
+(ADVISOR_WRAPPED), a user opts out of (ADVISOR_OFF=1), or a hetjob is left alone. After the submission,
+slurm_cli_post_submit tells the daemon the job id.
 --]]
 
 local HELPER = "@HELPER@"
@@ -17,13 +18,32 @@ local SETTABLE = {
   ["gpus-per-task"] = true, ["gpus-per-socket"] = true, export = true,
 }
 
-local function program()
+-- sbatch's own command line, word by word.
+local function command_line()
   local file = io.open("/proc/self/cmdline", "rb")
-  if file == nil then return nil end
+  if file == nil then return {} end
   local cmdline = file:read("*a") or ""
   file:close()
-  local first = cmdline:match("^([^%z]*)") or ""
-  return first:match("([^/]*)$")
+  local words = {}
+  for word in cmdline:gmatch("([^%z]*)%z") do
+    words[#words + 1] = word
+  end
+  return words
+end
+
+local function program(words)
+  return (words[1] or ""):match("([^/]*)$")
+end
+
+-- A hetjob's components come one by one (offset 0, 1, ...): a change meant for one job would land on one
+-- component, so none is asked about. sbatch splits its command line at every ":" word; a hetjob written
+-- in the script (#SBATCH hetjob) the helper sees in the script itself.
+local function hetjob(words, offset)
+  if offset ~= 0 then return true end
+  for index = 2, #words do
+    if words[index] == ":" then return true end
+  end
+  return false
 end
 
 local function answer(json)
@@ -47,7 +67,9 @@ local function advise(options, offset)
       complete = true
     else
       local name, value = line:match("^([%w#%-]+)\t(.*)$")
-      if name == "#request" and value:match("^%x+ [01]$") then
+      if value ~= nil and value:find("%c") then
+        error("the advisor's answer is unreadable")
+      elseif name == "#request" and value:match("^%x+ [01]$") then
         request = value
       elseif name ~= nil and SETTABLE[name] then
         changes[#changes + 1] = { name, value }
@@ -59,11 +81,17 @@ local function advise(options, offset)
   if not complete then
     error("the advisor gave no complete answer")
   end
+  local shown = {}
   for _, change in ipairs(changes) do
     options[change[1]] = change[2]
+    shown[#shown + 1] = "--" .. change[1] .. "=" .. change[2]
   end
   if request ~= nil then
     slurm.cli_store(offset, request)
+  end
+  -- Said here, not by the helper: only what was set is "applied".
+  if #shown > 0 then
+    slurm.log_info("advisor: applied: %s", table.concat(shown, " "))
   end
 end
 
@@ -72,7 +100,14 @@ function slurm_cli_setup_defaults(options, early)
 end
 
 function slurm_cli_pre_submit(options, offset)
-  if program() ~= "sbatch" or os.getenv("ADVISOR_WRAPPED") or os.getenv("ADVISOR_OFF") then
+  local words = command_line()
+  if program(words) ~= "sbatch" or os.getenv("ADVISOR_WRAPPED") or os.getenv("ADVISOR_OFF") then
+    return slurm.SUCCESS
+  end
+  if hetjob(words, offset) then
+    if offset == 0 then
+      slurm.log_info("advisor: a heterogeneous job is not advised; submitting it as written")
+    end
     return slurm.SUCCESS
   end
   local ok, why = pcall(advise, options, offset)
@@ -84,7 +119,7 @@ end
 
 function slurm_cli_post_submit(offset, jobid, stepid)
   local request = slurm.cli_retrieve(offset)
-  if request ~= nil and program() == "sbatch" and request:match("^%x+ [01]$") then
+  if request ~= nil and program(command_line()) == "sbatch" and request:match("^%x+ [01]$") then
     local id, applied = request:match("^(%x+) ([01])$")
     os.execute("timeout -k 1 " .. TIMEOUT_S .. " " .. HELPER .. " post " .. id .. " " ..
       tostring(math.floor(tonumber(jobid))) .. " " .. applied)

@@ -1,11 +1,16 @@
-"""A factory model introspected in a child of `advise-submit` (``python -m advisor.introspect.child``).
+"""A factory model introspected in a child of `advise-submit` (``python -I -m advisor.introspect.child``).
 
 A factory is the user's own code, imported and called at submission time in the user's own process tree,
 as the user. Whatever it does (exit, abort, hang, exhaust memory, print) ends in this child: the wrapper
 reads the layer table from the child's original standard output, and anything else means no advice.
-Reads ``{"model", "input_shape", "model_kwargs", "memory_bytes"}`` as JSON on stdin, and caps its own address
-space at ``memory_bytes`` before importing anything of the user's (here, not in a ``preexec_fn``: the web
-app that starts it has threads, and a ``preexec_fn`` is unsafe with threads).
+Reads ``{"model", "input_shape", "model_kwargs", "memory_bytes", "search_path"}`` as JSON on stdin, and caps
+its own address space at ``memory_bytes`` before importing anything of the user's (here, not in a
+``preexec_fn``: the web app that starts it has threads, and a ``preexec_fn`` is unsafe with threads).
+
+Started isolated (``-I``), it loads the standard library, the advisor and torch from the installation
+alone; only then are the ``search_path`` places the user asked for appended, behind all of those, so
+the factory's package is found where the user keeps it and nothing there shadows a module already
+installed.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ def main() -> int:
     from advisor.introspect.errors import IntrospectionError
     from advisor.introspect.run import introspect
 
+    sys.path.extend(str(place) for place in request.get("search_path", []))
     channels, height, width = request["input_shape"]
     try:
         table = introspect(
