@@ -181,6 +181,11 @@ def test_a_hetjob_is_never_rewritten() -> None:
     het = job(["job.sh"], SCRIPT.replace("#ADVISOR", "#SBATCH hetjob\n#SBATCH -p cpu\n#ADVISOR"))
     with pytest.raises(UntrustedAdvice, match="hetjob"):
         checked(het, {**GOOD, "argv": ["--partition=a100", "job.sh"]})
+    with pytest.raises(UntrustedAdvice, match="hetjob"):  # nor by its environment alone
+        checked(het, {**GOOD, "argv": ["job.sh"], "env": {"ADVISOR_MICRO_BATCH": "64"}})
+    own = ["-p", "t4", ":", "-p", "t4"]
+    with pytest.raises(UntrustedAdvice, match="hetjob"):  # on the command line: the last component would move
+        checked(job([*own, "job.sh"]), {**GOOD, "argv": [*own, "--partition=a100", "job.sh"]})
 
 
 def test_the_daemons_words_reach_a_terminal_as_one_printable_line() -> None:
