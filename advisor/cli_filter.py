@@ -9,8 +9,12 @@ submission the Lua reports the job with ``advisor-cli-filter post REQUEST JOBID 
 
 Fail-open as advise-submit is: whatever goes wrong here prints one warning line and answers no change, so
 the job goes in exactly as the user wrote it. A script on stdin or ``--wrap`` is left alone (there is no
-script file to read), as is a script with ``#ADVISOR --off``; the Lua itself leaves alone a job advise-submit
-submits (its ``WRAPPED`` mark) and a user's who sets ``ADVISOR_OFF=1``.
+script file to read), as is a script with ``#ADVISOR --off`` or ``#SBATCH hetjob``; the Lua itself leaves
+alone a job advise-submit submits (its ``WRAPPED`` mark), a user's who sets ``ADVISOR_OFF=1``, and a hetjob
+of the command line. "applied" is the Lua's to say, once it has set the options.
+
+This runs inside whoever's sbatch, root's included, so it never runs model code: a factory job is sent
+without its ``#ADVISOR`` lines (advice from history), and the daemon's words reach the terminal sanitised.
 """
 
 from __future__ import annotations

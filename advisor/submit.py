@@ -13,8 +13,9 @@ Settings (`advisor.settings`): ``socket``, ``timeout_s`` (the whole call, defaul
 (who may serve the socket besides root and the caller), from the settings file and ``ADVISOR_*`` variables.
 
 The daemon's answer is untrusted input: `advisor.submit_guard` accepts only what a rewrite may do. A factory
-model (``package.module:factory``) is the user's code: it is imported and called at submission time, in a
-child process with a deadline and a memory limit, and whatever it does costs at most the advice.
+model (``package.module:factory``) is the user's code: it is imported and called at submission time, in an
+isolated child process with a deadline and a memory limit (`advisor.factory_table`), and whatever it does
+costs at most the advice; the cli_filter, which shares `_advise`, never asks for that.
 
 It starts fast because it imports only the standard library on its way to sbatch: it speaks the API of
 `advisor.api` as plain JSON (the daemon validates what it receives; this side checks the few fields it uses),
@@ -64,7 +65,8 @@ advisor options (first):
   --model=NAME | package.module:factory    --num-classes=N    --model-arg=KEY=VALUE
   --input-shape=CxHxW    --global-batch=N    --epochs=X --dataset-size=N | --steps=N
   --batch-range=MIN:MAX    --amp=yes|no    --grad-accum=yes|no    --workers=N    --batch-flag=FLAG
-  A factory is your own code: it is imported and called when the job is submitted.
+  A factory is your own code: advise-submit imports and calls it when the job is submitted
+  (plain sbatch never does).
 
 environment (over the settings file, $ADVISOR_CONFIG or /etc/advisor/advisor.toml):
   ADVISOR_SOCKET        the daemon's socket (default /run/advisor/advisor.sock)
