@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import html
 import json
+import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from advisor.web.cli import unix_listener
 from advisor.web.guard import host_refusal, origin_of
 
 from .web_support import Client, ood, serving
@@ -203,3 +206,15 @@ def test_under_open_ondemand_the_session_cookie_is_the_apps_alone() -> None:
     cookie = headers["Set-Cookie"]
     assert cookie.startswith("advisor-session=") and "Path=/pun/sys/advisor/" in cookie
     assert all(word in cookie for word in ("HttpOnly", "SameSite=Strict", "Secure"))
+
+
+def test_on_a_unix_socket_only_its_user_may_connect(tmp_path: Path) -> None:
+    """`advisor web --socket`: no permission for anyone else from the moment it is bound, whatever the
+    umask (the request checks are the loopback server's, any tunnelled port being its own)."""
+    before = os.umask(0)
+    try:
+        listening = unix_listener(tmp_path / "web.sock")
+    finally:
+        os.umask(before)
+    listening.close()
+    assert stat.S_IMODE((tmp_path / "web.sock").stat().st_mode) == 0o600

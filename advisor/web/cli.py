@@ -61,7 +61,7 @@ def _serve(args: argparse.Namespace, console: Console) -> int:
         return 1
     try:
         listening = (
-            _unix_socket(args.socket) if args.socket is not None else _tcp_socket(args.host, args.port)
+            unix_listener(args.socket) if args.socket is not None else _tcp_socket(args.host, args.port)
         )
     except OSError as error:
         where = args.socket if args.socket is not None else f"{args.host}:{args.port}"
@@ -81,8 +81,8 @@ def _run(args: argparse.Namespace, console: Console, listening: socket.socket) -
         port = int(listening.getsockname()[1])
         door = Door(token, args.host, port)
         console.print(
-            f"advisor web on http://{url_host(args.host)}:{port}/?token={token} , for you only: open "
-            "that address (Ctrl-C stops it)",
+            f"advisor web, for you only: open http://{url_host(args.host)}:{port}/?token={token} (the token "
+            "is new at every start; Ctrl-C stops it)",
             highlight=False,
             soft_wrap=True,
         )
@@ -111,7 +111,7 @@ def _tcp_socket(host: str, port: int) -> socket.socket:
     return listening
 
 
-def _unix_socket(path: Path) -> socket.socket:
+def unix_listener(path: Path) -> socket.socket:
     """Bound with no permission for anyone else from its first moment (a umask, not a chmod after)."""
     listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     before = os.umask(0o177)
