@@ -24,7 +24,7 @@ from advisor.daemon.limits import Limits
 from advisor.daemon.transport import DaemonUnreachable, Service, UnixHTTPConnection, call
 from advisor.sandbox.cluster import Sandbox
 
-from .daemon_support import Daemon, munged_open_to_everyone, serving_the_cluster, vm_rss
+from .daemon_support import Daemon, munged_open_to_everyone, serving_the_cluster, started_daemon, vm_rss
 from .test_service_munge import request_body
 
 MIB = 2**20
@@ -110,13 +110,11 @@ def healthy_within(daemon: Daemon, seconds: float) -> dict[str, object]:
         connection.close()
 
 
-@pytest.mark.parametrize("door", ["local user on the socket", "unauthenticated caller on TCP"])
-def test_stalled_bodies_hold_no_more_memory_than_the_body_budget(daemon: Daemon, door: str) -> None:
+def stalled_rounds(daemon: Daemon, opened: Callable[[], socket.socket]) -> list[tuple[int, int, int]]:
+    """Three rounds of `STALLERS` stalled bodies: per round the MiB the daemon took, and its growth in
+    MiB of RSS while they stall and once they are gone."""
     assert daemon.process is not None
-    pid, budget = daemon.process.pid, Limits().body_memory_per_caller_mib * MIB
-    opened: Callable[[], socket.socket] = (
-        (lambda: unix(daemon)) if "socket" in door else (lambda: tcp(daemon))
-    )
+    pid = daemon.process.pid
     baseline = vm_rss(pid)
     figures = []
     for _ in range(3):
@@ -127,10 +125,30 @@ def test_stalled_bodies_hold_no_more_memory_than_the_body_budget(daemon: Daemon,
             during = vm_rss(pid)
         time.sleep(2)  # closed by the callers: whatever they held is the daemon's to give back
         figures.append((sum(taken) // MIB, (during - baseline) // MIB, (vm_rss(pid) - baseline) // MIB))
-    print(f"{door}: baseline {baseline // MIB} MiB; per round (MiB taken, grown during, after): {figures}")
+    print(f"baseline {baseline // MIB} MiB; per round (MiB taken, grown during, after): {figures}")
+    return figures
+
+
+@pytest.mark.parametrize("door", ["local user on the socket", "unauthenticated caller on TCP"])
+def test_stalled_bodies_hold_no_more_memory_than_the_body_budget(daemon: Daemon, door: str) -> None:
+    figures = stalled_rounds(daemon, (lambda: unix(daemon)) if "socket" in door else (lambda: tcp(daemon)))
     assert healthy_within(daemon, 5)["ok"] is True
-    bound = (budget + SLACK) // MIB
+    bound = (Limits().body_memory_per_caller_mib * MIB + SLACK) // MIB
     assert all(during < bound and after < bound for _, during, after in figures), f"over {bound}: {figures}"
+
+
+def test_the_memory_of_stalled_bodies_is_given_back_when_their_connections_end(
+    sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """With a budget that lets every body in, what they held is still freed once they are gone."""
+    budget = ["--body-memory", "512", "--body-memory-per-user", "512"]
+    generous = started_daemon(sandbox, tmp_path_factory.mktemp("generous"), *budget)
+    try:
+        figures = stalled_rounds(generous, lambda: unix(generous))
+    finally:
+        generous.stop()
+    assert all(taken > 200 for taken, _, _ in figures), "every body was read"
+    assert all(after < SLACK // MIB for _, _, after in figures), figures
 
 
 def test_an_unauthenticated_caller_is_refused_before_its_body_is_read(daemon: Daemon) -> None:

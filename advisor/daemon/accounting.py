@@ -11,8 +11,6 @@ before a byte of it is read, and given back whenever the request ends, the conne
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import ctypes.util
 import logging
 import socket
 from collections import Counter
@@ -125,8 +123,6 @@ class BodyBudget:
         self.held[uid] -= size
         if not self.held[uid]:
             del self.held[uid]
-        if size >= MIB:
-            _give_back_freed_memory()
 
 
 class BodyEnded(EOFError):
@@ -135,26 +131,24 @@ class BodyEnded(EOFError):
 
 async def read_body(content: StreamReader, length: int) -> bytearray:
     """The body, copied chunk by chunk into one buffer of its declared length: each chunk aiohttp hands
-    over is freed as soon as it is copied, instead of a list of them living until the last arrives."""
+    over is freed as soon as it is copied, instead of a list of them living until the last arrives.
+
+    A read that fails empties the buffer: the exception's traceback keeps this frame, and the exception
+    sits in reference cycles (the request's stream keeps it too) that the collector may not break for a
+    long while; a body they held would never be given back (`asyncio.IncompleteReadError` keeps the
+    partial body itself)."""
     buffer = bytearray(length)
-    got = 0
-    with memoryview(buffer) as view:
-        while got < length:
-            chunk = await content.readany()
-            if not chunk:
-                raise BodyEnded(f"the request body ended after {got} of {length} bytes")
-            take = min(len(chunk), length - got)
-            view[got : got + take] = chunk[:take]
-            got += take
+    try:
+        got = 0
+        with memoryview(buffer) as view:
+            while got < length:
+                chunk = await content.readany()
+                if not chunk:
+                    raise BodyEnded(f"the request body ended after {got} of {length} bytes")
+                take = min(len(chunk), length - got)
+                view[got : got + take] = chunk[:take]
+                got += take
+    except BaseException:
+        buffer.clear()
+        raise
     return buffer
-
-
-_LIBC = ctypes.CDLL(ctypes.util.find_library("c") or None)
-
-
-def _give_back_freed_memory() -> None:
-    """glibc keeps freed heap memory for reuse, and an 8 MiB body is a hole it never returns by itself:
-    malloc_trim hands the free pages back to the kernel (a no-op where the C library has none)."""
-    trim = getattr(_LIBC, "malloc_trim", None)
-    if trim is not None:
-        trim(0)

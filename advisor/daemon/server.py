@@ -101,7 +101,8 @@ class _Routes:
         except _Refusal as refusal:
             response = _reply(refusal.status, ErrorAnswer(error=refusal.message))
         finally:
-            request.pop(_RAW, None)  # before the reservation goes: the memory it stood for is free
+            # Emptied, not only dropped: a traceback may keep a frame that names it.
+            request.pop(_RAW, bytearray()).clear()
             if _HELD in request:
                 self.budget.release(*request[_HELD])
         if signed is not None and isinstance(response, web.Response):
