@@ -111,12 +111,8 @@ def origin_of(url: str | None) -> str | None:
         port = parts.port
     except ValueError:
         return None
-    shown = url_host(parts.hostname.lower())
-    return (
-        f"{parts.scheme}://{shown}"
-        if port in (None, _DEFAULT_PORTS[parts.scheme])
-        else (f"{parts.scheme}://{shown}:{port}")
-    )
+    base = f"{parts.scheme}://{url_host(parts.hostname)}"  # urlsplit's hostname is lower case already
+    return base if port in (None, _DEFAULT_PORTS[parts.scheme]) else f"{base}:{port}"
 
 
 def form_refusal(
@@ -133,8 +129,8 @@ def form_refusal(
     if not same(fields.get(CSRF_FIELD), csrf_token(key)):
         return Refusal(
             403,
-            "this form is not from this server's page, or from before it restarted: reload "
-            "the page and send the form again",
+            "this form does not carry its page's token (it was sent from elsewhere, or from before a "
+            "restart): reload the page and send the form again",
         )
     return None
 
