@@ -102,9 +102,10 @@ _ARCHITECTURE_COLUMNS: dict[str, Any] = {
     "last_at": str,
 }
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """``PRAGMA user_version`` of a database this version wrote. 1: before it was kept (the tables as they were);
-2: the audit's ``offered`` column; 3: the ``architectures`` users submitted. Each later version only adds
+2: the audit's ``offered`` column; 3: the ``architectures`` users submitted; 4: each model version's
+``sha256`` and ``quarantined`` (`advisor.predict.model_files`). Each later version only adds
 tables and columns, which `Store` does when it opens an older database, so an upgrade needs no step; an older
 advisor refuses a newer database rather than write to tables it does not know."""
 
@@ -334,6 +335,8 @@ _MODEL_COLUMNS: dict[str, Any] = {
     "measured_from": str,
     "measured_to": str,
     "heldout_mape": float,
+    "sha256": str,  # the file's digest, written with it: a file that differs never reaches xgboost
+    "quarantined": str,  # why the file was moved aside (its checksum failed, ...); None while it serves
 }
 
 
@@ -375,8 +378,34 @@ class ModelRegistry:
             ).fetchone()
             if found is None:
                 raise LookupError(f"{machine} has no version {version}")
+            why = self.quarantined(machine, version)
+            if why is not None:
+                raise LookupError(f"{machine} version {version} {why}: quarantined; train a new one")
             self.db.execute(
                 "UPDATE model_versions SET active = (version = ?) WHERE machine = ?", [version, machine]
+            )
+
+    def quarantined(self, machine: str, version: int) -> str | None:
+        row = self.db.execute(
+            "SELECT quarantined FROM model_versions WHERE machine = ? AND version = ?", [machine, version]
+        ).fetchone()
+        return None if row is None else row[0]
+
+    def quarantine(self, machine: str, version: int, why: str) -> None:
+        """Marks a version whose file failed its check; the first reason found stays."""
+        with self.db.conn:
+            self.db.execute(
+                "UPDATE model_versions SET quarantined = ? "
+                "WHERE machine = ? AND version = ? AND quarantined IS NULL",
+                [why, machine, version],
+            )
+
+    def record_sha256(self, machine: str, version: int, sha256: str) -> None:
+        """A version trained before digests were kept, once a check process has loaded it whole."""
+        with self.db.conn:
+            self.db.execute(
+                "UPDATE model_versions SET sha256 = ? WHERE machine = ? AND version = ? AND sha256 IS NULL",
+                [sha256, machine, version],
             )
 
     def active(self, machine: str) -> dict[str, Any] | None:

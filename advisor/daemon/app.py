@@ -164,7 +164,13 @@ class AdviceService:
         now = self.clock()
         for row in active:
             age = now - datetime.fromisoformat(row["created_at"])
-            if age > young:
+            if row["quarantined"] is not None:
+                problems.append(
+                    f"the predictor of {row['machine']} (version {row['version']}) {row['quarantined']}: "
+                    "quarantined; its partitions get no model advice of their own (scaled from another "
+                    "machine, low confidence) until `advisor models train`"
+                )
+            elif age > young:
                 problems.append(
                     f"the predictor of {row['machine']} is {age.days} days old: its advice is shown, never "
                     "applied"

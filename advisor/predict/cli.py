@@ -132,6 +132,7 @@ def _list(args: argparse.Namespace, console: Console) -> int:
             "heldout_mape": row["heldout_mape"],
             "steps": row["step_rows"],
             "layers": row["layer_rows"],
+            "quarantined": row["quarantined"],
         }
         for row in rows
     ]
@@ -142,7 +143,8 @@ def _list(args: argparse.Namespace, console: Console) -> int:
         console.print("no model versions yet: advisor models train", highlight=False)
         return 0
     table = Table(title="model versions")
-    for column in ("machine", "version", "active", "trained", "held-out MAPE", "steps", "layers"):
+    columns = ("machine", "version", "active", "trained", "held-out MAPE", "steps", "layers", "quarantined")
+    for column in columns:
         table.add_column(column)
     for row in rows:
         table.add_row(
@@ -153,6 +155,7 @@ def _list(args: argparse.Namespace, console: Console) -> int:
             _percent(row["heldout_mape"]),
             str(row["step_rows"]),
             str(row["layer_rows"]),
+            row["quarantined"] or "",
         )
     console.print(table)
     return 0

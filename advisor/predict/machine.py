@@ -191,6 +191,14 @@ class MachineModel(BaseModel):
         self._polylines = {key: tuple(sorted(pairs)) for key, pairs in points.items() if len(pairs) >= 2}
         self._grid = tuple(sorted({config.batch for config, _ in self.measured_layers}))
 
+    def exercise(self) -> None:
+        """Parses each booster and predicts one row with it: all xgboost's native code ever does with a
+        version file, done once in a check process (`advisor.predict.model_check`)."""
+        for encoded in (self.layer_booster, self.step_booster):
+            if encoded:
+                booster = _booster(encoded)
+                booster.predict(xgb.DMatrix(np.zeros((1, booster.num_features()))))
+
     def knows_layers(self, table: LayerTable) -> bool:
         """Whether every convolution and linear of ``table`` was micro-benchmarked on this machine: its
         prediction then rests on its own parts, not on the layer booster's guesses."""

@@ -1,17 +1,16 @@
 """Training every machine's predictors from the database and swapping them in atomically.
 
-A new version is written to its own file (temporary name, fsync, rename over) before one transaction
-makes it active; a crash before that transaction leaves the previous version active and intact, a crash
-inside it changes nothing. Older files are kept, so any registered version can be served again.
+A new version is written to its own file (temporary name, fsync, rename over), its sha256 recorded with it
+(`advisor.predict.model_files` checks it at every load), before one transaction makes it active; a crash
+before that transaction leaves the previous version active and intact, a crash inside it changes nothing.
+Older files are kept, so any registered version can be served again.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from functools import lru_cache
 from math import exp, log
 from pathlib import Path
 from statistics import median
@@ -22,6 +21,7 @@ from pydantic import BaseModel, ConfigDict
 from advisor.introspect import LayerTable
 from advisor.predict.curves import median_polish
 from advisor.predict.machine import LayerSample, MachineModel, StepSample, fit_machine
+from advisor.predict.model_files import checked_model, write_version_file
 from advisor.records import LayerConfig
 from advisor.store import ModelRegistry, Store, layer_config_of
 
@@ -114,21 +114,6 @@ def step_samples(rows: Iterable[dict[str, Any]], tables: TableSource) -> list[St
     return samples
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp")
-    with temporary.open("w", encoding="utf-8") as file:
-        file.write(text)
-        file.flush()
-        os.fsync(file.fileno())
-    temporary.replace(path)
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
-
-
 def train_machine(
     store: Store,
     machine: str,
@@ -147,17 +132,18 @@ def train_machine(
     model = fit_machine(machine, steps, layers, folds=HELDOUT_FOLDS)
     registry = ModelRegistry(store)
     active = registry.active(machine)
-    activate = passes_gate(
-        model.heldout_mape, None if active is None else active["heldout_mape"], max_worse_mape
-    )
+    # A quarantined version serves nothing, so it holds no new one back.
+    serving = None if active is None or active["quarantined"] else active["heldout_mape"]
+    activate = passes_gate(model.heldout_mape, serving, max_worse_mape)
     measured = sorted(row["measured_at"] for row in rows)
 
     def write(version: int) -> dict[str, Any]:
         path = _version_file(models_dir, machine, version)
-        _write_atomically(path, model.model_dump_json())
+        sha256 = write_version_file(path, model.model_dump_json())
         written(path)
         return {
             "path": str(path),
+            "sha256": sha256,
             "created_at": datetime.now(UTC).isoformat(),
             "step_rows": len(steps),
             "layer_rows": len(layers),
@@ -194,15 +180,14 @@ def passes_gate(new_mape: float | None, active_mape: float | None, max_worse: fl
 
 
 def active_models(store: Store) -> dict[str, tuple[MachineModel, int]]:
-    """Every machine's active predictor and version, by machine, in one query."""
-    rows = ModelRegistry(store).all_active()
-    return {row["machine"]: (_load(row["path"]), int(row["version"])) for row in rows}
-
-
-@lru_cache(maxsize=64)
-def _load(path: str) -> MachineModel:
-    """Version files are written once and never changed (a retrain writes a new file), so a path is a key."""
-    return MachineModel.model_validate_json(Path(path).read_text(encoding="utf-8"))
+    """Every machine's active predictor and version, by machine, in one query; a machine whose file fails
+    its check (`checked_model`) has none, the others are served."""
+    loaded = {}
+    for row in ModelRegistry(store).all_active():
+        model = None if row["quarantined"] else checked_model(store, row)
+        if model is not None:
+            loaded[row["machine"]] = (model, int(row["version"]))
+    return loaded
 
 
 def model_created_at(store: Store, machine: str, version: int) -> datetime | None:

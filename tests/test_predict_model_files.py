@@ -1,0 +1,146 @@
+"""Version files are trusted only as written: a corrupted one is quarantined, named in the log and in
+/health, and only its machine loses its predictor. Real xgboost, real SQLite; every load that a corrupted
+file could crash runs in a child process, whose exit status a crash would be."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import cast
+
+import pytest
+
+from advisor.bench.zoo import zoo_table
+from advisor.daemon.app import AdviceService, ServiceInputs
+from advisor.predict.model_files import QUARANTINE_SUFFIX, digest
+from advisor.predict.registry import train_machine
+from advisor.slurm.client import SlurmClient
+from advisor.store import ModelRegistry, Store
+
+from .model_file_support import (
+    CORRUPTIONS,
+    PARTITIONS,
+    SEGFAULTING,
+    active_file,
+    copy_trained,
+    load_in_child,
+)
+from .recommend_support import trained_store
+
+NOW = datetime(2026, 12, 4, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Three machines' predictors, trained once; and a layer table that reaches both boosters (resnet50:
+    never measured whole, and layer geometries never benchmarked)."""
+    root = tmp_path_factory.mktemp("trained")
+    trained_store(root).db.conn.close()
+    (root / "table.json").write_text(zoo_table("resnet50", 32).model_dump_json(), encoding="utf-8")
+    yield root
+
+
+def degraded(root: Path) -> list[str]:
+    inputs = ServiceInputs(database=root / "advisor.db", policy=root / "policy.toml", specs=[])
+    return AdviceService(inputs, cast(SlurmClient, None), lambda: NOW).health().degraded
+
+
+@pytest.mark.parametrize("corruption", sorted(CORRUPTIONS))
+def test_a_corrupted_version_file_is_quarantined_and_the_other_machines_still_predict(
+    trained: Path, tmp_path: Path, corruption: str
+) -> None:
+    store = copy_trained(trained, tmp_path / "root")
+    machine, path = active_file(store, "a100")
+    path.write_bytes(CORRUPTIONS[corruption](path.read_bytes()))
+    loaded = load_in_child(tmp_path / "root")
+    assert loaded.returncode == 0, f"the loader died ({loaded.returncode}): {loaded.stderr[-2000:]}"
+    answer = json.loads(loaded.stdout)
+    assert machine not in answer["loaded"] and len(answer["loaded"]) == 2
+    for partition in ("v100", "t4"):
+        own = answer["answers"][partition]
+        assert own["scaled_from"] is None and own["confidence"] != "low" and own["step_s"] > 0
+    scaled = answer["answers"]["a100"]
+    assert scaled["scaled_from"] in answer["loaded"] and scaled["confidence"] == "low"
+    assert not path.exists() and path.with_name(path.name + QUARANTINE_SUFFIX).exists(), "moved aside"
+    assert f"model file {path} (the predictor of {machine}, version 1) failed its checksum" in loaded.stderr
+    assert ModelRegistry(store).quarantined(machine, 1) == "failed its checksum"
+    assert [line for line in degraded(tmp_path / "root") if machine in line] == [
+        f"the predictor of {machine} (version 1) failed its checksum: quarantined; its partitions get no "
+        "model advice of their own (scaled from another machine, low confidence) until `advisor models train`"
+    ]
+    assert load_in_child(tmp_path / "root").returncode == 0, "a quarantined version is not read again"
+
+
+def test_a_version_is_written_with_its_checksum(trained: Path) -> None:
+    store = Store.open(trained / "advisor.db")
+    rows = ModelRegistry(store).versions()
+    assert len(rows) == len(PARTITIONS)
+    assert all(row["sha256"] == digest(Path(row["path"]).read_bytes()) for row in rows)
+
+
+def forget_checksums(store: Store) -> None:
+    """The registry as a version before checksums left it."""
+    with store.db.conn:
+        store.db.execute("UPDATE model_versions SET sha256 = NULL")
+
+
+def test_a_version_trained_before_checksums_is_loaded_once_in_a_child_and_its_checksum_kept(
+    trained: Path, tmp_path: Path
+) -> None:
+    store = copy_trained(trained, tmp_path / "root")
+    forget_checksums(store)
+    loaded = load_in_child(tmp_path / "root")
+    assert loaded.returncode == 0, loaded.stderr[-2000:]
+    assert len(json.loads(loaded.stdout)["loaded"]) == len(PARTITIONS)
+    rows = ModelRegistry(store).versions()
+    assert all(row["sha256"] == digest(Path(row["path"]).read_bytes()) for row in rows)
+    assert degraded(tmp_path / "root") == []
+
+
+def test_a_version_without_checksum_that_crashes_its_check_is_quarantined_and_the_loader_lives(
+    trained: Path, tmp_path: Path
+) -> None:
+    store = copy_trained(trained, tmp_path / "root")
+    forget_checksums(store)
+    machine, path = active_file(store, "v100")
+    path.write_bytes(SEGFAULTING(path.read_bytes()))
+    loaded = load_in_child(tmp_path / "root")
+    assert loaded.returncode == 0, f"the loader died ({loaded.returncode}): {loaded.stderr[-2000:]}"
+    assert machine not in json.loads(loaded.stdout)["loaded"]
+    why = ModelRegistry(store).quarantined(machine, 1)
+    assert why is not None and why.startswith("has no checksum and did not load in a check process ("), why
+    assert any(
+        f"the predictor of {machine} (version 1) {why}: quarantined" in line
+        for line in degraded(tmp_path / "root")
+    )
+    others = [row for row in ModelRegistry(store).versions() if row["machine"] != machine]
+    assert all(row["sha256"] for row in others), "the sound versions got their checksums"
+
+
+def test_a_quarantined_version_is_not_activated_and_holds_no_new_version_back(
+    trained: Path, tmp_path: Path
+) -> None:
+    store = copy_trained(trained, tmp_path / "root")
+    machine, path = active_file(store, "t4")
+    path.write_bytes(b"")
+    assert load_in_child(tmp_path / "root").returncode == 0
+    registry = ModelRegistry(store)
+    with pytest.raises(LookupError, match="version 1 failed its checksum: quarantined; train a new one"):
+        registry.set_active(machine, 1)
+    with store.db.conn:  # a held-out error no new version could beat
+        store.db.execute("UPDATE model_versions SET heldout_mape = 0 WHERE machine = ?", [machine])
+    again = train_machine(store, machine, tmp_path / "root" / "models", zoo_table)
+    assert again.activated and again.version == 2
+    assert load_in_child(tmp_path / "root").returncode == 0
+    assert [line for line in degraded(tmp_path / "root") if machine in line] == []
+
+
+def test_an_older_database_gains_the_checksum_columns(tmp_path: Path) -> None:
+    with sqlite3.connect(tmp_path / "old.db") as db:
+        db.execute("CREATE TABLE model_versions (machine TEXT, version INTEGER, path TEXT)")
+        db.execute("PRAGMA user_version = 3")
+    store = Store.open(tmp_path / "old.db")
+    assert {"sha256", "quarantined"} <= set(store.db.table("model_versions").columns_dict)
