@@ -177,7 +177,7 @@ class AdviceService:
                 )
         failure = self.slurm_failure(SLURM_DOWN_FOR_S)
         if failure is not None:
-            problems.append(f"Slurm did not answer: {failure}")
+            problems.append(_slurm_down(failure))
         return problems
 
     def advise(self, peer: Peer, request: AdviseRequest) -> AdviseResponse:
@@ -360,6 +360,14 @@ class AdviceService:
             return any(job.user == _user_name(uid) for job in finished)
         owner = re.fullmatch(r".*\((\d+)\)", record.get("UserId", ""))
         return owner is not None and int(owner[1]) == uid
+
+
+def _slurm_down(failure: str) -> str:
+    """The command's name only: ``/health`` answers anyone (on the metrics port too), and a command's
+    arguments name users, their jobs and paths (the admins' overview shows the whole command)."""
+    command = failure.split(":", 1)[0]
+    named = command if re.fullmatch(r"[\w.+-]{1,40}", command) else "a Slurm command"
+    return f"Slurm did not answer: {named} did not complete (it timed out or could not run)"
 
 
 def _digest(request: AdviseRequest) -> str:
