@@ -49,9 +49,9 @@ _M = TypeVar("_M", bound=BaseModel)
 _B = TypeVar("_B", bound=BaseModel | None)
 MAX_BODY = 2 * MAX_SCRIPT_BYTES
 DEFAULT_BUDGET_S = 10.0
-_PEER, _RAW, _HELD = "advisor.peer", "advisor.body", "advisor.held"
-"""A TCP request's caller, from its MUNGE credential; the body, once read; the caller's uid and the bytes
-of the body budget reserved for it."""
+_PEER, _SIGNED, _RAW, _HELD = "advisor.peer", "advisor.signed", "advisor.body", "advisor.held"
+"""A TCP request's caller and the credential that named it (its answer is signed for them); the body,
+once read; the caller's uid and the bytes of the body budget reserved for it."""
 RELOAD_DEADLINE_S = 5.0
 """A policy file that has not been read by then (a hung file system) leaves the policy in force."""
 _EXPLAIN = re.compile(r"/explain/([0-9]{1,10})")
@@ -91,12 +91,11 @@ class _Routes:
 
     async def __call__(self, request: web.BaseRequest) -> web.StreamResponse:
         began, endpoint = time.monotonic(), _endpoint(request.path)
-        signed: munge.Credential | None = None
         try:
             if self._connection(request).peer is None and (
                 endpoint not in ("/health", "/metrics") or munge.HEADER in request.headers
             ):
-                signed = await self._munge_caller(request)
+                await self._munge_caller(request)
             response = await self._route(request)
         except _Refusal as refusal:
             response = _reply(refusal.status, ErrorAnswer(error=refusal.message))
@@ -105,6 +104,7 @@ class _Routes:
             request.pop(_RAW, bytearray()).clear()
             if _HELD in request:
                 self.budget.release(*request[_HELD])
+        signed = request.get(_SIGNED)
         if signed is not None and isinstance(response, web.Response):
             await self._sign(response, signed)
         metrics = self.advisor.metrics
@@ -168,23 +168,23 @@ class _Routes:
         assert peer is not None, "a TCP request is answered only once its credential named the caller"
         return peer
 
-    async def _munge_caller(self, request: web.BaseRequest) -> munge.Credential:
-        """What a TCP request's MUNGE credential vouches for, decoded before a byte of the body is read;
-        once munged vouches for it, the body is read as its caller's and must be what the credential
-        signs. Anything else is a 401 and nothing is done."""
+    async def _munge_caller(self, request: web.BaseRequest) -> None:
+        """What a TCP request's MUNGE credential vouches for (kept in the request), decoded before a byte
+        of the body is read; once munged vouches for it, the body is read as its caller's and must be
+        what the credential signs. Anything else is a 401, unsigned, and nothing is done."""
         credential = request.headers.get(munge.HEADER, "")
         loop = asyncio.get_running_loop()
         try:
             signed = await loop.run_in_executor(None, munge.decode, credential, self.munge_socket)
         except munge.MungeError as error:
             raise _Refusal(HTTPStatus.UNAUTHORIZED, f"MUNGE credential refused: {error}") from None
-        request[_PEER] = Peer(pid=0, uid=signed.uid, gid=signed.gid)
+        request[_PEER], request[_SIGNED] = Peer(pid=0, uid=signed.uid, gid=signed.gid), signed
         assert self.server is not None
         self.server.authenticated(request.protocol)
         body = await self._raw_body(request) if request.method == "POST" else b""
         if signed.payload != munge.request_digest(request.method, request.path_qs, body):
+            del request[_SIGNED]
             raise _Refusal(HTTPStatus.UNAUTHORIZED, "the MUNGE credential was made for another request")
-        return signed
 
     async def _sign(self, response: web.Response, signed: munge.Credential) -> None:
         """The answer's credential, for the caller alone: it knows the advisor's user answered, this answer,
