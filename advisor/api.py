@@ -99,8 +99,9 @@ class Health(_Message):
     policy_error: str | None = None
     """The last policy edit that failed to load (``policy`` says what stayed in force)."""
     degraded: list[str] = []
-    """What keeps the advice from being as good as it can be: stale or missing predictors, a policy that
-    failed to load, Slurm not answering. Empty when all is well; the daemon still serves (fail-open)."""
+    """What keeps the advice from being as good as it can be: stale, missing or quarantined predictors, a
+    policy that failed to load, Slurm not answering. Empty when all is well; the daemon still serves
+    (fail-open). Served to anyone, so it names machines and commands, never a user's data."""
     detail: str | None = None
 
 
