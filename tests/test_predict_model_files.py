@@ -5,7 +5,9 @@ file could crash runs in a child process, whose exit status a crash would be."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +22,7 @@ from advisor.predict.registry import train_machine
 from advisor.slurm.client import SlurmClient
 from advisor.store import ModelRegistry, Store
 
+from .daemon_support import BIN
 from .model_file_support import (
     CORRUPTIONS,
     PARTITIONS,
@@ -130,6 +133,13 @@ def test_a_quarantined_version_is_not_activated_and_holds_no_new_version_back(
     registry = ModelRegistry(store)
     with pytest.raises(LookupError, match="version 1 failed its checksum: quarantined; train a new one"):
         registry.set_active(machine, 1)
+    listed = subprocess.run(
+        [str(BIN / "advisor"), "models", "list", "--db", str(tmp_path / "root" / "advisor.db")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert f"{machine} version 1 failed its checksum: quarantined" in listed.stdout, listed.stderr
     with store.db.conn:  # a held-out error no new version could beat
         store.db.execute("UPDATE model_versions SET heldout_mape = 0 WHERE machine = ?", [machine])
     again = train_machine(store, machine, tmp_path / "root" / "models", zoo_table)

@@ -143,8 +143,7 @@ def _list(args: argparse.Namespace, console: Console) -> int:
         console.print("no model versions yet: advisor models train", highlight=False)
         return 0
     table = Table(title="model versions")
-    columns = ("machine", "version", "active", "trained", "held-out MAPE", "steps", "layers", "quarantined")
-    for column in columns:
+    for column in ("machine", "version", "active", "trained", "held-out MAPE", "steps", "layers"):
         table.add_column(column)
     for row in rows:
         table.add_row(
@@ -155,9 +154,15 @@ def _list(args: argparse.Namespace, console: Console) -> int:
             _percent(row["heldout_mape"]),
             str(row["step_rows"]),
             str(row["layer_rows"]),
-            row["quarantined"] or "",
         )
     console.print(table)
+    for row in rows:
+        if row["quarantined"]:
+            console.print(
+                f"{row['machine']} version {row['version']} {row['quarantined']}: quarantined (the file is "
+                "kept beside, as .quarantined)",
+                highlight=False,
+            )
     return 0
 
 
