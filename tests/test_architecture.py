@@ -144,7 +144,7 @@ ENVIRONMENT_READERS = {
     "advisor.bench.job": "the benchmark job's allocation: its CPU threads",
     "advisor.comm.allreduce": "each rank's place in its job (SLURM_*), and the rendezvous",
     "advisor.web.wsgi": "Passenger's entry point has no command line: its environment goes to the settings",
-    "advisor.factory_table": "the user's PYTHONPATH, where the factory child finds their package (`-I` drops it)",
+    "advisor.factory_table": "the user's PYTHONPATH, where the factory child finds their package",
 }
 """Where `os.environ` may be read, and why; every other module is handed what it needs. Only
 `advisor.settings` interprets the advisor's own ``ADVISOR_*`` variables, from the mapping it is handed."""
