@@ -18,7 +18,6 @@ import logging
 import re
 import signal
 import stat
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +37,7 @@ from advisor.daemon.accounting import BodyBudget, BodyEnded, Connection, Countin
 from advisor.daemon.app import AdviceService, Forbidden, RequestError
 from advisor.daemon.limits import Limits
 from advisor.daemon.metrics import CONTENT_TYPE
+from advisor.daemon.reload import PolicyReload
 from advisor.daemon.transport import BUDGET_HEADER, Peer, check_socket_directory
 from advisor.introspect.errors import IntrospectionError
 from advisor.jobscript.errors import ScriptError
@@ -52,8 +52,6 @@ DEFAULT_BUDGET_S = 10.0
 _PEER, _SIGNED, _RAW, _HELD = "advisor.peer", "advisor.signed", "advisor.body", "advisor.held"
 """A TCP request's caller and the credential that named it (its answer is signed for them); the body,
 once read; the caller's uid and the bytes of the body budget reserved for it."""
-RELOAD_DEADLINE_S = 5.0
-"""A policy file that has not been read by then (a hung file system) leaves the policy in force."""
 _EXPLAIN = re.compile(r"/explain/([0-9]{1,10})")
 """Slurm's job ids are 32-bit: a longer number is no job of anyone's."""
 
@@ -303,34 +301,6 @@ def _reply(status: HTTPStatus, payload: BaseModel) -> web.Response:
     return web.Response(status=status, body=body, content_type="application/json")
 
 
-class _Reload:
-    """SIGHUP's policy reload, off the event loop: the loop goes on answering while the file is read, and
-    a read that has not ended by `RELOAD_DEADLINE_S` is given up on (its thread left to end by itself)."""
-
-    def __init__(self, advisor: AdviceService) -> None:
-        self.advisor = advisor
-        self.running: threading.Thread | None = None
-
-    def start(self) -> None:
-        if self.running is not None and self.running.is_alive():
-            log.error("policy not reloaded: the reload before is still reading %s", self.advisor.policy.path)
-            return
-        # A thread of its own, not the loop's pool: one stuck in a read must not hold up the daemon's stop.
-        self.running = threading.Thread(target=self._reload, name="policy-reload", daemon=True)
-        self.running.start()
-        asyncio.get_running_loop().call_later(RELOAD_DEADLINE_S, self._check, self.running)
-
-    def _reload(self) -> None:
-        self.advisor.reload()
-        error = self.advisor.policy.last_error
-        log.info("policy reloaded%s", f": {error}" if error else "")
-
-    def _check(self, thread: threading.Thread) -> None:
-        if thread.is_alive():
-            self.advisor.policy.stalled(RELOAD_DEADLINE_S)
-            log.error("policy not reloaded: %s", self.advisor.policy.last_error)
-
-
 @dataclass(frozen=True)
 class Listen:
     """Where the daemon listens besides its Unix socket: the cluster-wide service (callers identified by
@@ -354,7 +324,7 @@ async def _serve(advisor: AdviceService, socket_path: Path, limits: Limits, list
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
 
-    reloading = _Reload(advisor)
+    reloading = PolicyReload(advisor)
     # Handlers first: a SIGHUP that arrives once the socket exists must reload, not kill.
     loop.add_signal_handler(signal.SIGHUP, reloading.start)
     for number in (signal.SIGTERM, signal.SIGINT):
