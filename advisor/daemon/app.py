@@ -175,6 +175,8 @@ class AdviceService:
                     f"the predictor of {row['machine']} is {age.days} days old: its advice is shown, never "
                     "applied"
                 )
+        if self.run_history is not None and self.run_history.problem is not None:
+            problems.append(self.run_history.problem)
         failure = self.slurm_failure(SLURM_DOWN_FOR_S)
         if failure is not None:
             problems.append(_slurm_down(failure))

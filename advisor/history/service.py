@@ -1,5 +1,11 @@
 """History at the daemon: the model a night trains from accounting, kept in a file of the models folder,
-and each request's forecast from the caller's own finished jobs."""
+and each request's forecast from the caller's own finished jobs.
+
+The file carries the sha256 of the booster bytes it hands xgboost, whose native parser can crash its
+process on a corrupted booster instead of raising: a file whose booster differs never reaches it, and is
+quarantined (`advisor.predict.model_files`), and Tsafrir's rule serves until a new model is trained. A file
+written before checksums is not loaded at all: the daemon retrains at once where it finds one.
+"""
 
 from __future__ import annotations
 
@@ -10,12 +16,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import xgboost as xgb
 
 from advisor.history.features import History, past_rows
 from advisor.history.jobs import JobAsk, from_accounting
 from advisor.history.predictor import HistoryModel, RunForecast, forecast, look_back, predict_run, train_model
+from advisor.predict.model_files import ModelFileError, digest, move_aside, write_version_file
 from advisor.slurm.models import FinishedJob
 from advisor.wait.snapshot import PendingJob, QueueSnapshot, RunningJob
 
@@ -38,25 +46,52 @@ def train_from_accounting(finished: Sequence[FinishedJob], now: datetime) -> His
 
 
 def save_model(path: Path, model: HistoryModel, trained_at: datetime) -> None:
-    """Written whole or not at all: a crash mid-write leaves the previous night's model."""
+    """Written whole or not at all (a crash mid-write leaves the previous night's model), with the digest of
+    the booster bytes `load_model` will hand xgboost."""
+    booster = json.loads(model.to_json())
     record = {
         "trained_at": trained_at.isoformat(),
         "jobs": model.jobs,
-        "booster": json.loads(model.to_json()),
+        "sha256": digest(_booster_bytes(booster)),
+        "booster": booster,
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".partial")
-    partial.write_text(json.dumps(record), encoding="utf-8")
-    partial.replace(path)
+    write_version_file(path, json.dumps(record))
+
+
+class NoChecksumError(Exception):
+    """A history model written before checksums: not loaded (nothing says it is whole), but no fault found."""
 
 
 def load_model(path: Path) -> Trained | None:
-    """None where no night has trained one yet; a file that does not read is an error."""
-    if not path.exists():
+    """None where no night has trained one yet. `ModelFileError`: a file xgboost must not see;
+    `NoChecksumError`: one with nothing to check it by."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
         return None
-    record = json.loads(path.read_text(encoding="utf-8"))
-    model = HistoryModel.from_json(json.dumps(record["booster"]).encode(), int(record["jobs"]))
-    return Trained(model, datetime.fromisoformat(record["trained_at"]))
+    except OSError as error:
+        raise ModelFileError(f"could not be read ({error.strerror or type(error).__name__})") from None
+    try:
+        record = json.loads(data)
+        booster = _booster_bytes(record["booster"])
+        expected = record.get("sha256")
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
+        raise ModelFileError("is not a history model this advisor reads") from None
+    if expected is None:
+        raise NoChecksumError("written before checksums were kept")
+    if digest(booster) != expected:
+        raise ModelFileError("failed its checksum")
+    try:
+        model = HistoryModel.from_json(booster, int(record["jobs"]))
+        return Trained(model, datetime.fromisoformat(record["trained_at"]))
+    except (ValueError, TypeError, KeyError, xgb.core.XGBoostError):
+        raise ModelFileError("matches its checksum but is not a history model this advisor reads") from None
+
+
+def _booster_bytes(booster: Any) -> bytes:
+    """The very bytes xgboost parses, so the digest covers what it sees (json.dumps of what json.loads read
+    is the same text however often it is done)."""
+    return json.dumps(booster).encode()
 
 
 class RunHistory:
@@ -64,6 +99,8 @@ class RunHistory:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.problem: str | None = None
+        """Why the model file serves no more (quarantined), as ``/health`` says it; None while it serves."""
         self._lock = threading.Lock()
         self._seen: tuple[float, Trained | None] | None = None
         self._everyone_of: tuple[tuple[int, int], History] | None = None
@@ -75,13 +112,36 @@ class RunHistory:
             return None
         with self._lock:
             if self._seen is None or self._seen[0] != stamp:
-                try:
-                    loaded = load_model(self.path)
-                except (OSError, ValueError, KeyError, xgb.core.XGBoostError) as error:
-                    log.error("history model %s not used, Tsafrir's rule serves: %s", self.path, error)
-                    loaded = None
-                self._seen = (stamp, loaded)
+                self._seen = (stamp, self._load())
             return self._seen[1]
+
+    def _load(self) -> Trained | None:
+        try:
+            loaded = load_model(self.path)
+        except NoChecksumError as error:
+            log.warning(
+                "history model %s not used, Tsafrir's rule serves: %s; the daemon retrains it at its start "
+                "(or `advisor history train`)",
+                self.path,
+                error,
+            )
+            return None
+        except ModelFileError as error:
+            where = move_aside(self.path)
+            log.error(
+                "history model %s %s: quarantined, %s; Tsafrir's rule serves until a new one is trained "
+                "(nightly, at the daemon's start, or `advisor history train`)",
+                self.path,
+                error,
+                where,
+            )
+            self.problem = (
+                f"the history model {self.path.name} {error}: quarantined; history advice uses Tsafrir's "
+                "rule until a new one is trained (tonight, or `advisor history train`)"
+            )
+            return None
+        self.problem = None
+        return loaded
 
     def forecast(self, finished: Sequence[FinishedJob], ask: JobAsk) -> RunForecast:
         """``ask``'s run, asked now, from ``finished`` (all of it ended before now)."""

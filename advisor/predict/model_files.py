@@ -125,14 +125,7 @@ def _first_check(store: Store, row: dict[str, Any]) -> str:
 def quarantine(store: Store, row: dict[str, Any], why: str) -> None:
     """Moves the file aside (kept for a look, never deleted) and marks its version in the registry."""
     machine, version, path = row["machine"], int(row["version"]), Path(row["path"])
-    aside = path.with_name(path.name + QUARANTINE_SUFFIX)
-    try:
-        path.replace(aside)
-        where = f"moved to {aside}"
-    except FileNotFoundError:
-        where = "no file to move"
-    except OSError as error:
-        where = f"left in place ({error.strerror})"
+    where = move_aside(path)
     log.error(
         "model file %s (the predictor of %s, version %d) %s: quarantined, %s; its partitions are predicted "
         "as if never benchmarked until `advisor models train` writes a new version",
@@ -146,3 +139,15 @@ def quarantine(store: Store, row: dict[str, Any], why: str) -> None:
         ModelRegistry(store).quarantine(machine, version, why)
     except sqlite3.Error as error:
         log.error("the quarantine of %s version %d was not recorded: %s", machine, version, error)
+
+
+def move_aside(path: Path) -> str:
+    """``path`` renamed with `QUARANTINE_SUFFIX` (kept for a look, never deleted); says where it went."""
+    aside = path.with_name(path.name + QUARANTINE_SUFFIX)
+    try:
+        path.replace(aside)
+    except FileNotFoundError:
+        return "no file to move"
+    except OSError as error:
+        return f"left in place ({error.strerror})"
+    return f"moved to {aside}"
