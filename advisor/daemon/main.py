@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sqlite3
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -143,6 +144,7 @@ def _daemon(args: argparse.Namespace, console: Console) -> int:
     metrics.watch_models(advisor.store, utc_now)
     if advisor.policy.last_error is not None:
         log.error("policy not loaded, the built-in default is in force: %s", advisor.policy.last_error)
+    history_serves = _check_models(advisor)
     scheduler = BackgroundScheduler(timezone="UTC")
     scheduler.add_job(_collect, "interval", minutes=OUTCOME_MINUTES, args=[advisor], id="outcomes")
     scheduler.add_job(_purge, "interval", hours=1, args=[advisor], id="audit-retention")
@@ -156,8 +158,9 @@ def _daemon(args: argparse.Namespace, console: Console) -> int:
         id="history",
         next_run_time=utc_now(),
     )
-    # The history model: every night from accounting, and at once where no night has made one yet.
-    at_once = {} if history_model.exists() else {"next_run_time": utc_now()}
+    # The history model: every night from accounting, and at once where none serves (no night has made one
+    # yet, its file was quarantined, or it was written before checksums).
+    at_once = {} if history_serves else {"next_run_time": utc_now()}
     scheduler.add_job(
         _train_history,
         "cron",
@@ -196,6 +199,22 @@ def _daemon(args: argparse.Namespace, console: Console) -> int:
     finally:
         scheduler.shutdown(wait=False)
     return 0
+
+
+def _check_models(advisor: AdviceService) -> bool:
+    """Every active predictor file and the history model checked before the first request is served, not
+    at the first /advise: a corrupted one is quarantined now, so the log names it at the start and /health
+    from its first answer. True where the history model serves."""
+    from advisor.predict.registry import active_models
+
+    try:
+        with advisor.store() as store:
+            serving = active_models(store)
+    except sqlite3.Error as error:
+        log.error("predictor files not checked at the start: %s", error)
+    else:
+        log.info("predictor files checked: %d machines served (%s)", len(serving), ", ".join(sorted(serving)))
+    return advisor.run_history is not None and advisor.run_history.trained() is not None
 
 
 def _refresh_history(advisor: AdviceService) -> None:
