@@ -13,8 +13,9 @@ script file to read), as is a script with ``#ADVISOR --off`` or ``#SBATCH hetjob
 alone a job advise-submit submits (its ``WRAPPED`` mark), a user's who sets ``ADVISOR_OFF=1``, and a hetjob
 of the command line. "applied" is the Lua's to say, once it has set the options.
 
-This runs inside whoever's sbatch, root's included, so it never runs model code: a factory job is sent
-without its ``#ADVISOR`` lines (advice from history), and the daemon's words reach the terminal sanitised.
+This runs inside whoever's sbatch, root's included, so it never runs model code: a factory job is sent as
+written but without its layer table, and the daemon advises it from history and says why in one line; the
+daemon's words reach the terminal sanitised.
 """
 
 from __future__ import annotations
@@ -105,7 +106,6 @@ def sbatch_words(options: dict[str, Any]) -> list[str] | None:
 
 
 def _changes(path: Path | None) -> list[tuple[str, str]]:
-    from advisor.factory_table import named_factory, without_description
     from advisor.submit import _advise, _batch_flag
     from advisor.submit_guard import UntrustedAdvice, UserJob
 
@@ -126,10 +126,8 @@ def _changes(path: Path | None) -> list[tuple[str, str]]:
     if job.hetjob:  # the Lua leaves command-line ones (``:``) alone before asking
         _say("a heterogeneous job is not advised; submitting it as written")
         return []
-    factory = named_factory(text, where, [])
-    if factory is not None:
-        _say(f"{factory} is your own code; sbatch does not run it (history advice only): use advise-submit")
-        script = without_description(text, where).encode("utf-8", "surrogateescape")
+    # A factory is the user's own code and runs nowhere here: the daemon advises its job from history,
+    # and its reasons (printed below) say so.
     answer = _advise(job, script, [], run_factory=False)
     if not _REQUEST_ID.fullmatch(answer.request_id):
         raise UntrustedAdvice("the answer's request id is not one the daemon gives")

@@ -7,8 +7,7 @@ site on its path), so a ``json.py`` left in a shared folder cannot stand in for 
 the advisor and torch load; the places the user's own package may come from (their ``PYTHONPATH``, and
 the working directory where it holds the factory's package, as ``python -m`` would find it) are added
 after those, for the factory's import alone. The daemon imports no user code; it validates the table it is
-sent. The cli_filter runs none either: it sends the script without its ``#ADVISOR`` lines
-(`without_description`), for advice from the user's history.
+sent. The cli_filter runs none either: it sends no table, and the daemon advises from the user's history.
 """
 
 from __future__ import annotations
@@ -21,9 +20,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from advisor.jobscript.advisor_words import PREFIX, description_values, names_a_factory
+from advisor.jobscript.advisor_words import description_values, names_a_factory
 from advisor.jobscript.errors import ScriptError
-from advisor.jobscript.lexer import read_directives
 from advisor.submit_guard import sanitized
 
 TIMEOUT_S = 60
@@ -42,15 +40,6 @@ def named_factory(text: str, where: str, description_args: list[str]) -> str | N
     except ScriptError:
         return None
     return str(values["model"]) if names_a_factory(values) else None
-
-
-def without_description(text: str, where: str) -> str:
-    """The script with each ``#ADVISOR`` line emptied to a bare ``#`` (sbatch reads it as before, the
-    lines keep their numbers): the daemon then advises from the user's history and names no model."""
-    lines = text.split("\n")
-    for directive in read_directives(text, PREFIX, where):
-        lines[directive.line - 1] = "#"
-    return "\n".join(lines)
 
 
 def factory_table(text: str, where: str, description_args: list[str]) -> dict[str, Any] | None:

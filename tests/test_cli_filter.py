@@ -194,7 +194,9 @@ def test_a_factory_is_never_run_by_the_filter(
     assert result.returncode == 0, result.stderr
     assert not marker.exists(), "the factory was imported and called"
     said = " ".join(result.stderr.split())
-    assert said.count("mypkg.net:build is your own code; sbatch does not run it") == 1, result.stderr
+    # The daemon says why, once: it was sent the script's #ADVISOR lines as written (they name the factory).
+    assert said.count("mypkg.net:build is your own code and was not run here") == 1, result.stderr
+    assert said.count("advise-submit advises on the model") == 1, result.stderr
     assert "warning" not in result.stderr, "advised from history, not failed"
     assert len(jobs_named(local_slurm, name)) == (0 if test_only else 1)
 

@@ -14,10 +14,11 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from advisor.api import AdviseRequest
+from advisor.api import AdviseRequest, Submitted
 from advisor.daemon.transport import UnixHTTPConnection
 from advisor.sandbox.cluster import Sandbox
 from advisor.slurm.client import SlurmClient
@@ -304,3 +305,78 @@ def test_a_user_whose_mode_is_off_is_submitted_unchanged_and_never_audited(
     finally:
         policy.write_text(good, encoding="utf-8")
         daemon.process.send_signal(signal.SIGHUP)
+
+
+def _post(daemon: Daemon, path: str, body: bytes) -> tuple[int, dict[str, Any]]:
+    connection = UnixHTTPConnection(daemon.socket, timeout=60)
+    try:
+        connection.request("POST", path, body=body)
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()
+
+
+def test_a_factory_without_its_table_is_advised_from_history_with_one_line_saying_why(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    """What plain sbatch sends through the cli_filter, which runs no user code: the script as written, with
+    its factory named, and no layer table (a 422 before, and the job went in unadvised)."""
+    script = SCRIPT.format(name="untabled").replace("resnet18", "mypkg.net:build").encode()
+    request = AdviseRequest.of(
+        script, where=str(tmp_path / "untabled.sbatch"), sbatch_argv=["untabled.sbatch"]
+    )
+    status, answer = _post(daemon, "/advise", request.model_dump_json().encode())
+    assert status == 200, answer
+    reasons = answer["recommendation"]["reasons"]
+    assert reasons[0] == (
+        "mypkg.net:build is your own code and was not run here: advice from the job's history only "
+        "(advise-submit advises on the model)"
+    ), reasons
+    assert not any("mypkg.net:build" in reason for reason in reasons[1:]), "said once"
+    assert answer["recommendation"]["candidates"] == [], "no model advice"
+
+
+def _held_job(daemon: Daemon, tmp_path: Path, name: str, comment: str, *as_user: str) -> int:
+    """A held job (it never runs) with ``comment``, submitted by ``as_user`` (``--uid``: root submits as
+    them), else by this process's user."""
+    script = tmp_path / f"{name}.sbatch"
+    script.write_text("#!/bin/sh\nsleep 600\n", encoding="utf-8")
+    argv = ["sbatch", "--parsable", "--hold", f"--job-name={name}", "--output=/dev/null", "--partition=t4"]
+    argv += [*as_user, f"--comment={comment}", str(script)]
+    result = subprocess.run(argv, env=daemon.env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return int(result.stdout.strip().split(";")[0])
+
+
+def _explain(daemon: Daemon, job_id: int) -> subprocess.CompletedProcess[str]:
+    argv = [str(BIN / "advisor"), "explain", str(job_id), "--json"]
+    return subprocess.run(argv, env=daemon.env, capture_output=True, text=True, timeout=60)
+
+
+def test_a_job_is_linked_to_advice_by_its_real_owner_whatever_its_comment_says(
+    daemon: Daemon, local_slurm: SlurmClient, tmp_path: Path
+) -> None:
+    """``scontrol show -o job`` prints a job's comment after its owner: a ``UserId=`` in it once posed as the
+    owner, so a caller could link another user's job to their own advice (and explain it, and set its
+    prediction in the queue replay), and an owner whose comment named someone else could not link theirs."""
+    me = os.getuid()
+    advice = json.loads(submit(daemon, tmp_path, "--dry-run", "--json", name="linking").stdout)["advice"]
+    theirs = _held_job(daemon, tmp_path, "theirs", f"x UserId={me}({me})", "--uid=65534", "--gid=65534")
+    assert local_slurm.job_owner(theirs) == 65534
+    link = Submitted(request_id=advice["request_id"], job_id=theirs, applied=False)
+    status, answer = _post(daemon, "/submitted", link.model_dump_json().encode())
+    assert status == 403 and f"job {theirs} does not belong to uid {me}" in str(answer["error"]), answer
+    refused = _explain(daemon, theirs)
+    assert (
+        refused.returncode != 0
+        and f"no advice of yours was given for job {theirs}" in refused.stdout + refused.stderr
+    )
+
+    mine = _held_job(daemon, tmp_path, "mine", "y UserId=65534(65534)")
+    link = Submitted(request_id=advice["request_id"], job_id=mine, applied=False)
+    status, answer = _post(daemon, "/submitted", link.model_dump_json().encode())
+    assert status == 200, answer
+    explained = _explain(daemon, mine)
+    assert explained.returncode == 0, explained.stderr
+    assert json.loads(explained.stdout)["request_id"] == advice["request_id"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.factory_table import factory_table, named_factory, search_path, without_description
+from advisor.factory_table import factory_table, named_factory, search_path
 from advisor.introspect import IntrospectionError, LayerKind, LayerTable
 from advisor.introspect.run import introspect
 
@@ -136,12 +136,9 @@ def test_the_working_directory_is_searched_only_where_it_holds_the_factorys_pack
     ]
 
 
-def test_the_filter_sends_a_factory_job_without_its_description() -> None:
+def test_a_factory_is_told_from_a_torchvision_name() -> None:
     assert named_factory(DESCRIBED, "job.sh", []) == "mypkg.net:build"
     assert named_factory(DESCRIBED.replace("mypkg.net:build", "resnet18"), "job.sh", []) is None
-    text = without_description(DESCRIBED, "job.sh")
-    assert text.splitlines() == ["#!/bin/sh", "#SBATCH --partition=t4", "#", "hostname"]
-    assert named_factory(text, "job.sh", []) is None
 
 
 def test_no_source_honours_hugging_face_remote_code() -> None:

@@ -51,7 +51,6 @@ from advisor.recommend.cluster import ClusterView
 from advisor.recommend.edges import WAITS_FRESH_FOR, recommend_now
 from advisor.settings.validated import BenchSettings
 from advisor.slurm.client import SlurmClient
-from advisor.slurm.runner import SlurmError
 from advisor.store import AdvisedJobs, Audit, ModelRegistry, Store
 
 MAX_IDLE_STORES = 8
@@ -262,6 +261,7 @@ class AdviceService:
                 user,
                 now,
                 self.run_history,
+                _unread(parsed, table),
             )
         return _Answer(
             recommendation=recommendation,
@@ -354,14 +354,13 @@ class AdviceService:
         )
 
     def _owns(self, uid: int, job_id: int) -> bool:
-        """One ``scontrol show job`` (not the whole queue); accounting for a job the controller forgot."""
-        try:
-            record = self.client.show_job(job_id)
-        except SlurmError:
-            finished = self.client.history(self.clock() - timedelta(days=1), job_ids=[job_id])
-            return any(job.user == _user_name(uid) for job in finished)
-        owner = re.fullmatch(r".*\((\d+)\)", record.get("UserId", ""))
-        return owner is not None and int(owner[1]) == uid
+        """The owner's uid alone from the controller (`SlurmClient.job_owner`: a job's own name or comment
+        cannot pose as it); accounting for a job the controller has forgotten."""
+        owner = self.client.job_owner(job_id)
+        if owner is not None:
+            return owner == uid
+        finished = self.client.history(self.clock() - timedelta(days=1), job_ids=[job_id])
+        return any(job.user == _user_name(uid) for job in finished)
 
 
 def _slurm_down(failure: str) -> str:
@@ -384,18 +383,28 @@ def _user_name(uid: int) -> str:
 
 
 def _table(parsed: ParsedSubmission, request: AdviseRequest) -> LayerTable | None:
+    """The job's layer table: sent with the request for a factory, which the daemon never imports (None
+    without it: `_unread`); introspected here for a torchvision name."""
     if parsed.description is None:
         return None
     if request.table is not None:
         return LayerTable.model_validate(request.table)
     description = parsed.description
     if ":" in description.model:
-        raise RequestError(
-            f"model {description.model} is a factory: the daemon imports no user code, so advise-submit "
-            "introspects it and sends the layer table"
-        )
+        return None
     return introspect(
         description.model, description.input_shape, description.model_kwargs, allow_factories=False
+    )
+
+
+def _unread(parsed: ParsedSubmission, table: LayerTable | None) -> str | None:
+    """Why a described model gets no model advice: a factory came without its table (plain sbatch through
+    the cli_filter, which runs no user code), so the job is advised from its history as one without."""
+    if parsed.description is None or table is not None:
+        return None
+    return (
+        f"{parsed.description.model} is your own code and was not run here: advice from the job's history "
+        "only (advise-submit advises on the model)"
     )
 
 

@@ -44,8 +44,10 @@ def recommend_now(
     user: str,
     now: datetime,
     run_history: RunHistory | None = None,
+    unread: str | None = None,
 ) -> Recommendation:
-    """``run_history``: the predictor of a job that describes no model, from its user's earlier runs."""
+    """``run_history``: the predictor of a job that describes no model, from its user's earlier runs;
+    ``unread``: why a described model has no ``table`` (its job is then advised as one with none)."""
     request = parsed.request
     account = request.account or cluster.default_account(user)
     partitions = cluster.partitions()
@@ -73,7 +75,9 @@ def recommend_now(
     if run_history is not None:
         ask = history_ask(parsed, user, asked_partition(request, partitions), now)
         history = (ask, run_history.forecast(cluster.history(), ask))
-    return recommend(context, request, parsed.description, predictor, user, account, now, standing, history)
+    return recommend(
+        context, request, parsed.description, predictor, user, account, now, standing, history, unread
+    )
 
 
 def history_ask(parsed: ParsedSubmission, user: str, partition: Partition | None, now: datetime) -> JobAsk:

@@ -124,10 +124,12 @@ def recommend(
     now: datetime,
     standing: Standing | None = None,
     history: tuple[JobAsk, RunForecast] | None = None,
+    unread: str | None = None,
 ) -> Recommendation:
     """``standing``: the caller's groups and associations, checked against each partition's access lists
     (None where nothing is known of them, as in a replay: only the nodes are checked); ``history``: what
-    the caller's earlier runs say of a job that describes no model."""
+    the caller's earlier runs say of a job that describes no model, or one whose model was not read (no
+    ``predictor``); ``unread``: why it was not (a factory that came without its layer table), said first."""
     effective = resolve(context.policy, user, account, [p.name for p in context.partitions])
 
     def nothing(*reasons: str, advice: Advice | None = None, apply: bool = False) -> Recommendation:
@@ -146,13 +148,14 @@ def recommend(
 
     if effective.mode == "off":
         return nothing("the policy turns the advisor off for this user")
-    if description is None and history is not None and history[1].source in HISTORY_SOURCES:
-        partition = asked_partition(request, context.partitions)
-        if partition is not None and partition.name in effective.partitions:
-            advice, apply, reasons = history_advice(effective, request, *history, partition)
-            return nothing(*reasons, advice=advice, apply=apply)
     if description is None or predictor is None:
-        return nothing("no #ADVISOR job description: nothing to predict")
+        said = [unread] if unread is not None else []
+        known = history is not None and history[1].source in HISTORY_SOURCES
+        partition = asked_partition(request, context.partitions) if known else None
+        if history is not None and partition is not None and partition.name in effective.partitions:
+            advice, apply, reasons = history_advice(effective, request, *history, partition)
+            return nothing(*said, *reasons, advice=advice, apply=apply)
+        return nothing(*(said or ["no #ADVISOR job description: nothing to predict"]))
     spread_asked = _asked_spread(request)
     if spread_asked is None:
         return nothing("a job on a range of nodes, or with GPUs per task on several, is passed through")
