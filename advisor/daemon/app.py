@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pwd
 import queue
 import re
 import sqlite3
@@ -35,6 +34,7 @@ from advisor.api import (
 )
 from advisor.bench.architectures import Architectures
 from advisor.daemon import views
+from advisor.daemon.links import Forbidden, JobLinks, user_name
 from advisor.daemon.metrics import Metrics
 from advisor.daemon.transport import Peer
 from advisor.history.service import RunHistory
@@ -51,18 +51,10 @@ from advisor.recommend.cluster import ClusterView
 from advisor.recommend.edges import WAITS_FRESH_FOR, recommend_now
 from advisor.settings.validated import BenchSettings
 from advisor.slurm.client import SlurmClient
-from advisor.store import AdvisedJobs, Audit, ModelRegistry, Store
+from advisor.store import Audit, ModelRegistry, Store
 
 MAX_IDLE_STORES = 8
 """SQLite connections kept open between requests: as many as the server's threads that advise."""
-
-
-class RequestError(ValueError):
-    """The request cannot be advised; the caller submits the job unchanged."""
-
-
-class Forbidden(PermissionError):
-    """The caller asked about something that is not theirs."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +103,7 @@ class AdviceService:
         self.slurm_failure = slurm_failure
         self.cluster = ClusterView(client, clock)
         self.tonight = views.TonightPlans(self.cluster, self._nights)
+        self.links = JobLinks(client, clock, self.metrics)
         self.clock = clock
         self.policy = PolicyHolder(inputs.policy)
         self.run_history = RunHistory(inputs.history_model) if inputs.history_model else None
@@ -184,7 +177,7 @@ class AdviceService:
     def advise(self, peer: Peer, request: AdviseRequest) -> AdviseResponse:
         """The same request from the same caller under the same policy gets the same answer while the queue
         waits it rests on are fresh; each request is still audited on its own."""
-        began, now, user = time.perf_counter(), self.clock(), _user_name(peer.uid)
+        began, now, user = time.perf_counter(), self.clock(), user_name(peer.uid)
         key = self._key(peer, request)
         answer = self.cluster.cached(key, WAITS_FRESH_FOR, lambda: self._answer(request, user, now))
         return self._audited(peer, request, answer, user, now, began)
@@ -196,7 +189,7 @@ class AdviceService:
         answer = self.cluster.peek(self._key(peer, request), WAITS_FRESH_FOR)
         if not isinstance(answer, _Answer):
             return None
-        return self._audited(peer, request, answer, _user_name(peer.uid), now, began)
+        return self._audited(peer, request, answer, user_name(peer.uid), now, began)
 
     def _key(self, peer: Peer, request: AdviseRequest) -> str:
         return f"advice:{peer.uid}:{self.policy.generation}:{_digest(request)}"
@@ -279,56 +272,19 @@ class AdviceService:
             return Audit(store).purge(self.clock() - timedelta(days=days))
 
     def submitted(self, peer: Peer, message: Submitted) -> Health:
-        """Links the job to its advice once Slurm confirms the job is the caller's."""
+        """Links the job to its advice once Slurm confirms the job is the caller's (`JobLinks`)."""
         with self.store() as store:
-            return self._link(store, peer, message)
-
-    def _link(self, store: Store, peer: Peer, message: Submitted) -> Health:
-        audit = Audit(store)
-        row = audit.get(message.request_id)
-        if row is None or row["uid"] != peer.uid:
-            raise Forbidden(f"request {message.request_id} is not yours")
-        if not self._owns(peer.uid, message.job_id):
-            raise Forbidden(f"job {message.job_id} does not belong to uid {peer.uid}")
-        audit.attach_job(message.request_id, message.job_id, message.applied)
-        if row["offered"]:
-            self.metrics.rewrites.labels("applied" if message.applied else "declined").inc()
-        recommendation = Recommendation.model_validate_json(row["recommendation"])
-        # What calibration later compares with the job's real run: the prediction for what went in.
-        chosen = recommendation.chosen if message.applied else recommendation.baseline
-        if chosen is None:
-            return self.health()
-        submitted_at = datetime.fromisoformat(row["at"])
-
-        def start(wait_s: float | None) -> str | None:
-            return None if wait_s is None else (submitted_at + timedelta(seconds=wait_s)).isoformat()
-
-        AdvisedJobs(store).record(
-            {
-                "job_id": message.job_id,
-                "submitted_at": row["at"],
-                "user": row["user"],
-                "partition": chosen.candidate.partition,
-                "machine": chosen.machine,
-                "model_version": chosen.model_version,
-                "confidence": chosen.confidence,
-                "predicted_s": chosen.run_s,
-                "predicted_p90_s": chosen.run_p90_s,
-                "time_limit_s": chosen.time_limit.total_seconds(),
-                "slurm_start": start(chosen.slurm_wait_s),
-                "advisor_start": start(chosen.advisor_wait_s),
-            }
-        )
+            self.links.link(store, peer, message)
         return self.health()
 
     def my_jobs(self, peer: Peer) -> MyJobs:
         """The caller's own advised jobs, by the kernel's uid: nobody sees another user's."""
         with self.store() as store:
-            return views.my_jobs(store, _user_name(peer.uid))
+            return views.my_jobs(store, user_name(peer.uid))
 
     def overview(self, peer: Peer) -> Overview:
         """Every user's jobs in sum, so only for the admins the settings name: root is not one by right."""
-        user = _user_name(peer.uid)
+        user = user_name(peer.uid)
         if not {user, str(peer.uid)} & self.inputs.admins:
             raise Forbidden(f"{user} is not one of the advisor's admins (`admins` in its settings)")
         with self.store() as store:
@@ -353,15 +309,6 @@ class AdviceService:
             recommendation=Recommendation.model_validate_json(row["recommendation"]),
         )
 
-    def _owns(self, uid: int, job_id: int) -> bool:
-        """The owner's uid alone from the controller (`SlurmClient.job_owner`: a job's own name or comment
-        cannot pose as it); accounting for a job the controller has forgotten."""
-        owner = self.client.job_owner(job_id)
-        if owner is not None:
-            return owner == uid
-        finished = self.client.history(self.clock() - timedelta(days=1), job_ids=[job_id])
-        return any(job.user == _user_name(uid) for job in finished)
-
 
 def _slurm_down(failure: str) -> str:
     """The command's name only: ``/health`` answers anyone (on the metrics port too), and a command's
@@ -373,13 +320,6 @@ def _slurm_down(failure: str) -> str:
 
 def _digest(request: AdviseRequest) -> str:
     return hashlib.sha256(request.model_dump_json().encode()).hexdigest()
-
-
-def _user_name(uid: int) -> str:
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return str(uid)
 
 
 def _table(parsed: ParsedSubmission, request: AdviseRequest) -> LayerTable | None:

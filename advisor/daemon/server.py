@@ -34,8 +34,9 @@ from pydantic import BaseModel, ValidationError
 from advisor.api import AdviseRequest, ErrorAnswer, Submitted
 from advisor.daemon import munge
 from advisor.daemon.accounting import BodyBudget, BodyEnded, Connection, CountingServer, read_body
-from advisor.daemon.app import AdviceService, Forbidden, RequestError
+from advisor.daemon.app import AdviceService
 from advisor.daemon.limits import Limits
+from advisor.daemon.links import Forbidden
 from advisor.daemon.metrics import CONTENT_TYPE
 from advisor.daemon.reload import PolicyReload
 from advisor.daemon.transport import BUDGET_HEADER, Peer, check_socket_directory
@@ -280,7 +281,7 @@ def _outcome(work: Callable[[Peer], _B], peer: Peer) -> tuple[HTTPStatus, _B | E
     """The status and body of one request, wherever it runs: a bug costs one request, never the daemon."""
     try:
         return HTTPStatus.OK, work(peer)
-    except (ScriptError, RequestError, IntrospectionError) as error:
+    except (ScriptError, IntrospectionError) as error:
         return HTTPStatus.UNPROCESSABLE_ENTITY, ErrorAnswer(error=str(error))
     except ValidationError as error:
         return HTTPStatus.UNPROCESSABLE_ENTITY, ErrorAnswer(error=_fields(error))
