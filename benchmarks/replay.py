@@ -75,6 +75,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--base-port", type=int, default=19000, help="the real sandboxes' first port")
     parser.add_argument("--out", type=Path, default=Path("replay-report"))
     parser.add_argument(
+        "--jobs",
+        type=int,
+        metavar="N",
+        help="replay only each workload's first N arrivals (a slice that fits a short real run)",
+    )
+    parser.add_argument(
         "--philly",
         type=int,
         metavar="N",
@@ -95,6 +101,8 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     inventory = load_inventory(args.inventory or ROOT / "etc" / default)
     args.policy_model = load_policy(args.policy)
     folder = args.data / "sia" / "workloads"
+    if args.jobs is not None and args.jobs < 1:
+        parser.error(f"--jobs {args.jobs}: a slice has at least one job")
     if args.philly is not None:
         if args.mode != "sim":
             parser.error("--philly replays in the discrete-event mode only (--mode sim)")
@@ -103,7 +111,10 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         paths = sorted({path for pattern in args.workloads for path in folder.glob(pattern)})
         if not paths:
             parser.error(f"no workload matches {args.workloads} under {folder}")
-        rows = [_replay(path.relative_to(folder), load_arrivals(path), inventory, args) for path in paths]
+        rows = [
+            _replay(path.relative_to(folder), load_arrivals(path)[: args.jobs], inventory, args)
+            for path in paths
+        ]
     summary = args.out / "summary.md"
     summary.write_text(
         _summary(rows, shlex.join(["python", "benchmarks/replay.py", *args.words])), encoding="utf-8"
