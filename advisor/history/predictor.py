@@ -198,6 +198,21 @@ def advised_limit(
     return min(forecast.upper_s * factor, ceiling)
 
 
+LimitRule = Literal["floor", "factor", "request", "partition"]
+"""What set a history limit: the policy's floor (its share of the request), the upper quantile times the
+factor, the request itself, or the partition's maximum."""
+
+
+@dataclass(frozen=True)
+class HistoryLimit:
+    """The advised limit and the rule that set it, so an explanation names what decided."""
+
+    limit: timedelta
+    rule: LimitRule
+    upper_s: float | None
+    """The upper quantile the factor multiplied; None where history could not tell."""
+
+
 def history_limit(
     rule: TimeLimitRule,
     forecast: RunForecast,
@@ -207,11 +222,33 @@ def history_limit(
 ) -> timedelta | None:
     """The limit a deployment advises: `advised_limit` in whole minutes, never below the policy's share of
     the user's own (``rule.floored``)."""
+    decided = limit_and_rule(rule, forecast, ask, factor, partition_max_s)
+    return None if decided is None else decided.limit
+
+
+def limit_and_rule(
+    rule: TimeLimitRule,
+    forecast: RunForecast,
+    ask: JobAsk,
+    factor: float,
+    partition_max_s: float | None = None,
+) -> HistoryLimit | None:
+    """`history_limit` with the rule that set it: the last one to bind, in the order they apply."""
     seconds = advised_limit(forecast, ask, factor, partition_max_s)
     if seconds is None:
         return None
     requested = timedelta(seconds=ask.limit_s) if ask.limit_s else None
-    return rule.floored(timedelta(seconds=seconds), requested)
+    limit = rule.floored(timedelta(seconds=seconds), requested)
+    usable = forecast.upper_s is not None and not forecast.censored and forecast.seen
+    upper = forecast.upper_s if usable else None
+    decided: LimitRule
+    if limit > rule.floored(timedelta(seconds=seconds), None):
+        decided = "floor"
+    elif upper is not None and upper * factor <= seconds:
+        decided = "factor"
+    else:
+        decided = "request" if ask.limit_s is not None and seconds >= ask.limit_s else "partition"
+    return HistoryLimit(limit=limit, rule=decided, upper_s=upper)
 
 
 def _capped(seconds: float, ask: JobAsk) -> float:

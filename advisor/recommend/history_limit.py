@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from advisor.history.jobs import JobAsk
 from advisor.history.point import explained
-from advisor.history.predictor import RunForecast, history_limit
+from advisor.history.predictor import HistoryLimit, RunForecast, limit_and_rule
 from advisor.jobscript.request import JobRequest
 from advisor.jobscript.rewrite import Advice
 from advisor.policy.resolve import Effective
+from advisor.policy.schema import TimeLimitRule
 from advisor.slurm.models import Partition
 from advisor.slurm.values import format_duration, format_seconds
 
@@ -24,19 +25,40 @@ def history_advice(
     rule = effective.time_limit
     reasons = [_what_history_says(forecast, ask)]
     maximum = partition.max_time.total_seconds() if partition.max_time else None
-    limit = history_limit(rule, forecast, ask, rule.history_factor, maximum)
-    if limit is None:
+    decided = limit_and_rule(rule, forecast, ask, rule.history_factor, maximum)
+    if decided is None:
         return None, False, [*reasons, "history: the job keeps its own time limit"]
-    requested = request.time_limit
+    requested, limit = request.time_limit, decided.limit
     if requested is not None and limit >= requested:
         return None, False, [*reasons, f"history: the job's own limit ({format_duration(requested)}) fits"]
-    how = "its p95 (learned from accounting)" if forecast.source == "model" else "its longest recent run"
-    told = f"history: time limit {format_duration(limit)}: {how} x {rule.history_factor:g}"
+    named = _rule_named(decided, forecast, rule, ask, maximum)
+    told = f"history: time limit {format_duration(limit)} set by {named}"
     if requested is not None:
         told += f", instead of {format_duration(requested)}"
     terms = effective.partitions.get(partition.name)
     apply = terms is not None and terms.mode == "rewrite"
     return Advice(time_limit=limit), apply, [*reasons, told]
+
+
+def _rule_named(
+    decided: HistoryLimit, forecast: RunForecast, rule: TimeLimitRule, ask: JobAsk, maximum: float | None
+) -> str:
+    """The rule that set the limit, then what history alone said where another rule overrode it."""
+    said = ""
+    if decided.upper_s is not None:
+        how = "its p95 (learned from accounting)" if forecast.source == "model" else "its longest recent run"
+        product = format_seconds(decided.upper_s * rule.history_factor)
+        said = f"{how} {format_seconds(decided.upper_s)} x {rule.history_factor:g} = {product}"
+    if decided.rule == "factor":
+        return said
+    if decided.rule == "floor":
+        asked = format_seconds(ask.limit_s or 0)
+        named = f"the policy's floor ({rule.min_fraction_of_request:.0%} of the {asked} asked)"
+    elif decided.rule == "partition":
+        named = f"the partition's maximum ({format_seconds(maximum or 0)})"
+    else:
+        named = f"the request ({format_seconds(ask.limit_s or 0)})"
+    return f"{named}; {said}" if said else named
 
 
 PRIOR_RANGE = (0.2, 5.0)
