@@ -4,12 +4,24 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Iterable
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from advisor.predict.calibration import Outcome, PartitionReport, fit_corrections, report
+from advisor.predict.calibration import (
+    AGREEING_SHARE,
+    BEYOND_BOUND_JOBS,
+    BOUND,
+    COMPARABLE_SHARE,
+    Correction,
+    Outcome,
+    PartitionReport,
+    QuantileCoverage,
+    fit_corrections,
+    report,
+)
 from advisor.predict.outcomes import collect_outcomes, load_outcomes
 from advisor.settings.validated import Settings
 from advisor.slurm.client import SlurmClient
@@ -48,32 +60,58 @@ def _report(args: argparse.Namespace, console: Console) -> int:
         console.print("no advised job has finished yet", highlight=False)
         return 0
     console.print(_table(partitions))
-    for correction in corrections.values():
-        console.print(
-            f"{correction.machine}: times x {correction.factor:.3f} from {correction.jobs} jobs "
-            "(completed, or timed out: at least their limit)",
-            highlight=False,
-        )
+    for line in _notes(partitions, corrections.values()):
+        console.print(line, highlight=False)
     return 0
 
 
+def _notes(partitions: list[PartitionReport], corrections: Iterable[Correction]) -> list[str]:
+    """Jobs left out as not comparable, then each machine's correction, flagged where it is beyond its
+    bound or held at it."""
+    lines = [
+        f"{p.partition}: {p.not_comparable} jobs did not train as described (completed in under "
+        f"{COMPARABLE_SHARE:.0%} of their predicted run): not comparable, not used"
+        for p in partitions
+        if p.not_comparable
+    ]
+    low, high = BOUND
+    for c in corrections:
+        line = f"{c.machine}: times x {c.factor:.3f} from {c.jobs} comparable jobs"
+        line += " (completed, or timed out: at least their limit)"
+        if c.beyond_bound:
+            line += f"; FLAGGED: beyond {low:g}-{high:g}x, {c.agreeing} of {c.jobs} jobs agree"
+        elif c.held:
+            line += f"; held at the bound: the jobs say x {c.shrunk:.3f}, but {c.agreeing} of {c.jobs} agree"
+            line += f" (beyond {low:g}-{high:g}x needs {BEYOND_BOUND_JOBS}, {AGREEING_SHARE:.0%} agreeing)"
+        lines.append(line)
+    return lines
+
+
 def _table(partitions: list[PartitionReport]) -> Table:
-    table = Table(title="advised jobs: predicted against actual")
-    columns = ("partition", "finished", "completed", "timed out", "MAPE", "after calibration")
-    for column in (*columns, "actual/predicted", "within p90"):
+    table = Table(title="advised jobs: predicted against actual (comparable jobs)")
+    columns = ("partition", "finished", "not comparable", "completed", "timed out", "MAPE")
+    for column in (*columns, "after calibration", "actual/predicted", "under p10", "under p50", "under p90"):
         table.add_column(column)
     for p in partitions:
         table.add_row(
             p.partition,
             str(p.jobs),
+            str(p.not_comparable),
             str(p.completed),
             str(p.timed_out),
             _percent(p.mape),
             _percent(p.calibrated_mape),
             "-" if p.median_ratio is None else f"{p.median_ratio:.2f}",
-            _percent(p.within_p90),
+            *(_under(c) for c in p.coverage),
         )
     return table
+
+
+def _under(coverage: QuantileCoverage) -> str:
+    """``62% of 13 (90% expected)``: the share beside the jobs it is of and what it should be."""
+    if coverage.share is None:
+        return "-"
+    return f"{coverage.share:.0%} of {coverage.judged} ({coverage.expected:.0%} expected)"
 
 
 def _percent(value: float | None) -> str:

@@ -2,7 +2,13 @@
 
 A machine whose jobs keep running longer than predicted (slower data loading, a shared file system,
 checkpoint costs nobody declared) gets a multiplicative correction: the median log-ratio of actual to
-predicted, shrunk toward no correction while there are few jobs, so one odd job cannot swing it.
+predicted, shrunk toward no correction by a prior worth `PRIOR_JOBS` jobs, so one odd job cannot swing it,
+and held within `BOUND` unless many jobs agree (`BEYOND_BOUND_JOBS`, `AGREEING_SHARE`).
+
+Only comparable jobs calibrate: COMPLETED, and not shorter than `COMPARABLE_SHARE` of the run predicted for
+them. A shorter one did not train as described (a stub that exits at once, a smoke test, a job that ran
+fewer steps than its description says): it is counted and shown, never used; four 20-second stubs once
+scaled a machine's predictions by x0.003.
 
 A job killed at its time limit (TIMEOUT) ran at least that long: its ratio is a lower bound (right-censored),
 and the median is Kaplan-Meier's, which counts it as "at least". Left out, the jobs a too-short prediction
@@ -18,8 +24,19 @@ from fractions import Fraction
 
 from pydantic import BaseModel, ConfigDict, Field
 
-PRIOR_JOBS = 5
-"""Jobs' worth of belief in the benchmarks: with n finished jobs the correction carries n / (n + 5)."""
+PRIOR_JOBS = 10
+"""Jobs' worth of belief in the benchmarks: with n comparable jobs the correction carries n / (n + 10) of
+their median log-ratio."""
+BOUND = (0.5, 2.0)
+"""A correction stays within this unless `BEYOND_BOUND_JOBS` jobs, `AGREEING_SHARE` of them on its side,
+say otherwise; one beyond it is flagged in `advisor report`."""
+BEYOND_BOUND_JOBS = 20
+AGREEING_SHARE = 0.8
+"""Of the jobs, the share whose own ratio lies on the correction's side of 1 for it to pass `BOUND`."""
+COMPARABLE_SHARE = 0.25
+"""A job that ended in less than this share of its predicted run did not train as described. The advised
+job's record keeps its predicted run, not its description's epochs, so the share stands in for "shorter
+than its start-up and one epoch"."""
 
 COMPLETED = "COMPLETED"
 CENSORED_STATES = frozenset({"TIMEOUT"})
@@ -35,8 +52,22 @@ class Outcome(BaseModel):
     """The prediction's calibration key: its machine, or ``scaled:PARTITION`` for a scaled one."""
     state: str
     predicted_s: float = Field(gt=0)
+    """The p50 run."""
     predicted_p90_s: float = Field(gt=0)
+    predicted_p10_s: float | None = Field(default=None, gt=0)
+    """None where the job's record has no p10 (recorded before predictions had one)."""
     actual_s: float = Field(ge=0)
+
+    @property
+    def comparable(self) -> bool:
+        """Ended as described (completed, or killed at its limit) and ran long enough to have trained."""
+        ended = self.state == COMPLETED or self.state in CENSORED_STATES
+        return ended and self.actual_s > 0 and self.actual_s >= COMPARABLE_SHARE * self.predicted_s
+
+    @property
+    def did_not_train(self) -> bool:
+        """Completed in less than `COMPARABLE_SHARE` of its predicted run: counted, never used."""
+        return self.state == COMPLETED and self.actual_s < COMPARABLE_SHARE * self.predicted_s
 
 
 class Correction(BaseModel):
@@ -44,7 +75,34 @@ class Correction(BaseModel):
 
     machine: str
     factor: float
+    """What the machine's predicted times are multiplied by."""
     jobs: int
+    """Comparable jobs it was fitted on."""
+    agreeing: int
+    """Of them, the jobs whose own ratio lies on the factor's side of 1."""
+    shrunk: float
+    """The median ratio shrunk toward 1 by the prior, before the bound."""
+    held: bool = False
+    """The shrunk factor lay beyond `BOUND` and too few jobs agreed: held at the bound."""
+    beyond_bound: bool = False
+    """Beyond `BOUND`, with enough agreeing jobs: flagged for an admin to look at."""
+
+
+class QuantileCoverage(BaseModel):
+    """How many comparable jobs ended under a predicted quantile, of those that can be judged against it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    quantile: str
+    under: int
+    judged: int
+    """Completed jobs with the quantile recorded, and jobs killed at their limit past it."""
+    expected: float
+    """The share a well-calibrated quantile has under it."""
+
+    @property
+    def share(self) -> float | None:
+        return self.under / self.judged if self.judged else None
 
 
 class PartitionReport(BaseModel):
@@ -52,32 +110,59 @@ class PartitionReport(BaseModel):
 
     partition: str
     jobs: int
-    """Finished advised jobs; only completed ones count in the error figures."""
+    """Finished advised jobs; only comparable ones count in the figures below."""
     completed: int
+    """Comparable and completed."""
     timed_out: int
     """Killed at their limit: in the median ratio and the corrections as lower bounds."""
+    not_comparable: int
+    """Completed in less than `COMPARABLE_SHARE` of the predicted run: did not train as described."""
     mape: float | None
     """Mean absolute percentage error of the predictions as made."""
     calibrated_mape: float | None
     """The same with each job's machine correction fitted on the other jobs only (an honest figure)."""
     median_ratio: float | None
     """Actual over predicted (Kaplan-Meier's, timeouts as lower bounds): above 1, predictions run short."""
-    within_p90: float | None
-    """Share of the jobs whose p90 can be judged (completed, or timed out past it) that ended within it."""
+    coverage: list[QuantileCoverage]
+    """Under p10, p50 and p90: two-sided, so a band too wide shows as well as one too narrow."""
+
+    @property
+    def within_p90(self) -> float | None:
+        return self.coverage[-1].share
 
 
 def fit_corrections(outcomes: Sequence[Outcome]) -> dict[str, Correction]:
     by_machine: dict[str, list[Outcome]] = defaultdict(list)
-    for outcome in _calibrating(outcomes):
-        by_machine[outcome.machine].append(outcome)
+    for outcome in outcomes:
+        if outcome.comparable:
+            by_machine[outcome.machine].append(outcome)
     return {machine: _correction(machine, rows) for machine, rows in by_machine.items()}
 
 
 def _correction(machine: str, rows: Sequence[Outcome]) -> Correction:
+    """The median log-ratio times n / (n + `PRIOR_JOBS`), within `BOUND` unless the jobs agree."""
     n = len(rows)
+    shrunk = _median_log_ratio(rows) * n / (n + PRIOR_JOBS)
+    agreeing = sum(_agrees(row, slower=shrunk > 0) for row in rows) if shrunk else 0
+    low, high = (math.log(bound) for bound in BOUND)
+    bounded = min(max(shrunk, low), high)
+    beyond = bounded != shrunk
+    trusted = n >= BEYOND_BOUND_JOBS and agreeing >= AGREEING_SHARE * n
     return Correction(
-        machine=machine, factor=math.exp(_median_log_ratio(rows) * n / (n + PRIOR_JOBS)), jobs=n
+        machine=machine,
+        factor=math.exp(shrunk if trusted or not beyond else bounded),
+        jobs=n,
+        agreeing=agreeing,
+        shrunk=math.exp(shrunk),
+        held=beyond and not trusted,
+        beyond_bound=beyond and trusted,
     )
+
+
+def _agrees(row: Outcome, slower: bool) -> bool:
+    """A job killed at its limit below its prediction ran at least that: it may be on either side."""
+    ratio = row.actual_s / row.predicted_s
+    return ratio > 1 if slower else ratio < 1 and row.state not in CENSORED_STATES
 
 
 def _median_log_ratio(rows: Sequence[Outcome]) -> float:
@@ -103,34 +188,41 @@ def report(outcomes: Sequence[Outcome]) -> list[PartitionReport]:
     by_partition: dict[str, list[Outcome]] = defaultdict(list)
     for outcome in outcomes:
         by_partition[outcome.partition].append(outcome)
-    calibrating = _calibrating(outcomes)
+    calibrating = [o for o in outcomes if o.comparable]
     return [_partition_report(name, rows, calibrating) for name, rows in sorted(by_partition.items())]
 
 
 def _partition_report(name: str, rows: list[Outcome], calibrating: Sequence[Outcome]) -> PartitionReport:
-    """``calibrating``: every partition's outcomes that calibrate, which each job's correction learns from."""
-    usable = _calibrating(rows)
+    """``calibrating``: every partition's comparable outcomes, which each job's correction learns from."""
+    usable = [o for o in rows if o.comparable]
     done = [row for row in usable if row.state == COMPLETED]
     calibrated = []
     for outcome in done:
         others = [o for o in calibrating if o.machine == outcome.machine and o.job_id != outcome.job_id]
         factor = _correction(outcome.machine, others).factor if others else 1.0
         calibrated.append(_ape(outcome.predicted_s * factor, outcome.actual_s))
-    judged = [o for o in usable if o.state == COMPLETED or o.actual_s > o.predicted_p90_s]
     return PartitionReport(
         partition=name,
         jobs=len(rows),
         completed=len(done),
         timed_out=len(usable) - len(done),
+        not_comparable=sum(o.did_not_train for o in rows),
         mape=_mean([_ape(o.predicted_s, o.actual_s) for o in done]),
         calibrated_mape=_mean(calibrated),
         median_ratio=math.exp(_median_log_ratio(usable)) if usable else None,
-        within_p90=_mean([float(o.actual_s <= o.predicted_p90_s) for o in judged]),
+        coverage=[
+            _coverage("p10", 0.1, [(o, o.predicted_p10_s) for o in usable]),
+            _coverage("p50", 0.5, [(o, o.predicted_s) for o in usable]),
+            _coverage("p90", 0.9, [(o, o.predicted_p90_s) for o in usable]),
+        ],
     )
 
 
-def _calibrating(outcomes: Sequence[Outcome]) -> list[Outcome]:
-    return [o for o in outcomes if (o.state == COMPLETED or o.state in CENSORED_STATES) and o.actual_s > 0]
+def _coverage(name: str, expected: float, rows: Sequence[tuple[Outcome, float | None]]) -> QuantileCoverage:
+    """A job killed at its limit is judged only once past the quantile: it ran longer, whatever it needed."""
+    judged = [(o, q) for o, q in rows if q is not None and (o.state == COMPLETED or o.actual_s > q)]
+    under = sum(o.actual_s <= q for o, q in judged)
+    return QuantileCoverage(quantile=name, under=under, judged=len(judged), expected=expected)
 
 
 def _mean(values: Sequence[float]) -> float | None:

@@ -35,6 +35,7 @@ def load_outcomes(store: Store) -> list[Outcome]:
             state=row["state"],
             predicted_s=row["predicted_s"],
             predicted_p90_s=row["predicted_p90_s"],
+            predicted_p10_s=row.get("predicted_p10_s") or None,  # a record from before p10s: none
             actual_s=row["elapsed_s"],
         )
         for row in AdvisedJobs(store).finished()
