@@ -106,7 +106,7 @@ def sbatch_words(options: dict[str, Any]) -> list[str] | None:
 
 
 def _changes(path: Path | None) -> list[tuple[str, str]]:
-    from advisor.submit import _advise, _batch_flag
+    from advisor.submit import _advise, _batch_flag, kill_warnings
     from advisor.submit_guard import UntrustedAdvice, UserJob
 
     if path is None:  # the Lua itself leaves advise-submit's jobs and opted-out users alone
@@ -134,6 +134,8 @@ def _changes(path: Path | None) -> list[tuple[str, str]]:
     recommendation = answer.body.get("recommendation") or {}
     for reason in recommendation.get("reasons") or []:
         _say(str(reason))
+    for warning in kill_warnings(answer.body):
+        _say(f"warning: {warning}")
     call = answer.submission
     changes = _option_changes(job.argv, call.argv, call.env) if call.rewritten else []
     if changes and call.stdin is not None and call.stdin != job.script:

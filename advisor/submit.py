@@ -229,8 +229,13 @@ def _reason(error: Exception) -> str:
 
 
 def _show(advice: Answer, job: UserJob, flags: Flags) -> None:
-    """The table; an answer this version cannot read is no advice (a daemon upgraded before the wrapper)."""
-    if flags.json or not (flags.explain or sys.stderr.isatty()):
+    """The table; an answer this version cannot read is no advice (a daemon upgraded before the wrapper).
+    Off a terminal only a run likely killed at its limit is said (``--json`` carries it in the JSON)."""
+    if flags.json:
+        return
+    if not (flags.explain or sys.stderr.isatty()):
+        for warning in kill_warnings(advice.body):
+            print(f"advise-submit: warning: {warning}", file=sys.stderr)
         return
     from rich.console import Console
 
@@ -242,6 +247,14 @@ def _show(advice: Answer, job: UserJob, flags: Flags) -> None:
     if call.rewritten and call.stdin is not None and call.stdin != job.script:
         changes = [*(changes or []), f"(the script on stdin, {job.batch_flag} set to the micro-batch)"]
     show(Recommendation.model_validate(advice.body.get("recommendation")), Console(stderr=True), changes)
+
+
+def kill_warnings(body: dict[str, Any]) -> list[str]:
+    """The recommendation's ``kill_warnings`` (`advisor.recommend.kills` words them), each one printable
+    line; none from an answer without them."""
+    recommendation = body.get("recommendation")
+    said = recommendation.get("kill_warnings") if isinstance(recommendation, dict) else None
+    return [sanitized(text) for text in said if isinstance(text, str)] if isinstance(said, list) else []
 
 
 def _agreed(flags: Flags) -> bool:

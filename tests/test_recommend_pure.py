@@ -14,6 +14,7 @@ from advisor.recommend.candidates import Candidate, Offer, baseline, job_candida
 from advisor.recommend.choose import Decision, Estimate, Recommendation, choose
 from advisor.recommend.choose import describe as describe_candidate
 from advisor.recommend.cli import HEADERS, added_words, candidates_table, show
+from advisor.recommend.kills import Run, kill_warnings
 
 A100 = Offer(name="a100", gpu_type="a100", gpus_per_node=4, max_time=timedelta(days=1))
 T4 = Offer(name="t4", gpu_type="t4", gpus_per_node=2, max_time=timedelta(hours=4))
@@ -103,6 +104,7 @@ def test_batch_rules() -> None:
 
 
 def estimate(candidate: Candidate, run: float, wait: float, **fields: object) -> Estimate:
+    """The p90 run 1.2 x the p50, and the limit the default policy gives it (p90 x 1.2 + 15 minutes)."""
     values: dict[str, object] = {
         "candidate": candidate,
         "run_s": run,
@@ -117,7 +119,7 @@ def estimate(candidate: Candidate, run: float, wait: float, **fields: object) ->
         "advisor_wait_s": wait,
         "wait_source": "advisor",
         "cost": None,
-        "time_limit": timedelta(hours=1),
+        "time_limit": TimeLimitRule().limit(timedelta(seconds=run * 1.2), None),
     }
     return Estimate.model_validate({**values, **fields})
 
@@ -294,3 +296,80 @@ def test_the_candidates_table_has_a_header_over_every_cell_and_shows_the_advice_
     )
     assert "wait" in text and "(Slurm)" in text and "02:00:00 *" in text
     assert "the advisor applies: --partition=t4 --time=01:35:00" in text
+
+
+P90_T4 = 12 * 3600 + 28 * 60 + 57
+"""The demo's t4 p90 against its four-hour limit (issue 48)."""
+
+
+@pytest.mark.parametrize("mode", ["rewrite", "advise"])
+def test_a_candidate_whose_p90_outlasts_its_limit_is_ranked_never_chosen(mode: Mode) -> None:
+    """The demo's cost objective moved a job to the t4 with its 4-hour limit while its p90 there was 12.5
+    hours: ranked first on cost, it is passed over, and the next safe candidate wins."""
+    asked = estimate(baseline(describe(), A100, 1), run=3600, wait=0, cost=3.0)
+    t4 = asked.candidate.model_copy(update={"partition": "t4"})
+    killed = estimate(t4, run=3755, wait=0, cost=1.0, run_p90_s=P90_T4, time_limit=timedelta(hours=4))
+    modes: dict[str, Mode] = {"a100": mode, "t4": mode, "v100": mode}
+    alone = decide([asked, killed], asked, "cost", modes=modes)
+    assert alone.ranked[0] == killed, "shown, and ranked by the objective"
+    assert alone.chosen == asked and not alone.apply
+    assert alone.reasons[0] == (
+        "not chosen: t4 with 1 GPU, micro-batch 256, likely killed at 04:00:00: p90 run 12:28:57"
+    )
+    assert alone.reasons[1] == "the job as submitted is already the best candidate"
+    v100 = estimate(asked.candidate.model_copy(update={"partition": "v100"}), run=1800, wait=0, cost=2.0)
+    decision = decide([asked, killed, v100], asked, "cost", modes=modes)
+    assert decision.chosen == v100 and decision.apply == (mode == "rewrite")
+    assert decision.reasons[0].startswith("not chosen: t4 with 1 GPU")
+    own = asked.model_copy(update={"run_p90_s": P90_T4, "time_limit": timedelta(hours=4)})
+    kept = decide([own, killed], own, "cost", modes=modes)
+    assert kept.chosen == own, "the job as submitted stays a candidate whatever its own limit"
+
+
+def test_when_every_trusted_candidate_is_likely_killed_the_job_is_kept_and_told_why() -> None:
+    asked = estimate(baseline(describe(), A100, 1), run=3600, wait=7200, confidence="low")
+    t4 = asked.candidate.model_copy(update={"partition": "t4"})
+    killed = estimate(t4, run=3755, wait=0, run_p90_s=P90_T4, time_limit=timedelta(hours=4))
+    more = estimate(t4.model_copy(update={"micro_batch": 128, "accumulation": 2}), run=3900, wait=0)
+    more = more.model_copy(update={"run_p90_s": P90_T4 + 60, "time_limit": timedelta(hours=4)})
+    decision = decide([asked, killed, more], asked)
+    assert decision.chosen == asked and not decision.apply
+    assert decision.reasons == [
+        "not chosen: t4 with 1 GPU, micro-batch 256, likely killed at 04:00:00: p90 run 12:28:57",
+        "kept as submitted: every trusted candidate is likely killed at the time limit it would get",
+    ], "one line per partition, its best candidate"
+
+
+@pytest.mark.parametrize(
+    ("runs", "said"),
+    [
+        (
+            [Run("as submitted", P90_T4, timedelta(hours=4))],
+            ["as submitted, likely killed at 04:00:00: p90 run 12:28:57"],
+        ),
+        (
+            [Run("as submitted", 92 * 86400, timedelta(days=2)), Run("as advised", 3600, timedelta(hours=2))],
+            ["as submitted, likely killed at 2-00:00:00: p90 run 92-00:00:00"],
+        ),
+        (
+            [Run("as advised", 14401, timedelta(hours=4))],
+            ["as advised, likely killed at 04:00:00: p90 run 04:00:01"],
+        ),
+        ([Run("as submitted", 14400, timedelta(hours=4)), Run("as submitted", 1e9, None)], []),
+    ],
+)
+def test_the_kill_warning_names_the_limit_and_the_p90_run(runs: list[Run], said: list[str]) -> None:
+    assert kill_warnings(runs) == said
+
+
+def test_the_terminal_ends_with_the_kill_warning() -> None:
+    """What advise-submit shows on a terminal and `advisor explain` shows later."""
+    asked = estimate(baseline(describe(), T4, 1), run=3755, wait=0, run_p90_s=P90_T4)
+    warned = "as submitted, likely killed at 04:00:00: p90 run 12:28:57"
+    result = recommended([asked], asked, asked, apply=False, kill_warnings=[warned])
+    console = Console(record=True, width=120)
+    show(result, console)
+    assert console.export_text().splitlines()[-1] == f"warning: {warned}"
+    quiet = Console(record=True, width=120)
+    show(recommended([asked], asked, asked, apply=False), quiet)
+    assert "likely killed" not in quiet.export_text()

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from advisor.jobscript.rewrite import Advice
 from advisor.policy.schema import Confidence, Mode, Objective, RewriteRules
 from advisor.recommend.candidates import Candidate
+from advisor.recommend.kills import likely_killed, outlasts
 from advisor.slurm.values import format_seconds
 
 WaitSource = Literal["slurm", "advisor"]
@@ -46,6 +47,11 @@ class Estimate(BaseModel):
     efficiency: float | None = None
     """Predicted scaling: the same micro-steps on one device of the partition, over the devices times
     this candidate's step; None on one device."""
+
+    @property
+    def killed(self) -> bool:
+        """Its p90 run outlasts the limit it would get: likely killed there."""
+        return outlasts(self.run_p90_s, self.time_limit)
 
     @property
     def wait_known(self) -> bool:
@@ -90,6 +96,9 @@ class Recommendation(BaseModel):
     advice: Advice | None
     """The change to make (or to show, when ``apply`` is false); None when the job stays as it is."""
     reasons: list[str]
+    kill_warnings: list[str] = []
+    """The job as submitted, and as advised, where its p90 run outlasts its time limit
+    (`advisor.recommend.kills`): every surface shows them as they are."""
 
 
 def choose(
@@ -102,7 +111,8 @@ def choose(
     min_efficiency: float = 0.0,
 ) -> Decision:
     """``modes`` maps each candidate partition to the caller's effective mode there; ``baseline`` (the job
-    as submitted) is one of ``estimates``; a candidate below ``min_efficiency`` is ranked, never chosen."""
+    as submitted) is one of ``estimates``; a candidate below ``min_efficiency``, or whose p90 run outlasts
+    the limit it would get, is ranked, never chosen: a job is never moved to where it is likely killed."""
     score = _scorer(estimates, objective, cost_weight or 0.0)
     ranked = sorted(
         estimates,
@@ -117,11 +127,13 @@ def choose(
     )
     reasons: list[str] = []
     trusted = [e for e in ranked if e.fits and rules.trusts(e.confidence, e.model_age)]
-    eligible = [e for e in trusted if not _inefficient(e, min_efficiency)]
-    if trusted and eligible and trusted[0] != eligible[0]:
-        reasons.append(_too_inefficient(trusted[0], min_efficiency))
+    safe = [e for e in trusted if e.candidate == baseline.candidate or not e.killed]
+    eligible = [e for e in safe if not _inefficient(e, min_efficiency)]
+    reasons.extend(_left_out(trusted, safe, eligible[0] if eligible else None))
+    if safe and eligible and safe[0] != eligible[0]:
+        reasons.append(_too_inefficient(safe[0], min_efficiency))
     if not eligible:
-        reasons.append(_no_eligible(ranked, rules))
+        reasons.append(_no_eligible(ranked, trusted, rules))
         return Decision(ranked=ranked, baseline=baseline, chosen=baseline, apply=False, reasons=reasons)
     best = eligible[0]
     if best.candidate == baseline.candidate:
@@ -233,9 +245,25 @@ def _too_inefficient(estimate: Estimate, least: float) -> str:
     )
 
 
-def _no_eligible(ranked: Sequence[Estimate], rules: RewriteRules) -> str:
+def _left_out(trusted: Sequence[Estimate], safe: Sequence[Estimate], winner: Estimate | None) -> list[str]:
+    """Why the likely killed candidates ranked above the winner were passed over: the best of each
+    partition, so a partition's batch variants do not repeat it."""
+    ahead = trusted if winner is None else trusted[: trusted.index(winner)]
+    named: dict[str, Estimate] = {}
+    for estimate in ahead:
+        if estimate not in safe:
+            named.setdefault(estimate.candidate.partition, estimate)
+    return [
+        f"not chosen: {describe(e.candidate)}, {likely_killed(e.run_p90_s, e.time_limit)}"
+        for e in named.values()
+    ]
+
+
+def _no_eligible(ranked: Sequence[Estimate], trusted: Sequence[Estimate], rules: RewriteRules) -> str:
     if not any(e.fits for e in ranked):
         return "kept as submitted: no candidate is predicted to fit in memory"
+    if trusted and all(e.killed for e in trusted):
+        return "kept as submitted: every trusted candidate is likely killed at the time limit it would get"
     return (
         f"kept as submitted: no candidate that fits has a prediction of at least {rules.min_confidence} "
         f"confidence from a model younger than {rules.max_model_age_days:g} days"

@@ -107,7 +107,8 @@ SHOWN = 8
 
 def show(result: Recommendation, console: Console, changes: Sequence[str] | None = None) -> None:
     """The candidates as a table, the chosen one and the job as submitted marked, then the reasons and the
-    advice as what it adds to the submission (``changes``: sbatch options, variables, notes)."""
+    advice as what it adds to the submission (``changes``: sbatch options, variables, notes), and last,
+    where a user's eye lands, a run likely killed at its limit."""
     if result.candidates:
         table = candidates_table(result)
         console.print(table)
@@ -122,6 +123,8 @@ def show(result: Recommendation, console: Console, changes: Sequence[str] | None
         console.print(
             "waits marked * come from the estimator with the smaller measured error", highlight=False
         )
+    for warning in result.kill_warnings:
+        console.print(f"warning: {warning}", style="bold yellow", highlight=False)
 
 
 def candidates_table(result: Recommendation) -> Table:

@@ -43,9 +43,9 @@ from advisor.recommend.history_limit import (
     history_prior,
     prior_reason,
 )
+from advisor.recommend.kills import Run, kill_warnings, likely_killed, outlasts
 from advisor.recommend.placement import Standing, refusal
 from advisor.slurm.models import Partition
-from advisor.slurm.values import format_duration
 
 BOTH = (False, True)
 
@@ -208,6 +208,11 @@ def recommend(
         left_out.append(prior_reason(prior))
     if left_out:
         decision = decision.model_copy(update={"reasons": [*decision.reasons, *left_out]})
+    advice = advice_for(decision, request, offers, order)
+    written_limit = request.time_limit or written.default_time or written.max_time
+    runs = [Run("as submitted", decision.baseline.run_p90_s, written_limit)]
+    if advice is not None:
+        runs.append(Run("as advised", decision.chosen.run_p90_s, advice.time_limit or written_limit))
     return Recommendation(
         user=user,
         account=account,
@@ -216,8 +221,9 @@ def recommend(
         baseline=decision.baseline,
         chosen=decision.chosen,
         apply=decision.apply,
-        advice=advice_for(decision, request, offers, order),
+        advice=advice,
         reasons=decision.reasons,
+        kill_warnings=kill_warnings(runs),
     )
 
 
@@ -344,8 +350,8 @@ class _Estimator:
         held = candidate.gpus * candidate.nodes
         cost = None if terms is None else terms.cost(held, cpus_held, run.run_s)
         notes = [prediction.note] if prediction.note else []
-        if run.p90_s > limit.total_seconds():
-            notes.append(f"the p90 run outlasts the time limit of {format_duration(limit)}")
+        if outlasts(run.p90_s, limit):
+            notes.append(likely_killed(run.p90_s, limit))
         version = (prediction.machine, prediction.model_version)
         if version not in self._trained_at:  # a few model versions serve every candidate
             self._trained_at[version] = self.predictor.trained_at(*version)
