@@ -23,13 +23,16 @@ from advisor.predict.calibration import (
     report,
 )
 from advisor.predict.outcomes import collect_outcomes, load_outcomes
+from advisor.recommend.savings import Savings, advice_savings
 from advisor.settings.validated import Settings
 from advisor.slurm.client import SlurmClient
 from advisor.store import Store
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], settings: Settings) -> None:
-    parser = commands.add_parser("report", help="predicted against actual times of finished advised jobs")
+    parser = commands.add_parser(
+        "report", help="what advice saved, and predicted against actual times of finished advised jobs"
+    )
     parser.add_argument("--db", type=Path, default=settings.database)
     parser.add_argument(
         "--collect", action="store_true", help="first read finished jobs from Slurm's history (sacct)"
@@ -48,14 +51,21 @@ def _report(args: argparse.Namespace, console: Console) -> int:
     corrections = fit_corrections(outcomes)
     if args.plot:
         _plot(outcomes, args.plot)
+    saved = advice_savings(store)
     if args.json:
         payload = {
+            "savings": {
+                **saved.model_dump(),
+                "gpu_hours_saved": saved.gpu_hours_saved,
+                "median_gpu_hours_saved": saved.median_gpu_hours_saved,
+            },
             "partitions": [p.model_dump() for p in partitions],
             "corrections": [c.model_dump() for c in corrections.values()],
             "jobs": [o.model_dump() for o in outcomes],
         }
         print(json.dumps(payload, indent=2))
         return 0
+    console.print(_saved(saved), highlight=False)
     if not outcomes:
         console.print("no advised job has finished yet", highlight=False)
         return 0
@@ -63,6 +73,19 @@ def _report(args: argparse.Namespace, console: Console) -> int:
     for line in _notes(partitions, corrections.values()):
         console.print(line, highlight=False)
     return 0
+
+
+def _saved(saved: Savings) -> str:
+    """The GPU-hours saved by the jobs that count, then every offer that does not, by why."""
+    counted = f"advice saved {saved.gpu_hours_saved:.2f} GPU-hours over {len(saved.jobs)} jobs"
+    if saved.median_gpu_hours_saved is not None:
+        counted += f" (median {saved.median_gpu_hours_saved:.2f} GPU-hours a job)"
+    return (
+        f"{counted} that went in as advised and completed, each its run predicted as written less its "
+        f"actual run. Not counted: {saved.did_not_train} did not train as described, {saved.not_completed} "
+        f"not completed, {saved.not_applied} not applied (went in as written), {saved.previewed} previewed "
+        "(dry runs, --test-only, no job reported)"
+    )
 
 
 def _notes(partitions: list[PartitionReport], corrections: Iterable[Correction]) -> list[str]:

@@ -134,20 +134,16 @@ def test_an_admin_sees_the_predictors_the_benchmarks_the_queue_and_what_advice_s
     assert [(m.machine, m.version) for m in view.models] == [(r["machine"], r["version"]) for r in registry]
     partitions = {partition.name for partition in local_slurm.partitions()}
     assert {row.partition for row in view.queue} == partitions == {night.partition for night in view.tonight}
-    assert [o.job_id for o in view.finished] == [job_id] and view.accuracy[0].completed == 1
-    # What it saved, by hand: the job as written against the advice, both as predicted at submission.
+    # The job sleeps 1 s where a training run was predicted: it did not train as described, so it neither
+    # calibrates nor counts as a saving (tests/test_savings.py counts savings by hand).
+    assert [o.job_id for o in view.finished] == [job_id] and view.accuracy[0].not_comparable == 1
     recommendation = Recommendation.model_validate_json(advice)
     assert recommendation.baseline is not None and recommendation.chosen is not None
     assert recommendation.baseline.candidate.partition == "t4" != recommendation.chosen.candidate.partition
-    (saved,) = view.savings.jobs
-    assert saved.job_id == job_id and view.savings.offered == 1
-    written, advised = recommendation.baseline, recommendation.chosen
-    assert saved.written_completion_s - saved.advised_completion_s == pytest.approx(
-        written.wait_s + written.run_s - advised.wait_s - advised.run_s
-    )
-    assert saved.actual_gpu_hours == pytest.approx(float(ended["elapsed_s"]) / 3600)  # one GPU, as advised
+    assert view.savings.jobs == [] and view.savings.did_not_train == 1 and view.savings.previewed == 0
 
     status, page = get(asker(admin_daemon), "/admin")
-    assert status == 200 and 'id="scatter"' in page and f'<tr data-job-id="{job_id}">' in page
+    assert status == 200 and 'id="scatter"' in page
+    assert "did not train as described (completed in under a quarter of the run predicted) 1;" in page
     assert all(f'<tr data-partition="{name}">' in page for name in partitions)
     screenshot(asker(admin_daemon), "admin", "web-admin.png", 2100, tmp_path)

@@ -28,13 +28,12 @@ from advisor.bench.plan import loader_workers
 from advisor.bench.submit import device_kind
 from advisor.predict.calibration import report
 from advisor.predict.outcomes import load_outcomes
-from advisor.recommend.choose import Recommendation
 from advisor.recommend.cluster import ClusterView
-from advisor.recommend.savings import Savings, saving, savings
+from advisor.recommend.savings import advice_savings
 from advisor.settings.validated import BenchSettings
 from advisor.slurm.models import Partition, QueuedJob
 from advisor.slurm.runner import SlurmError
-from advisor.store import AdvisedJobs, Audit, ModelRegistry, Store
+from advisor.store import AdvisedJobs, ModelRegistry, Store
 
 TONIGHT_FRESH_FOR = timedelta(minutes=10)
 """How long the admin view shows the same plans for tonight's benchmarks before planning them again."""
@@ -106,21 +105,6 @@ def queue_summary(partitions: Sequence[Partition], jobs: Sequence[QueuedJob]) ->
         )
         for partition in partitions
     ]
-
-
-def advice_savings(store: Store) -> Savings:
-    """Every job submitted as advised in the audit's retention window, with Slurm's history of it."""
-    audit = Audit(store)
-    ended = {row["job_id"]: row for row in AdvisedJobs(store).finished() if row["state"] == "COMPLETED"}
-    jobs = []
-    for row in audit.applied():
-        job = ended.get(row["job_id"])
-        done = None
-        if job is not None and job["started_at"]:
-            done = (datetime.fromisoformat(job["started_at"]), float(job["elapsed_s"]))
-        recommendation = Recommendation.model_validate_json(row["recommendation"])
-        jobs.append(saving(row["job_id"], recommendation, datetime.fromisoformat(row["at"]), done))
-    return savings(audit.offered(), jobs)
 
 
 def nights(

@@ -1,21 +1,28 @@
-"""What advice saved: each job submitted as advised, the job as written (its baseline) against the advice.
+"""What advice saved: each job that went in as advised and completed, its prediction as written against
+what it really took.
 
-Both sides are predicted at submission; where Slurm's history has the advised job's real wait and run, its
-actual completion stands beside them. The job as written never ran, so its side stays a prediction.
+The job as written never ran, so its side is the prediction made at submission (calibrated as calibration
+stood then); the advised side is Slurm's record of the run. Only jobs that completed and ran as described
+count: a job that ended in under `COMPARABLE_SHARE` of its predicted run (a stub, a smoke test) did not
+run the work its prediction was of, and one 20-second stub once claimed 47,283.7 GPU-hours. Offers that
+never became a job as advised are counted apart, never as savings: previewed (a dry run, ``--test-only``,
+a failure before Slurm gave a job id) and not applied (declined, or the advised job refused by Slurm).
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
-from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
 
+from advisor.predict.calibration import COMPARABLE_SHARE, COMPLETED
 from advisor.recommend.choose import Estimate, Recommendation
+from advisor.store import AdvisedJobs, Audit, Store
 
 
 class Saving(BaseModel):
-    """One job submitted as advised."""
+    """One job that went in as advised and completed as described."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -24,70 +31,55 @@ class Saving(BaseModel):
     written: str
     """The partition the job asked for."""
     advised: str
-    written_completion_s: float
-    """Predicted wait plus run of the job as written."""
-    advised_completion_s: float
-    actual_completion_s: float | None
-    """Submission to end, from Slurm's history; None until the job completed (a job killed at its limit, or
-    cancelled, did not finish its work)."""
+    written_run_s: float
+    """The run predicted at submission for the job as written."""
+    actual_run_s: float
+    """The advised job's run, from Slurm's history."""
     written_gpu_hours: float
-    advised_gpu_hours: float
-    actual_gpu_hours: float | None
+    actual_gpu_hours: float
+
+    @property
+    def gpu_hours_saved(self) -> float:
+        return self.written_gpu_hours - self.actual_gpu_hours
 
 
 class Savings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    offered: int
-    """Submissions the advisor offered a change for."""
     jobs: list[Saving]
-    """The ones submitted as advised."""
-
-    @property
-    def completed(self) -> list[Saving]:
-        return [job for job in self.jobs if job.actual_completion_s is not None]
-
-    @property
-    def completion_saved_s(self) -> float:
-        return sum(job.written_completion_s - job.advised_completion_s for job in self.jobs)
+    """Went in as advised and completed as described: the only jobs the figures count."""
+    did_not_train: int
+    """Went in as advised and completed in under `COMPARABLE_SHARE` of the advised run predicted."""
+    not_completed: int
+    """Went in as advised and are running, or ended otherwise (failed, cancelled, killed at the limit)."""
+    not_applied: int
+    """Offered a change, and the job went in as written (declined, or the advised job refused by Slurm)."""
+    previewed: int
+    """Offered a change, and no job was reported: dry runs, ``--test-only``, failures before a job id."""
 
     @property
     def gpu_hours_saved(self) -> float:
-        return sum(job.written_gpu_hours - job.advised_gpu_hours for job in self.jobs)
+        return sum(job.gpu_hours_saved for job in self.jobs)
 
     @property
-    def actual_completion_saved_s(self) -> float:
-        """Over completed jobs: the written job's predicted completion less the advised job's real one."""
-        return sum(job.written_completion_s - (job.actual_completion_s or 0.0) for job in self.completed)
-
-    @property
-    def actual_gpu_hours_saved(self) -> float:
-        return sum(job.written_gpu_hours - (job.actual_gpu_hours or 0.0) for job in self.completed)
+    def median_gpu_hours_saved(self) -> float | None:
+        return statistics.median(job.gpu_hours_saved for job in self.jobs) if self.jobs else None
 
 
-def saving(
-    job_id: int,
-    recommendation: Recommendation,
-    submitted_at: datetime,
-    ended: tuple[datetime, float] | None,
-) -> Saving | None:
-    """``ended``: the start and run seconds of a job that completed. None where the advice changed
-    nothing (no baseline or no choice to compare)."""
+def saving(job_id: int, recommendation: Recommendation, actual_run_s: float) -> Saving | None:
+    """None where the advice changed nothing (no baseline or no choice to compare)."""
     written, advised = recommendation.baseline, recommendation.chosen
     if written is None or advised is None or written.candidate == advised.candidate:
         return None
-    actual = None if ended is None else (ended[0] - submitted_at).total_seconds() + ended[1]
     return Saving(
         job_id=job_id,
         user=recommendation.user,
         written=written.candidate.partition,
         advised=advised.candidate.partition,
-        written_completion_s=written.total_s,
-        advised_completion_s=advised.total_s,
-        actual_completion_s=actual,
+        written_run_s=written.run_s,
+        actual_run_s=actual_run_s,
         written_gpu_hours=gpu_hours(written, written.run_s),
-        advised_gpu_hours=gpu_hours(advised, advised.run_s),
-        actual_gpu_hours=None if ended is None else gpu_hours(advised, ended[1]),
+        actual_gpu_hours=gpu_hours(advised, actual_run_s),
     )
 
 
@@ -96,5 +88,38 @@ def gpu_hours(estimate: Estimate, run_s: float) -> float:
     return estimate.candidate.gpus * estimate.candidate.nodes * run_s / 3600
 
 
-def savings(offered: int, jobs: Sequence[Saving | None]) -> Savings:
-    return Savings(offered=offered, jobs=[job for job in jobs if job is not None])
+def savings(
+    applied: Sequence[tuple[int, Recommendation, str | None, float | None]], not_applied: int, previewed: int
+) -> Savings:
+    """``applied``: each job that went in as advised, with its state and run from Slurm's history (None
+    until it ended)."""
+    jobs, did_not_train, not_completed = [], 0, 0
+    for job_id, recommendation, state, run_s in applied:
+        chosen = recommendation.chosen
+        if state != COMPLETED or run_s is None or chosen is None:
+            not_completed += 1
+        elif run_s < COMPARABLE_SHARE * chosen.run_s:
+            did_not_train += 1
+        else:
+            found = saving(job_id, recommendation, run_s)
+            jobs.extend([found] if found else [])
+    return Savings(
+        jobs=jobs,
+        did_not_train=did_not_train,
+        not_completed=not_completed,
+        not_applied=not_applied,
+        previewed=previewed,
+    )
+
+
+def advice_savings(store: Store) -> Savings:
+    """Every offer in the audit's retention window, with Slurm's history of the jobs that went in."""
+    audit = Audit(store)
+    ended = {row["job_id"]: row for row in AdvisedJobs(store).finished()}
+    applied = []
+    for row in audit.applied():
+        job = ended.get(row["job_id"], {})
+        recommendation = Recommendation.model_validate_json(row["recommendation"])
+        applied.append((int(row["job_id"]), recommendation, job.get("state"), job.get("elapsed_s")))
+    not_applied, previewed = audit.unapplied_offers()
+    return savings(applied, not_applied, previewed)

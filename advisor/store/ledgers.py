@@ -175,9 +175,13 @@ class Audit:
         rows = self.db.table("audit").rows_where("job_id = ?", [job_id], order_by="at desc", limit=1)
         return next(iter(rows), None)
 
-    def offered(self) -> int:
-        """Requests answered with a change to make (within the retention window, like every row)."""
-        return self.db.table("audit").count_where("offered = 1")
+    def unapplied_offers(self) -> tuple[int, int]:
+        """Requests answered with a change that did not go in as advised (within the retention window, like
+        every row): (not applied: a job went in as written, previewed: no job was reported: a dry run,
+        ``--test-only``, a failure before Slurm gave a job id)."""
+        table = self.db.table("audit")
+        not_applied = table.count_where("offered = 1 AND job_id IS NOT NULL AND NOT applied")
+        return not_applied, table.count_where("offered = 1 AND job_id IS NULL")
 
     def applied(self) -> list[dict[str, Any]]:
         """The requests whose job went in as advised, oldest first."""
