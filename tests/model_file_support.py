@@ -36,7 +36,8 @@ answers = {}
 for partition in sys.argv[2:]:
     found = predict(predictors, StepQuestion(partition, table, 8, False, False), [])
     answers[partition] = {"machine": found.machine, "confidence": found.confidence,
-                          "scaled_from": found.scaled_from, "step_s": found.step_s}
+                          "evidence": found.evidence, "scaled_from": found.scaled_from,
+                          "step_s": found.step_s}
 print(json.dumps({"loaded": sorted(predictors.models), "answers": answers}))
 """
 

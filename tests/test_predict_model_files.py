@@ -64,7 +64,7 @@ def test_a_corrupted_version_file_is_quarantined_and_the_other_machines_still_pr
     assert machine not in answer["loaded"] and len(answer["loaded"]) == 2
     for partition in ("v100", "t4"):
         own = answer["answers"][partition]
-        assert own["scaled_from"] is None and own["confidence"] != "low" and own["step_s"] > 0
+        assert own["scaled_from"] is None and own["evidence"] != "scaled" and own["step_s"] > 0
     scaled = answer["answers"]["a100"]
     assert scaled["scaled_from"] in answer["loaded"] and scaled["confidence"] == "low"
     assert not path.exists() and path.with_name(path.name + QUARANTINE_SUFFIX).exists(), "moved aside"

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -35,30 +34,16 @@ from advisor.predict.registry import (
     step_samples,
     train_machine,
 )
-from advisor.predict.scaling import DeviceSpec
 from advisor.predict.service import Predictors, StepQuestion, predict
 from advisor.records import LayerConfig, LayerMeasurement, ResultLine, StepMeasurement
 from advisor.settings import load_settings
 from advisor.store import AdvisedJobs, ModelRegistry, Store
 
-FIXTURE = Path(__file__).parent / "data" / "predict" / "cpu-zoo.jsonl"
-T4 = DeviceSpec(name="Tesla T4", flops=8141e9, bandwidth=320e9, memory_bytes=15 * 10**9)
+from . import predict_support
+from .predict_support import FIXTURE, T4
 
-
-@pytest.fixture(scope="module")
-def ingested(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The fixture's lines ingested once per module: each test then opens a copy of its own."""
-    path = tmp_path_factory.mktemp("ingested") / "advisor.db"
-    Store.open(path).ingest(read_jsonl(FIXTURE))
-    return path
-
-
-@pytest.fixture
-def store(ingested: Path, tmp_path: Path) -> Store:
-    copy = tmp_path / "advisor.db"
-    with sqlite3.connect(ingested) as source, sqlite3.connect(copy) as target:
-        source.backup(target)
-    return Store.open(copy)
+ingested, store = predict_support.ingested, predict_support.store
+"""The CPU zoo fixture, a store per test."""
 
 
 def test_a_left_out_model_is_predicted_within_a_loose_bound(store: Store) -> None:
@@ -75,7 +60,7 @@ def test_layer_times_are_lines_in_the_batch_size_measured_or_not(store: Store) -
     (machine,) = machines(store)
     steps = step_samples(store.step_rows(machine), zoo_table)
     layers = layer_samples(store.layer_rows(machine))
-    model = fit_machine(machine, steps, layers, folds=0)
+    model = fit_machine(machine, steps, layers)
     measured = layers[0].config
     unmeasured = measured.model_copy(update={"in_channels": 7, "out_channels": 11})
     assert all(s.config.in_channels != 7 for s in layers)
@@ -94,7 +79,7 @@ def test_a_layer_far_larger_than_any_benchmarked_follows_its_flops_and_bytes(sto
         return 2e-5 + layer_flops(config) * 3e-11 + layer_bytes(config) * 4e-10
 
     layers = [LayerSample(s.config, law(s.config)) for s in layer_samples(store.layer_rows(machine))]
-    model = fit_machine(machine, steps, layers, folds=0)
+    model = fit_machine(machine, steps, layers)
     assert model.layer_base == pytest.approx((2e-5, 3e-11, 4e-10), rel=1e-3)
     linear = next(s.config for s in layers if s.config.op == "linear")
     vgg = linear.model_copy(update={"in_channels": 25088, "out_channels": 4096, "batch": 2})
@@ -109,11 +94,9 @@ def test_an_unseen_batch_size_is_never_trained_on(store: Store, monkeypatch: pyt
     layers = layer_samples(store.layer_rows(machine))
     trained_on: list[set[int]] = []
 
-    def recording(
-        name: str, train: Sequence[StepSample], layer_list: Sequence[LayerSample], *, folds: int
-    ) -> MachineModel:
+    def recording(name: str, train: Sequence[StepSample], layer_list: Sequence[LayerSample]) -> MachineModel:
         trained_on.append({s.batch for s in train})
-        return fit_machine(name, train, layer_list, folds=folds)
+        return fit_machine(name, train, layer_list)
 
     monkeypatch.setattr(evaluate, "fit_machine", recording)
     points, held = unseen_batches(machine, steps, layers)
@@ -133,11 +116,10 @@ def test_a_model_measured_whole_keeps_its_own_ratio_at_an_unmeasured_batch(store
     slower = [replace(s, seconds=s.seconds * 1.3) if s.model == own else s for s in train]
     table = next(s.table for s in steps if s.model == own)
     as_measured, made_slower = (
-        fit_machine(machine, data, layers, folds=0).predict(table, 8, False, False).step_s
-        for data in (train, slower)
+        fit_machine(machine, data, layers).predict(table, 8, False, False).step_s for data in (train, slower)
     )
     assert made_slower / as_measured == pytest.approx(1.3, rel=0.05)
-    model = fit_machine(machine, steps, layers, folds=0)
+    model = fit_machine(machine, steps, layers)
     for sample in (s for s in steps if s.model == own):
         predicted = model.predict(sample.table, sample.batch, sample.amp, sample.channels_last).step_s
         assert predicted == pytest.approx(sample.seconds)
@@ -155,7 +137,7 @@ def test_layers_timed_slow_alone_at_one_batch_size_are_weighed_down_in_the_step_
         return replace(sample, seconds=sample.seconds * 1.4) if pointwise else sample
 
     as_measured, slowed = (
-        {(path, batch): m for path, batch, m in fit_machine(machine, steps, data, folds=0).layer_calibration}
+        {(path, batch): m for path, batch, m in fit_machine(machine, steps, data).layer_calibration}
         for data in (layers, [slow(s) for s in layers])
     )
     part = (KernelPath.POINTWISE, 16)
@@ -168,7 +150,7 @@ def test_layers_timed_slow_alone_at_one_batch_size_are_weighed_down_in_the_step_
 def test_a_model_predicts_every_geometry_of_a_new_model(store: Store) -> None:
     (machine,) = machines(store)
     steps = step_samples(store.step_rows(machine), zoo_table)
-    model = fit_machine(machine, steps, layer_samples(store.layer_rows(machine)), folds=0)
+    model = fit_machine(machine, steps, layer_samples(store.layer_rows(machine)))
     table = zoo_table("resnet50", 32)
     seconds = model.layer_seconds(timed_layers(table, 24, False))
     assert len(seconds) == len(set(timed_layers(table, 24, False))) and min(seconds.values()) > 0
@@ -203,7 +185,7 @@ def test_a_partition_without_benchmarks_is_scaled_with_low_confidence(store: Sto
     train_machine(store, machine, tmp_path / "models", zoo_table)
     table = zoo_table("resnet18", 32)
     own = predict(Predictors.load(store), StepQuestion("cpu", table, 32, False, False), [T4])
-    assert own.confidence == "high" and own.machine == machine and own.scaled_from is None
+    assert own.evidence == "measured" and own.machine == machine and own.scaled_from is None
     scaled = predict(Predictors.load(store), StepQuestion("t4", table, 32, False, False), [T4])
     assert scaled.confidence == "low" and scaled.scaled_from == machine
     assert scaled.step_s < own.step_s and scaled.memory_bytes == T4.memory_bytes and scaled.fits
@@ -225,7 +207,7 @@ def test_predict_prints_json(store: Store, tmp_path: Path, capsys: pytest.Captur
     args = parser.parse_args([*words, "--partition", "cpu", "--db", str(db), "--json"])
     assert args.handler(args, Console()) == 0
     output = json.loads(capsys.readouterr().out)
-    assert output["confidence"] == "medium"
+    assert output["evidence"] == "zoo" and output["confidence"] in {"medium", "low"}
     assert output["step_s"] < output["step_p90_s"]
     expected = {"step_s", "step_p90_s", "peak_memory_bytes", "fits", "machine", "model_version", "confidence"}
     assert expected <= set(output)
@@ -259,6 +241,16 @@ def test_evaluate_reports_each_held_out_batch_size_and_plots(
     # Every model ran every batch size, so the overall figure is the mean of the batch sizes' figures.
     assert machine["unseen_batch_mape"] == pytest.approx(sum(by_batch.values()) / len(by_batch))
     assert set(machine["lomo_mape_by_model"]) == {s.model for s in step_samples(store.step_rows(), zoo_table)}
+    bands = {b["evidence"]: b for b in machine["bands"]}
+    assert list(bands) == ["measured", "interpolated", "layers", "zoo"]
+    assert bands["measured"]["samples"] == 0 and bands["measured"]["share_under_p90"] is None
+    for evidence in ("interpolated", "layers", "zoo"):
+        band = bands[evidence]
+        assert band["samples"] >= 20 and band["band_source"] == evidence
+        assert band["under_p10"] <= band["under_p50"] <= band["under_p90"] <= band["samples"]
+        assert band["share_under_p90"] == pytest.approx(band["under_p90"] / band["samples"])
+        assert 0.75 <= band["share_under_p90"] <= 1.0 and 0.3 <= band["share_under_p50"] <= 0.7
+        assert band["p10_ratio"] < band["p50_ratio"] < band["p90_ratio"]
     assert plot.read_bytes().startswith(b"\x89PNG")
 
 
@@ -292,7 +284,7 @@ def test_partitions_of_identical_nodes_share_one_machine_and_its_predictor(
     table = zoo_table("resnet18", 32)
     for partition in ("cpu", "twin"):
         found = predict(Predictors.load(store), StepQuestion(partition, table, 32, False, False), [T4])
-        assert found.machine == machine and found.scaled_from is None and found.confidence == "high"
+        assert found.machine == machine and found.scaled_from is None and found.evidence == "measured"
 
 
 def test_paced_steps_take_their_median_ratio_at_the_machines_median_pace(tmp_path: Path) -> None:
@@ -425,7 +417,7 @@ def test_the_gate_compares_held_out_errors_within_the_margin() -> None:
     assert passes_gate(0.5, None, 0.02) and passes_gate(None, 0.1, 0.02) and passes_gate(0.9, 0.1, None)
 
 
-def test_an_architecture_whose_own_layers_were_measured_is_predicted_with_high_confidence(
+def test_an_architecture_whose_own_layers_were_measured_is_predicted_with_its_layers_band(
     store: Store, tmp_path: Path
 ) -> None:
     """Its layers measured (as `advisor bench run --architecture --layers-only` does), no whole step."""
@@ -439,7 +431,7 @@ def test_an_architecture_whose_own_layers_were_measured_is_predicted_with_high_c
     question = StepQuestion("cpu", table, 8, False, False)
     train_machine(store, machine, tmp_path / "models", measured_tables(store))
     before = predict(Predictors.load(store), question, [])
-    assert before.confidence == "medium"
+    assert before.evidence == "zoo"
     (first, *_) = read_jsonl(FIXTURE)
     lines = [
         ResultLine(
@@ -456,10 +448,12 @@ def test_an_architecture_whose_own_layers_were_measured_is_predicted_with_high_c
     store.ingest(lines)
     train_machine(store, machine, tmp_path / "models", measured_tables(store), max_worse_mape=None)
     after = predict(Predictors.load(store), question, [])
-    assert after.confidence == "high" and after.model_version == before.model_version + 1
+    assert after.evidence == "layers" and after.model_version == before.model_version + 1
+    (model, _version) = active_models(store)[machine]
+    assert after.confidence == model.band("layers").confidence
     wider = introspect("tests.factories.cnn:build", (3, 32, 32), {"width": 40}, allow_factories=True)
     other = predict(Predictors.load(store), StepQuestion("cpu", wider, 8, False, False), [])
-    assert other.confidence == "medium", "another width has other layers, which were never measured"
+    assert other.evidence == "zoo", "another width has other layers, which were never measured"
 
 
 def test_profile_sets_a_profiled_step_beside_the_predictions_split(

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from advisor import argtypes
+from advisor.predict.bands import RETRAIN
 from advisor.predict.jobtime import JobShape, job_time
 from advisor.settings.validated import Settings
 from advisor.store import ModelRegistry, Store
@@ -157,6 +158,12 @@ def _list(args: argparse.Namespace, console: Console) -> int:
         )
     console.print(table)
     for row in rows:
+        if row["active"] and not row["quarantined"] and not _has_bands(Path(row["path"])):
+            console.print(
+                f"{row['machine']} version {row['version']}: one band for every prediction, its confidence "
+                f"read off the machine's held-out p90: {RETRAIN}",
+                highlight=False,
+            )
         if row["quarantined"]:
             console.print(
                 f"{row['machine']} version {row['version']} {row['quarantined']}: quarantined (the file is "
@@ -164,6 +171,15 @@ def _list(args: argparse.Namespace, console: Console) -> int:
                 highlight=False,
             )
     return 0
+
+
+def _has_bands(path: Path) -> bool:
+    """Whether a version was trained with bands by evidence; an unreadable file is not this command's to
+    judge (loading quarantines it)."""
+    try:
+        return "bands" in json.loads(path.read_bytes())
+    except (OSError, ValueError, TypeError):
+        return True
 
 
 def _activate(args: argparse.Namespace, console: Console) -> int:

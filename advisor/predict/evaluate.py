@@ -7,6 +7,9 @@ batch size the nightly grid never ran (say 48): each model keeps its other batch
 queried at 48 would. The layer micro-benchmarks stay: they run at their own fixed batch sizes (the zoo's:
 1, 2, 8, 15, 16, 128, on each side of PyTorch's CPU kernel switches), which such a query has too, and are
 never the held-out step measurement; held-out steps at 4, 32 and 64 lie between them.
+
+Each evidence class's band is judged on samples it was not made from (`advisor.predict.heldout.coverage`):
+the share at or under its p10, p50 and p90 should be near 10%, 50% and 90%.
 """
 
 from __future__ import annotations
@@ -15,9 +18,9 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from advisor.predict.features import timed_layers
+from advisor.predict.heldout import ClassCoverage, coverage, heldout_residuals, without_models
 from advisor.predict.machine import LayerSample, StepSample, fit_machine, fit_memory
-from advisor.records import LayerConfig
+from advisor.predict.registry import HELDOUT_FOLDS
 
 
 class Point(BaseModel):
@@ -46,24 +49,12 @@ class MachineEvaluation(BaseModel):
     memory_mape: float | None
     """Leave one model out, like the time; None when no step recorded its peak."""
     lomo_points: tuple[Point, ...]
+    bands: tuple[ClassCoverage, ...] = ()
+    """Each evidence class's band and how it held out."""
 
 
 def _mape(points: Sequence[Point]) -> float | None:
     return sum(p.error for p in points) / len(points) if points else None
-
-
-def _geometry(config: LayerConfig) -> LayerConfig:
-    return config.model_copy(update={"batch": 1, "amp": False, "cudnn_benchmark": True})
-
-
-def _without_model(
-    steps: Sequence[StepSample], layers: Sequence[LayerSample], model: str
-) -> list[LayerSample]:
-    """The layer measurements minus geometries only ``model`` has: an unseen model's layers are unmeasured."""
-    mine = {_geometry(c) for s in steps if s.model == model for c in timed_layers(s.table, 1, False)}
-    others = {_geometry(c) for s in steps if s.model != model for c in timed_layers(s.table, 1, False)}
-    only_mine = mine - others
-    return [s for s in layers if _geometry(s.config) not in only_mine]
 
 
 def leave_one_model_out(
@@ -72,7 +63,7 @@ def leave_one_model_out(
     points = []
     for model in sorted({s.model for s in steps}):
         train = [s for s in steps if s.model != model]
-        fitted = fit_machine(machine, train, _without_model(steps, layers, model), folds=0)
+        fitted = fit_machine(machine, train, without_models(steps, layers, {model}))
         for sample in (s for s in steps if s.model == model):
             predicted = fitted.predict(sample.table, sample.batch, sample.amp, sample.channels_last).step_s
             points.append(
@@ -89,7 +80,7 @@ def unseen_batches(
     interior = tuple(sizes[1:-1])
     points = []
     for batch in interior:
-        fitted = fit_machine(machine, [s for s in steps if s.batch != batch], layers, folds=0)
+        fitted = fit_machine(machine, [s for s in steps if s.batch != batch], layers)
         for sample in (s for s in steps if s.batch == batch):
             predicted = fitted.predict(sample.table, sample.batch, sample.amp, sample.channels_last).step_s
             points.append(
@@ -113,6 +104,7 @@ def evaluate_machine(
 ) -> MachineEvaluation:
     lomo = leave_one_model_out(machine, steps, layers)
     batches, interior = unseen_batches(machine, steps, layers)
+    residuals = heldout_residuals(fit_machine(machine, steps, layers), steps, layers, HELDOUT_FOLDS)
     return MachineEvaluation(
         machine=machine,
         lomo_mape=_mape(lomo),
@@ -123,4 +115,5 @@ def evaluate_machine(
         unseen_batch_mape_by_batch={b: _mape([p for p in batches if p.batch == b]) for b in interior},
         memory_mape=memory_error(steps),
         lomo_points=tuple(lomo),
+        bands=tuple(coverage(residuals)),
     )

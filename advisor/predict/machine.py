@@ -1,4 +1,4 @@
-"""Fitting and applying one machine's predictors: layer times, step time (p50, p90) and peak memory.
+"""Fitting and applying one machine's predictors: layer times, step time (p10, p50, p90) and peak memory.
 
 Trees are piecewise constant, so none is asked to interpolate in the batch size. A layer's time is linear
 in the batch between its micro-benchmarks (a fixed and a per-sample cost, which change where a kernel
@@ -11,6 +11,7 @@ curve is interpolated in log batch, so an unmeasured batch lies between its neig
 booster's correction from the model's features. A model measured whole on the machine is the linear base
 times its own measured ratio to it, interpolated the same way: its neighbours know it better than the zoo
 does, and below its smallest measured batch the zoo's curve would carry in the few models that ran there.
+A prediction's band is its evidence class's (`advisor.predict.bands`), measured by `advisor.predict.heldout`.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from advisor.introspect import LayerTable, Optimizer, estimate_peak_memory
 from advisor.precision import Precision
+from advisor.predict.bands import ClassBand, Evidence, machine_band
 from advisor.predict.curves import MeasuredCurve, Polyline, batch_effects, interpolate, through
 from advisor.predict.features import (
     KernelPath,
@@ -45,7 +47,6 @@ _LAYER_ROUNDS = 300
 _STEP_PARAMS = {"max_depth": 3, "eta": 0.05, "min_child_weight": 2.0, "subsample": 0.9, "lambda": 2.0}
 _STEP_ROUNDS = 100
 _COMMON = {"tree_method": "hist", "objective": "reg:squarederror", "nthread": 1, "seed": 0}
-P90 = 0.9
 MEMORY_MARGIN = 0.1
 """A configuration fits when its predicted peak plus this share stays within the device's memory."""
 _MAX_BATCH = 1 << 20
@@ -71,14 +72,19 @@ class StepSample:
     channels_last: bool
     seconds: float
     peak_memory_bytes: int | None
+    runs: tuple[float, ...] = ()
+    """Each run's own seconds where the configuration ran more than once: how far a repeat strays."""
 
 
 class StepPrediction(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    step_p10_s: float
     step_s: float
     step_p90_s: float
     peak_memory_bytes: int
+    band: ClassBand
+    """The evidence behind the prediction and the band it earns."""
 
 
 class MemoryFit(BaseModel):
@@ -170,7 +176,8 @@ class MachineModel(BaseModel):
     """(log batch, log ratio of measured to base) shared by all models; empty in older versions."""
     step_booster: str
     p90_log_ratio: float
-    """The 90th percentile of log(measured / predicted) over held-out models."""
+    """The 90th percentile of log(measured / predicted) over held-out models, every evidence class alike:
+    the band of versions trained before ``bands``."""
     heldout_mape: float | None
     memory: MemoryFit
     architectures: tuple[str, ...]
@@ -180,6 +187,8 @@ class MachineModel(BaseModel):
     layer_calibration: tuple[tuple[KernelPath, int, float], ...] = ()
     """(kernel path, benchmarked batch, multiplier of ``step_base``'s layer coefficient); empty (every part at
     1) in older versions."""
+    bands: tuple[ClassBand, ...] = ()
+    """Each evidence class's band from held-out residuals; empty in older versions (``band``)."""
 
     _polylines: dict[LayerConfig, Polyline] = PrivateAttr(default_factory=dict)
     _grid: tuple[int, ...] = PrivateAttr(default=())
@@ -232,24 +241,35 @@ class MachineModel(BaseModel):
 
     def predict(self, table: LayerTable, batch: int, amp: bool, channels_last: bool) -> StepPrediction:
         features = self.features(table, batch, amp, channels_last)
-        fit = self._step_fit()
+        fit = self.step_fit()
         own = self._measured_curve(table.architecture_hash, amp, channels_last)
         if own:
-            step_s = fit.linear(features) * exp(interpolate(own, log(batch)))
+            point_s = fit.linear(features) * exp(interpolate(own, log(batch)))
+            measured = any(abs(x - log(batch)) < _TINY_S for x, _ in own)
+            evidence: Evidence = "measured" if measured else "interpolated"
         else:
-            (log_s,) = _predict_steps(fit, [features])
-            step_s = exp(log_s)
+            (log_s,) = predict_steps(fit, [features])
+            point_s = exp(log_s)
+            evidence = "layers" if self.knows_layers(table) else "zoo"
+        band = self.band(evidence)
         return StepPrediction(
-            step_s=step_s,
-            step_p90_s=step_s * exp(max(self.p90_log_ratio, 0.0)),
+            step_p10_s=point_s * exp(band.p10),
+            step_s=point_s * exp(band.p50),
+            step_p90_s=point_s * exp(band.p90),
             peak_memory_bytes=round(self.memory.predict(table, batch, amp)),
+            band=band,
         )
+
+    def band(self, evidence: Evidence) -> ClassBand:
+        """The class's band; a version trained before bands by evidence has its machine-wide one."""
+        found = next((b for b in self.bands if b.evidence == evidence), None)
+        return found or machine_band(evidence, self.p90_log_ratio)
 
     def parts(self, table: LayerTable, batch: int, amp: bool, channels_last: bool) -> dict[StepPart, float]:
         """The predicted step split by what each term of the linear base stands for, in proportion to its
         share of the base: what `advisor profile` sets beside a profiled step."""
         features = self.features(table, batch, amp, channels_last)
-        fit = self._step_fit()
+        fit = self.step_fit()
         terms = [c * t for c, t in zip(fit.coefficients, features.base_terms(fit.calibration), strict=True)]
         total = self.predict(table, batch, amp, channels_last).step_s
         scale = total / max(sum(terms), _TINY_S)
@@ -263,7 +283,7 @@ class MachineModel(BaseModel):
             (c.points for c in self.measured_curves if (c.architecture, c.amp, c.channels_last) == key), ()
         )
 
-    def _step_fit(self) -> StepFit:
+    def step_fit(self) -> StepFit:
         return StepFit(
             coefficients=self.step_base,
             calibration={(path, batch): m for path, batch, m in self.layer_calibration},
@@ -284,10 +304,8 @@ class MachineModel(BaseModel):
         return low
 
 
-def fit_machine(
-    machine: str, steps: Sequence[StepSample], layers: Sequence[LayerSample], *, folds: int
-) -> MachineModel:
-    """Fits every predictor of one machine; ``folds`` > 1 holds models out to calibrate the p90."""
+def fit_machine(machine: str, steps: Sequence[StepSample], layers: Sequence[LayerSample]) -> MachineModel:
+    """Fits every predictor of one machine, without bands (`advisor.predict.heldout.fit_with_bands`)."""
     if not steps or not layers:
         raise NotEnoughDataError(f"machine {machine}: no step or no layer measurements to train on")
     base = fit_layers(machine, layers).model_copy(
@@ -297,8 +315,8 @@ def fit_machine(
         }
     )
     features = [base.features(s.table, s.batch, s.amp, s.channels_last) for s in steps]
-    fit = _fit_steps(steps, features)
-    model = base.model_copy(
+    fit = fit_steps(steps, features)
+    return base.model_copy(
         update={
             "step_base": fit.coefficients,
             "batch_curve": fit.curve,
@@ -307,12 +325,6 @@ def fit_machine(
             "layer_calibration": tuple((path, b, m) for (path, b), m in sorted(fit.calibration.items())),
         }
     )
-    if folds < 2:
-        return model
-    residuals = _heldout_residuals(steps, features, folds)
-    mape = float(np.mean([abs(exp(-r) - 1.0) for r in residuals]))
-    p90 = float(np.quantile(residuals, P90))
-    return model.model_copy(update={"p90_log_ratio": p90, "heldout_mape": mape})
 
 
 def fit_layers(machine: str, layers: Sequence[LayerSample]) -> MachineModel:
@@ -347,7 +359,7 @@ def _measured_curves(
 ) -> tuple[MeasuredCurve, ...]:
     ratios: dict[tuple[str, bool, bool], dict[float, list[float]]] = {}
     for sample, f in zip(steps, features, strict=True):
-        at = ratios.setdefault(_series(sample), {}).setdefault(log(sample.batch), [])
+        at = ratios.setdefault(series(sample), {}).setdefault(log(sample.batch), [])
         at.append(log(sample.seconds) - log(fit.linear(f)))
     return tuple(
         MeasuredCurve(
@@ -364,13 +376,13 @@ def _rows(fit: StepFit, features: Sequence[StepFeatures]) -> list[list[float]]:
     return [[*f.vector(), log(fit.base(f))] for f in features]
 
 
-def _fit_steps(steps: Sequence[StepSample], features: Sequence[StepFeatures]) -> StepFit:
+def fit_steps(steps: Sequence[StepSample], features: Sequence[StepFeatures]) -> StepFit:
     """The linear base (``_calibrated_base``), the batch curve (``batch_effects`` of the log ratios to it),
     then the booster on what both leave."""
     coefficients, calibration = _calibrated_base(features, [s.seconds for s in steps])
     linear = StepFit(coefficients, calibration, curve=(), booster="")
     residuals = [
-        (_series(sample), f.batch, log(sample.seconds) - log(linear.linear(f)))
+        (series(sample), f.batch, log(sample.seconds) - log(linear.linear(f)))
         for sample, f in zip(steps, features, strict=True)
     ]
     fit = StepFit(coefficients, calibration, curve=batch_effects(residuals), booster="")
@@ -394,30 +406,11 @@ def _calibrated_base(
     return (shared, *coefficients[len(parts) :]), calibration
 
 
-def _series(sample: StepSample) -> tuple[str, bool, bool]:
+def series(sample: StepSample) -> tuple[str, bool, bool]:
     return sample.table.architecture_hash, sample.amp, sample.channels_last
 
 
-def _predict_steps(fit: StepFit, features: Sequence[StepFeatures]) -> list[float]:
+def predict_steps(fit: StepFit, features: Sequence[StepFeatures]) -> list[float]:
     """Log seconds."""
     ratios = _apply(fit.booster, _rows(fit, features))
     return [r + log(fit.base(f)) for r, f in zip(ratios, features, strict=True)]
-
-
-def _heldout_residuals(
-    steps: Sequence[StepSample], features: Sequence[StepFeatures], folds: int
-) -> list[float]:
-    """log(measured / predicted) for each sample, predicted by a step model that never saw its model."""
-    names = sorted({s.model for s in steps})
-    count = min(folds, len(names))
-    residuals: list[float] = []
-    for fold in range(count):
-        held = set(names[fold::count])
-        train = [i for i, s in enumerate(steps) if s.model not in held]
-        test = [i for i, s in enumerate(steps) if s.model in held]
-        if not train or not test:
-            continue
-        fit = _fit_steps([steps[i] for i in train], [features[i] for i in train])
-        predicted = _predict_steps(fit, [features[i] for i in test])
-        residuals += [log(steps[i].seconds) - p for i, p in zip(test, predicted, strict=True)]
-    return residuals or [0.0]

@@ -20,7 +20,8 @@ from pydantic import BaseModel, ConfigDict
 
 from advisor.introspect import LayerTable
 from advisor.predict.curves import median_polish
-from advisor.predict.machine import LayerSample, MachineModel, StepSample, fit_machine
+from advisor.predict.heldout import fit_with_bands
+from advisor.predict.machine import LayerSample, MachineModel, StepSample
 from advisor.predict.model_files import checked_model, write_version_file
 from advisor.records import LayerConfig
 from advisor.store import ModelRegistry, Store, layer_config_of
@@ -58,10 +59,10 @@ def layer_samples(rows: Iterable[dict[str, Any]]) -> list[LayerSample]:
             config = layer_config_of(row)
             groups.setdefault(config, []).append(row)
     seconds = _seconds(groups)
-    return [LayerSample(config, seconds[config]) for config in groups]
+    return [LayerSample(config, seconds[config][0]) for config in groups]
 
 
-def _seconds(groups: Mapping[K, Sequence[dict[str, Any]]]) -> dict[K, float]:
+def _seconds(groups: Mapping[K, Sequence[dict[str, Any]]]) -> dict[K, tuple[float, tuple[float, ...]]]:
     """Each configuration's seconds from its measurements. Paced: its ratio to the pace step at the
     machine's pace (the median pace step), after each run's own level is taken out (``median_polish`` over
     runs and configurations): the pace step keeps one speed through a run, while whole runs on one VM differ.
@@ -69,7 +70,8 @@ def _seconds(groups: Mapping[K, Sequence[dict[str, Any]]]) -> dict[K, float]:
     by their interquartile mean: a wild quarter at either end is cut, as by the median, but the middle half
     is averaged, not one value taken (figures: benchmarks/README.md). Unpaced: the fastest, as a shared
     node's noise only adds time.
-    Measured both ways, the paced ones count."""
+    Measured both ways, the paced ones count. Beside it, each run's own seconds (paced: at the machine's
+    pace, its run's level taken out), which the band of a measured configuration is held out from."""
     # Imported here: only training needs scipy.stats, and every process that loads a model would import it.
     from scipy.stats import trim_mean  # type: ignore[import-untyped]
 
@@ -81,9 +83,12 @@ def _seconds(groups: Mapping[K, Sequence[dict[str, Any]]]) -> dict[K, float]:
     for run, key, value in cells:
         relative.setdefault(key, []).append(value - levels[run])
     return {
-        key: pace * exp(float(trim_mean(relative[key], _CUT_EACH_END)))
+        key: (
+            pace * exp(float(trim_mean(relative[key], _CUT_EACH_END))),
+            tuple(pace * exp(v) for v in relative[key]),
+        )
         if key in relative
-        else min(float(row["median_s"]) for row in members)
+        else (min(runs := [float(row["median_s"]) for row in members]), tuple(runs))
         for key, members in groups.items()
     }
 
@@ -107,8 +112,9 @@ def step_samples(rows: Iterable[dict[str, Any]], tables: TableSource) -> list[St
                 batch=batch,
                 amp=amp,
                 channels_last=channels_last,
-                seconds=seconds[key],
+                seconds=seconds[key][0],
                 peak_memory_bytes=round(median(peaks)) if peaks else None,
+                runs=seconds[key][1],
             )
         )
     return samples
@@ -129,7 +135,7 @@ def train_machine(
     rows = store.step_rows(machine)
     steps = step_samples(rows, tables)
     layers = layer_samples(store.layer_rows(machine))
-    model = fit_machine(machine, steps, layers, folds=HELDOUT_FOLDS)
+    model = fit_with_bands(machine, steps, layers, folds=HELDOUT_FOLDS)
     registry = ModelRegistry(store)
     active = registry.active(machine)
     # A quarantined version serves nothing, so it holds no new one back.

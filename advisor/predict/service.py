@@ -1,5 +1,7 @@
-"""A prediction for a model on a partition: the partition's own machine when it was benchmarked, else a
-roofline scaling of a benchmarked machine's prediction, marked ``confidence: low``."""
+"""A prediction for a model on a partition: the partition's own machine when it was benchmarked, with the
+band of its evidence class and the confidence that band earns (`advisor.predict.bands`), else a roofline
+scaling of a benchmarked machine's prediction, marked ``confidence: low``: no held-out measurement exists
+for a machine never benchmarked."""
 
 from __future__ import annotations
 
@@ -7,11 +9,11 @@ import json
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from advisor.introspect import LayerTable
+from advisor.predict.bands import Confidence, Evidence
 from advisor.predict.calibration import Correction
 from advisor.predict.machine import MEMORY_MARGIN, MachineModel
 from advisor.predict.outcomes import corrections
@@ -20,7 +22,6 @@ from advisor.predict.scaling import ASSUMED_CPU_FLOPS, DeviceSpec, match_spec, r
 from advisor.records import Fingerprint
 from advisor.store import Store
 
-Confidence = Literal["high", "medium", "low"]
 _GB = 10**9
 
 
@@ -41,6 +42,10 @@ class Prediction(BaseModel):
     fits: bool
     largest_batch: int | None
     confidence: Confidence
+    """Read off the band's p90/p50 (`advisor.predict.bands.confidence_of`); low when scaled."""
+    evidence: Evidence | None = None
+    """What the prediction rests on; None from a predictor that does not say."""
+    step_p10_s: float | None = None
     calibration: float = 1.0
     """The machine's correction from finished jobs, already applied to the step times."""
     scaled_from: str | None = None
@@ -132,12 +137,8 @@ def predict(
     own = {f.machine(): f for f in sorted(every, key=lambda f: f.node) if f.partition == question.partition}
     for machine, fingerprint in sorted(own.items()):
         if machine in predictors.models:
-            model, _ = predictors.models[machine]
             found = predictors.answer(machine, question, _capacity(fingerprint))
-            table = question.table
-            known = table.architecture_hash in model.architectures or model.knows_layers(table)
-            confidence: Confidence = "high" if known else "medium"
-            return _calibrated(found.model_copy(update={"confidence": confidence}), predictors)
+            return _calibrated(found, predictors)
     fingerprints = {f.machine(): f for f in every}
     scaled = _scaled(predictors, question, specs, gpu or question.partition, fingerprints)
     return _calibrated(scaled, predictors)
@@ -153,6 +154,7 @@ def _calibrated(prediction: Prediction, predictors: Predictors) -> Prediction:
         update={
             "step_s": prediction.step_s * factor,
             "step_p90_s": prediction.step_p90_s * factor,
+            "step_p10_s": None if prediction.step_p10_s is None else prediction.step_p10_s * factor,
             "calibration": factor,
         }
     )
@@ -178,13 +180,16 @@ def _predict_once(
         channels_last=question.channels_last,
         step_s=step.step_s,
         step_p90_s=step.step_p90_s,
+        step_p10_s=step.step_p10_s,
         peak_memory_bytes=step.peak_memory_bytes,
         memory_bytes=capacity,
         fits=capacity is None or step.peak_memory_bytes * (1 + MEMORY_MARGIN) <= capacity,
         largest_batch=None
         if capacity is None
         else model.largest_batch(question.table, question.amp, capacity),
-        confidence="high",
+        confidence=step.band.confidence,
+        evidence=step.band.evidence,
+        note=step.band.note(model.machine),
     )
 
 
@@ -210,7 +215,8 @@ def _scaled(
     ranked = sorted(candidates, key=lambda c: (c[0].device != "cuda", c[1].machine))
     fingerprint, model, _ = ranked[0]
     base = _base_spec(fingerprint, specs)
-    own = predictors.answer(model.machine, question, None).model_copy(update={"confidence": "low"})
+    found = predictors.answer(model.machine, question, None)
+    own = found.model_copy(update={"confidence": "low", "evidence": "scaled"})
     if target is None:
         note = (
             f"partition {partition!r} was never benchmarked and no GPU specification matches {gpu!r}: "
@@ -231,6 +237,7 @@ def _scaled(
         update={
             "step_s": own.step_s * ratio,
             "step_p90_s": own.step_p90_s * ratio,
+            "step_p10_s": None if own.step_p10_s is None else own.step_p10_s * ratio,
             "memory_bytes": capacity,
             "fits": fits,
             "largest_batch": largest,

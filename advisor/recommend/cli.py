@@ -177,7 +177,7 @@ def _row(estimate: Estimate, result: Recommendation) -> list[str]:
         format_seconds(estimate.total_s),
         "-" if estimate.cost is None else f"{estimate.cost:.2f}",
         "yes" if estimate.fits else "no",
-        estimate.confidence,
+        f"{estimate.confidence} (p90 {estimate.run_p90_s / max(estimate.run_s, 1e-9):.1f}x)",
     ]
 
 
