@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from advisor.sandbox.render import Identity, Layout, render_slurm_conf
+from benchmarks.harness.live_queue import real_limit, simulated_wait
 from benchmarks.harness.model import (
     Arrival,
     Config,
@@ -19,7 +21,7 @@ from benchmarks.harness.model import (
     QueueView,
     WaitQuery,
 )
-from benchmarks.harness.slurm import real_limit, replay_spec, run_on_slurm, simulated_wait
+from benchmarks.harness.slurm import replay_spec, run_on_slurm
 
 from .conftest import free_port_block
 
@@ -42,6 +44,8 @@ WORKLOAD = {
     "late": (1200.0, 1, 1, 300, "v100"),
 }
 ARM_LIMITS = {"short": 300.0}
+#: Real seconds the arm takes to decide "short": "queued", arriving 4 s after it, must not wait for it.
+SLOW_DECISION_S = 8.0
 
 
 def truth(job: Job, config: Config) -> float:
@@ -61,7 +65,10 @@ def jobs() -> list[Job]:
 
 
 def habit_arm(job: Job, queue: QueueView) -> Decision:
-    """The user's partition and request, a known run time, and what both estimators said of it."""
+    """The user's partition and request, a known run time, and what both estimators said of it; slow to
+    decide "short"."""
+    if job.arrival.name == "short":
+        time.sleep(SLOW_DECISION_S)
     _, gpus, nodes, _, _ = WORKLOAD[job.arrival.name]
     config = Config(gpu_type=job.user_gpu_type, gpus=gpus, nodes=nodes, micro_batch=32, accumulation=1)
     limit_s = ARM_LIMITS.get(job.arrival.name, job.user_limit_s)
@@ -109,19 +116,26 @@ def test_a_simulated_limit_becomes_whole_real_minutes_rounded_up() -> None:
 def test_each_job_runs_its_true_time_after_arrival_and_a_killed_one_is_rerun(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
+    """Arm C's path (named "advisor": its queue asked through the daemon's caches), each arrival decided
+    as it comes: "short"'s slow decision holds back no job behind it."""
     port = free_port_block(replay_spec(INVENTORY, base_port=19000).port_count())
     root = tmp_path_factory.mktemp("replay")
-    outcomes = run_on_slurm(jobs(), habit_arm, "habits", INVENTORY, truth, COMPRESSION, root, port)
+    outcomes = run_on_slurm(jobs(), habit_arm, "advisor", INVENTORY, truth, COMPRESSION, root, port)
 
     by_name = {outcome.name: outcome for outcome in outcomes}
     assert sorted(by_name) == sorted(WORKLOAD)
     # Slurm's clock ticks in seconds and launching takes one or two: a few real seconds of slack.
     slack = 4 * COMPRESSION
     for outcome in outcomes:
-        assert outcome.arm == "habits"
+        assert outcome.arm == "advisor"
         assert outcome.start_s >= outcome.arrival_s - COMPRESSION
         assert outcome.submitted_s is not None
         assert outcome.arrival_s - COMPRESSION <= outcome.submitted_s <= outcome.start_s + COMPRESSION
+        delay = outcome.submitted_s - outcome.arrival_s
+        if outcome.name == "short":
+            assert delay >= (SLOW_DECISION_S - 1) * COMPRESSION
+        else:  # decided at once, whatever "short"'s decision still takes
+            assert delay <= 2 * COMPRESSION
         assert outcome.timed_out == (outcome.name == "short")
         assert outcome.end_s - outcome.start_s == pytest.approx(outcome.true_run_s, abs=slack)
     short = by_name["short"]

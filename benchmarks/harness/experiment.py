@@ -16,12 +16,13 @@ from pydantic import ValidationError
 
 from advisor.policy.schema import Policy
 from benchmarks.harness.arms import habits_arm, slurm_arm
+from benchmarks.harness.live_queue import BACKFILL_WINDOW_MIN
 from benchmarks.harness.model import Arm, ArmName, Arrival, Inventory, Job, Outcome
 from benchmarks.harness.predictor import HeldOutError, held_out_batches, held_out_error, train_predictors
 from benchmarks.harness.product import learned_steps, product_arm, true_steps
 from benchmarks.harness.scheduler import Backfill
 from benchmarks.harness.simulate import simulate
-from benchmarks.harness.slurm import BACKFILL_WINDOW_MIN, run_arms_on_slurm
+from benchmarks.harness.slurm import run_arms_on_slurm
 from benchmarks.harness.truth import StepTable
 from benchmarks.harness.workload import Habits, load_durations, make_jobs
 

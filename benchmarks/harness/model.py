@@ -84,6 +84,8 @@ class Decision(_Frozen):
     time_limit_s: float
     predicted_run_s: float | None = None
     """The run time the arm expected (the advisor's prediction; None for arms that do not predict)."""
+    predicted_p90_s: float | None = None
+    """The advisor's p90 run time for the job as advised: a limit below it likely kills the job."""
     slurm_wait_s: float | None = None
     """``--test-only``'s wait for the submitted request, asked at submission."""
     advisor_wait_s: float | None = None

@@ -168,6 +168,7 @@ def product_arm(
             config=config,
             time_limit_s=chosen.time_limit.total_seconds(),
             predicted_run_s=chosen.run_s,
+            predicted_p90_s=chosen.run_p90_s,
             slurm_wait_s=chosen.slurm_wait_s,
             advisor_wait_s=chosen.advisor_wait_s,
         )

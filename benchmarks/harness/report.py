@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, computed_field
 
 from benchmarks.harness.model import ArmName, Outcome
 from benchmarks.harness.scheduler import per_node_gpus
@@ -25,6 +25,8 @@ Estimator = Literal["slurm", "advisor"]
 #: as a fraction of ``--test-only``'s.
 TARGET_REDUCTION: dict[ArmName, float] = {"habits": 0.30, "slurm": 0.10}
 TARGET_WAIT_ERROR_RATIO = 0.5
+#: A decision delay above this share of the median wait is flagged as the harness's, not the product's.
+ARTEFACT_SHARE = 0.05
 
 
 class _Frozen(BaseModel):
@@ -42,6 +44,23 @@ class ArmSummary(_Frozen):
     gpu_hours: float
     """GPUs held times time held, killed attempts included."""
     timeouts: int
+    median_wait_s: float = 0.0
+    mean_decision_delay_s: float | None = None
+    """Arrival to submission, where the decision took time (a real run); None: decided in no time."""
+    advised: int = 0
+    """Jobs that went in as the advisor predicted them (a prediction with the decision)."""
+    advised_p90_over_limit: int = 0
+    """Advised jobs whose predicted p90 run exceeds the limit they were given: likely killed."""
+    advised_killed: int = 0
+    """Advised jobs their limit killed in the replay."""
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def delay_is_artefact(self) -> bool:
+        """A decision delay above ``ARTEFACT_SHARE`` of the median wait measures the harness, not the
+        scheduling: a deployed daemon answers in milliseconds of a wait of minutes or hours."""
+        delay = self.mean_decision_delay_s
+        return delay is not None and delay > ARTEFACT_SHARE * self.median_wait_s
 
 
 class WaitError(_Frozen):
@@ -71,6 +90,8 @@ def summarize(arm: ArmName, outcomes: Sequence[Outcome]) -> ArmSummary:
     if not outcomes:
         raise ValueError(f"arm {arm} has no outcomes to summarize")
     jcts = [outcome.end_s - outcome.arrival_s for outcome in outcomes]
+    delays = [o.submitted_s - o.arrival_s for o in outcomes if o.submitted_s is not None]
+    advised = [o for o in outcomes if o.decision.predicted_run_s is not None]
     return ArmSummary(
         arm=arm,
         jobs=len(outcomes),
@@ -80,7 +101,17 @@ def summarize(arm: ArmName, outcomes: Sequence[Outcome]) -> ArmSummary:
         makespan_s=max(o.end_s for o in outcomes) - min(o.arrival_s for o in outcomes),
         gpu_hours=sum(map(_gpu_seconds, outcomes)) / 3600,
         timeouts=sum(outcome.timed_out for outcome in outcomes),
+        median_wait_s=statistics.median(outcome.start_s - outcome.arrival_s for outcome in outcomes),
+        mean_decision_delay_s=statistics.fmean(delays) if delays else None,
+        advised=len(advised),
+        advised_p90_over_limit=sum(_p90_over_limit(o) for o in advised),
+        advised_killed=sum(o.timed_out for o in advised),
     )
+
+
+def _p90_over_limit(outcome: Outcome) -> bool:
+    p90 = outcome.decision.predicted_p90_s
+    return p90 is not None and p90 > outcome.decision.time_limit_s
 
 
 def wait_errors(outcomes: Sequence[Outcome]) -> dict[Estimator, WaitError]:
@@ -194,6 +225,8 @@ def _markdown(
             "makespan (s)",
             "GPU-hours",
             "timeouts",
+            "decision delay (s)",
+            "advised: p90 beyond limit / killed",
         ],
         [
             [
@@ -202,10 +235,19 @@ def _markdown(
                 *map(_number, (s.mean_jct_s, s.p90_jct_s, s.mean_wait_s, s.makespan_s)),
                 f"{s.gpu_hours:.1f}",
                 str(s.timeouts),
+                _delay(s),
+                f"{s.advised_p90_over_limit} / {s.advised_killed} of {s.advised}" if s.advised else "-",
             ]
             for s in summaries.values()
         ],
     )
+    flagged = [s.arm for s in summaries.values() if s.delay_is_artefact]
+    if flagged:
+        lines += [
+            "",
+            f"Harness artefact: the decision delay of {', '.join(flagged)} exceeds {ARTEFACT_SHARE:.0%} of "
+            "the median wait, so its JCT measures the replay's decisions, not the scheduling.",
+        ]
     lines += ["", "![CDF of completion times](completion_cdf.png)", "", "![JCT](completion_bars.png)", ""]
     lines += ["## Advisor against the other arms (mean JCT reduction)", ""]
     lines += _table(
@@ -273,6 +315,13 @@ def _error(error: WaitError) -> str:
         f"{_number(error.median_abs_error_s)} / {_number(error.mean_abs_error_s)} s ({error.jobs} jobs) / "
         f"{queued} s ({error.queued_jobs} queued)"
     )
+
+
+def _delay(summary: ArmSummary) -> str:
+    delay = summary.mean_decision_delay_s
+    if delay is None:
+        return "-"
+    return _number(delay) + (" (harness artefact)" if summary.delay_is_artefact else "")
 
 
 def _number(value: float) -> str:

@@ -15,23 +15,26 @@ What that costs in fidelity, for the report to state:
 
 from __future__ import annotations
 
-import math
+import threading
 import time
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from advisor.recommend.cluster import ClusterView
 from advisor.sandbox.cluster import Sandbox
 from advisor.sandbox.spec import PartitionSpec, SandboxSpec, SchedulerSpec
-from advisor.slurm.client import SlurmClient
 from advisor.slurm.models import FinishedJob
-from advisor.wait.collect import take_snapshot
-from advisor.wait.estimate import WaitRequest, ask_test_only, sbatch_options, slurm_start_estimates
-from advisor.wait.remaining import MIN_REMAINING_S, RatioTable, estimate_runtimes
-from advisor.wait.simulate import predict_starts
-from advisor.wait.snapshot import SlotRequest
+from advisor.wait.estimate import sbatch_options
+from benchmarks.harness.live_queue import (
+    BACKFILL_WINDOW_MIN,
+    JOB_MEMORY_MB,
+    LiveQueue,
+    compressed_clock,
+    job_request,
+)
 from benchmarks.harness.model import (
     Arm,
     ArmName,
@@ -40,11 +43,8 @@ from benchmarks.harness.model import (
     Job,
     Outcome,
     TrueRunTime,
-    WaitQuery,
 )
 
-#: Real minutes the backfill scheduler (and the advisor's replay of it) looks ahead: a real day.
-BACKFILL_WINDOW_MIN = 1440
 #: Scheduling as often as Slurm allows, so that a real second of delay is the most any job sees.
 REPLAY_SCHEDULER = SchedulerSpec(
     sched_interval_s=1,
@@ -55,11 +55,10 @@ REPLAY_SCHEDULER = SchedulerSpec(
     # Ended jobs leave squeue soon, but not before a poll has seen them end.
     min_job_age_s=30,
 )
-#: Each job takes one CPU and this much memory per node; nodes have one CPU and this much per GPU, so
-#: only GPUs constrain.
-JOB_MEMORY_MB = 100
 #: Real seconds between looks at the queue for jobs that ended.
 POLL_S = 0.5
+#: Decisions under way at once per arm: more than the arrivals of any few real seconds.
+DECIDERS = 16
 #: Slurm states of a job that has not ended.
 _LIVE = frozenset({"PENDING", "CONFIGURING", "RUNNING", "SUSPENDED", "REQUEUED", "RESIZING"})
 #: Accounting states of a sleep job that ended as planned; TIMEOUT when its sleep met a whole-minute limit.
@@ -86,61 +85,8 @@ def replay_spec(inventory: Inventory, base_port: int) -> SandboxSpec:
     return SandboxSpec(name="replay", base_port=base_port, partition=partitions, scheduler=REPLAY_SCHEDULER)
 
 
-def real_limit(limit_s: float, compression: float) -> timedelta:
-    """A simulated limit in real time, rounded up to Slurm's whole minutes."""
-    return timedelta(minutes=max(1, math.ceil(limit_s / compression / 60)))
-
-
-def job_request(query: WaitQuery, compression: float) -> SlotRequest:
-    """What a replayed job asks Slurm for: GPUs spread evenly over its nodes, one CPU and a little memory."""
-    return SlotRequest(
-        partitions=[query.partition],
-        nodes=query.nodes,
-        gpus_per_node=math.ceil(query.gpus / query.nodes),
-        cpus_per_node=1,
-        memory_mb_per_node=JOB_MEMORY_MB,
-        time_limit=real_limit(query.time_limit_s, compression),
-    )
-
-
 def sleep_script(real_s: float) -> str:
     return f"#!/bin/sh\nexec sleep {real_s:.3f}\n"
-
-
-def simulated_wait(start: datetime | None, now: datetime, compression: float) -> float | None:
-    """Whole real seconds, as Slurm reports starts: a start "now" may print a second early or late, and
-    compressed that jitter would be ``compression`` seconds of made-up difference between partitions."""
-    return None if start is None else max(round((start - now).total_seconds()), 0) * compression
-
-
-class LiveQueue:
-    """The queue view of a replay: both estimators asked of the live sandbox, in simulated seconds.
-
-    ``predicted_run_s`` maps Slurm job ids to the simulated run time their arm predicted; the replay adds
-    to it as it submits, and the advisor's estimator reads it (jobs without a prediction run to their limit).
-    """
-
-    def __init__(self, client: SlurmClient, compression: float, predicted_run_s: Mapping[int, float]) -> None:
-        self._client = client
-        self._compression = compression
-        self._predicted_run_s = predicted_run_s
-
-    def slurm_waits(self, queries: Sequence[WaitQuery]) -> list[float | None]:
-        now = datetime.now(UTC)
-        candidates = [WaitRequest(request=job_request(query, self._compression)) for query in queries]
-        answers = slurm_start_estimates(lambda candidate: ask_test_only(self._client, candidate), candidates)
-        return [simulated_wait(start, now, self._compression) for start, _ in answers]
-
-    def advisor_waits(self, queries: Sequence[WaitQuery]) -> list[float | None]:
-        now = datetime.now(UTC)
-        snapshot = take_snapshot(self._client, now)
-        predictions = {job_id: run_s / self._compression for job_id, run_s in self._predicted_run_s.items()}
-        runtimes = estimate_runtimes(
-            snapshot, now, RatioTable(), predictions, minimum_s=MIN_REMAINING_S / self._compression
-        )
-        requests = [job_request(query, self._compression) for query in queries]
-        starts = predict_starts(snapshot, runtimes, requests, now, timedelta(minutes=BACKFILL_WINDOW_MIN))
-        return [simulated_wait(start, now, self._compression) for start in starts]
 
 
 @dataclass(frozen=True)
@@ -161,10 +107,22 @@ class Submission:
 
 
 class SlurmReplay:
-    """Replays one arm's decisions on a running sandbox; ``run`` returns once every job has ended."""
+    """Replays one arm's decisions on a running sandbox; ``run`` returns once every job has ended.
+
+    Each arrival is decided on a thread of its own as it comes, the way users' jobs reach the daemon: a
+    slow decision delays its own job, never the arrivals behind it. ``daemon_caches`` (arm C) asks the
+    queue through the daemon's `ClusterView` (`benchmarks.harness.live_queue`).
+    """
 
     def __init__(
-        self, sandbox: Sandbox, arm: Arm, arm_name: ArmName, truth: TrueRunTime, compression: float
+        self,
+        sandbox: Sandbox,
+        arm: Arm,
+        arm_name: ArmName,
+        truth: TrueRunTime,
+        compression: float,
+        *,
+        daemon_caches: bool = False,
     ) -> None:
         self._client = sandbox.client
         self._scripts = sandbox.layout.root / "jobs"
@@ -173,25 +131,33 @@ class SlurmReplay:
         self._truth = truth
         self._compression = compression
         self._predicted_run_s: dict[int, float] = {}
-        self.queue = LiveQueue(self._client, compression, self._predicted_run_s)
+        daemon = ClusterView(self._client, compressed_clock(compression)) if daemon_caches else None
+        self.queue = LiveQueue(self._client, compression, self._predicted_run_s, daemon)
         self._submissions: list[Submission] = []
         self._live: dict[int, Submission] = {}
+        self._lock = threading.Lock()
 
     def run(self, jobs: Sequence[Job]) -> list[Outcome]:
-        """Submit each job at its compressed arrival time, rerun the timed-out ones, wait for all."""
+        """Submit each job once decided, deciding from its compressed arrival time on; rerun the timed-out
+        ones; wait for all."""
         self._scripts.mkdir(parents=True, exist_ok=True)
         arrivals = sorted(jobs, key=lambda job: job.arrival.time_s)
         started, clock = datetime.now(UTC), time.monotonic()
-        while arrivals or self._live:
-            while arrivals and arrivals[0].arrival.time_s / self._compression <= time.monotonic() - clock:
-                self._arrive(arrivals.pop(0))
-            self._handle_ended()
-            until_next = (
-                arrivals[0].arrival.time_s / self._compression - (time.monotonic() - clock)
-                if arrivals
-                else POLL_S
-            )
-            time.sleep(min(max(until_next, 0.0), POLL_S))
+        deciding: list[Future[None]] = []
+        with ThreadPoolExecutor(max_workers=DECIDERS, thread_name_prefix=self._arm_name) as deciders:
+            while arrivals or deciding or self._live:
+                while arrivals and arrivals[0].arrival.time_s / self._compression <= time.monotonic() - clock:
+                    deciding.append(deciders.submit(self._arrive, arrivals.pop(0)))
+                for done in [future for future in deciding if future.done()]:
+                    deciding.remove(done)
+                    done.result()  # a decision that failed stops the replay with its error
+                self._handle_ended()
+                until_next = (
+                    arrivals[0].arrival.time_s / self._compression - (time.monotonic() - clock)
+                    if arrivals
+                    else POLL_S
+                )
+                time.sleep(min(max(until_next, 0.0), POLL_S))
         return self._outcomes(started)
 
     def _arrive(self, job: Job) -> None:
@@ -201,31 +167,34 @@ class SlurmReplay:
     def _submit(
         self, job: Job, decision: Decision, true_run_s: float, limit_s: float, rerun_of: int | None
     ) -> None:
-        script = self._scripts / f"{len(self._submissions)}.sh"
-        script.write_text(sleep_script(min(true_run_s, limit_s) / self._compression))
-        query = decision.query(limit_s)
-        options = [
-            f"--job-name={job.arrival.name}",
-            "--output=/dev/null",
-            *sbatch_options(job_request(query, self._compression)),
-        ]
-        job_id = self._client.submit(None, options, script_path=str(script), parsable=True).job_id
-        submission = Submission(job, decision, true_run_s, limit_s, job_id, rerun_of)
-        self._submissions.append(submission)
-        self._live[job_id] = submission
-        if decision.predicted_run_s is not None:
-            self._predicted_run_s[job_id] = decision.predicted_run_s
+        with self._lock:
+            script = self._scripts / f"{len(self._submissions)}.sh"
+            script.write_text(sleep_script(min(true_run_s, limit_s) / self._compression))
+            query = decision.query(limit_s)
+            options = [
+                f"--job-name={job.arrival.name}",
+                "--output=/dev/null",
+                *sbatch_options(job_request(query, self._compression)),
+            ]
+            job_id = self._client.submit(None, options, script_path=str(script), parsable=True).job_id
+            submission = Submission(job, decision, true_run_s, limit_s, job_id, rerun_of)
+            self._submissions.append(submission)
+            self._live[job_id] = submission
+            if decision.predicted_run_s is not None:
+                self._predicted_run_s[job_id] = decision.predicted_run_s
 
     def _handle_ended(self) -> None:
         """Forget jobs that left the queue; a first run that hit its limit is rerun under the user's limit."""
-        if not self._live:
-            return
-        live = {job.job_id for job in self._client.jobs() if job.state in _LIVE}
-        for job_id in [job_id for job_id in self._live if job_id not in live]:
-            ended = self._live.pop(job_id)
-            if ended.timed_out and ended.rerun_of is None:
+        with self._lock:
+            if not self._live:
+                return
+            # Read under the lock: a job submitted after this squeue must not pass for one that ended.
+            live = {job.job_id for job in self._client.jobs() if job.state in _LIVE}
+            ended = [self._live.pop(job_id) for job_id in list(self._live) if job_id not in live]
+        for first in ended:
+            if first.timed_out and first.rerun_of is None:
                 self._submit(
-                    ended.job, ended.decision, ended.true_run_s, ended.job.user_limit_s, rerun_of=job_id
+                    first.job, first.decision, first.true_run_s, first.job.user_limit_s, rerun_of=first.job_id
                 )
 
     def _outcomes(self, started: datetime, timeout_s: float = 60.0) -> list[Outcome]:
@@ -309,7 +278,8 @@ def run_on_slurm(
     sandbox = Sandbox(replay_spec(inventory, base_port), root)
     sandbox.up(timeout_s=300)
     try:
-        return SlurmReplay(sandbox, arm, arm_name, truth, compression).run(jobs)
+        replay = SlurmReplay(sandbox, arm, arm_name, truth, compression, daemon_caches=arm_name == "advisor")
+        return replay.run(jobs)
     finally:
         if not keep_up:
             sandbox.down()
