@@ -3,6 +3,7 @@ helper, a real daemon. Every test counts the jobs Slurm received: a job is submi
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import subprocess
 import time
@@ -98,6 +99,30 @@ def test_advise_submit_under_the_filter_advises_once(
     with sqlite3.connect(daemon.root / "advisor.db") as db:
         (after,) = db.execute("SELECT COUNT(*) FROM audit").fetchone()
     assert after == before + 1 and "advisor: applied" not in result.stderr
+
+
+def test_a_job_likely_killed_at_its_limit_is_warned_of_and_goes_in_as_written(
+    daemon: Daemon, filtered: Path, local_slurm: SlurmClient, tmp_path: Path
+) -> None:
+    """A one-minute limit, shorter than the job's start-up: every partition would get the same minute, so
+    the job stays, and plain sbatch says why."""
+    script = tmp_path / "killed.sbatch"
+    script.write_text(SCRIPT.format(name="killed").replace("12:00:00", "00:01:00"), encoding="utf-8")
+    result = subprocess.run(
+        ["sbatch", str(script)],
+        env={**daemon.env, "SLURM_CONF": str(filtered)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0 and result.stdout.startswith("Submitted batch job "), result.stderr
+    warned = [line for line in result.stderr.splitlines() if "as submitted, likely killed" in line]
+    assert len(warned) == 1, result.stderr
+    assert re.fullmatch(
+        r"advisor: warning: as submitted, likely killed at 00:01:00: p90 run [0-9:-]+", warned[0]
+    )
+    assert "advisor: applied" not in result.stderr
+    assert jobs_named(local_slurm, "killed") == ["t4"]
 
 
 @pytest.mark.parametrize("fault", ["no daemon", "opted out", "garbage", "crash", "hang"])

@@ -206,6 +206,19 @@ def test_the_compare_page_shows_the_daemons_predictions_per_partition_and_marks_
 
 
 @pytest.mark.slurm
+def test_the_compare_page_warns_of_a_job_likely_killed_at_its_limit(daemon: Daemon) -> None:
+    """A one-minute limit, shorter than the job's start-up: the page says so above the candidates."""
+    status, page = post(asker(daemon), {**GOOD, "partition": "t4", "gpus": "1", "time": "00:01:00"})
+    assert status == 200, page
+    warned = re.search(r'<ul id="kill-warnings" class="warning"><li>([^<]*)</li></ul>', page)
+    assert warned is not None, page
+    assert re.fullmatch(r"warning: as submitted, likely killed at 00:01:00: p90 run [0-9:-]+", warned[1])
+    assert page.index('id="kill-warnings"') < page.index('id="candidates"'), "seen before the table"
+    status, fine = post(asker(daemon), {**GOOD, "partition": "t4", "gpus": "1", "time": "2-00:00:00"})
+    assert status == 200 and 'id="candidates"' in fine and "likely killed" not in fine
+
+
+@pytest.mark.slurm
 def test_a_pasted_script_is_compared_as_advise_submit_would_advise_it(daemon: Daemon) -> None:
     ask = asker(daemon)
     text = SCRIPT.format(name="pasted")
