@@ -121,3 +121,42 @@ def test_write_report_writes_markdown_json_and_plots_with_the_figures(tmp_path: 
     for plot in ("completion_cdf.png", "completion_bars.png"):
         assert (tmp_path / "out" / plot).read_bytes().startswith(b"\x89PNG")
         assert f"]({plot})" in text
+
+
+def test_decision_delay_is_shown_beside_jct_and_flagged_above_five_percent_of_the_median_wait(
+    tmp_path: Path,
+) -> None:
+    """Waits 0, 40, 90 (median 40): a 1 s mean delay is within 5% of it (2 s), a 10 s one is an artefact."""
+
+    def delayed(arm: ArmName, delay: float) -> list[Outcome]:
+        return [o.model_copy(update={"submitted_s": o.arrival_s + delay}) for o in three_jobs(arm)]
+
+    prompt, slow = summarize("advisor", delayed("advisor", 1)), summarize("habits", delayed("habits", 10))
+    assert (prompt.median_wait_s, prompt.mean_decision_delay_s) == (40, 1)
+    assert not prompt.delay_is_artefact and slow.delay_is_artefact
+    assert summarize("slurm", three_jobs("slurm")).mean_decision_delay_s is None  # simulated: no delay
+    results: dict[ArmName, list[Outcome]] = {
+        "habits": delayed("habits", 10),
+        "advisor": delayed("advisor", 1),
+    }
+    text = write_report(results, tmp_path, "delays", []).read_text()
+    assert "| advisor | 3 | 130 | 172 | 43 | 210 | 0.2 | 1 | 1 | - |" in text
+    assert "| habits | 3 | 130 | 172 | 43 | 210 | 0.2 | 1 | 10 (harness artefact) | - |" in text
+    assert "Harness artefact: the decision delay of habits exceeds 5% of the median wait" in text
+    figures = json.loads((tmp_path / "report.json").read_text())
+    assert figures["arms"]["habits"]["delay_is_artefact"] is True
+
+
+def test_advised_jobs_whose_p90_outruns_their_limit_and_those_killed_are_counted(tmp_path: Path) -> None:
+    """a: p90 within its limit; c: p90 beyond it, and killed; b: not advised (no prediction)."""
+    a, b, c = three_jobs()
+
+    def advised(outcome: Outcome, p90: float) -> Outcome:
+        decision = outcome.decision.model_copy(update={"predicted_run_s": p90 / 2, "predicted_p90_s": p90})
+        return outcome.model_copy(update={"decision": decision})
+
+    outcomes = [advised(a, 150), b, advised(c, 45)]
+    summary = summarize("advisor", outcomes)
+    assert (summary.advised, summary.advised_p90_over_limit, summary.advised_killed) == (2, 1, 1)
+    text = write_report({"advisor": outcomes}, tmp_path, "rails", []).read_text()
+    assert "| 1 / 1 of 2 |" in text
