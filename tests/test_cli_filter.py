@@ -106,8 +106,10 @@ def test_a_job_likely_killed_at_its_limit_is_warned_of_and_goes_in_as_written(
 ) -> None:
     """A one-minute limit, shorter than the job's start-up: every partition would get the same minute, so
     the job stays, and plain sbatch says why."""
-    script = tmp_path / "killed.sbatch"
-    script.write_text(SCRIPT.format(name="killed").replace("12:00:00", "00:01:00"), encoding="utf-8")
+    script = tmp_path / "short-limit.sbatch"
+    script.write_text(
+        SCRIPT.format(name="filter-short-limit").replace("12:00:00", "00:01:00"), encoding="utf-8"
+    )
     result = subprocess.run(
         ["sbatch", str(script)],
         env={**daemon.env, "SLURM_CONF": str(filtered)},
@@ -122,7 +124,7 @@ def test_a_job_likely_killed_at_its_limit_is_warned_of_and_goes_in_as_written(
         r"advisor: warning: as submitted, likely killed at 00:01:00: p90 run [0-9:-]+", warned[0]
     )
     assert "advisor: applied" not in result.stderr
-    assert jobs_named(local_slurm, "killed") == ["t4"]
+    assert jobs_named(local_slurm, "filter-short-limit") == ["t4"]
 
 
 @pytest.mark.parametrize("fault", ["no daemon", "opted out", "garbage", "crash", "hang"])

@@ -45,13 +45,13 @@ def short(tmp_path: Path, name: str) -> Path:
 def test_off_a_terminal_advise_submit_warns_on_stderr_and_submits_as_written_once(
     daemon: Daemon, local_slurm: SlurmClient, tmp_path: Path
 ) -> None:
-    short(tmp_path, "killed")
-    result = submit(daemon, tmp_path, name="killed")
+    short(tmp_path, "short-limit")
+    result = submit(daemon, tmp_path, name="short-limit")
     assert result.returncode == 0, result.stderr
     warned = [line for line in result.stderr.splitlines() if "likely killed" in line]
     assert len(warned) == 1 and warned[0].startswith("advise-submit: warning: "), result.stderr
     assert WARNED.search(warned[0]), warned
-    assert jobs_named(local_slurm, "killed") == ["t4"], "never moved to where one minute kills it too"
+    assert jobs_named(local_slurm, "short-limit") == ["t4"], "never moved to where one minute kills it too"
     job_id = int(result.stdout.split()[-1])
     explained = subprocess.run(
         [str(BIN / "advisor"), "explain", str(job_id)],
@@ -69,7 +69,7 @@ def test_off_a_terminal_advise_submit_warns_on_stderr_and_submits_as_written_onc
 def test_on_a_terminal_advise_submit_ends_its_table_with_the_warning(
     daemon: Daemon, local_slurm: SlurmClient, tmp_path: Path
 ) -> None:
-    script = short(tmp_path, "killed-tty")
+    script = short(tmp_path, "short-limit-tty")
     main, side = pty.openpty()
     try:
         wrapper = subprocess.Popen(
@@ -95,4 +95,4 @@ def test_on_a_terminal_advise_submit_ends_its_table_with_the_warning(
     assert "candidates, best first" in text and "[Y/n]" not in text, "kept as written: nothing to agree to"
     assert WARNED.search(text), text
     assert stdout.startswith("Submitted batch job ")
-    assert jobs_named(local_slurm, "killed-tty") == ["t4"]
+    assert jobs_named(local_slurm, "short-limit-tty") == ["t4"]
