@@ -10,17 +10,19 @@ import argparse
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
 from advisor.api import Explanation, Health
 from advisor.daemon.transport import DaemonRefused, DaemonUnreachable, Service, call
-from advisor.daemon.views import queue_summary
 from advisor.settings.validated import Settings
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.runner import SlurmError
-from advisor.store import ModelRegistry, NoDatabase, Store
+
+if TYPE_CHECKING:
+    from advisor.store import Store
 
 
 class DaemonError(RuntimeError):
@@ -75,11 +77,7 @@ def _status(args: argparse.Namespace, console: Console) -> int:
         problem = None
     except DaemonError as error:
         health, problem = None, str(error)
-    try:
-        store: Store | None = Store.existing(args.db)
-        database_error = None
-    except NoDatabase as error:  # the daemon's health and the queue are still worth showing
-        store, database_error = None, str(error)
+    store, database_error = _database(args.db)
     now = datetime.now(UTC)
     models = [
         {
@@ -89,14 +87,16 @@ def _status(args: argparse.Namespace, console: Console) -> int:
             "heldout_mape": row["heldout_mape"],
             "steps": row["step_rows"],
         }
-        for row in ([] if store is None else ModelRegistry(store).versions())
+        for row in ([] if store is None else _versions(store))
         if row["active"]
     ]
     benchmarks = [] if store is None else store.benchmark_coverage()
     try:
+        from advisor.daemon.views import queue_summary
+
         client = SlurmClient.from_settings(args.settings.slurm)
         queue = [row.model_dump() for row in queue_summary(client.partitions(), client.jobs())]
-    except SlurmError:
+    except (SlurmError, ModuleNotFoundError):  # a base install reads no queue; the daemon's health stays
         queue = []
     report = {
         "daemon": None if health is None else health.model_dump(),
@@ -128,3 +128,21 @@ def _status(args: argparse.Namespace, console: Console) -> int:
             table.add_row(*(str(value) for value in row.values()))
         console.print(table)
     return 0 if health is not None else 3
+
+
+def _database(path: Path) -> tuple[Store | None, str | None]:
+    """The store, or why not: the daemon's health and the queue are still worth showing without it."""
+    try:
+        from advisor.store import NoDatabase, Store
+    except ModuleNotFoundError as missing:  # a login node's base install
+        return None, f"not read here: {missing.name} is not installed (the service's packages)"
+    try:
+        return Store.existing(path), None
+    except NoDatabase as error:
+        return None, str(error)
+
+
+def _versions(store: Store) -> list[dict[str, Any]]:
+    from advisor.store import ModelRegistry
+
+    return ModelRegistry(store).versions()

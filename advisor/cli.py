@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections import Counter
@@ -13,7 +14,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from advisor import argtypes
+from advisor import __version__, argtypes
 from advisor.introspect.errors import IntrospectionError
 from advisor.introspect.table_cache import keep_tables_in
 from advisor.jobscript.datasets import DatasetsFileError, load_datasets
@@ -26,6 +27,24 @@ from advisor.settings.validated import Settings
 from advisor.slurm.runner import SlurmError
 from advisor.slurm.values import format_duration
 
+COMMAND_MODULES = (
+    ("advisor.bench.cli", ("bench",)),
+    ("advisor.predict.cli", ("models", "predict")),
+    ("advisor.report", ("report",)),
+    ("advisor.policy.cli", ("policy",)),
+    ("advisor.recommend.cli", ("recommend",)),
+    ("advisor.daemon.main", ("daemon",)),
+    ("advisor.admin", ("status", "explain")),
+    ("advisor.compress.cli", ("compress", "decompress")),
+    ("advisor.history.cli", ("history",)),
+    ("advisor.comm.cli", ("comm",)),
+    ("advisor.profiling", ("profile",)),
+    ("advisor.cli_filter", ("cli-filter",)),
+    ("advisor.web.cli", ("web",)),
+)
+"""The modules that add commands, with the commands each adds: on a base install (no service extra) a
+module that cannot load still lists its commands, and each says what it needs when run."""
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
@@ -35,18 +54,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"advisor: error: {exc}", file=sys.stderr)
         return 1
     keep_tables_in(settings.tables_dir)
-    try:
-        parser = _parser(settings)
-    except ModuleNotFoundError as missing:  # a training environment's install, without the extra
-        print(
-            f"advisor: error: {missing.name} is not installed: the advisor's commands need the service's "
-            "dependencies (pip install 'advisor[service]')",
-            file=sys.stderr,
-        )
-        return 1
-    args = parser.parse_args(words)
+    args = _parser(settings).parse_args(words)
     try:
         return int(args.handler(args, Console()))
+    except ModuleNotFoundError as missing:  # a base install: the command loads the service's packages
+        if _is_ours(missing):
+            raise
+        return _unavailable(_needs_service(args.command, missing))
     # FileNotFoundError: a file the command reads is missing (the database, `advisor.store.NoDatabase`).
     except (
         SandboxError,
@@ -75,18 +89,8 @@ def _config_option(words: Sequence[str]) -> Path | None:
 
 def _parser(settings: Settings) -> argparse.ArgumentParser:
     """Every command; their modules load here, so a missing service dependency is one clear error."""
-    from advisor import admin, cli_filter, profiling, report
-    from advisor.bench import cli as bench_cli
-    from advisor.comm import cli as comm_cli
-    from advisor.compress import cli as compress_cli
-    from advisor.daemon import main as daemon_main
-    from advisor.history import cli as history_cli
-    from advisor.policy import cli as policy_cli
-    from advisor.predict import cli as predict_cli
-    from advisor.recommend import cli as recommend_cli
-    from advisor.web import cli as web_cli
-
     parser = argparse.ArgumentParser(prog="advisor", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument(
         "--config",
         type=Path,
@@ -94,7 +98,7 @@ def _parser(settings: Settings) -> argparse.ArgumentParser:
         help="the settings file (default: $ADVISOR_CONFIG, else /etc/advisor/advisor.toml where it exists)",
     )
     parser.set_defaults(settings=settings)
-    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(required=True, metavar="COMMAND", dest="command")
     sandbox = commands.add_parser("sandbox", help="a real Slurm cluster on this machine")
     actions = sandbox.add_subparsers(required=True, metavar="ACTION")
     for name, handler, help_text in (
@@ -135,20 +139,47 @@ def _parser(settings: Settings) -> argparse.ArgumentParser:
     inspect.add_argument("--num-classes", type=int, help="passed to the model's constructor")
     inspect.add_argument("--json", action="store_true", help="print the layer table as JSON")
     inspect.set_defaults(handler=_inspect)
-    bench_cli.add_commands(commands, settings)
-    predict_cli.add_commands(commands, settings)
-    report.add_commands(commands, settings)
-    policy_cli.add_commands(commands, settings)
-    recommend_cli.add_commands(commands, settings)
-    daemon_main.add_commands(commands, settings)
-    admin.add_commands(commands, settings)
-    compress_cli.add_commands(commands, settings)
-    history_cli.add_commands(commands, settings)
-    comm_cli.add_commands(commands, settings)
-    profiling.add_commands(commands, settings)
-    cli_filter.add_commands(commands, settings)
-    web_cli.add_commands(commands, settings)
+    for module_name, names in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as missing:
+            if _is_ours(missing):
+                raise
+            for name in names:
+                _add_unavailable(commands, name, missing)
+            continue
+        module.add_commands(commands, settings)
     return parser
+
+
+def _is_ours(missing: ModuleNotFoundError) -> bool:
+    """A module of the advisor's own missing is a broken install, not a missing extra."""
+    return (missing.name or "advisor").split(".")[0] == "advisor"
+
+
+def _needs_service(command: str, missing: ModuleNotFoundError) -> str:
+    return (
+        f"advisor {command} needs the service's packages: {missing.name} is not installed "
+        "(pip install 'advisor[service]')"
+    )
+
+
+def _add_unavailable(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, missing: ModuleNotFoundError
+) -> None:
+    """The command stays in ``--help``; run (with any words, ``--help`` among them), it says what it needs."""
+    text = _needs_service(name, missing)
+    # No option prefix: every word, ``-h`` too, is an argument, so the command always reaches its handler.
+    stub = commands.add_parser(
+        name, help="(needs the service's packages: advisor[service])", add_help=False, prefix_chars="\0"
+    )
+    stub.add_argument("words", nargs=argparse.REMAINDER)
+    stub.set_defaults(handler=lambda _args, _console: _unavailable(text))
+
+
+def _unavailable(text: str) -> int:
+    print(f"advisor: error: {text}", file=sys.stderr)
+    return 1
 
 
 def _inspect(args: argparse.Namespace, console: Console) -> int:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+from advisor.cli import COMMAND_MODULES
+from advisor.settings import load_settings
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 ADVISOR = str(Path(sys.executable).parent / "advisor")
@@ -64,3 +69,11 @@ def test_advise_submit_reaches_sbatch_on_the_standard_library_alone(tmp_path: Pa
     )
     assert "submitting unchanged" in result.stderr
     assert result.stdout.splitlines()[-1] == "loaded: []"
+
+
+def test_each_command_module_adds_the_commands_a_base_install_lists_for_it() -> None:
+    """A base install lists a module's commands from `COMMAND_MODULES` when the module cannot load."""
+    for module_name, names in COMMAND_MODULES:
+        commands = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(module_name).add_commands(commands, load_settings({}, None))
+        assert tuple(commands.choices) == names, module_name

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
 from advisor.predict.calibration import COMPARABLE_SHARE, COMPLETED
 from advisor.recommend.choose import Estimate, Recommendation
-from advisor.store import AdvisedJobs, Audit, Store
+
+if TYPE_CHECKING:  # the API's messages load on a base install, where the database's packages are not
+    from advisor.store import Store
 
 
 class Saving(BaseModel):
@@ -114,6 +117,8 @@ def savings(
 
 def advice_savings(store: Store) -> Savings:
     """Every offer in the audit's retention window, with Slurm's history of the jobs that went in."""
+    from advisor.store import AdvisedJobs, Audit
+
     audit = Audit(store)
     ended = {row["job_id"]: row for row in AdvisedJobs(store).finished()}
     applied = []
