@@ -20,7 +20,6 @@ daemon's words reach the terminal sanitised.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import shutil
@@ -30,7 +29,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the helper runs in every sbatch: what only `advisor cli-filter install` uses loads there
+    import argparse
+
     from rich.console import Console
 
     from advisor.settings.validated import Settings
