@@ -100,6 +100,7 @@ PURE_CORE = (
     "advisor.recommend.choose",
     "advisor.recommend.placement",
     "advisor.recommend.service",
+    "advisor.recommend.estimator",
     "advisor.recommend.advice",
     "advisor.recommend.history_limit",
     "advisor.history.features",

@@ -17,7 +17,8 @@ from advisor.jobscript.submission import parse_submission
 from advisor.policy.schema import Policy
 from advisor.predict.service import Prediction
 from advisor.recommend.choose import Recommendation
-from advisor.recommend.service import Context, StepPredictor, Sync, recommend
+from advisor.recommend.estimator import Context, StepPredictor, Sync
+from advisor.recommend.service import recommend
 from benchmarks.harness.arms import habits_arm
 from benchmarks.harness.model import Decision, Job
 from benchmarks.harness.predictor import StepModels, train_predictors

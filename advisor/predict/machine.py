@@ -16,19 +16,25 @@ A prediction's band is its evidence class's (`advisor.predict.bands`), measured 
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from math import exp, log
 
 import numpy as np
-import xgboost as xgb
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from advisor.introspect import LayerTable, Optimizer, estimate_peak_memory
 from advisor.precision import Precision
 from advisor.predict.bands import ClassBand, Evidence, machine_band
+from advisor.predict.boosters import (
+    LAYER_PARAMS,
+    LAYER_ROUNDS,
+    STEP_PARAMS,
+    STEP_ROUNDS,
+    apply_booster,
+    exercise_booster,
+    train_booster,
+)
 from advisor.predict.curves import MeasuredCurve, Polyline, batch_effects, interpolate, through
 from advisor.predict.features import (
     KernelPath,
@@ -42,11 +48,6 @@ from advisor.predict.features import (
 from advisor.predict.leastsquares import relative_least_squares
 from advisor.records import LayerConfig, StepPart
 
-_LAYER_PARAMS = {"max_depth": 6, "eta": 0.1, "min_child_weight": 2.0, "subsample": 0.9}
-_LAYER_ROUNDS = 300
-_STEP_PARAMS = {"max_depth": 3, "eta": 0.05, "min_child_weight": 2.0, "subsample": 0.9, "lambda": 2.0}
-_STEP_ROUNDS = 100
-_COMMON = {"tree_method": "hist", "objective": "reg:squarederror", "nthread": 1, "seed": 0}
 MEMORY_MARGIN = 0.1
 """A configuration fits when its predicted peak plus this share stays within the device's memory."""
 _MAX_BATCH = 1 << 20
@@ -118,26 +119,6 @@ def fit_memory(samples: Sequence[StepSample]) -> MemoryFit:
     return MemoryFit(coefficients=(a, b, c, d))
 
 
-def _train(
-    params: Mapping[str, float], rounds: int, rows: Sequence[Sequence[float]], y: Sequence[float]
-) -> str:
-    matrix = xgb.DMatrix(np.asarray(rows, dtype=float), label=np.asarray(y, dtype=float))
-    booster = xgb.train({**_COMMON, **params}, matrix, rounds)
-    return base64.b64encode(booster.save_raw("ubj")).decode()
-
-
-@lru_cache(maxsize=64)
-def _booster(encoded: str) -> xgb.Booster:
-    booster = xgb.Booster(params={"nthread": 1})
-    booster.load_model(bytearray(base64.b64decode(encoded)))
-    return booster
-
-
-def _apply(encoded: str, rows: Sequence[Sequence[float]]) -> list[float]:
-    matrix = xgb.DMatrix(np.asarray(rows, dtype=float).reshape(len(rows), -1))
-    return [float(v) for v in _booster(encoded).predict(matrix)]
-
-
 def _key(config: LayerConfig) -> LayerConfig:
     """A layer's geometry and precision: CPUs have no cuDNN, so the benchmark flag does not matter."""
     return config.model_copy(update={"batch": 1, "cudnn_benchmark": True})
@@ -205,8 +186,7 @@ class MachineModel(BaseModel):
         version file, done once in a check process (`advisor.predict.model_check`)."""
         for encoded in (self.layer_booster, self.step_booster):
             if encoded:
-                booster = _booster(encoded)
-                booster.predict(xgb.DMatrix(np.zeros((1, booster.num_features()))))
+                exercise_booster(encoded)
 
     def knows_layers(self, table: LayerTable) -> bool:
         """Whether every convolution and linear of ``table`` was micro-benchmarked on this machine: its
@@ -229,7 +209,7 @@ class MachineModel(BaseModel):
             return {}
         grid = [[key.model_copy(update={"batch": batch}) for batch in self._grid or (1,)] for key in keys]
         flat = [config for row in grid for config in row]
-        ratios = _apply(self.layer_booster, [layer_features(c) for c in flat])
+        ratios = apply_booster(self.layer_booster, [layer_features(c) for c in flat])
         seconds = iter(exp(r) * _layer_base_s(self.layer_base, c) for c, r in zip(flat, ratios, strict=True))
         return {
             key: tuple((c.batch, next(seconds)) for c in row) for key, row in zip(keys, grid, strict=True)
@@ -330,9 +310,9 @@ def fit_machine(machine: str, steps: Sequence[StepSample], layers: Sequence[Laye
 def fit_layers(machine: str, layers: Sequence[LayerSample]) -> MachineModel:
     """The machine's layer times alone (``layer_seconds``), before any step is fitted on top of them."""
     layer_base = relative_least_squares([layer_terms(s.config) for s in layers], [s.seconds for s in layers])
-    layer_booster = _train(
-        _LAYER_PARAMS,
-        _LAYER_ROUNDS,
+    layer_booster = train_booster(
+        LAYER_PARAMS,
+        LAYER_ROUNDS,
         [layer_features(s.config) for s in layers],
         [log(s.seconds) - log(_layer_base_s(layer_base, s.config)) for s in layers],
     )
@@ -387,7 +367,7 @@ def fit_steps(steps: Sequence[StepSample], features: Sequence[StepFeatures]) -> 
     ]
     fit = StepFit(coefficients, calibration, curve=batch_effects(residuals), booster="")
     targets = [log(s.seconds) - log(fit.base(f)) for s, f in zip(steps, features, strict=True)]
-    booster = _train(_STEP_PARAMS, _STEP_ROUNDS, _rows(fit, features), targets)
+    booster = train_booster(STEP_PARAMS, STEP_ROUNDS, _rows(fit, features), targets)
     return StepFit(coefficients, calibration, fit.curve, booster)
 
 
@@ -412,5 +392,5 @@ def series(sample: StepSample) -> tuple[str, bool, bool]:
 
 def predict_steps(fit: StepFit, features: Sequence[StepFeatures]) -> list[float]:
     """Log seconds."""
-    ratios = _apply(fit.booster, _rows(fit, features))
+    ratios = apply_booster(fit.booster, _rows(fit, features))
     return [r + log(fit.base(f)) for r, f in zip(ratios, features, strict=True)]

@@ -26,8 +26,9 @@ from advisor.predict.scaling import DeviceSpec
 from advisor.predict.service import Prediction, Predictors, StepQuestion, predict
 from advisor.recommend.choose import Recommendation
 from advisor.recommend.cluster import ClusterView
+from advisor.recommend.estimator import Context, Sync, WaitQuery, Waits
 from advisor.recommend.placement import Standing, cpus_per_node
-from advisor.recommend.service import Context, Sync, WaitQuery, Waits, asked_partition, recommend
+from advisor.recommend.service import asked_partition, recommend
 from advisor.slurm.models import Partition
 from advisor.store import AdvisedJobs, Store
 from advisor.wait.estimate import PLACEHOLDER_SCRIPT, WaitRequest, estimate_waits

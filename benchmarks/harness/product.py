@@ -19,8 +19,9 @@ from advisor.comm.sync import Spread
 from advisor.jobscript.submission import parse_job
 from advisor.policy.schema import Policy
 from advisor.predict.service import NoModelError, Prediction
-from advisor.recommend.service import Context, StepPredictor, Sync, WaitEstimator, Waits, recommend
-from advisor.recommend.service import WaitQuery as CandidateQuery
+from advisor.recommend.estimator import Context, StepPredictor, Sync, WaitEstimator, Waits
+from advisor.recommend.estimator import WaitQuery as CandidateQuery
+from advisor.recommend.service import recommend
 from advisor.slurm.models import Gpus, Node, Partition
 from advisor.slurm.values import format_duration
 from advisor.wait.accuracy import DEFAULT_ESTIMATOR
