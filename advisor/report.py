@@ -89,17 +89,19 @@ def _saved(saved: Savings) -> str:
 
 
 def _notes(partitions: list[PartitionReport], corrections: Iterable[Correction]) -> list[str]:
-    """Jobs left out as not comparable, then each machine's correction, flagged where it is beyond its
-    bound or held at it."""
+    """Jobs left out as not comparable, then each machine's correction (and each architecture's with
+    `ARCHITECTURE_JOBS` jobs there), flagged where it is beyond its bound or held at it."""
     lines = [
-        f"{p.partition}: {p.not_comparable} jobs did not train as described (completed in under "
-        f"{COMPARABLE_SHARE:.0%} of their predicted run): not comparable, not used"
+        f"{p.partition}: {p.not_comparable} jobs did not train as described (completed before their "
+        f"predicted start-up and one epoch, or {COMPARABLE_SHARE:.0%} of their predicted run where the job "
+        "gave no epochs): not comparable, not used"
         for p in partitions
         if p.not_comparable
     ]
     low, high = BOUND
     for c in corrections:
-        line = f"{c.machine}: times x {c.factor:.3f} from {c.jobs} comparable jobs"
+        of = c.machine if c.architecture is None else f"{c.machine}, architecture {c.architecture[:12]}"
+        line = f"{of}: times x {c.factor:.3f} from {c.jobs} comparable jobs"
         line += " (completed, or timed out: at least their limit)"
         if c.beyond_bound:
             line += f"; FLAGGED: beyond {low:g}-{high:g}x, {c.agreeing} of {c.jobs} jobs agree"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sqlite3
 import statistics
 import time
 from datetime import UTC, datetime
@@ -12,7 +13,15 @@ from pathlib import Path
 import pytest
 
 from advisor.cli import main
-from advisor.predict.calibration import PRIOR_JOBS, Outcome, fit_corrections, report
+from advisor.predict.calibration import (
+    ARCHITECTURE_JOBS,
+    PRIOR_JOBS,
+    Outcome,
+    correction_for,
+    fit_corrections,
+    report,
+    start_up_and_epoch,
+)
 from advisor.predict.outcomes import collect_outcomes, corrections, load_outcomes
 from advisor.sandbox.cluster import Sandbox
 from advisor.slurm.client import SlurmClient
@@ -85,7 +94,8 @@ def test_report_figures_per_partition() -> None:
     assert p.mape == pytest.approx((6 * 25 / 125 + 10 / 110) / 7), "errors relative to the actual time"
     assert p.median_ratio == pytest.approx(1.25)
     assert p.within_p90 == pytest.approx(1 / 7), "1.2 x 100 covers only the job that took 110"
-    assert p.calibrated_mape is not None and p.calibrated_mape < p.mape * 2 / 3, "learned from the other jobs"
+    assert p.mape is not None and p.calibrated_mape is not None
+    assert p.calibrated_mape < p.mape * 2 / 3, "learned from the other jobs"
     q = by_name["q"]
     assert q.calibrated_mape == q.mape == pytest.approx(0.25), "with no other job there is nothing to learn"
 
@@ -100,6 +110,42 @@ def test_jobs_that_did_not_train_as_described_are_counted_and_never_used() -> No
     # A quarter of the predicted run is where a job counts: 25 s of 100 does, 24 s does not.
     (kept,) = report([outcome(1, 100, 25), outcome(2, 100, 24)])
     assert (kept.completed, kept.not_comparable) == (1, 1)
+
+
+def test_a_job_is_comparable_from_its_predicted_start_up_and_one_epoch() -> None:
+    """A 10-epoch job predicted at 1000 s with 100 s of start-up: start-up plus one epoch is 190 s. A job of
+    200 s trained as described (under a quarter of 1000 s, which the share alone would have thrown out); one
+    of 150 s did not, whatever share of the run that is."""
+    first = start_up_and_epoch(1000.0, 100.0, 10.0)
+    assert first == pytest.approx(190.0)
+    assert start_up_and_epoch(1000.0, 100.0, 0.0) is None, "steps and no dataset size: no epochs known"
+    assert start_up_and_epoch(1000.0, 100.0, 0.5) == pytest.approx(1000.0), "under one epoch: the whole run"
+    rows = [outcome(1, 1000, 200), outcome(2, 1000, 150), outcome(3, 1000, 240)]
+    described = [row.model_copy(update={"comparable_from_s": first}) for row in rows]
+    (partition,) = report(described)
+    assert (partition.completed, partition.not_comparable) == (2, 1)
+    assert fit_corrections(described)["m"].jobs == 2
+    (share_only,) = report(rows)
+    assert (share_only.completed, share_only.not_comparable) == (0, 3), "no epochs recorded: the share"
+
+
+def test_an_architecture_with_enough_jobs_gets_its_own_correction_the_rest_the_machines() -> None:
+    """Ten jobs of architecture a ran twice their prediction, ten of b as predicted, on one machine."""
+    slow = [outcome(i, 100, 200).model_copy(update={"architecture": "a"}) for i in range(ARCHITECTURE_JOBS)]
+    exact = [outcome(50 + i, 100, 100).model_copy(update={"architecture": "b"}) for i in range(10)]
+    few = [outcome(90 + i, 100, 400).model_copy(update={"architecture": "c"}) for i in range(3)]
+    fitted = fit_corrections([*slow, *exact, *few])
+    own = correction_for(fitted, "m", "a")
+    assert own is not None and own.architecture == "a" and own.jobs == ARCHITECTURE_JOBS
+    assert own.factor == pytest.approx(2 ** (10 / (10 + PRIOR_JOBS)))
+    b = correction_for(fitted, "m", "b")
+    assert b is not None and b.factor == pytest.approx(1.0)
+    machine = fitted["m"]
+    assert machine.architecture is None and machine.jobs == 23
+    assert correction_for(fitted, "m", "c") == machine, "three jobs are too few: the machine's correction"
+    assert correction_for(fitted, "m", None) == machine and correction_for(fitted, "n", "a") is None
+    # One fewer than the minimum: the machine's correction serves architecture a too.
+    assert correction_for(fit_corrections(slow[1:]), "m", "a") == fit_corrections(slow[1:])["m"]
 
 
 def test_the_correction_is_held_within_its_bound_until_many_jobs_agree() -> None:
@@ -133,6 +179,35 @@ def test_coverage_is_two_sided_per_partition_with_counts() -> None:
     under = {c.quantile: (c.under, c.judged) for c in partition.coverage}
     assert under == {"p10": (1, 3), "p50": (2, 5), "p90": (3, 5)}, "the p10 only where it was recorded"
     assert [c.expected for c in partition.coverage] == [0.1, 0.5, 0.9]
+
+
+def test_a_database_from_before_the_calibration_columns_gains_them_and_its_jobs_still_count(
+    tmp_path: Path,
+) -> None:
+    """Schema 4: an advised job with its machine and no key, p10, architecture or start-up and epoch."""
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "CREATE TABLE advised_jobs (job_id INTEGER PRIMARY KEY, submitted_at TEXT, user TEXT, "
+            "partition TEXT, machine TEXT, model_version INTEGER, confidence TEXT, predicted_s FLOAT, "
+            "predicted_p90_s FLOAT, time_limit_s FLOAT, state TEXT, elapsed_s FLOAT, ended_at TEXT)"
+        )
+        db.execute(
+            "INSERT INTO advised_jobs VALUES (7, '2026-12-01T00:00:00+00:00', 'alice', 'a100', 'm', 1, "
+            "'high', 100.0, 120.0, 600.0, 'COMPLETED', 30.0, '2026-12-01T01:00:00+00:00')"
+        )
+        db.execute("PRAGMA user_version = 4")
+    store = Store.open(path)
+    columns = store.db.table("advised_jobs").columns_dict
+    assert {"calibration_key", "architecture", "predicted_p10_s", "comparable_from_s"} <= set(columns)
+    (old,) = load_outcomes(store)
+    assert (old.machine, old.architecture, old.predicted_p10_s, old.comparable_from_s) == (
+        "m",
+        None,
+        None,
+        None,
+    )
+    assert old.comparable, "30 s of a 100-s prediction: over the share that stands in for its epochs"
 
 
 def record(store: Store, job_id: int, partition: str, predicted_s: float, machine: str = "machine-a") -> None:

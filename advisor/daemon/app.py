@@ -220,6 +220,7 @@ class AdviceService:
             "offered": int(answer.submission.rewritten),
             "applied": None,
             "latency_ms": latency_ms,
+            "architecture_hash": None if answer.table is None else answer.table.architecture_hash,
         }
         # One writer at a time in this process: SQLite's own busy wait sleeps in steps of milliseconds.
         with self._writing, self.store() as store:

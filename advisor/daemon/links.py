@@ -55,6 +55,7 @@ class JobLinks:
 
 
 def _advised(job_id: int, row: dict[str, Any], chosen: Estimate) -> dict[str, Any]:
+    """What calibration compares the job's real run with: the prediction and the correction it feeds."""
     submitted_at = datetime.fromisoformat(row["at"])
 
     def start(wait_s: float | None) -> str | None:
@@ -66,10 +67,14 @@ def _advised(job_id: int, row: dict[str, Any], chosen: Estimate) -> dict[str, An
         "user": row["user"],
         "partition": chosen.candidate.partition,
         "machine": chosen.machine,
+        "calibration_key": chosen.calibration_key or chosen.machine,
+        "architecture": row.get("architecture_hash"),
         "model_version": chosen.model_version,
         "confidence": chosen.confidence,
         "predicted_s": chosen.run_s,
         "predicted_p90_s": chosen.run_p90_s,
+        "predicted_p10_s": chosen.run_p10_s,
+        "comparable_from_s": chosen.comparable_from_s,
         "time_limit_s": chosen.time_limit.total_seconds(),
         "slurm_start": start(chosen.slurm_wait_s),
         "advisor_start": start(chosen.advisor_wait_s),

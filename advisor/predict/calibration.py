@@ -5,10 +5,15 @@ checkpoint costs nobody declared) gets a multiplicative correction: the median l
 predicted, shrunk toward no correction by a prior worth `PRIOR_JOBS` jobs, so one odd job cannot swing it,
 and held within `BOUND` unless many jobs agree (`BEYOND_BOUND_JOBS`, `AGREEING_SHARE`).
 
-Only comparable jobs calibrate: COMPLETED, and not shorter than `COMPARABLE_SHARE` of the run predicted for
-them. A shorter one did not train as described (a stub that exits at once, a smoke test, a job that ran
-fewer steps than its description says): it is counted and shown, never used; four 20-second stubs once
-scaled a machine's predictions by x0.003.
+Only comparable jobs calibrate: COMPLETED, and not shorter than their predicted start-up plus one epoch
+(`Outcome.comparable_from_s`; `COMPARABLE_SHARE` of the predicted run where the description gave no epochs).
+A shorter one did not train as described (a stub that exits at once, a smoke test, a job that ran fewer
+steps than its description says): it is counted and shown, never used; four 20-second stubs once scaled a
+machine's predictions by x0.003.
+
+A correction is fitted per machine (its calibration key) and, where `ARCHITECTURE_JOBS` comparable jobs
+trained one architecture there, per machine and architecture: that one serves the architecture's
+predictions, the machine's serves the rest.
 
 A job killed at its time limit (TIMEOUT) ran at least that long: its ratio is a lower bound (right-censored),
 and the median is Kaplan-Meier's, which counts it as "at least". Left out, the jobs a too-short prediction
@@ -19,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -34,9 +39,12 @@ BEYOND_BOUND_JOBS = 20
 AGREEING_SHARE = 0.8
 """Of the jobs, the share whose own ratio lies on the correction's side of 1 for it to pass `BOUND`."""
 COMPARABLE_SHARE = 0.25
-"""A job that ended in less than this share of its predicted run did not train as described. The advised
-job's record keeps its predicted run, not its description's epochs, so the share stands in for "shorter
-than its start-up and one epoch"."""
+"""Where a job's record has no start-up plus one epoch (its description gave steps and no dataset size, or
+it was recorded before they were kept), ending in less than this share of its predicted run is what did not
+train as described."""
+ARCHITECTURE_JOBS = 10
+"""Comparable jobs of one architecture on one machine before they get a correction of their own: fewer
+would let a handful of one model's jobs speak for it, which the machine's correction does better."""
 
 COMPLETED = "COMPLETED"
 CENSORED_STATES = frozenset({"TIMEOUT"})
@@ -57,23 +65,50 @@ class Outcome(BaseModel):
     predicted_p10_s: float | None = Field(default=None, gt=0)
     """None where the job's record has no p10 (recorded before predictions had one)."""
     actual_s: float = Field(ge=0)
+    comparable_from_s: float | None = Field(default=None, gt=0)
+    """The predicted start-up plus one epoch; None where the record has none (`COMPARABLE_SHARE` then)."""
+    architecture: str | None = None
+    """The layer table's hash the prediction was made for; None where none was kept."""
+
+    @property
+    def trained_from_s(self) -> float:
+        """The least run that trained as described."""
+        return comparable_from(self.predicted_s, self.comparable_from_s)
 
     @property
     def comparable(self) -> bool:
         """Ended as described (completed, or killed at its limit) and ran long enough to have trained."""
         ended = self.state == COMPLETED or self.state in CENSORED_STATES
-        return ended and self.actual_s > 0 and self.actual_s >= COMPARABLE_SHARE * self.predicted_s
+        return ended and self.actual_s > 0 and self.actual_s >= self.trained_from_s
 
     @property
     def did_not_train(self) -> bool:
-        """Completed in less than `COMPARABLE_SHARE` of its predicted run: counted, never used."""
-        return self.state == COMPLETED and self.actual_s < COMPARABLE_SHARE * self.predicted_s
+        """Completed before its start-up and one epoch were over: counted, never used."""
+        return self.state == COMPLETED and self.actual_s < self.trained_from_s
+
+
+def comparable_from(predicted_s: float, start_up_and_epoch_s: float | None) -> float:
+    """The least run of a job that trained as described: its predicted start-up plus one epoch where
+    known, else `COMPARABLE_SHARE` of its predicted run."""
+    return COMPARABLE_SHARE * predicted_s if start_up_and_epoch_s is None else start_up_and_epoch_s
+
+
+def start_up_and_epoch(run_s: float, start_up_s: float, epochs: float) -> float | None:
+    """A predicted run's start-up and first epoch, the rest being ``epochs`` alike; None without epochs
+    (steps with no dataset size). Under one epoch: the whole run."""
+    if epochs <= 0:
+        return None
+    start_up_s = min(start_up_s, run_s)
+    return start_up_s + (run_s - start_up_s) / max(epochs, 1.0)
 
 
 class Correction(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     machine: str
+    """The calibration key it corrects (`Outcome.machine`)."""
+    architecture: str | None = None
+    """Fitted on this architecture's jobs alone, and serving only its predictions; None: the machine's."""
     factor: float
     """What the machine's predicted times are multiplied by."""
     jobs: int
@@ -116,7 +151,7 @@ class PartitionReport(BaseModel):
     timed_out: int
     """Killed at their limit: in the median ratio and the corrections as lower bounds."""
     not_comparable: int
-    """Completed in less than `COMPARABLE_SHARE` of the predicted run: did not train as described."""
+    """Completed before its predicted start-up and one epoch were over: did not train as described."""
     mape: float | None
     """Mean absolute percentage error of the predictions as made."""
     calibrated_mape: float | None
@@ -132,14 +167,35 @@ class PartitionReport(BaseModel):
 
 
 def fit_corrections(outcomes: Sequence[Outcome]) -> dict[str, Correction]:
+    """By `correction_key`: each machine's, and each architecture's with `ARCHITECTURE_JOBS` jobs there."""
     by_machine: dict[str, list[Outcome]] = defaultdict(list)
+    by_architecture: dict[tuple[str, str], list[Outcome]] = defaultdict(list)
     for outcome in outcomes:
         if outcome.comparable:
             by_machine[outcome.machine].append(outcome)
-    return {machine: _correction(machine, rows) for machine, rows in by_machine.items()}
+            if outcome.architecture is not None:
+                by_architecture[(outcome.machine, outcome.architecture)].append(outcome)
+    fitted = {machine: _correction(machine, rows) for machine, rows in by_machine.items()}
+    for (machine, architecture), rows in by_architecture.items():
+        if len(rows) >= ARCHITECTURE_JOBS:
+            fitted[correction_key(machine, architecture)] = _correction(machine, rows, architecture)
+    return fitted
 
 
-def _correction(machine: str, rows: Sequence[Outcome]) -> Correction:
+def correction_key(machine: str, architecture: str | None) -> str:
+    """Where `fit_corrections` keeps a correction: the machine's key, or it and the architecture's hash."""
+    return machine if architecture is None else f"{machine}@{architecture}"
+
+
+def correction_for(
+    corrections: Mapping[str, Correction], machine: str, architecture: str | None
+) -> Correction | None:
+    """The architecture's own correction on the machine where it has one, else the machine's."""
+    own = corrections.get(correction_key(machine, architecture))
+    return own if own is not None else corrections.get(machine)
+
+
+def _correction(machine: str, rows: Sequence[Outcome], architecture: str | None = None) -> Correction:
     """The median log-ratio times n / (n + `PRIOR_JOBS`), within `BOUND` unless the jobs agree."""
     n = len(rows)
     shrunk = _median_log_ratio(rows) * n / (n + PRIOR_JOBS)
@@ -150,6 +206,7 @@ def _correction(machine: str, rows: Sequence[Outcome]) -> Correction:
     trusted = n >= BEYOND_BOUND_JOBS and agreeing >= AGREEING_SHARE * n
     return Correction(
         machine=machine,
+        architecture=architecture,
         factor=math.exp(shrunk if trusted or not beyond else bounded),
         jobs=n,
         agreeing=agreeing,
@@ -199,7 +256,8 @@ def _partition_report(name: str, rows: list[Outcome], calibrating: Sequence[Outc
     calibrated = []
     for outcome in done:
         others = [o for o in calibrating if o.machine == outcome.machine and o.job_id != outcome.job_id]
-        factor = _correction(outcome.machine, others).factor if others else 1.0
+        correction = correction_for(fit_corrections(others), outcome.machine, outcome.architecture)
+        factor = 1.0 if correction is None else correction.factor
         calibrated.append(_ape(outcome.predicted_s * factor, outcome.actual_s))
     return PartitionReport(
         partition=name,

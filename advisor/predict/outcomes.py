@@ -31,12 +31,14 @@ def load_outcomes(store: Store) -> list[Outcome]:
         Outcome(
             job_id=row["job_id"],
             partition=row["partition"],
-            machine=row["machine"],
+            machine=row.get("calibration_key") or row["machine"],  # a record from before keys: its machine
             state=row["state"],
             predicted_s=row["predicted_s"],
             predicted_p90_s=row["predicted_p90_s"],
             predicted_p10_s=row.get("predicted_p10_s") or None,  # a record from before p10s: none
             actual_s=row["elapsed_s"],
+            comparable_from_s=row.get("comparable_from_s") or None,
+            architecture=row.get("architecture") or None,
         )
         for row in AdvisedJobs(store).finished()
     ]

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from advisor.introspect import LayerTable
 from advisor.predict.bands import Confidence, Evidence
-from advisor.predict.calibration import Correction
+from advisor.predict.calibration import Correction, correction_for
 from advisor.predict.machine import MEMORY_MARGIN, MachineModel
 from advisor.predict.outcomes import corrections
 from advisor.predict.registry import active_models
@@ -138,26 +138,39 @@ def predict(
     for machine, fingerprint in sorted(own.items()):
         if machine in predictors.models:
             found = predictors.answer(machine, question, _capacity(fingerprint))
-            return _calibrated(found, predictors)
+            return _calibrated(found, predictors, question.table.architecture_hash)
     fingerprints = {f.machine(): f for f in every}
     scaled = _scaled(predictors, question, specs, gpu or question.partition, fingerprints)
-    return _calibrated(scaled, predictors)
+    return _calibrated(scaled, predictors, question.table.architecture_hash)
 
 
-def _calibrated(prediction: Prediction, predictors: Predictors) -> Prediction:
-    """Finished jobs on the machine the prediction came from say how far its step times run off."""
-    correction = predictors.corrections.get(prediction.calibration_key)
+def _calibrated(prediction: Prediction, predictors: Predictors, architecture: str) -> Prediction:
+    """Finished jobs on the machine the prediction came from say how far its step times run off: those of
+    this architecture where enough of them finished there, else all of the machine's. The band keeps its
+    width and the confidence it earns: a correction moves the band, it does not narrow it. One beyond its
+    bound (flagged in `advisor report`) says the predictor is off there: a step less confident."""
+    correction = correction_for(predictors.corrections, prediction.calibration_key, architecture)
     if correction is None:
         return prediction
     factor = correction.factor
+    confidence, note = prediction.confidence, prediction.note
+    if correction.beyond_bound:
+        confidence = _LOWER[confidence]
+        flagged = f"calibrated x {factor:.2f} from {correction.jobs} finished jobs, beyond its bound"
+        note = flagged if note is None else f"{note}; {flagged}"
     return prediction.model_copy(
         update={
             "step_s": prediction.step_s * factor,
             "step_p90_s": prediction.step_p90_s * factor,
             "step_p10_s": None if prediction.step_p10_s is None else prediction.step_p10_s * factor,
             "calibration": factor,
+            "confidence": confidence,
+            "note": note,
         }
     )
+
+
+_LOWER: dict[Confidence, Confidence] = {"high": "medium", "medium": "low", "low": "low"}
 
 
 def _capacity(fingerprint: Fingerprint) -> int | None:

@@ -47,6 +47,13 @@ class Estimate(BaseModel):
     efficiency: float | None = None
     """Predicted scaling: the same micro-steps on one device of the partition, over the devices times
     this candidate's step; None on one device."""
+    run_p10_s: float | None = None
+    """None where the predictor gave no p10."""
+    calibration_key: str | None = None
+    """The correction its finished job feeds (`Prediction.calibration_key`); None in advice recorded
+    before it was kept: its machine."""
+    comparable_from_s: float | None = None
+    """Its predicted start-up plus one epoch (`advisor.predict.calibration.start_up_and_epoch`)."""
 
     @property
     def killed(self) -> bool:

@@ -109,6 +109,10 @@ ADVISED_COLUMNS: dict[str, Any] = {
     "confidence": str,
     "predicted_s": float,
     "predicted_p90_s": float,
+    "predicted_p10_s": float,  # None where the prediction had no p10
+    "calibration_key": str,  # the correction the job feeds: its machine, or scaled:PARTITION
+    "architecture": str,  # the layer table's hash, for a correction per architecture
+    "comparable_from_s": float,  # predicted start-up plus one epoch: a job ending sooner did not train
     "time_limit_s": float,
     "slurm_start": str,
     "advisor_start": str,
@@ -131,11 +135,13 @@ AUDIT_COLUMNS: dict[str, Any] = {
     "applied": int,
     "latency_ms": float,
     "job_id": int,
+    "architecture_hash": str,  # the layer table advised on, which the job's advised_jobs row keeps
 }
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """``PRAGMA user_version`` of a database this version wrote. 1: before it was kept (the tables as they were);
 2: the audit's ``offered`` column; 3: the ``architectures`` users submitted; 4: each model version's
-``sha256`` and ``quarantined`` (`advisor.predict.model_files`). Each later version only adds
+``sha256`` and ``quarantined`` (`advisor.predict.model_files`); 5: each advised job's p10, calibration key,
+architecture and start-up plus one epoch (`advisor.predict.calibration`). Each later version only adds
 tables and columns, which `Store` does when it opens an older database, so an upgrade needs no step; an older
 advisor refuses a newer database rather than write to tables it does not know."""
