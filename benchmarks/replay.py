@@ -7,9 +7,10 @@ policy file ``--policy`` names, with step-time models trained on Sia's table wit
 sizes held out, and (oracle, simulated only) the same recommender fed the true step times.
 
 Modes: ``sim`` (the discrete-event replay of a cluster in real time, seconds per workload), ``slurm`` (sleep
-jobs on real sandbox Slurm clusters, one per arm side by side, in compressed time), ``both`` (the real run and
-its simulated twin, which plans like the compressed cluster: whole-minute limits and the backfill window in
-compressed time; their agreement validates the simulator).
+jobs on real sandbox Slurm clusters, one per arm side by side, in compressed time; each arrival decided as
+it comes, arm C's through the daemon's caches, and each arm's decision delay reported beside its JCT),
+``both`` (the real run and its simulated twin, which plans like the compressed cluster: whole-minute limits
+and the backfill window in compressed time; their agreement validates the simulator).
 
     python benchmarks/replay.py saturn/workload-1.csv --mode both
     python benchmarks/replay.py 'saturn/*.csv'
