@@ -8,8 +8,9 @@ Lua applies them only when the answer is complete and every name is one a rewrit
 submission the Lua reports the job with ``advisor-cli-filter post REQUEST JOBID APPLIED``.
 
 Fail-open as advise-submit is: whatever goes wrong here prints one warning line and answers no change, so
-the job goes in exactly as the user wrote it. A script on stdin or ``--wrap`` is left alone (there is no
-script file to read), as is a script with ``#ADVISOR --off`` or ``#SBATCH hetjob``; the Lua itself leaves
+the job goes in exactly as the user wrote it. A ``--wrap`` command is advised as its one-line script
+(``#!/bin/sh`` and the command); a script on stdin is left alone with one line (sbatch's options do not
+carry it), as is a script with ``#ADVISOR --off`` or ``#SBATCH hetjob``; the Lua itself leaves
 alone a job advise-submit submits (its ``WRAPPED`` mark), a user's who sets ``ADVISOR_OFF=1``, and a hetjob
 of the command line. "applied" is the Lua's to say, once it has set the options.
 
@@ -35,6 +36,7 @@ if TYPE_CHECKING:  # the helper runs in every sbatch: what only `advisor cli-fil
     from rich.console import Console
 
     from advisor.settings.validated import Settings
+    from advisor.submit_guard import SbatchCall, UserJob
 
 SETTABLE = (
     "partition",
@@ -94,9 +96,9 @@ def post_submit(words: Sequence[str]) -> int:
 
 def sbatch_words(options: dict[str, Any]) -> list[str] | None:
     """sbatch's options as a command line that means the same (what advise-submit would have been given),
-    the script and its arguments last; None for a script on stdin or ``--wrap``."""
+    the script and its arguments last (a ``--wrap`` command has neither); None for a script on stdin."""
     argv = options.get("argv")
-    if not isinstance(argv, list) or not argv or "wrap" in options:
+    if not isinstance(argv, list) or not (argv or isinstance(options.get("wrap"), str)):
         return None
     words = []
     for name, value in options.items():
@@ -107,7 +109,7 @@ def sbatch_words(options: dict[str, Any]) -> list[str] | None:
 
 
 def _changes(path: Path | None) -> list[tuple[str, str]]:
-    from advisor.submit import _advise, _batch_flag, kill_warnings
+    from advisor.submit import WRAP, _advise, _batch_flag, kill_warnings
     from advisor.submit_guard import UntrustedAdvice, UserJob
 
     if path is None:  # the Lua itself leaves advise-submit's jobs and opted-out users alone
@@ -117,19 +119,21 @@ def _changes(path: Path | None) -> list[tuple[str, str]]:
         raise ValueError("sbatch's options are not a JSON object")
     words = sbatch_words(options)
     if words is None:
+        _say("a script on stdin is not advised here (advise-submit advises it); submitting it as written")
         return []
-    where = words[len(words) - len(options["argv"])]
-    script = Path(where).read_bytes()
+    wrap = options.get("wrap") if not options["argv"] else None
+    where = WRAP if wrap is not None else words[len(words) - len(options["argv"])]
+    script = f"#!/bin/sh\n{wrap}\n".encode() if wrap is not None else Path(where).read_bytes()
     text = script.decode("utf-8", "surrogateescape")
     if "#ADVISOR --off" in text:
         return []
-    job = UserJob(words, text, where, {}, _batch_flag(text, where, []))
+    job = UserJob(words, text, where, {}, _batch_flag(text, where, []), wrap=wrap is not None)
     if job.hetjob:  # the Lua leaves command-line ones (``:``) alone before asking
         _say("a heterogeneous job is not advised; submitting it as written")
         return []
     # A factory is the user's own code and runs nowhere here: the daemon advises its job from history,
     # and its reasons (printed below) say so.
-    answer = _advise(job, script, [], run_factory=False)
+    answer = _advise(job, script, [], run_factory=False, preview="test-only" in options)
     if not _REQUEST_ID.fullmatch(answer.request_id):
         raise UntrustedAdvice("the answer's request id is not one the daemon gives")
     recommendation = answer.body.get("recommendation") or {}
@@ -137,11 +141,7 @@ def _changes(path: Path | None) -> list[tuple[str, str]]:
         _say(str(reason))
     for warning in kill_warnings(answer.body):
         _say(f"warning: {warning}")
-    call = answer.submission
-    changes = _option_changes(job.argv, call.argv, call.env) if call.rewritten else []
-    if changes and call.stdin is not None and call.stdin != job.script:
-        _say("the advice changes the script's batch flag: use advise-submit for it")
-        changes = []
+    changes = _option_changes(job, answer.submission) if answer.submission.rewritten else []
     if answer.request_id:  # "applied" is the Lua's to say, once it has set the options
         changes.append(("#request", f"{answer.request_id} {int(bool(changes))}"))
     return changes
@@ -157,22 +157,33 @@ def _say(text: str) -> None:
     print(textwrap.fill(line, width=width, subsequent_indent="  "), file=sys.stderr)
 
 
-def _option_changes(
-    before: Sequence[str], after: Sequence[str], env: dict[str, str]
-) -> list[tuple[str, str]]:
+def _option_changes(job: UserJob, call: SbatchCall) -> list[tuple[str, str]]:
     """What the rewrite added, as (option, value); its ``ADVISOR_*`` variables named in the job's own
-    ``--export`` (``NONE`` stays ``NONE``, with them: sbatch takes ``NONE,NAME=VALUE``)."""
-    kept = set(before)
+    ``--export`` (``NONE`` stays ``NONE``, with them: sbatch takes ``NONE,NAME=VALUE``). A change sbatch's
+    options cannot carry (a new batch size in the script, another option) is said, and nothing is set."""
+    if call.stdin is not None and call.stdin != job.script:
+        _say(
+            f"the advice sets {job.batch_flag} in the script, which plain sbatch cannot; "
+            "submitting the job as written (advise-submit applies the whole advice)"
+        )
+        return []
+    kept = set(job.argv)
     changes = []
-    for word in after:
+    for word in call.argv:
         if word not in kept and word.startswith("--") and "=" in word:
             name, value = word[2:].split("=", 1)
+            if name == "job-name":  # named for a script on stdin; sbatch keeps reading the job's file
+                continue
             if name not in SETTABLE:
-                raise ValueError(f"the advice changes --{name}, which the filter may not set")
+                _say(
+                    f"the advice changes --{name}, which plain sbatch's filter cannot set; "
+                    "submitting the job as written (advise-submit applies the whole advice)"
+                )
+                return []
             changes.append((name, value))
-    if env and not any(name == "export" for name, _ in changes):
-        own = next((word[9:] for word in reversed(before) if word.startswith("--export=")), "ALL")
-        changes.append(("export", ",".join([own, *(f"{name}={value}" for name, value in env.items())])))
+    if call.env and not any(name == "export" for name, _ in changes):
+        own = next((word[9:] for word in reversed(job.argv) if word.startswith("--export=")), "ALL")
+        changes.append(("export", ",".join([own, *(f"{name}={value}" for name, value in call.env.items())])))
     return changes
 
 

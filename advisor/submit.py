@@ -41,13 +41,15 @@ from advisor.factory_table import FactoryFailed, factory_table
 from advisor.jobscript.advisor_words import description_values, split_command_line
 from advisor.jobscript.errors import ScriptError
 from advisor.jobscript.lexer import MAX_SCRIPT_BYTES, STDIN
-from advisor.jobscript.options import script_arguments
+from advisor.jobscript.options import parse_options, script_arguments
 from advisor.settings import CallerSettings, SettingsError, caller_settings
-from advisor.submit_guard import SbatchCall, UntrustedAdvice, UserJob, checked, sanitized
+from advisor.submit_guard import SbatchCall, UntrustedAdvice, UserJob, added_words, checked, sanitized
 
 OURS = ("--dry-run", "--json", "--yes", "--no-rewrite", "--explain")
-_SBATCH_ONLY = ("--usage", "-V", "--version", "--wrap", "--test-only")
-"""sbatch options that print something or build the script themselves: passed straight to sbatch."""
+_SBATCH_ONLY = {"usage", "version"}
+"""sbatch options that print something and submit nothing: passed straight to sbatch."""
+WRAP = "--wrap"
+"""A ``--wrap`` command's place in messages; its script is sbatch's own: ``#!/bin/sh`` and the command."""
 HELP = """usage: advise-submit [advisor options] [#ADVISOR options] [sbatch options] SCRIPT [ARGS...]
 
 sbatch, advised: the advisor predicts the job's run time on every partition it may use, shows the
@@ -75,6 +77,7 @@ environment (over the settings file, $ADVISOR_CONFIG or /etc/advisor/advisor.tom
 
 Every other option is sbatch's: see `sbatch --help`.
 """
+PROMPT = "Submit with the advised changes? (n: submit the job as written; Ctrl-C: submit nothing) [Y/n] "
 WRAPPED = "ADVISOR_WRAPPED"
 """Set on advise-submit's own sbatch call: the cli_filter inside it leaves the job alone
 (`advisor.cli_filter`), so a job is never advised twice."""
@@ -124,34 +127,79 @@ def _main(words: list[str]) -> int:
     flags, rest = _flags(words)
     description_args, sbatch_argv = split_command_line(rest)
     try:
-        operands: list[str] | None = script_arguments(sbatch_argv)
-    except ScriptError:
-        operands = None
-    if any(word in ("-h", "--help") for word in sbatch_argv[: len(sbatch_argv) - len(operands or [])]):
+        options, operands = parse_options(sbatch_argv, "command line")[0], script_arguments(sbatch_argv)
+    except ScriptError as error:  # sbatch says what is wrong with the line, in its words
+        if any(word in ("-h", "--help") for word in sbatch_argv):
+            print(HELP, end="")
+            return 0
+        _say(f"not advised: {error}")
+        return _sbatch(_dry(SbatchCall(argv=sbatch_argv), flags), capture=False).returncode
+    names = {option.name for option in options}
+    if "help" in names:
         print(HELP, end="")
         return 0
-    if any(word.split("=", 1)[0] in _SBATCH_ONLY for word in sbatch_argv):
-        return _sbatch(SbatchCall(argv=rest), capture=False).returncode
+    if names & _SBATCH_ONLY:
+        return _sbatch(_dry(SbatchCall(argv=rest), flags), capture=False).returncode
+    if "test-only" in names:  # sbatch's own dry run: advised as one, never submitted
+        flags = replace(flags, dry_run=True)
+    wrap = next((option.value for option in reversed(options) if option.name == "wrap"), None)
     script = None
-    if operands is not None:
+    if wrap is not None and not operands:  # sbatch's own script for a --wrap command
+        script = f"#!/bin/sh\n{wrap}\n".encode()
+    elif wrap is None:
         with contextlib.suppress(OSError):
             script = Path(operands[0]).read_bytes() if operands else sys.stdin.buffer.read()
-    if operands is None or script is None:  # sbatch says what is wrong with the line or file, in its words
-        return _sbatch(SbatchCall(argv=sbatch_argv), capture=False).returncode
-    where = operands[0] if operands else STDIN
+    if script is None:  # sbatch says what is wrong with the file, in its words
+        return _sbatch(_dry(SbatchCall(argv=sbatch_argv), flags), capture=False).returncode
+    where = WRAP if wrap is not None else operands[0] if operands else STDIN
     text = script.decode("utf-8", "surrogateescape")
     environ = {name: value for name, value in os.environ.items() if name.startswith("SBATCH_")}
-    job = UserJob(sbatch_argv, text, where, environ, _batch_flag(text, where, description_args))
+    flag = _batch_flag(text, where, description_args)
+    job = UserJob(sbatch_argv, text, where, environ, flag, wrap=wrap is not None)
     if len(script) > MAX_SCRIPT_BYTES:
         return _finish(job, job.unchanged(), flags, None)  # sbatch refuses it, in its own words
     try:
-        advice = _advise(job, script, description_args, run_factory=True)
-        _show(advice, job, flags)
+        advice = _advise(job, script, description_args, run_factory=True, preview=flags.dry_run)
+        shown = _show(advice, job, flags)
         agreed = advice.submission.rewritten and not flags.no_rewrite and _agreed(flags)
     except Exception as error:  # fail-open: nothing on the advisor's side may cost the user their job
-        print(f"advise-submit: warning: {_reason(error)}; submitting unchanged", file=sys.stderr)
+        _say(f"warning: {_reason(error)}; {_as_written(flags, 'unchanged')}")
         return _finish(job, job.unchanged(), flags, None)
+    if not shown:
+        _said(advice, job, flags, agreed)
     return _finish(job, advice.submission if agreed else job.unchanged(), flags, advice)
+
+
+def _say(text: str) -> None:
+    """One line on stderr (stdout is sbatch's, or --json's)."""
+    print(f"advise-submit: {text}", file=sys.stderr)
+
+
+def _as_written(flags: Flags, what: str = "it as written") -> str:
+    """What happens to the job as the user wrote it: submitted, or under a dry run only asked about."""
+    if flags.dry_run:
+        what = what.removeprefix("it ")
+        return f"asking Slurm about the job {what} (sbatch --test-only; a dry run submits nothing)"
+    return f"submitting {what}"
+
+
+def _said(advice: Answer, job: UserJob, flags: Flags, agreed: bool) -> None:
+    """Where no table was shown, one line on what the advice did to the job, or why it did nothing."""
+    call = advice.submission
+    if call.rewritten and (agreed or flags.no_rewrite):
+        verb = "not applied (--no-rewrite)" if not agreed else "would apply" if flags.dry_run else "applied"
+        _say(sanitized(f"{verb}: {' '.join(_changes(job, call))}", limit=1000))
+    elif not call.rewritten:
+        _say(sanitized(f"kept as written: {_why_unchanged(advice.body)}", limit=1000))
+
+
+def _why_unchanged(body: dict[str, Any]) -> str:
+    """The submission's note (why advice was not applied) or else the recommendation's first reason."""
+    submission, recommendation = body.get("submission"), body.get("recommendation")
+    notes = submission.get("notes") if isinstance(submission, dict) else None
+    reasons = recommendation.get("reasons") if isinstance(recommendation, dict) else None
+    said = [text for text in [*(notes or []), *(reasons or [])] if isinstance(text, str)]
+    return said[0] if said else "the advisor suggests no change"
 
 
 def _flags(words: list[str]) -> tuple[Flags, list[str]]:
@@ -172,10 +220,13 @@ def _batch_flag(text: str, where: str, description_args: list[str]) -> str | Non
     return flag if isinstance(flag, str) else None
 
 
-def _advise(job: UserJob, script: bytes, description_args: list[str], *, run_factory: bool) -> Answer:
+def _advise(
+    job: UserJob, script: bytes, description_args: list[str], *, run_factory: bool, preview: bool = False
+) -> Answer:
     """``run_factory``: whether this process may import and call the factory the job names, to send its
     layer table; only a command the user started says yes (advise-submit), never the cli_filter, which
-    may run inside anyone's sbatch, root's included."""
+    may run inside anyone's sbatch, root's included. ``preview``: a dry run, which the daemon answers
+    without auditing (nothing will be submitted)."""
     request = {
         "script_b64": base64.b64encode(script).decode("ascii"),
         "where": job.where,
@@ -183,6 +234,7 @@ def _advise(job: UserJob, script: bytes, description_args: list[str], *, run_fac
         "description_args": description_args,
         "environ": dict(job.environ),
         "table": _table(job.script, job.where, description_args) if run_factory else None,
+        "preview": preview,
     }
     body = json.loads(_call("POST", "/advise", json.dumps(request).encode()))
     if not isinstance(body, dict) or not isinstance(body.get("request_id"), str):
@@ -228,25 +280,32 @@ def _reason(error: Exception) -> str:
     return sanitized(f"the advisor failed ({type(error).__name__}: {error})")
 
 
-def _show(advice: Answer, job: UserJob, flags: Flags) -> None:
-    """The table; an answer this version cannot read is no advice (a daemon upgraded before the wrapper).
-    Off a terminal only a run likely killed at its limit is said (``--json`` carries it in the JSON)."""
+def _show(advice: Answer, job: UserJob, flags: Flags) -> bool:
+    """The table, if one is shown (on a terminal, or ``--explain``); an answer this version cannot read is
+    no advice (a daemon upgraded before the wrapper). Off a terminal a run likely killed at its limit is
+    said (``--json`` carries it in the JSON)."""
     if flags.json:
-        return
+        return False
     if not (flags.explain or sys.stderr.isatty()):
         for warning in kill_warnings(advice.body):
             print(f"advise-submit: warning: {warning}", file=sys.stderr)
-        return
+        return False
     from rich.console import Console
 
     from advisor.recommend.choose import Recommendation
-    from advisor.recommend.cli import added_words, show
+    from advisor.recommend.cli import show
 
-    call = advice.submission
-    changes = added_words(job.argv, call.argv, call.env) if call.rewritten else None
-    if call.rewritten and call.stdin is not None and call.stdin != job.script:
-        changes = [*(changes or []), f"(the script on stdin, {job.batch_flag} set to the micro-batch)"]
+    changes = _changes(job, advice.submission) if advice.submission.rewritten else None
     show(Recommendation.model_validate(advice.body.get("recommendation")), Console(stderr=True), changes)
+    return True
+
+
+def _changes(job: UserJob, call: SbatchCall) -> list[str]:
+    """A rewrite as what it adds to the user's command line and environment."""
+    changes = added_words(job.argv, call.argv, call.env)
+    if call.stdin is not None and call.stdin != job.script:
+        changes.append(f"(the script on stdin, {job.batch_flag} set to the micro-batch)")
+    return changes
 
 
 def kill_warnings(body: dict[str, Any]) -> list[str]:
@@ -262,12 +321,15 @@ def _agreed(flags: Flags) -> bool:
     if flags.yes or flags.dry_run or not (sys.stdin.isatty() and sys.stderr.isatty()):
         return True
     # On stderr, like the table: stdout is sbatch's (and --json's) alone.
-    print("Submit with the advised changes? [Y/n] ", end="", file=sys.stderr, flush=True)
-    line = sys.stdin.readline()
+    print(PROMPT, end="", file=sys.stderr, flush=True)
+    while (line := sys.stdin.readline()) and line.strip().lower() not in ("", "y", "yes", "n", "no"):
+        print("please answer y or n (Ctrl-C submits nothing): ", end="", file=sys.stderr, flush=True)
     if not line:  # Ctrl-D: no
         print(file=sys.stderr)
-        return False
-    return line.strip().lower() in ("", "y", "yes")
+    if line.strip().lower() in ("", "y", "yes") and line:
+        return True
+    print("advise-submit: submitting the job as written", file=sys.stderr)
+    return False
 
 
 def _finish(job: UserJob, submission: SbatchCall, flags: Flags, response: Answer | None) -> int:
@@ -278,10 +340,7 @@ def _finish(job: UserJob, submission: SbatchCall, flags: Flags, response: Answer
     if submission.rewritten and result.returncode not in (0, 127) and _job_id(result.stdout) is None:
         refused = {"argv": submission.argv, "returncode": result.returncode, "stderr": result.stderr}
         why = sanitized(" ".join(result.stderr.split()) or f"exit status {result.returncode}")
-        print(
-            f"advise-submit: note: sbatch refused the advised job ({why}); submitting it as written",
-            file=sys.stderr,
-        )
+        _say(f"note: sbatch refused the advised job ({why}); {_as_written(flags)}")
         submission = job.unchanged()
         result = _sbatch(_dry(submission, flags), capture=True)
     if flags.json:

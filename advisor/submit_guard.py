@@ -10,7 +10,7 @@ the wrapper's copies, never the daemon's. Standard library only: every submissio
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import PurePath
@@ -61,6 +61,9 @@ class UserJob:
     environ: Mapping[str, str]
     """The user's ``SBATCH_*`` variables, which sbatch reads as options."""
     batch_flag: str | None = None
+    wrap: bool = False
+    """The script is sbatch's ``--wrap`` command (``#!/bin/sh`` and the command): it stays in the argv,
+    never goes on stdin, and only options are added to it."""
 
     @cached_property
     def operands(self) -> list[str]:
@@ -78,7 +81,7 @@ class UserJob:
             return False
 
     def unchanged(self) -> SbatchCall:
-        return SbatchCall(argv=list(self.argv), stdin=None if self.operands else self.script)
+        return SbatchCall(argv=list(self.argv), stdin=None if self.operands or self.wrap else self.script)
 
 
 def checked(job: UserJob, data: Any) -> SbatchCall:
@@ -100,7 +103,7 @@ def checked(job: UserJob, data: Any) -> SbatchCall:
     _check_options(job, added, moved, exported=bool(env))
     _check_environment(env)
     _check_stdin(job, stdin, moved)
-    return SbatchCall(argv=argv, stdin=stdin, env=dict(env), rewritten=True)
+    return SbatchCall(argv=argv, stdin=None if job.wrap else stdin, env=dict(env), rewritten=True)
 
 
 def _added_options(job: UserJob, argv: list[str]) -> tuple[list[str], bool]:
@@ -215,7 +218,12 @@ def _check_environment(env: Mapping[str, str]) -> None:
 
 def _check_stdin(job: UserJob, stdin: str | None, moved: bool) -> None:
     """stdin is the user's script, or, where the job declares a batch flag, the script with that flag's
-    literal values replaced by other counts and nothing else changed."""
+    literal values replaced by other counts and nothing else changed. A ``--wrap`` command is the script
+    itself, kept as written."""
+    if job.wrap:
+        if stdin not in (None, job.script):
+            raise UntrustedAdvice("a --wrap command keeps its own batch size: put it in a script for that")
+        return
     if stdin is None:
         if moved or not job.operands:
             raise UntrustedAdvice("the submission has no script")
@@ -254,6 +262,12 @@ def _same_form(old: str, new: str) -> bool:
     if before is None or after is None or before[1] != after[1]:
         return False
     return contract.valid_value(contract.MICRO_BATCH, after[2])
+
+
+def added_words(before: Sequence[str], after: Sequence[str], env: Mapping[str, str]) -> list[str]:
+    """What a rewrite adds to the user's sbatch command line and environment, as the user would type it."""
+    kept = set(before)
+    return [word for word in after if word not in kept] + [f"{name}={value}" for name, value in env.items()]
 
 
 def sanitized(text: str, limit: int = 300) -> str:

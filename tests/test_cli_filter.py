@@ -161,7 +161,7 @@ def test_options_become_the_command_line_they_came_from() -> None:
     options = {"partition": "t4", "time": "12:00:00", "exclusive": "", "argv": ["job.sh", "x"]}
     assert sbatch_words(options) == ["--partition=t4", "--time=12:00:00", "--exclusive", "job.sh", "x"]
     assert sbatch_words({"partition": "t4", "argv": []}) is None, "a script on stdin"
-    assert sbatch_words({"wrap": "hostname", "argv": []}) is None
+    assert sbatch_words({"wrap": "hostname", "argv": []}) == ["--wrap=hostname"], "sbatch's own script"
 
 
 @pytest.mark.parametrize(
@@ -334,3 +334,72 @@ def test_applied_is_said_only_of_what_the_lua_set(
     warnings = [line for line in result.stderr.splitlines() if "warning" in line]
     assert len(warnings) == 1 and "submitting unchanged" in warnings[0], result.stderr
     assert jobs_named(local_slurm, "unapplied") == ["t4"]
+
+
+def test_a_new_batch_size_in_the_script_is_said_in_words_and_the_job_goes_in_as_written(
+    sandbox: Sandbox, local_slurm: SlurmClient, tmp_path: Path
+) -> None:
+    """The advice moves the script to stdin with another batch size (and names the job after its file, as
+    advise-submit does): plain sbatch keeps reading the file, so it cannot apply that, and says so."""
+    conf = _filtered_conf(sandbox, tmp_path, BIN / "advisor-cli-filter")
+    job = tmp_path / "batch-flag.sbatch"
+    text = SCRIPT.format(name="batch-flag").replace(
+        "--steps=100000", "--steps=100000 --batch-flag=--batch-size"
+    )
+    job.write_text(text.replace("sleep 600", "echo --batch-size 64"), encoding="utf-8")
+
+    def answer(path: str, request: Any) -> Any:
+        words = request.get("sbatch_argv", []) if path == "/advise" else []
+        sent = {
+            "argv": [*words[:-1], "--partition=a100", "--job-name=batch-flag.sbatch"],
+            "stdin": job.read_text().replace("--batch-size 64", "--batch-size 32"),
+            "rewritten": True,
+        }
+        return {"request_id": "ab12", "submission": sent, "recommendation": {"reasons": []}}
+
+    env = {
+        "PATH": f"{BIN}:/usr/bin:/bin",
+        "SLURM_CONF": str(conf),
+        "ADVISOR_SOCKET": str(tmp_path / "f.sock"),
+    }
+    with serving(tmp_path / "f.sock", Script(answer=answer)):
+        result = subprocess.run(
+            ["sbatch", str(job)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+        )
+    assert result.returncode == 0 and result.stdout.startswith("Submitted batch job "), result.stderr
+    said = " ".join(result.stderr.split())
+    assert "Error" not in said and "job-name" not in said and "applied" not in said, said
+    assert "advisor: the advice sets --batch-size in the script, which plain sbatch cannot" in said, said
+    assert jobs_named(local_slurm, "batch-flag") == ["t4"], "as written, once"
+
+
+def test_a_wrap_command_is_advised_and_a_script_on_stdin_is_said_to_be_not(
+    daemon: Daemon, filtered: Path, local_slurm: SlurmClient, tmp_path: Path
+) -> None:
+    env = {**daemon.env, "SLURM_CONF": str(filtered)}
+    wrap = "python train.py --model resnet18 --batch-size 64 --epochs 1 --data-path /datasets/cifar10"
+    argv = ["sbatch", "--partition=t4", "--gres=gpu:1", "--time=12:00:00", "--output=/dev/null"]
+    result = subprocess.run(
+        [*argv, "--job-name=filter-wrap", "--wrap", wrap],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0 and result.stdout.startswith("Submitted batch job "), result.stderr
+    assert "advisor: applied: --partition=a100" in result.stderr, result.stderr
+    assert jobs_named(local_slurm, "filter-wrap") == ["a100"]
+    piped = subprocess.run(
+        argv,
+        input=SCRIPT.format(name="filter-stdin"),
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert piped.returncode == 0, piped.stderr
+    said = [line for line in piped.stderr.splitlines() if line.startswith("advisor: ")]
+    assert len(said) == 1 and "a script on stdin is not advised here" in said[0], said
+    assert jobs_named(local_slurm, "filter-stdin") == ["t4"]

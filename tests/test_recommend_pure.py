@@ -13,8 +13,9 @@ from advisor.policy.schema import Mode, Objective, RewriteRules, TimeLimitRule, 
 from advisor.recommend.candidates import Candidate, Offer, baseline, job_candidates
 from advisor.recommend.choose import Decision, Estimate, Recommendation, choose
 from advisor.recommend.choose import describe as describe_candidate
-from advisor.recommend.cli import HEADERS, added_words, candidates_table, show
+from advisor.recommend.cli import HEADERS, candidates_table, show
 from advisor.recommend.kills import Run, kill_warnings
+from advisor.submit_guard import added_words
 
 A100 = Offer(name="a100", gpu_type="a100", gpus_per_node=4, max_time=timedelta(days=1))
 T4 = Offer(name="t4", gpu_type="t4", gpus_per_node=2, max_time=timedelta(hours=4))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,6 +21,7 @@ from advisor.policy.holder import PolicyHolder
 from advisor.recommend.choose import Estimate, Recommendation, describe
 from advisor.settings.validated import Settings
 from advisor.slurm.values import format_duration, format_seconds
+from advisor.submit_guard import added_words
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], settings: Settings) -> None:
@@ -142,12 +143,6 @@ def candidates_table(result: Recommendation) -> Table:
         if rank < SHOWN or estimate == result.baseline:
             table.add_row(*_row(estimate, result))
     return table
-
-
-def added_words(before: Sequence[str], after: Sequence[str], env: Mapping[str, str]) -> list[str]:
-    """What a rewrite adds to the user's sbatch command line and environment, as the user would type it."""
-    kept = set(before)
-    return [word for word in after if word not in kept] + [f"{name}={value}" for name, value in env.items()]
 
 
 def advice_words(result: Recommendation) -> list[str]:

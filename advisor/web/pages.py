@@ -19,8 +19,9 @@ from advisor.daemon.transport import DaemonRefused
 from advisor.factory_table import FactoryFailed, factory_table
 from advisor.jobscript.lexer import MAX_SCRIPT_BYTES
 from advisor.recommend.choose import describe
-from advisor.recommend.cli import added_words, advice_words
+from advisor.recommend.cli import advice_words
 from advisor.slurm.values import format_seconds
+from advisor.submit_guard import added_words
 from advisor.web.chart import bars_svg, scatter_svg
 from advisor.web.forms import WHERE, directives, read_form, read_pasted, script
 
@@ -90,7 +91,7 @@ def _answer(ask: Ask, page: dict[str, object], text: bytes, where: str, field: s
             return _render("compare.html", page | {"errors": {field: str(error)}}, 422)
         return _render("compare.html", page | {"problem": f"the advisor could not answer: {error}"}, 503)
     result, call = answer.recommendation, answer.submission
-    adds = added_words([where], call.argv, call.env) if call.rewritten else []
+    adds = _options_to_copy(added_words([where], call.argv, call.env)) if call.rewritten else []
     if not adds and result.advice is not None:
         adds = advice_words(result)
     shown = {"result": result, "lines": "\n".join(lines), "adds": " ".join(adds), "where": where}
@@ -98,6 +99,12 @@ def _answer(ask: Ask, page: dict[str, object], text: bytes, where: str, field: s
     if not result.candidates:
         shown["problem"] = "; ".join(result.reasons) or "no candidates"
     return _render("compare.html", page | shown | {"chart": chart})
+
+
+def _options_to_copy(words: list[str]) -> list[str]:
+    """The advice as the user adds it to their own sbatch line: a ``--job-name`` is advise-submit's, for
+    the script it sends on stdin, and would name every job of theirs after the pasted file."""
+    return [word for word in words if not word.startswith("--job-name=")]
 
 
 def _preview(ask: Ask, text: bytes, where: str, table: dict[str, object] | None) -> AdviseResponse:
@@ -155,14 +162,9 @@ def not_found(path: str) -> Page:
 
 def _render(template: str, page: Mapping[str, object], status: int = 200) -> Page:
     text = _TEMPLATES.get_template(template).render(
-        **page, describe=describe, span=format_seconds, optional=_optional, signed=_signed
+        **page, describe=describe, span=format_seconds, optional=_optional
     )
     return Page(status, text)
-
-
-def _signed(seconds: float) -> str:
-    """A span that may be negative: advice that cost time says so."""
-    return format_seconds(seconds) if seconds >= 0 else "-" + format_seconds(-seconds)
 
 
 def _optional(seconds: float | None) -> str:
