@@ -19,6 +19,7 @@ from advisor.jobscript.advisor_lines import JobDescription
 from advisor.jobscript.request import JobRequest
 from advisor.policy.resolve import Effective
 from advisor.policy.schema import Policy
+from advisor.predict.calibration import start_up_and_epoch
 from advisor.predict.jobtime import JobShape, job_time
 from advisor.predict.service import NoModelError, Prediction
 from advisor.recommend.candidates import Candidate, epochs, optimizer_steps
@@ -98,6 +99,7 @@ class _Run:
     run_s: float
     p90_s: float
     query: WaitQuery
+    p10_s: float | None
 
 
 class Estimator:
@@ -121,6 +123,7 @@ class Estimator:
         self.partitions = {p.name: p for p in context.partitions}
         self.overhead_s = effective.overhead.seconds(epochs(description))
         """Start-up and per-epoch work: the same on every candidate, since each keeps the job's epochs."""
+        self.start_up_s = effective.overhead.startup_minutes * 60
         self._trained_at: dict[tuple[str, int], datetime | None] = {}
         self.scale = 1.0
         """What history sets the predicted runs' level by (`history_prior`); 1 without it."""
@@ -177,6 +180,8 @@ class Estimator:
         if candidate.devices > 1 and not sync.measured:
             prediction = prediction.model_copy(update={"confidence": "low", "note": _joined(prediction.note)})
         p50_s, p90_s = (whole.p50_s + besides_s) * self.scale, (whole.p90_s + besides_s) * self.scale
+        low = prediction.step_p10_s
+        p10_s = None if low is None else (job_time(low, low, length).p50_s + besides_s) * self.scale
         limit = self._time_limit(candidate, p90_s)
         gpu_type = self.partitions[candidate.partition].gpu_type
         query = WaitQuery(
@@ -186,7 +191,7 @@ class Estimator:
             gpu_type=gpu_type,
             time_limit=limit,
         )
-        return _Run(candidate, prediction, p50_s, p90_s, query)
+        return _Run(candidate, prediction, p50_s, p90_s, query, p10_s)
 
     def predicted(self, candidate: Candidate) -> tuple[float, str]:
         """The candidate's predicted run (unscaled) and its confidence; no wait asked."""
@@ -237,6 +242,11 @@ class Estimator:
             time_limit=limit,
             note="; ".join(notes) or None,
             efficiency=efficiency,
+            run_p10_s=run.p10_s,
+            calibration_key=prediction.calibration_key,
+            comparable_from_s=start_up_and_epoch(
+                run.run_s, self.start_up_s * self.scale, epochs(self.description)
+            ),
         )
 
 
