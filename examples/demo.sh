@@ -2,8 +2,12 @@
 # The whole product on the sandbox cluster: `./dev demo` runs this after installing what is missing.
 # The sandbox's partitions run at their own speeds (a100 1.0, v100 0.7, t4 0.4 of a CPU: the kernel's CPU
 # controller, as root); each is benchmarked, a predictor is trained per machine, the daemon starts, and three
-# jobs are advised and submitted: one moved to the partition that finishes it first, one to the cheapest,
-# and one submitted with plain sbatch, advised by the cli_filter.
+# jobs are advised and submitted: one whose objective is the earliest completion, one the lowest cost, and
+# one submitted with plain sbatch, advised by the cli_filter. A quick benchmark (18 steps a machine) earns
+# only `low` confidence (held-out errors of 30-100%), below policies/sandbox.toml's min_confidence, so
+# every job is kept as submitted: the tables show what would be chosen, and the kill warning that job 1's
+# 4-hour limit is shorter than its p90 run on t4. A nightly plan's pass (143 steps on a CPU) earns `medium`
+# (benchmarks/README.md, bands by evidence).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}

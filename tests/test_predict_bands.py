@@ -20,7 +20,7 @@ from advisor.predict.bands import (
     confidence_of,
     conformal_quantile,
 )
-from advisor.predict.heldout import fit_with_bands
+from advisor.predict.heldout import fit_with_bands, heldout_residuals, without_models
 from advisor.predict.machine import MachineModel, StepSample
 from advisor.predict.registry import layer_samples, machines, step_samples, train_machine
 from advisor.predict.service import Predictors, StepQuestion, predict
@@ -194,3 +194,20 @@ def test_a_machine_with_large_held_out_error_gives_no_high_prediction(store: Sto
                 found = model.predict(zoo_table(name, 32), batch, False, channels_last)
                 assert found.band.confidence != "high", (name, batch, found.band)
                 assert found.step_p90_s / found.step_s > 1.25
+
+
+def test_a_fold_whose_models_own_every_measured_layer_leaves_them_out_of_the_zoo_class(store: Store) -> None:
+    """`advisor bench submit --quick` (the demo's) measures one model's layers: held out, the others have
+    none, and there is no zoo for it to be priced from. Before: training stopped on an empty least squares."""
+    (machine,) = machines(store)
+    steps = step_samples(store.step_rows(machine), zoo_table)
+    layers = layer_samples(store.layer_rows(machine))
+    owner = sorted({s.model for s in steps})[0]
+    kept = set(without_models(steps, layers, {owner}))
+    only_its_own = [s for s in layers if s not in kept]
+    assert only_its_own and without_models(steps, only_its_own, {owner}) == []
+    model = fit_with_bands(machine, steps, only_its_own, folds=5)
+    residuals = heldout_residuals(model, steps, only_its_own, 5)
+    assert not any(r.model == owner and r.evidence == "zoo" for r in residuals)
+    assert any(r.model == owner and r.evidence == "layers" for r in residuals)
+    assert model.band("zoo").samples == sum(r.evidence == "zoo" for r in residuals)

@@ -113,7 +113,10 @@ def _unseen_models(
         if not train or not test:
             continue
         residuals += _fold(steps, measured, train, test, "layers")
-        fewer = fit_layers(model.machine, without_models(steps, layers, held))
+        remaining = without_models(steps, layers, held)
+        if not remaining:  # the held-out models owned every layer measured: no zoo to price them from
+            continue
+        fewer = fit_layers(model.machine, remaining)
         unseen = [i for i in test if not fewer.knows_layers(steps[i].table)]
         if unseen:
             features = [fewer.features(s.table, s.batch, s.amp, s.channels_last) for s in steps]
