@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import pty
 import re
+import select
 import sqlite3
 import subprocess
 import time
@@ -156,15 +157,10 @@ def _terminal_session(tmp_path: Path, daemon: Daemon, name: str, answer: bytes) 
             shown += os.read(main, 65536)
         os.write(main, answer)
         code = wrapper.wait(timeout=120)
-        while True:
+        while select.select([main], [], [], 1)[0]:  # what it said after the answer, until the pty is quiet
             try:
-                more = os.read(main, 65536) if code is not None else b""
+                shown += os.read(main, 65536)
             except OSError:
-                break
-            if not more:
-                break
-            shown += more
-            if b"as written" in shown.split(b"[Y/n]")[-1]:
                 break
     finally:
         os.close(main)
