@@ -67,7 +67,7 @@ def test_advise_submit_reaches_sbatch_on_the_standard_library_alone(tmp_path: Pa
     result = subprocess.run(
         [sys.executable, "-c", probe, str(script)], capture_output=True, text=True, timeout=60, env=env
     )
-    assert "submitting unchanged" in result.stderr
+    assert "a dry run submits nothing" in result.stderr
     assert result.stdout.splitlines()[-1] == "loaded: []"
 
 

@@ -158,7 +158,8 @@ def test_advise_submit_with_a_broken_settings_file_submits_unchanged(tmp_path: P
         env={**os.environ, "ADVISOR_CONFIG": str(broken)},
     )
     warning = f"advise-submit: warning: the advisor's settings are unusable: {broken}:1: timeout_s: "
-    assert result.stderr.startswith(warning) and "; submitting unchanged" in result.stderr.splitlines()[0]
+    first = result.stderr.splitlines()[0]
+    assert result.stderr.startswith(warning) and "; asking Slurm about the job unchanged" in first
 
 
 @pytest.mark.parametrize(
