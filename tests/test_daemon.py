@@ -253,8 +253,7 @@ def test_a_repeated_request_is_audited_each_time_and_a_new_policy_answers_at_onc
     assert daemon.process is not None
     policy = daemon.root / "policy.toml"
     good = policy.read_text(encoding="utf-8")
-    first = json.loads(submit(daemon, tmp_path, "--dry-run", "--json", name="again").stdout)["advice"]
-    second = json.loads(submit(daemon, tmp_path, "--dry-run", "--json", name="again").stdout)["advice"]
+    first, second = _asked(daemon, tmp_path, "again"), _asked(daemon, tmp_path, "again")
     assert first["request_id"] != second["request_id"]
     assert first["recommendation"] == second["recommendation"]
     with sqlite3.connect(daemon.root / "advisor.db") as db:
@@ -317,6 +316,16 @@ def _post(daemon: Daemon, path: str, body: bytes) -> tuple[int, dict[str, Any]]:
         connection.close()
 
 
+def _asked(daemon: Daemon, tmp_path: Path, name: str) -> dict[str, Any]:
+    """The daemon's answer to a submission's request (audited: a dry run's preview is not)."""
+    script = SCRIPT.format(name=name).encode()
+    where = str(tmp_path / f"{name}.sbatch")
+    request = AdviseRequest.of(script, where=where, sbatch_argv=[where])
+    status, answer = _post(daemon, "/advise", request.model_dump_json().encode())
+    assert status == 200, answer
+    return answer
+
+
 def test_a_factory_without_its_table_is_advised_from_history_with_one_line_saying_why(
     daemon: Daemon, tmp_path: Path
 ) -> None:
@@ -361,7 +370,7 @@ def test_a_job_is_linked_to_advice_by_its_real_owner_whatever_its_comment_says(
     owner, so a caller could link another user's job to their own advice (and explain it, and set its
     prediction in the queue replay), and an owner whose comment named someone else could not link theirs."""
     me = os.getuid()
-    advice = json.loads(submit(daemon, tmp_path, "--dry-run", "--json", name="linking").stdout)["advice"]
+    advice = _asked(daemon, tmp_path, "linking")
     theirs = _held_job(daemon, tmp_path, "theirs", f"x UserId={me}({me})", "--uid=65534", "--gid=65534")
     assert local_slurm.job_owner(theirs) == 65534
     link = Submitted(request_id=advice["request_id"], job_id=theirs, applied=False)
