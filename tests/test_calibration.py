@@ -51,6 +51,18 @@ def test_the_correction_follows_the_median_and_is_shrunk_while_jobs_are_few() ->
     assert many.factor == pytest.approx(2 ** (96 / (96 + PRIOR_JOBS))), "one outlier does not move the median"
 
 
+def test_a_correction_is_fitted_against_the_predictors_own_numbers_not_the_corrected_ones() -> None:
+    """Jobs advised while a x2 correction served were predicted at 2x the predictor's own time; when they
+    run at that, the predictor still needs the x2. Fitted against what they were advised with (a ratio of
+    1), the correction fell back toward 1 as they finished, and swung out again once it had."""
+    raw = [outcome(i, 100, 200) for i in range(30)]
+    served = [outcome(i, 200, 200).model_copy(update={"applied_correction": 2.0}) for i in range(30)]
+    assert fit_corrections(served)["m"].factor == pytest.approx(fit_corrections(raw)["m"].factor)
+    assert fit_corrections(served)["m"].factor == pytest.approx(2 ** (30 / (30 + PRIOR_JOBS)))
+    (line,) = report(served)
+    assert line.median_ratio == pytest.approx(1.0), "the report judges what the jobs were advised with"
+
+
 def test_failed_and_cancelled_jobs_do_not_calibrate() -> None:
     outcomes = [outcome(1, 100, 30, state="CANCELLED"), outcome(2, 100, 60, state="FAILED")]
     assert fit_corrections(outcomes) == {}
@@ -200,6 +212,7 @@ def test_a_database_from_before_the_calibration_columns_gains_them_and_its_jobs_
     store = Store.open(path)
     columns = store.db.table("advised_jobs").columns_dict
     assert {"calibration_key", "architecture", "predicted_p10_s", "comparable_from_s"} <= set(columns)
+    assert "applied_correction" in columns
     (old,) = load_outcomes(store)
     assert (old.machine, old.architecture, old.predicted_p10_s, old.comparable_from_s) == (
         "m",
@@ -207,6 +220,7 @@ def test_a_database_from_before_the_calibration_columns_gains_them_and_its_jobs_
         None,
         None,
     )
+    assert old.applied_correction == 1.0, "a record from before: no correction in its prediction"
     assert old.comparable, "30 s of a 100-s prediction: over the share that stands in for its epochs"
 
 

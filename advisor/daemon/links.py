@@ -75,6 +75,7 @@ def _advised(job_id: int, row: dict[str, Any], chosen: Estimate) -> dict[str, An
         "predicted_p90_s": chosen.run_p90_s,
         "predicted_p10_s": chosen.run_p10_s,
         "comparable_from_s": chosen.comparable_from_s,
+        "applied_correction": chosen.applied_correction,
         "time_limit_s": chosen.time_limit.total_seconds(),
         "slurm_start": start(chosen.slurm_wait_s),
         "advisor_start": start(chosen.advisor_wait_s),

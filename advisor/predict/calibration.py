@@ -69,6 +69,15 @@ class Outcome(BaseModel):
     """The predicted start-up plus one epoch; None where the record has none (`COMPARABLE_SHARE` then)."""
     architecture: str | None = None
     """The layer table's hash the prediction was made for; None where none was kept."""
+    applied_correction: float = Field(default=1.0, gt=0)
+    """The correction already in ``predicted_s`` when the job was advised."""
+
+    @property
+    def uncorrected_s(self) -> float:
+        """The predictor's own p50, before any correction: what a correction is fitted against. Fitted
+        against ``predicted_s``, a serving correction would pull itself back toward 1 as jobs it corrected
+        finish (their ratios near 1), then swing out again once it had."""
+        return self.predicted_s / self.applied_correction
 
     @property
     def trained_from_s(self) -> float:
@@ -218,15 +227,20 @@ def _correction(machine: str, rows: Sequence[Outcome], architecture: str | None 
 
 def _agrees(row: Outcome, slower: bool) -> bool:
     """A job killed at its limit below its prediction ran at least that: it may be on either side."""
-    ratio = row.actual_s / row.predicted_s
+    ratio = row.actual_s / row.uncorrected_s
     return ratio > 1 if slower else ratio < 1 and row.state not in CENSORED_STATES
 
 
-def _median_log_ratio(rows: Sequence[Outcome]) -> float:
-    """Kaplan-Meier's median of log(actual / predicted), a timeout's ratio being a lower bound. Where the
-    lower bounds keep the survival above one half to the end, the median is at least the largest value."""
+def _median_log_ratio(rows: Sequence[Outcome], corrected: bool = False) -> float:
+    """Kaplan-Meier's median of log(actual / predicted), a timeout's ratio being a lower bound: the
+    predictor's own prediction, or with ``corrected`` the one the job was advised with. Where the lower
+    bounds keep the survival above one half to the end, the median is at least the largest value."""
     points = sorted(
-        (math.log(row.actual_s / row.predicted_s), row.state in CENSORED_STATES) for row in rows
+        (
+            math.log(row.actual_s / (row.predicted_s if corrected else row.uncorrected_s)),
+            row.state in CENSORED_STATES,
+        )
+        for row in rows
     )  # at one value, observed (False) before censored: the usual convention
     at_risk, survival = len(points), Fraction(1)
     for index, (value, censored) in enumerate(points):
@@ -258,7 +272,7 @@ def _partition_report(name: str, rows: list[Outcome], calibrating: Sequence[Outc
         others = [o for o in calibrating if o.machine == outcome.machine and o.job_id != outcome.job_id]
         correction = correction_for(fit_corrections(others), outcome.machine, outcome.architecture)
         factor = 1.0 if correction is None else correction.factor
-        calibrated.append(_ape(outcome.predicted_s * factor, outcome.actual_s))
+        calibrated.append(_ape(outcome.uncorrected_s * factor, outcome.actual_s))
     return PartitionReport(
         partition=name,
         jobs=len(rows),
@@ -267,7 +281,7 @@ def _partition_report(name: str, rows: list[Outcome], calibrating: Sequence[Outc
         not_comparable=sum(o.did_not_train for o in rows),
         mape=_mean([_ape(o.predicted_s, o.actual_s) for o in done]),
         calibrated_mape=_mean(calibrated),
-        median_ratio=math.exp(_median_log_ratio(usable)) if usable else None,
+        median_ratio=math.exp(_median_log_ratio(usable, corrected=True)) if usable else None,
         coverage=[
             _coverage("p10", 0.1, [(o, o.predicted_p10_s) for o in usable]),
             _coverage("p50", 0.5, [(o, o.predicted_s) for o in usable]),

@@ -38,6 +38,7 @@ def load_outcomes(store: Store) -> list[Outcome]:
             predicted_p10_s=row.get("predicted_p10_s") or None,  # a record from before p10s: none
             actual_s=row["elapsed_s"],
             comparable_from_s=row.get("comparable_from_s") or None,
+            applied_correction=row.get("applied_correction") or 1.0,  # a record from before: none applied
             architecture=row.get("architecture") or None,
         )
         for row in AdvisedJobs(store).finished()

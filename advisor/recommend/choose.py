@@ -54,6 +54,9 @@ class Estimate(BaseModel):
     before it was kept: its machine."""
     comparable_from_s: float | None = None
     """Its predicted start-up plus one epoch (`advisor.predict.calibration.start_up_and_epoch`)."""
+    applied_correction: float = 1.0
+    """What already moved ``run_s`` off the predictor's own: its calibration (`Prediction.calibration`)
+    times the level the job's history set (the prior)."""
 
     @property
     def killed(self) -> bool:

@@ -247,6 +247,7 @@ class Estimator:
             comparable_from_s=start_up_and_epoch(
                 run.run_s, self.start_up_s * self.scale, epochs(self.description)
             ),
+            applied_correction=prediction.calibration * self.scale,
         )
 
 

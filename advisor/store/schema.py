@@ -113,6 +113,7 @@ ADVISED_COLUMNS: dict[str, Any] = {
     "calibration_key": str,  # the correction the job feeds: its machine, or scaled:PARTITION
     "architecture": str,  # the layer table's hash, for a correction per architecture
     "comparable_from_s": float,  # predicted start-up plus one epoch: a job ending sooner did not train
+    "applied_correction": float,  # the calibration already in predicted_s; None before it was kept: none
     "time_limit_s": float,
     "slurm_start": str,
     "advisor_start": str,
@@ -138,10 +139,11 @@ AUDIT_COLUMNS: dict[str, Any] = {
     "architecture_hash": str,  # the layer table advised on, which the job's advised_jobs row keeps
 }
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """``PRAGMA user_version`` of a database this version wrote. 1: before it was kept (the tables as they were);
 2: the audit's ``offered`` column; 3: the ``architectures`` users submitted; 4: each model version's
 ``sha256`` and ``quarantined`` (`advisor.predict.model_files`); 5: each advised job's p10, calibration key,
-architecture and start-up plus one epoch (`advisor.predict.calibration`). Each later version only adds
+architecture and start-up plus one epoch (`advisor.predict.calibration`); 6: the correction already in each
+advised job's prediction. Each later version only adds
 tables and columns, which `Store` does when it opens an older database, so an upgrade needs no step; an older
 advisor refuses a newer database rather than write to tables it does not know."""
