@@ -10,51 +10,17 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
-
 from advisor.introspect import LayerTable
-from advisor.predict.bands import Confidence, Evidence
 from advisor.predict.calibration import Correction, correction_for
 from advisor.predict.machine import MEMORY_MARGIN, MachineModel
 from advisor.predict.outcomes import corrections
 from advisor.predict.registry import active_models
 from advisor.predict.scaling import ASSUMED_CPU_FLOPS, DeviceSpec, match_spec, roofline_ratio
+from advisor.predict.types import Confidence, NoModelError, Prediction
 from advisor.records import Fingerprint
 from advisor.store import Store
 
 _GB = 10**9
-
-
-class Prediction(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    partition: str
-    machine: str
-    model_version: int
-    batch_size: int
-    amp: bool
-    channels_last: bool
-    step_s: float
-    step_p90_s: float
-    peak_memory_bytes: int
-    memory_bytes: int | None
-    """The device's memory; None on a CPU, whose host memory the fingerprint does not record."""
-    fits: bool
-    largest_batch: int | None
-    confidence: Confidence
-    """Read off the band's p90/p50 (`advisor.predict.bands.confidence_of`); low when scaled."""
-    evidence: Evidence | None = None
-    """What the prediction rests on; None from a predictor that does not say."""
-    step_p10_s: float | None = None
-    calibration: float = 1.0
-    """The machine's correction from finished jobs, already applied to the step times."""
-    scaled_from: str | None = None
-    note: str | None = None
-
-    @property
-    def calibration_key(self) -> str:
-        """Finished jobs correct the machine that made the prediction; a scaled one, its own partition."""
-        return self.machine if self.scaled_from is None else f"scaled:{self.partition}"
 
 
 def load_specs(directory: Path) -> list[DeviceSpec]:
@@ -72,10 +38,6 @@ def load_specs(directory: Path) -> list[DeviceSpec]:
             )
         )
     return specs
-
-
-class NoModelError(LookupError):
-    """No machine has a trained predictor: run ``advisor models train`` first."""
 
 
 @dataclass(frozen=True)
