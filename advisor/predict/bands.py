@@ -15,11 +15,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-Evidence = Literal["measured", "interpolated", "layers", "zoo", "scaled"]
-"""What a prediction rests on, narrowest first: the architecture measured whole at this batch size; measured
-whole at other batch sizes (interpolated); its own layers measured; the zoo only (an unseen architecture);
-scaled from another GPU by roofline (its machine was never benchmarked)."""
-Confidence = Literal["high", "medium", "low"]
+from advisor.predict.types import Confidence, Evidence
+
 TRAINED_CLASSES: tuple[Evidence, ...] = ("measured", "interpolated", "layers", "zoo")
 """The classes a machine's held-out residuals can measure, each wider than the one before."""
 MIN_SAMPLES = 20
