@@ -15,7 +15,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from advisor.predict.types import Confidence, Evidence
+from advisor.policy.schema import Confidence
+from advisor.predict.types import Evidence
 
 TRAINED_CLASSES: tuple[Evidence, ...] = ("measured", "interpolated", "layers", "zoo")
 """The classes a machine's held-out residuals can measure, each wider than the one before."""

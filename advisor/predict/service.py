@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from advisor.introspect import LayerTable
+from advisor.policy.schema import Confidence
 from advisor.predict.calibration import Correction, correction_for
 from advisor.predict.machine import MEMORY_MARGIN, MachineModel
 from advisor.predict.outcomes import corrections
 from advisor.predict.registry import active_models
 from advisor.predict.scaling import ASSUMED_CPU_FLOPS, DeviceSpec, match_spec, roofline_ratio
-from advisor.predict.types import Confidence, NoModelError, Prediction
+from advisor.predict.types import NoModelError, Prediction
 from advisor.records import Fingerprint
 from advisor.store import Store
 

@@ -1,5 +1,6 @@
 """What a prediction is, apart from how it is made: plain values the pure core may import without loading
-the store, the model files or xgboost (`advisor.predict.service` makes them)."""
+the store, the model files or xgboost (`advisor.predict.service` makes them). `Confidence` is declared once,
+in the policy (`advisor.policy.schema`), whose threshold is one of its levels."""
 
 from __future__ import annotations
 
@@ -7,12 +8,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from advisor.policy.schema import Confidence
+
 Evidence = Literal["measured", "interpolated", "layers", "zoo", "scaled"]
 """What a prediction rests on, narrowest first: the architecture measured whole at this batch size; measured
 whole at other batch sizes (interpolated); its own layers measured; the zoo only (an unseen architecture);
 scaled from another GPU by roofline (its machine was never benchmarked)."""
-Confidence = Literal["high", "medium", "low"]
-"""Read off a band's width (`advisor.predict.bands.confidence_of`); the policy's threshold is one of these."""
 
 
 class NoModelError(LookupError):
