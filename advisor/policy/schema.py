@@ -16,7 +16,7 @@ OwnObjective = Literal["completion", "cost"]
 """An account's or user's own objective: the weighted mix, with its weight, stays site-wide."""
 BatchRule = Literal["never", "keep-global-batch", "within-declared-range"]
 Confidence = Literal["high", "medium", "low"]
-"""The predictor's confidence levels (``advisor.predict.service``, not imported: it loads xgboost)."""
+"""A prediction's confidence (`advisor.predict.types.Prediction`), read off its band; declared here once."""
 
 MODE_RANK: dict[Mode, int] = {"off": 0, "advise": 1, "rewrite": 2}
 CONFIDENCE_RANK: dict[Confidence, int] = {"low": 0, "medium": 1, "high": 2}
