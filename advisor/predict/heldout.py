@@ -19,7 +19,7 @@ from statistics import median
 
 from pydantic import BaseModel, ConfigDict
 
-from advisor.predict.bands import TRAINED_CLASSES, ClassBand, Evidence, class_bands, conformal_quantile
+from advisor.predict.bands import TRAINED_CLASSES, ClassBand, class_bands, conformal_quantile
 from advisor.predict.curves import interpolate
 from advisor.predict.features import StepFeatures, timed_layers
 from advisor.predict.machine import (
@@ -32,6 +32,7 @@ from advisor.predict.machine import (
     predict_steps,
     series,
 )
+from advisor.predict.types import Evidence
 from advisor.records import LayerConfig
 
 P90 = 0.9
