@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from advisor.introspect import LayerTable, Optimizer, estimate_peak_memory
 from advisor.precision import Precision
-from advisor.predict.bands import ClassBand, Evidence, machine_band
+from advisor.predict.bands import ClassBand, machine_band
 from advisor.predict.boosters import (
     LAYER_PARAMS,
     LAYER_ROUNDS,
@@ -46,6 +46,7 @@ from advisor.predict.features import (
     timed_layers,
 )
 from advisor.predict.leastsquares import relative_least_squares
+from advisor.predict.types import Evidence
 from advisor.records import LayerConfig, StepPart
 
 MEMORY_MARGIN = 0.1
