@@ -256,7 +256,8 @@ def _plot(results: list[MachineEvaluation], path: Path) -> None:
 def _predict(args: argparse.Namespace, console: Console) -> int:
     from advisor.bench.zoo import zoo_model
     from advisor.introspect.run import introspect
-    from advisor.predict.service import NoModelError, Predictors, StepQuestion, load_specs, predict
+    from advisor.predict.service import Predictors, StepQuestion, load_specs, predict
+    from advisor.predict.types import NoModelError
 
     _channels, height, width = args.input_shape
     kwargs = {} if args.num_classes is None else {"num_classes": args.num_classes}
