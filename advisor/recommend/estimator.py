@@ -21,7 +21,7 @@ from advisor.policy.resolve import Effective
 from advisor.policy.schema import Policy
 from advisor.predict.calibration import start_up_and_epoch
 from advisor.predict.jobtime import JobShape, job_time
-from advisor.predict.service import NoModelError, Prediction
+from advisor.predict.types import NoModelError, Prediction
 from advisor.recommend.candidates import Candidate, epochs, optimizer_steps
 from advisor.recommend.choose import Estimate, WaitSource
 from advisor.recommend.kills import likely_killed, outlasts
