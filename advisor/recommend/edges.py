@@ -23,7 +23,8 @@ from advisor.jobscript.submission import ParsedSubmission
 from advisor.policy.schema import Policy
 from advisor.predict.registry import model_created_at
 from advisor.predict.scaling import DeviceSpec
-from advisor.predict.service import Prediction, Predictors, StepQuestion, predict
+from advisor.predict.service import Predictors, StepQuestion, predict
+from advisor.predict.types import Prediction
 from advisor.recommend.choose import Recommendation
 from advisor.recommend.cluster import ClusterView
 from advisor.recommend.estimator import Context, Sync, WaitQuery, Waits
