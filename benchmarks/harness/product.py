@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from advisor.comm.sync import Spread
 from advisor.jobscript.submission import parse_job
 from advisor.policy.schema import Policy
-from advisor.predict.service import NoModelError, Prediction
+from advisor.predict.types import NoModelError, Prediction
 from advisor.recommend.estimator import Context, StepPredictor, Sync, WaitEstimator, Waits
 from advisor.recommend.estimator import WaitQuery as CandidateQuery
 from advisor.recommend.service import recommend
