@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from advisor.bench.zoo import zoo_table
-from advisor.predict.bands import Confidence
+from advisor.policy.schema import Confidence
 from advisor.predict.calibration import ARCHITECTURE_JOBS, Outcome, fit_corrections
 from advisor.predict.registry import machines, train_machine
 from advisor.predict.service import Predictors, StepQuestion, predict
