@@ -15,7 +15,6 @@ from advisor.bench.zoo import zoo_table
 from advisor.cli import main as cli
 from advisor.predict.bands import (
     ClassBand,
-    Evidence,
     class_bands,
     confidence_of,
     conformal_quantile,
@@ -24,6 +23,7 @@ from advisor.predict.heldout import fit_with_bands, heldout_residuals, without_m
 from advisor.predict.machine import MachineModel, StepSample
 from advisor.predict.registry import layer_samples, machines, step_samples, train_machine
 from advisor.predict.service import Predictors, StepQuestion, predict
+from advisor.predict.types import Evidence
 from advisor.store import ModelRegistry, Store
 
 from . import predict_support
