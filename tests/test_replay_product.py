@@ -15,7 +15,7 @@ from advisor.history.predictor import RunForecast
 from advisor.jobscript.rewrite import apply_advice
 from advisor.jobscript.submission import parse_submission
 from advisor.policy.schema import Policy
-from advisor.predict.service import Prediction
+from advisor.predict.types import Prediction
 from advisor.recommend.choose import Recommendation
 from advisor.recommend.estimator import Context, StepPredictor, Sync
 from advisor.recommend.service import recommend
