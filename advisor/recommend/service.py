@@ -19,7 +19,7 @@ from advisor.jobscript.request import JobRequest
 from advisor.jobscript.rewrite import Advice
 from advisor.policy.resolve import resolve
 from advisor.policy.schema import Mode
-from advisor.predict.service import NoModelError
+from advisor.predict.types import NoModelError
 from advisor.recommend.advice import advice_for, partition_order
 from advisor.recommend.candidates import Offer, baseline, job_candidates
 from advisor.recommend.choose import Recommendation, choose
