@@ -1,56 +1,23 @@
 """One job as its history knows it, from Slurm's accounting or from a Standard Workload Format log.
 
-A job is known at its submission by what it asked for (`JobAsk`); once it ended, by how long it ran
-(`PastJob`). A job that ran into its time limit is **censored**: it would have run at least that long, and
-is never taken for a job that needed exactly its limit.
+Each becomes a `PastJob` (`advisor.history.past`, the plain types the pure core reads); this module is the
+edge that reads the files and accounting's rows.
 """
 
 from __future__ import annotations
 
 import gzip
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
+from advisor.history.past import JobAsk, PastJob, past_job
 from advisor.slurm.models import FinishedJob
 
-CENSORED_SHARE = 0.99
-"""A job that ran this share of its limit or more ended at it (Slurm kills it a little after)."""
 TIMEOUT_STATES = frozenset({"TIMEOUT", "DEADLINE"})
 
 
 class TraceError(ValueError):
     """A trace line that cannot be read: ``FILE:LINE: what is wrong``."""
-
-
-@dataclass(frozen=True, slots=True)
-class JobAsk:
-    """What a job asked for when it was submitted: all a prediction may look at."""
-
-    user: str
-    script: str
-    """What says "the same job again": the job's script or executable, else its name; "" when unknown."""
-    partition: str
-    submit_s: float
-    limit_s: float | None
-    cpus: int
-    gpus: int = 0
-    nodes: int = 1
-
-
-@dataclass(frozen=True, slots=True)
-class PastJob:
-    ask: JobAsk
-    run_s: float
-    end_s: float
-    completed: bool
-    """Ended by itself without an error (SWF status 1, Slurm's COMPLETED)."""
-    censored: bool
-
-
-def past_job(ask: JobAsk, run_s: float, end_s: float, completed: bool, timed_out: bool) -> PastJob:
-    at_limit = ask.limit_s is not None and run_s >= CENSORED_SHARE * ask.limit_s
-    return PastJob(ask, run_s, end_s, completed and not timed_out, timed_out or (at_limit and not completed))
 
 
 def from_accounting(jobs: Iterable[FinishedJob]) -> list[PastJob]:
