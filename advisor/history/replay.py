@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 from advisor.frozen import Frozen
 from advisor.history.features import History
-from advisor.history.jobs import PastJob
+from advisor.history.past import PastJob
 from advisor.history.point import accuracy
 from advisor.history.predictor import (
     HistoryModel,
