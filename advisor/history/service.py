@@ -21,7 +21,8 @@ from typing import Any
 import xgboost as xgb
 
 from advisor.history.features import History, past_rows
-from advisor.history.jobs import JobAsk, from_accounting
+from advisor.history.jobs import from_accounting
+from advisor.history.past import JobAsk
 from advisor.history.predictor import HistoryModel, RunForecast, forecast, look_back, predict_run, train_model
 from advisor.predict.model_files import ModelFileError, digest, move_aside, write_version_file
 from advisor.slurm.models import FinishedJob
