@@ -22,7 +22,7 @@ import numpy as np
 import xgboost as xgb
 
 from advisor.history.features import FEATURES, History
-from advisor.history.jobs import JobAsk, PastJob
+from advisor.history.past import JobAsk, PastJob
 from advisor.history.point import ExpectedRun
 from advisor.policy.schema import TimeLimitRule
 
