@@ -14,7 +14,7 @@ from collections import defaultdict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from advisor.history.jobs import JobAsk, PastJob
+from advisor.history.past import JobAsk, PastJob
 from advisor.history.point import RULES, SHARE_OF_LIMIT, USERS_MEDIAN, ExpectedRun, RuleScores
 
 KEPT = 20
