@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from advisor.history.jobs import JobAsk
+from advisor.history.past import JobAsk
 from advisor.history.predictor import RunForecast
 from advisor.jobscript.advisor_lines import JobDescription
 from advisor.jobscript.request import JobRequest
