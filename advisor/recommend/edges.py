@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 from advisor.comm.rows import CommunicationRows
 from advisor.comm.sync import DEFAULT_COMMUNICATION, Communication, Spread
-from advisor.history.jobs import JobAsk
+from advisor.history.past import JobAsk
 from advisor.history.service import RunHistory
 from advisor.introspect import LayerTable
 from advisor.jobscript.render import render_script
