@@ -4,7 +4,7 @@ and the level of predictions the model predictor is not confident of."""
 
 from __future__ import annotations
 
-from advisor.history.jobs import JobAsk
+from advisor.history.past import JobAsk
 from advisor.history.point import explained
 from advisor.history.predictor import HistoryLimit, RunForecast, limit_and_rule
 from advisor.jobscript.request import JobRequest
