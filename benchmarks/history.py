@@ -29,7 +29,8 @@ from rich.console import Console
 from rich.table import Table
 
 from advisor.history.cli import show_report
-from advisor.history.jobs import PastJob, TraceError, from_accounting, read_swf
+from advisor.history.jobs import TraceError, from_accounting, read_swf
+from advisor.history.past import PastJob
 from advisor.history.predictor import history_limit
 from advisor.history.replay import DEFAULT_RULE, HistoryReport, Predicted, replay, report
 from advisor.policy.schema import TimeLimitRule
