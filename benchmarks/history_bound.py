@@ -35,7 +35,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from advisor.frozen import Frozen
-from advisor.history.jobs import PastJob
+from advisor.history.past import PastJob
 from advisor.history.predictor import RunForecast, history_limit
 from advisor.history.replay import DEFAULT_RULE, Predicted, replay
 from advisor.policy.schema import TimeLimitRule
