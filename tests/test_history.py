@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from advisor.history.features import History, past_rows
-from advisor.history.jobs import JobAsk, PastJob, TraceError, past_job, read_swf
+from advisor.history.jobs import TraceError, read_swf
+from advisor.history.past import JobAsk, PastJob, past_job
 from advisor.history.point import SHARE_OF_LIMIT
 from advisor.history.predictor import (
     MIN_TRAINING_JOBS,
