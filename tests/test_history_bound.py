@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from advisor.history.jobs import JobAsk, past_job
+from advisor.history.past import JobAsk, past_job
 from advisor.history.predictor import RunForecast
 from advisor.history.replay import DEFAULT_RULE, Predicted
 from benchmarks.history_bound import LEAST_ENDED, best_share, bound, judged, least_median, online, ratios
