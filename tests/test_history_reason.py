@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from advisor.history.features import History
-from advisor.history.jobs import JobAsk
+from advisor.history.past import JobAsk
 from advisor.history.predictor import forecast, look_back
 from advisor.jobscript.request import build_request
 from advisor.policy.load import parse_policy
