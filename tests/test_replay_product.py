@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from advisor.comm.sync import Spread
-from advisor.history.jobs import JobAsk
+from advisor.history.past import JobAsk
 from advisor.history.predictor import RunForecast
 from advisor.jobscript.rewrite import apply_advice
 from advisor.jobscript.submission import parse_submission
