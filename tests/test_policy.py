@@ -15,6 +15,7 @@ from advisor.policy import Policy, PolicyError, PolicyHolder, load_policy, parse
 from advisor.policy import cli as policy_cli
 from advisor.sandbox.spec import load_spec
 from advisor.settings import load_settings
+from advisor.settings.validated import Settings
 
 from .conftest import REPO, SANDBOX_CONFIG
 
@@ -231,10 +232,12 @@ def test_a_file_that_disappears_keeps_the_last_good_policy(tmp_path: Path) -> No
     assert holder.current.mode == "off"
 
 
-def run_check(*words: str) -> int:
+def run_check(*words: str, settings: Settings | None = None) -> int:
+    """Without ``settings``, Slurm is not asked (`test_policy_partitions` asks it)."""
     parser = argparse.ArgumentParser(prog="advisor")
-    policy_cli.add_commands(parser.add_subparsers(required=True), load_settings(os.environ))
-    args = parser.parse_args(["policy", "check", *words])
+    policy_cli.add_commands(parser.add_subparsers(required=True), settings or load_settings(os.environ))
+    options = [] if settings else ["--no-slurm"]
+    args = parser.parse_args(["policy", "check", *words, *options])
     return int(args.handler(args, Console(width=200)))
 
 

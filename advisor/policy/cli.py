@@ -11,8 +11,9 @@ from rich.console import Console
 from rich.table import Table
 
 from advisor.policy.load import PolicyError, load_policy
+from advisor.policy.partitions import partition_warnings
 from advisor.policy.schema import Policy
-from advisor.settings.validated import Settings
+from advisor.settings.validated import Settings, SlurmSettings
 
 INVALID = 2
 
@@ -23,7 +24,13 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
     check = actions.add_parser("check", help="validate a policy file; errors name their line")
     check.add_argument("file", type=Path)
     check.add_argument("--json", action="store_true", help="the validated policy, or its problems, as JSON")
-    check.set_defaults(handler=_check)
+    check.add_argument(
+        "--no-slurm",
+        dest="ask_slurm",
+        action="store_false",
+        help="do not compare its partition names with Slurm's (by default they are, where Slurm answers)",
+    )
+    check.set_defaults(handler=_check, slurm=settings.slurm)
 
 
 def _check(args: argparse.Namespace, console: Console) -> int:
@@ -36,11 +43,33 @@ def _check(args: argparse.Namespace, console: Console) -> int:
         else:
             print(error, file=sys.stderr)
         return INVALID
+    cluster, unchecked = _cluster_partitions(args.slurm) if args.ask_slurm else (None, "--no-slurm")
+    text = args.file.read_text(encoding="utf-8-sig")
+    warnings = [] if cluster is None else partition_warnings(policy, text, cluster)
     if args.json:
-        print(json.dumps({"valid": True, "policy": policy.model_dump(mode="json")}, indent=2))
-    else:
-        _summary(console, args.file, policy)
+        found = [warning.model_dump() for warning in warnings]
+        document = {"valid": True, "policy": policy.model_dump(mode="json"), "warnings": found}
+        print(
+            json.dumps(document | {"slurm_partitions": cluster, "not_checked_because": unchecked}, indent=2)
+        )
+        return 0
+    _summary(console, args.file, policy)
+    for warning in warnings:
+        print(f"warning: {warning.describe(str(args.file))}", file=sys.stderr)
+    if unchecked is not None and args.ask_slurm:
+        print(f"note: partition names not checked against Slurm: {unchecked}", file=sys.stderr)
     return 0
+
+
+def _cluster_partitions(slurm: SlurmSettings) -> tuple[list[str] | None, str | None]:
+    """The cluster's partition names, or why they could not be had (no Slurm reachable from here)."""
+    from advisor.slurm.client import SlurmClient
+    from advisor.slurm.runner import SlurmError
+
+    try:
+        return [partition.name for partition in SlurmClient.from_settings(slurm).partitions()], None
+    except (SlurmError, ModuleNotFoundError) as error:  # over SSH, without the service's packages
+        return None, str(error)
 
 
 def _summary(console: Console, path: Path, policy: Policy) -> None:
