@@ -56,6 +56,8 @@ class SandboxRecord(BaseModel):
     """What `up` started, in start order, so that `down` stops exactly those processes."""
 
     pids: dict[str, int] = {}
+    notes: list[str] = []
+    """What start-up could not apply (a node's quota the kernel refused, one that cannot mean its speed)."""
     slurm_conf: str = ""
 
 
@@ -139,9 +141,8 @@ class Sandbox:
         ]
         controller_up = any(d.name == "slurmctld" and d.running for d in daemons)
         partitions = self.client.partitions() if controller_up else []
-        return SandboxStatus(
-            root=self.layout.root, daemons=daemons, partitions=partitions, notes=self._speed_notes()
-        )
+        notes = [*self._speed_notes(), *record.notes]
+        return SandboxStatus(root=self.layout.root, daemons=daemons, partitions=partitions, notes=notes)
 
     def _start(self, slurm_conf: str, deadline: float) -> None:
         self._check_ports_free()
@@ -182,7 +183,7 @@ class Sandbox:
             deadline=deadline,
         )
         for node, port in self.spec.slurmd_ports().items():
-            group = self._speed_group(node)
+            group = self._speed_group(node, record)
             self._spawn(
                 record,
                 f"slurmd-{node}",
@@ -193,13 +194,14 @@ class Sandbox:
             )
         self._wait_for_nodes(deadline)
 
-    def _speed_group(self, node: str) -> Path | None:
-        """The CPU cgroup a slow node's slurmd runs in: its speed times the CPUs its jobs may use here."""
-        partition = next(p for p in self.spec.partition if node in p.node_names())
-        if partition.speed >= 1:
+    def _speed_group(self, node: str, record: SandboxRecord) -> Path | None:
+        """The CPU cgroup a slow node's slurmd runs in; what cannot be applied is noted in ``record``."""
+        part = next(p for p in self.spec.partition if node in p.node_names())
+        if part.speed >= 1:
             return None
-        cores = partition.speed * min(partition.cpus_per_node, os.cpu_count() or 1)
-        return self.speed_control.group(self.layout.root, node, cores)
+        group, notes = self.speed_control.slow_group(self.layout.root, node, part.speed, part.cpus_per_node)
+        record.notes.extend(notes)
+        return group
 
     def _speed_notes(self) -> list[str]:
         slow = [p.name for p in self.spec.partition if p.speed < 1]
