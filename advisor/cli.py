@@ -8,24 +8,17 @@ import os
 import sys
 from collections import Counter
 from collections.abc import Sequence
-from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.table import Table
-
-from advisor import __version__, argtypes
-from advisor.introspect.errors import IntrospectionError
-from advisor.introspect.table_cache import keep_tables_in
-from advisor.jobscript.datasets import DatasetsFileError, load_datasets
-from advisor.jobscript.errors import ScriptError
-from advisor.jobscript.submission import parse_submission
-from advisor.sandbox.cluster import Sandbox, SandboxError, SandboxStatus
-from advisor.sandbox.spec import SandboxConfigError, load_spec
+from advisor import __version__, argtypes, readable
 from advisor.settings import SettingsError, load_settings
 from advisor.settings.validated import Settings
-from advisor.slurm.runner import SlurmError
-from advisor.slurm.values import format_duration
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from advisor.sandbox.cluster import Sandbox, SandboxStatus
 
 COMMAND_MODULES = (
     ("advisor.bench.cli", ("bench",)),
@@ -42,8 +35,42 @@ COMMAND_MODULES = (
     ("advisor.cli_filter", ("cli-filter",)),
     ("advisor.web.cli", ("web",)),
 )
-"""The modules that add commands, with the commands each adds: on a base install (no service extra) a
-module that cannot load still lists its commands, and each says what it needs when run."""
+"""The modules that add commands, with the commands each adds: only the module of the command given is
+imported (`advisor --help` imports none), and on a base install (no service extra) a module that cannot
+load still lists its commands, and each says what it needs when run."""
+SUMMARIES = {
+    "bench": "measure training steps and layers on each partition",
+    "models": "train and evaluate the per-machine predictors",
+    "predict": "a model's step time and peak memory on a partition",
+    "report": "what advice saved, and predicted against actual times of finished advised jobs",
+    "policy": "admin policies: which partitions, objectives and limits",
+    "recommend": "candidates, choice and explanation for a batch script, without submitting it",
+    "daemon": "serve advice on a Unix socket (run as the advisor's own user)",
+    "status": "daemon health, models, last benchmarks",
+    "explain": "the candidates and reasons behind an advised job",
+    "compress": "store dense-layer weights as indices on a shared curve",
+    "decompress": "a compressed file back into a state dict",
+    "history": "run times from Slurm's accounting: train, evaluate",
+    "comm": "collective communication per partition: measure, ingest, show",
+    "profile": "a model's training step profiled here, beside its prediction, part by part",
+    "cli-filter": "plain sbatch, advised: Slurm's cli_filter/lua plugin",
+    "web": "the advisor in a browser: compare partitions for a model (a personal server)",
+}
+"""Each command's line in `advisor --help`, which lists them without importing their modules (a test
+checks each against the module's own)."""
+REPORTED = frozenset(
+    {
+        "advisor.sandbox.cluster.SandboxError",
+        "advisor.sandbox.spec.SandboxConfigError",
+        "advisor.slurm.runner.SlurmError",
+        "advisor.jobscript.errors.ScriptError",
+        "advisor.jobscript.datasets.DatasetsFileError",
+        "advisor.introspect.errors.IntrospectionError",
+        "builtins.FileNotFoundError",
+    }
+)
+"""Errors a command ends with as one line, named so that catching them imports none of their modules.
+FileNotFoundError: a file the command reads is missing (the database, `advisor.store.NoDatabase`)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -53,26 +80,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"advisor: error: {exc}", file=sys.stderr)
         return 1
+    args = _parser(settings, _command_word(words)).parse_args(words)
+    from rich.console import Console
+
+    from advisor.introspect.table_cache import keep_tables_in
+
     keep_tables_in(settings.tables_dir)
-    args = _parser(settings).parse_args(words)
     try:
         return int(args.handler(args, Console()))
     except ModuleNotFoundError as missing:  # a base install: the command loads the service's packages
         if _is_ours(missing):
             raise
         return _unavailable(_needs_service(args.command, missing))
-    # FileNotFoundError: a file the command reads is missing (the database, `advisor.store.NoDatabase`).
-    except (
-        SandboxError,
-        SandboxConfigError,
-        SlurmError,
-        ScriptError,
-        DatasetsFileError,
-        IntrospectionError,
-        FileNotFoundError,
-    ) as exc:
+    except Exception as exc:
+        if not _reported(exc):
+            raise
         print(f"advisor: error: {exc}", file=sys.stderr)
         return 1
+
+
+def _reported(exc: BaseException) -> bool:
+    return any(f"{kind.__module__}.{kind.__qualname__}" in REPORTED for kind in type(exc).__mro__)
+
+
+def _command_word(words: Sequence[str]) -> str | None:
+    """The command asked for: the first word that is not an option (or ``--config``'s file)."""
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+        elif word == "--config":
+            skip = True
+        elif not word.startswith("-"):
+            return word
+    return None
 
 
 def _config_option(words: Sequence[str]) -> Path | None:
@@ -87,8 +128,9 @@ def _config_option(words: Sequence[str]) -> Path | None:
     return None
 
 
-def _parser(settings: Settings) -> argparse.ArgumentParser:
-    """Every command; their modules load here, so a missing service dependency is one clear error."""
+def _parser(settings: Settings, command: str | None = None) -> argparse.ArgumentParser:
+    """Every command; only ``command``'s module loads here (the others are listed by their `SUMMARIES`), so
+    ``--help`` starts fast and a missing service dependency is one clear error."""
     parser = argparse.ArgumentParser(prog="advisor", description=__doc__)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument(
@@ -127,6 +169,7 @@ def _parser(settings: Settings) -> argparse.ArgumentParser:
         help="show how a batch script and sbatch options are understood, without a daemon",
         usage="advisor parse SCRIPT [job description options] [sbatch options] [--json]",
     )
+    parse.add_argument("--json", action="store_true", help="the whole parse as JSON")
     parse.add_argument("script", type=Path)
     parse.add_argument("words", nargs=argparse.REMAINDER, help="#ADVISOR options, then sbatch options")
     parse.set_defaults(handler=_parse_script)
@@ -140,16 +183,29 @@ def _parser(settings: Settings) -> argparse.ArgumentParser:
     inspect.add_argument("--json", action="store_true", help="print the layer table as JSON")
     inspect.set_defaults(handler=_inspect)
     for module_name, names in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as missing:
-            if _is_ours(missing):
-                raise
+        if command in names:
+            _add_module(commands, module_name, names, settings)
+        else:
             for name in names:
-                _add_unavailable(commands, name, missing)
-            continue
-        module.add_commands(commands, settings)
+                commands.add_parser(name, help=SUMMARIES.get(name), add_help=False)
     return parser
+
+
+def _add_module(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    module_name: str,
+    names: Sequence[str],
+    settings: Settings,
+) -> None:
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as missing:
+        if _is_ours(missing):
+            raise
+        for name in names:
+            _add_unavailable(commands, name, missing)
+        return
+    module.add_commands(commands, settings)
 
 
 def _is_ours(missing: ModuleNotFoundError) -> bool:
@@ -171,7 +227,7 @@ def _add_unavailable(
     text = _needs_service(name, missing)
     # No option prefix: every word, ``-h`` too, is an argument, so the command always reaches its handler.
     stub = commands.add_parser(
-        name, help="(needs the service's packages: advisor[service])", add_help=False, prefix_chars="\0"
+        name, help=f"{SUMMARIES.get(name, name)} (needs advisor[service])", add_help=False, prefix_chars="\0"
     )
     stub.add_argument("words", nargs=argparse.REMAINDER)
     stub.set_defaults(handler=lambda _args, _console: _unavailable(text))
@@ -191,23 +247,44 @@ def _inspect(args: argparse.Namespace, console: Console) -> int:
 
 
 def _parse_script(args: argparse.Namespace, console: Console) -> int:
+    from rich.table import Table
+
+    from advisor.jobscript.datasets import load_datasets
+    from advisor.jobscript.submission import parse_submission
+
     words = [word for word in args.words if word != "--json"]
     parsed = parse_submission(args.script, words, os.environ, load_datasets(args.settings.datasets))
-    if "--json" in args.words:
+    if args.json or "--json" in args.words:
         print(parsed.model_dump_json(indent=2))
         return 0
-    table = Table(title=str(args.script), show_header=False)
+    table = Table(title=str(args.script), show_header=False, title_justify="left")
     rows = parsed.request.model_dump(exclude={"script", "options"})
     if parsed.description is not None:
         rows |= {f"#ADVISOR {name}": value for name, value in parsed.description.model_dump().items()}
     for name, value in rows.items():
         if value not in (None, [], {}):
-            table.add_row(name, format_duration(value) if isinstance(value, timedelta) else str(value))
+            table.add_row(readable.header(name), _parsed_value(name, value))
     console.print(table)
     return 0
 
 
+def _parsed_value(name: str, value: object) -> str:
+    """A parsed field as written in a script: ``3x32x32``, ``1 GPU per node (--gres)``."""
+    if name.endswith("input_shape") and isinstance(value, list | tuple):
+        return "x".join(str(side) for side in value)
+    if name == "gpus" and isinstance(value, dict):
+        kind = f" {value['type']}" if value.get("type") else ""
+        count = value["count"]
+        return f"{count}{kind} GPU{'s' if count != 1 else ''} per {value['per']} (--{value['option']})"
+    if name.endswith("_mb") and isinstance(value, int):
+        return readable.size_mb(value)
+    return readable.value(value)
+
+
 def _sandbox(args: argparse.Namespace) -> Sandbox:
+    from advisor.sandbox.cluster import Sandbox
+    from advisor.sandbox.spec import load_spec
+
     return Sandbox(load_spec(args.config), args.dir)
 
 
@@ -232,6 +309,8 @@ def _sandbox_status(args: argparse.Namespace, console: Console) -> int:
 
 
 def _print_status(console: Console, status: SandboxStatus) -> None:
+    from rich.table import Table
+
     if not status.daemons:
         console.print(f"no sandbox runs in {status.root}", highlight=False)
         return
@@ -249,7 +328,7 @@ def _print_status(console: Console, status: SandboxStatus) -> None:
         "nodes",
         "GPUs per node",
         "CPUs per node",
-        "memory per node (MB)",
+        "memory per node",
         "max time",
     ):
         partitions.add_column(column)
@@ -261,7 +340,7 @@ def _print_status(console: Console, status: SandboxStatus) -> None:
             ", ".join(f"{count} {state}" for state, count in sorted(states.items())),
             gpus,
             str(part.cpus_per_node),
-            str(part.memory_per_node_mb),
-            format_duration(part.max_time),
+            readable.size_mb(part.memory_per_node_mb),
+            "unlimited" if part.max_time is None else readable.duration(part.max_time),
         )
     console.print(partitions)

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from advisor.cli import COMMAND_MODULES
+from advisor.cli import COMMAND_MODULES, SUMMARIES
 from advisor.settings import load_settings
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -77,3 +77,33 @@ def test_each_command_module_adds_the_commands_a_base_install_lists_for_it() -> 
         commands = argparse.ArgumentParser().add_subparsers()
         importlib.import_module(module_name).add_commands(commands, load_settings({}, None))
         assert tuple(commands.choices) == names, module_name
+        helps = {action.dest: action.help for action in commands._choices_actions}
+        assert helps == {name: SUMMARIES[name] for name in names}, "advisor --help lists them so"
+
+
+def test_help_starts_without_any_command_module() -> None:
+    """`advisor --help` lists every command from `SUMMARIES`: no sandbox, torch, xgboost or numpy loaded
+    (before: the sandbox, numpy and sqlite_utils, half a second on this machine)."""
+    probe = (
+        "import sys; from advisor.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "heavy = ('advisor.sandbox', 'torch', 'xgboost', 'numpy', 'sqlite_utils', 'advisor.bench')\n"
+        "print('loaded:', sorted(name for name in heavy if name in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert result.stdout.splitlines()[-1] == "loaded: []"
+    assert all(f"    {name}" in result.stdout for name in SUMMARIES)
+
+
+def test_parse_takes_json_before_the_script_and_shows_values_as_written() -> None:
+    """``advisor parse --json job.sh`` as the README has it (before: argparse refused it), and the table
+    shows no Python repr (``['t4']``, ``(3, 32, 32)``, ``True``, ``{'num_classes': 10}`` before)."""
+    result = advisor_parse("--json", str(EXAMPLES / "demo.sbatch"))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["description"]["input_shape"] == [3, 32, 32]
+    shown = advisor_parse(str(EXAMPLES / "demo.sbatch")).stdout
+    assert "3x32x32" in shown and "num_classes=10" in shown and "1 GPU per node (--gres)" in shown
+    for raw in ("[", "(3,", "True", "False", "None", "{", "time_limit"):
+        assert raw not in shown, raw
