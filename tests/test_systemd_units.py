@@ -3,7 +3,7 @@ command lines are ones `advisor` accepts.
 
 `systemd-analyze verify` checks that every `Exec*=` command exists and is executable, so it runs inside a
 temporary root (`--root=`): the host's own units (for `sysinit.target`, `network-online.target`, ...),
-ours in `/etc/systemd/system`, a stand-in at the real install path `/opt/advisor/.venv/bin/advisor`, and
+ours in `/etc/systemd/system`, a stand-in at the real install path `/opt/advisor/venv/bin/advisor`, and
 copies of the host's other executables the units name (`/bin/kill`), which must exist.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -22,14 +23,16 @@ import pytest
 
 from advisor import cli
 from advisor.settings import load_settings
+from advisor.site.layout import SHIPPED_PREFIX
 
 SYSTEMD_DIR = Path(__file__).resolve().parent.parent / "systemd"
+README = SYSTEMD_DIR / "README.md"
 DAEMON = "advisor.service"
 BENCH = "advisor-bench.service"
 TIMER = "advisor-bench.timer"
 UNITS = (DAEMON, BENCH, TIMER)
 SERVICES = (DAEMON, BENCH)
-INSTALL_PREFIX = PurePosixPath("/opt/advisor/.venv/bin")
+INSTALL_PREFIX = SHIPPED_PREFIX / "bin"
 HOST_UNIT_DIRS = (Path("/usr/lib/systemd/system"), Path("/lib/systemd/system"))
 EXEC_KEYS = ("ExecStart", "ExecStartPre", "ExecStartPost", "ExecReload", "ExecStop", "ExecStopPost")
 
@@ -198,6 +201,31 @@ def test_the_exposure_score_is_ok(tmp_path: Path, name: str) -> None:
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
 
 
+def exposure(root: Path, name: str) -> str:
+    """`systemd-analyze security`'s overall exposure of one unit, as it prints it (`1.4`)."""
+    result = subprocess.run(
+        [systemd_analyze(), "security", "--offline=yes", f"--root={root}", name],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env={**os.environ, "SYSTEMD_LOG_COLOR": "0", "SYSTEMD_PAGER": ""},
+    )
+    found = re.search(rf"Overall exposure level for {re.escape(name)}: (\d+\.\d)", result.stdout)
+    assert found is not None, result.stdout[-500:]
+    return found.group(1)
+
+
+def test_the_docs_give_the_exposure_systemd_analyze_rates(tmp_path: Path) -> None:
+    """The figure in systemd/README.md is the one the units get (it said 1.6 where they rated 1.4)."""
+    root = make_root(tmp_path / "root")
+    rated = {name: exposure(root, name) for name in SERVICES}
+    claim = r"`systemd-analyze security advisor.service` rates them (\d+\.\d)"
+    claims = re.findall(claim, README.read_text())
+    assert claims == [rated[DAEMON]], rated
+    assert rated[BENCH] == rated[DAEMON], "the same hardening, the same figure"
+
+
 def test_the_daemon_serves_a_socket_every_user_can_reach() -> None:
     directives = service(DAEMON)
     assert directives["RuntimeDirectory"] == ["advisor"]
@@ -239,6 +267,6 @@ def test_every_command_line_is_one_advisor_accepts(argv: list[str]) -> None:
     errors = io.StringIO()
     with contextlib.redirect_stderr(errors):
         try:
-            cli._parser(load_settings({})).parse_args(argv[1:])
+            cli._parser(load_settings({}), argv[1]).parse_args(argv[1:])
         except SystemExit:
             pytest.fail(f"advisor refuses {shlex.join(argv[1:])}: {errors.getvalue()}")

@@ -41,6 +41,8 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     shutil.copytree(REPO / "advisor", tree / "advisor", ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, tree / name)
+    packed = tree / "advisor" / "site" / "files"
+    assert not packed.is_symlink() and (packed / "policies" / "default.toml").is_file(), "links followed"
     build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w"]
     subprocess.run([*build, str(root), str(tree)], cwd=tree, check=True, capture_output=True, timeout=300)
     (built,) = root.glob("advisor-*.whl")
@@ -56,11 +58,12 @@ def test_the_wheel_holds_exactly_the_package(wheel: Path, tmp_path: Path) -> Non
             for line in archive.read(metadata).decode().splitlines()
             if line.startswith("Requires-Dist: ")
         ]
-    tree = REPO / "advisor"
+    # Through the links in advisor/site/files/ (to policies/, systemd/, ...): the wheel holds their files.
     copied = {
-        path.relative_to(REPO).as_posix()
-        for path in tree.rglob("*")
-        if path.is_file() and "__pycache__" not in path.parts
+        (Path(folder) / name).relative_to(REPO).as_posix()
+        for folder, _, names in os.walk(REPO / "advisor", followlinks=True)
+        for name in names
+        if "__pycache__" not in Path(folder).parts
     }
     assert packed == copied, "the wheel holds the tree, nothing stale and nothing missing"
     base = sorted(re.split(r"[<>=!~ ;]", line)[0] for line in requires if "extra ==" not in line)
