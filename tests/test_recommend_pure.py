@@ -350,7 +350,7 @@ def test_when_every_trusted_candidate_is_likely_killed_the_job_is_kept_and_told_
         ),
         (
             [Run("as submitted", 92 * 86400, timedelta(days=2)), Run("as advised", 3600, timedelta(hours=2))],
-            ["as submitted, likely killed at 2-00:00:00: p90 run 92-00:00:00"],
+            ["as submitted, likely killed at 2-00:00:00: p90 run 92d 00:00"],
         ),
         (
             [Run("as advised", 14401, timedelta(hours=4))],

@@ -6,6 +6,7 @@ import math
 import re
 from datetime import timedelta
 
+from advisor import readable
 from advisor.slurm.models import Gpus
 
 UNSET_WORDS = frozenset({"UNLIMITED", "INFINITE", "NONE", "N/A"})
@@ -56,8 +57,9 @@ def parse_duration(text: str) -> timedelta | None:
 
 
 def format_seconds(seconds: float) -> str:
-    """A span of seconds as a person reads it (``D-HH:MM:SS``), to the nearest second."""
-    return format_duration(timedelta(seconds=round(seconds)))
+    """A span of seconds as a person reads it, to the nearest second: ``HH:MM:SS``, ``Xd HH:MM`` beyond a
+    day (Slurm's ``1970-03:40:31`` reads as a date), `readable.duration`."""
+    return readable.duration(seconds)
 
 
 def format_duration(limit: timedelta | None) -> str:
