@@ -26,7 +26,9 @@ from advisor.slurm.models import Gpus, Node
         (" 0-3%1 ", 4, 1),
     ],
 )
-def test_an_array_value_is_read_as_its_tasks_and_throttle(text: str, tasks: int, throttle: int | None) -> None:
+def test_an_array_value_is_read_as_its_tasks_and_throttle(
+    text: str, tasks: int, throttle: int | None
+) -> None:
     assert parse_array(text) == ArrayShape(tasks=tasks, throttle=throttle)
 
 

@@ -69,7 +69,7 @@ def parse_array(text: str) -> ArrayShape:
     if listed > MAX_TASKS:
         raise ArraySpecError(f"--array={text}: more than {MAX_TASKS} tasks")
     # An index named twice is one task; past _COUNTED the indexes are not listed out to find one.
-    tasks = len(set[int]().union(*ranges)) if 1 < len(ranges) and listed <= _COUNTED else listed
+    tasks = len(set[int]().union(*ranges)) if len(ranges) > 1 and listed <= _COUNTED else listed
     return ArrayShape(tasks=tasks, throttle=int(throttle) if throttle else None)
 
 
