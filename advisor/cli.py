@@ -34,6 +34,7 @@ COMMAND_MODULES = (
     ("advisor.profiling", ("profile",)),
     ("advisor.cli_filter", ("cli-filter",)),
     ("advisor.web.cli", ("web",)),
+    ("advisor.site.cli", ("init-site",)),
 )
 """The modules that add commands, with the commands each adds: only the module of the command given is
 imported (`advisor --help` imports none), and on a base install (no service extra) a module that cannot
@@ -55,6 +56,7 @@ SUMMARIES = {
     "profile": "a model's training step profiled here, beside its prediction, part by part",
     "cli-filter": "plain sbatch, advised: Slurm's cli_filter/lua plugin",
     "web": "the advisor in a browser: compare partitions for a model (a personal server)",
+    "init-site": "write the settings template, the policies, pip's constraints and the systemd units",
 }
 """Each command's line in `advisor --help`, which lists them without importing their modules (a test
 checks each against the module's own)."""
