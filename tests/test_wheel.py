@@ -10,10 +10,8 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import tomllib
 import zipfile
 from collections.abc import Iterator
-from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -26,7 +24,6 @@ from advisor.predict.service import load_specs
 from advisor.store import Store
 
 REPO = Path(__file__).resolve().parent.parent
-EXAMPLES = REPO / "examples"
 FIXTURE = REPO / "tests" / "data" / "predict" / "cpu-zoo.jsonl"
 SERVICE_ONLY = ("xgboost", "fabric", "apscheduler", "sqlite_utils", "aiohttp", "scipy", "matplotlib")
 SERVICE_ONLY += ("sklearn", "prometheus_client")
@@ -134,74 +131,3 @@ def _fresh_venv(wheel: Path, root: Path) -> Path:
     install = [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q", str(wheel)]
     subprocess.run(install, check=True, capture_output=True, timeout=300)
     return venv
-
-
-def _base_dependencies(root: Path) -> Path:
-    """This venv's copies of pydantic, rich and what they require (not their extras), as one folder of
-    links: the base install's packages and nothing of the service's."""
-    folder = root / "base-site"
-    folder.mkdir()
-    pending = list(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"])
-    seen: set[str] = set()
-    while pending:
-        name = re.split(r"[<>=!~ ;\[]", pending.pop())[0].lower().replace("_", "-")
-        if name in seen:
-            continue
-        seen.add(name)
-        dist = metadata.distribution(name)
-        pending += [need for need in dist.requires or [] if "extra ==" not in need]
-        for file in dist.files or []:
-            top = Path(str(file)).parts[0]
-            if not top.endswith(".pth") and not (folder / top).exists():
-                (folder / top).symlink_to(Path(str(dist.locate_file(top))))
-    return folder
-
-
-def test_the_base_install_runs_every_user_command(wheel: Path, tmp_path: Path) -> None:
-    venv = _fresh_venv(wheel, tmp_path)
-    python = venv / "bin" / "python"
-    site = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    (Path(site) / "base.pth").write_text(f"{_base_dependencies(tmp_path)}\n")
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("ADVISOR_", "PYTHON"))}
-    env["ADVISOR_SOCKET"] = str(tmp_path / "no-daemon.sock")
-
-    def advisor(*words: str) -> subprocess.CompletedProcess[str]:
-        argv = [str(venv / "bin" / "advisor"), *words]
-        return subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
-
-    service = subprocess.run([str(python), "-c", "import sqlite_utils"], env=env, capture_output=True)
-    assert service.returncode != 0, "the fresh venv has none of the service's packages"
-    helped = advisor("--help")
-    assert helped.returncode == 0, helped.stderr
-    for command in ("parse", "explain", "status", "recommend", "cli-filter", "bench", "daemon"):
-        assert command in helped.stdout
-    version = advisor("--version")
-    assert (version.returncode, version.stdout) == (0, f"advisor {wheel.name.split('-')[1]}\n")
-    parsed = advisor("parse", str(EXAMPLES / "train-flag.sbatch"), "-p", "a100", "--json")
-    assert parsed.returncode == 0, parsed.stderr
-    assert json.loads(parsed.stdout)["request"]["partitions"] == ["a100"]
-    table = advisor("parse", str(EXAMPLES / "train-flag.sbatch"))
-    assert table.returncode == 0 and "train-flag.sbatch" in table.stdout, table.stderr
-    # Without a daemon both say so, in the daemon's words, not the service's packages'.
-    explained = advisor("explain", "7")
-    said = " ".join((explained.stdout + explained.stderr).split())
-    assert explained.returncode == 1 and "did not answer" in said and "service" not in said, said
-    status = advisor("status")
-    assert status.returncode == 3, status.stderr
-    assert "daemon: down" in status.stdout and "sqlite_utils is not installed" in status.stdout
-    conf = tmp_path / "slurm"
-    conf.mkdir()
-    installed = advisor("cli-filter", "install", "--slurm-conf-dir", str(conf))
-    assert installed.returncode == 0, installed.stderr
-    assert str(venv / "bin" / "advisor-cli-filter") in (conf / "cli_filter.lua").read_text()
-    # A command of the service's says so, alone, whatever words it is given.
-    for words in (("bench", "--help"), ("daemon",), ("report", "--json")):
-        refused = advisor(*words)
-        assert refused.returncode == 1
-        assert refused.stderr.startswith(f"advisor: error: advisor {words[0]} needs the service's packages: ")
-        assert refused.stderr.endswith("is not installed (pip install 'advisor[service]')\n")
