@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
+from advisor import readable
 from advisor.api import Explanation, Health
 from advisor.daemon.transport import DaemonRefused, DaemonUnreachable, Service, call
 from advisor.settings.validated import Settings
@@ -78,56 +79,114 @@ def _status(args: argparse.Namespace, console: Console) -> int:
     except DaemonError as error:
         health, problem = None, str(error)
     store, database_error = _database(args.db)
-    now = datetime.now(UTC)
-    models = [
-        {
-            "machine": row["machine"],
-            "version": row["version"],
-            "age_hours": round((now - datetime.fromisoformat(row["created_at"])).total_seconds() / 3600, 1),
-            "heldout_mape": row["heldout_mape"],
-            "steps": row["step_rows"],
-        }
-        for row in ([] if store is None else _versions(store))
-        if row["active"]
-    ]
-    benchmarks = [] if store is None else store.benchmark_coverage()
-    try:
-        from advisor.daemon.views import queue_summary
-
-        client = SlurmClient.from_settings(args.settings.slurm)
-        queue = [row.model_dump() for row in queue_summary(client.partitions(), client.jobs())]
-    except (SlurmError, ModuleNotFoundError):  # a base install reads no queue; the daemon's health stays
-        queue = []
+    stored, queue = _stored(store), _queue(args.settings)
     report = {
-        "daemon": None if health is None else health.model_dump(),
+        "daemon": None if health is None else health.model_dump(mode="json"),
         "daemon_error": problem,
         "database_error": database_error,
-        "models": models,
-        "benchmarks": benchmarks,
+        **stored,
         "queue": queue,
     }
     if args.json:
         print(json.dumps(report, indent=2))
         return 0 if health is not None else 3
+    _print_health(console, health, problem)
+    if database_error is not None:
+        console.print(f"database: {database_error}", highlight=False)
+    for title, rows in stored.items():
+        console.print(_table(title, rows, _STATUS_COLUMNS[title]))
+    console.print(_table("queue", queue, {name: name for name in _QUEUE_COLUMNS}))
+    return 0 if health is not None else 3
+
+
+_STATUS_COLUMNS = {
+    "models": {
+        "name": "machine",
+        "hash": "hash",
+        "version": "version",
+        "age_hours": "age",
+        "heldout_mape": "held-out MAPE",
+        "steps": "steps",
+    },
+    "benchmarks": {
+        "partition": "partition",
+        "name": "machine",
+        "hash": "hash",
+        "last": "last measured",
+        "rows": "steps measured",
+    },
+}
+"""Each table's fields, as its headers read."""
+_QUEUE_COLUMNS = ("partition", "gpus_used", "gpus", "running", "pending")
+
+
+def _stored(store: Store | None) -> dict[str, list[dict[str, Any]]]:
+    """The active model versions and the benchmarks, each machine by its name and hash."""
+    if store is None:
+        return {"models": [], "benchmarks": []}
+    from advisor.machines import machine_names
+
+    names, now = machine_names(store.fingerprints()), datetime.now(UTC)
+    models = [
+        {
+            "machine": row["machine"],
+            "name": names.get(row["machine"]),
+            "version": row["version"],
+            "age_hours": round((now - datetime.fromisoformat(row["created_at"])).total_seconds() / 3600, 1),
+            "heldout_mape": row["heldout_mape"],
+            "steps": row["step_rows"],
+        }
+        for row in _versions(store)
+        if row["active"]
+    ]
+    benchmarks = [{**row, "name": names.get(row["machine"])} for row in store.benchmark_coverage()]
+    return {"models": models, "benchmarks": benchmarks}
+
+
+def _queue(settings: Settings) -> list[dict[str, Any]]:
+    try:
+        from advisor.daemon.views import queue_summary
+
+        client = SlurmClient.from_settings(settings.slurm)
+        return [row.model_dump() for row in queue_summary(client.partitions(), client.jobs())]
+    except (SlurmError, ModuleNotFoundError):  # a base install reads no queue; the daemon's health stays
+        return []
+
+
+def _print_health(console: Console, health: Health | None, problem: str | None) -> None:
     console.print(
         f"daemon: {'up, version ' + health.version if health else 'down: ' + str(problem)}", highlight=False
     )
-    if health is not None:
-        console.print(f"policy in force: {health.policy}", highlight=False)
-    if health is not None and health.policy_error:
+    if health is None:
+        return
+    console.print(f"policy in force: {health.policy}", highlight=False)
+    if health.policy_error:
         console.print(f"policy error: {health.policy_error}", highlight=False)
-    for problem in [] if health is None else health.degraded:
-        console.print(f"degraded: {problem}", highlight=False)
-    if database_error is not None:
-        console.print(f"database: {database_error}", highlight=False)
-    for title, rows in (("models", models), ("benchmarks", benchmarks), ("queue", queue)):
-        table = Table(title=title)
-        for column in rows[0] if rows else ["(none)"]:
-            table.add_column(column)
-        for row in rows:
-            table.add_row(*(str(value) for value in row.values()))
-        console.print(table)
-    return 0 if health is not None else 3
+    for degraded in health.degraded:
+        console.print(f"degraded: {degraded}", highlight=False)
+
+
+def _table(title: str, rows: list[dict[str, Any]], columns: dict[str, str]) -> Table:
+    """Rows of named fields, each read as its name says (`readable.field`); a machine's hash shortened
+    beside its name."""
+    table = Table(title=title, title_justify="left")
+    if not rows:
+        table.add_column("(none)")
+        return table
+    for header in columns.values():
+        table.add_column(readable.header(header) if header in _QUEUE_COLUMNS else header)
+    for row in rows:
+        cells = {**row, "hash": row.get("machine", "")[:8]}
+        table.add_row(*(_cell(name, cells.get(name)) for name in columns))
+    return table
+
+
+def _cell(name: str, value: object) -> str:
+    if name == "last" and isinstance(value, str):
+        return readable.timestamp(value)
+    if name in ("rows", "steps") and isinstance(value, int):
+        return f"{value:,}"
+    return readable.field(name, value)
 
 
 def _database(path: Path) -> tuple[Store | None, str | None]:

@@ -29,6 +29,8 @@ _WORDS = {
 _HEADERS = {
     "step_s": "step",
     "step_p90_s": "step (p90)",
+    "step_p10_s": "step (p10)",
+    "memory_bytes": "device memory",
     "job_s": "job",
     "job_p90_s": "job (p90)",
     "created_at": "trained",

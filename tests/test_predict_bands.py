@@ -13,6 +13,7 @@ import pytest
 
 from advisor.bench.zoo import zoo_table
 from advisor.cli import main as cli
+from advisor.machines import labelled, machine_names
 from advisor.predict.bands import (
     ClassBand,
     class_bands,
@@ -173,7 +174,8 @@ def test_a_version_from_before_bands_gets_the_machine_wide_band_labelled_by_the_
     served = predict(Predictors.load(store), StepQuestion("cpu", table, 32, False, False), [])
     assert served.confidence == "low" and "retrain for bands by evidence" in (served.note or "")
     assert cli(["models", "list", "--db", str(tmp_path / "advisor.db")]) == 0
-    assert f"{machine} version {trained.version}: one band for every prediction" in capsys.readouterr().out
+    named = labelled(machine, machine_names(store.fingerprints()))
+    assert f"{named} version {trained.version}: one band for every prediction" in capsys.readouterr().out
     assert ModelRegistry(store).active(machine) is not None
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from advisor.bench.zoo import zoo_table
 from advisor.daemon.app import AdviceService, ServiceInputs
+from advisor.machines import labelled, machine_names
 from advisor.predict.model_files import QUARANTINE_SUFFIX, digest
 from advisor.predict.registry import train_machine
 from advisor.slurm.client import SlurmClient
@@ -139,7 +140,8 @@ def test_a_quarantined_version_is_not_activated_and_holds_no_new_version_back(
         text=True,
         env={**os.environ, "COLUMNS": "200"},
     )
-    assert f"{machine} version 1 failed its checksum: quarantined" in listed.stdout, listed.stderr
+    named = labelled(machine, machine_names(store.fingerprints()))  # e.g. "t4 (b1a8f6cb)"
+    assert f"{named} version 1 failed its checksum: quarantined" in listed.stdout, listed.stderr
     with store.db.conn:  # a held-out error no new version could beat
         store.db.execute("UPDATE model_versions SET heldout_mape = 0 WHERE machine = ?", [machine])
     again = train_machine(store, machine, tmp_path / "root" / "models", zoo_table)

@@ -9,14 +9,16 @@ import argparse
 import json
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
-from advisor import argtypes
+from advisor import argtypes, readable
+from advisor.machines import UnknownMachine, labelled, machine_names, partitions_of, resolve
 from advisor.predict.bands import RETRAIN
 from advisor.predict.jobtime import JobShape, job_time
+from advisor.readable import percent
 from advisor.settings.validated import Settings
 from advisor.store import ModelRegistry, Store
 
@@ -34,7 +36,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
     train.set_defaults(handler=_train)
 
     listing = actions.add_parser("list", help="every version of each machine's predictors, the active marked")
-    listing.add_argument("machine", nargs="?")
+    listing.add_argument("machine", nargs="?", help="a partition, a machine's name or its hash")
     listing.add_argument("--db", type=Path, default=settings.database)
     listing.add_argument("--json", action="store_true")
     listing.set_defaults(handler=_list)
@@ -42,7 +44,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
     activate = actions.add_parser(
         "activate", help="make an earlier (or a held-back) version serve: a rollback, within a minute"
     )
-    activate.add_argument("machine")
+    activate.add_argument("machine", help="a partition, a machine's name (advisor models list) or its hash")
     activate.add_argument("version", type=int)
     activate.add_argument("--db", type=Path, default=settings.database)
     activate.set_defaults(handler=_activate)
@@ -88,9 +90,11 @@ def _train(args: argparse.Namespace, console: Console) -> int:
     from advisor.predict.registry import machines, train_machine
 
     store = Store.existing(args.db)
+    names = machine_names(store.fingerprints())
     began = time.monotonic()
     failed = 0
     for machine in machines(store):
+        named = labelled(machine, names)
         try:
             trained = train_machine(
                 store,
@@ -100,19 +104,21 @@ def _train(args: argparse.Namespace, console: Console) -> int:
                 max_worse_mape=args.settings.models.max_worse_mape,
             )
         except NotEnoughDataError as error:
-            console.print(f"{error}: its active version, if any, stays", highlight=False)
+            console.print(
+                f"{_named_in(str(error), names)}: its active version, if any, stays", highlight=False
+            )
             failed += 1
             continue
-        mape = _percent(trained.heldout_mape)
+        mape = percent(trained.heldout_mape)
         console.print(
-            f"{machine}: version {trained.version} from {trained.step_rows} steps and {trained.layer_rows} "
+            f"{named}: version {trained.version} from {trained.step_rows} steps and {trained.layer_rows} "
             f"layers, held-out MAPE {mape}, {trained.seconds:.1f} s -> {trained.path}",
             highlight=False,
         )
         if not trained.activated:
             console.print(
-                f"{machine}: version {trained.version} held back: its held-out error is worse than the "
-                f"active version's by more than max_worse_mape; `advisor models activate {machine} "
+                f"{named}: version {trained.version} held back: its held-out error is worse than the "
+                f"active version's by more than max_worse_mape; `advisor models activate {names[machine]} "
                 f"{trained.version}` serves it anyway",
                 highlight=False,
             )
@@ -121,56 +127,84 @@ def _train(args: argparse.Namespace, console: Console) -> int:
 
 
 def _list(args: argparse.Namespace, console: Console) -> int:
-    from rich.table import Table
-
-    rows = ModelRegistry(Store.existing(args.db)).versions(args.machine)
-    shown = [
-        {
-            "machine": row["machine"],
-            "version": row["version"],
-            "active": bool(row["active"]),
-            "created_at": row["created_at"],
-            "heldout_mape": row["heldout_mape"],
-            "steps": row["step_rows"],
-            "layers": row["layer_rows"],
-            "quarantined": row["quarantined"],
-        }
-        for row in rows
-    ]
+    store = Store.existing(args.db)
+    names = machine_names(store.fingerprints())
+    try:
+        machine = None if args.machine is None else _machine(store, args.machine)
+    except UnknownMachine as error:
+        console.print(f"advisor: error: {error}", highlight=False)
+        return 1
+    rows = ModelRegistry(store).versions(machine)
     if args.json:
-        print(json.dumps(shown, indent=2))
+        print(json.dumps([_listed(row, names) for row in rows], indent=2))
         return 0
-    if not shown:
+    if not rows:
         console.print("no model versions yet: advisor models train", highlight=False)
         return 0
+    partitions = partitions_of(store.fingerprints())
     table = Table(title="model versions")
-    for column in ("machine", "version", "active", "trained", "held-out MAPE", "steps", "layers"):
+    for column in ("machine", "hash", "partitions", "version", "active", "trained", "held-out MAPE"):
         table.add_column(column)
+    for column in ("steps", "layers"):
+        table.add_column(column, justify="right")
     for row in rows:
         table.add_row(
-            row["machine"],
+            names.get(row["machine"], "-"),
+            row["machine"][:8],
+            ", ".join(partitions.get(row["machine"], [])) or "-",
             str(row["version"]),
             "yes" if row["active"] else "",
-            row["created_at"][:16],
-            _percent(row["heldout_mape"]),
-            str(row["step_rows"]),
-            str(row["layer_rows"]),
+            readable.timestamp(row["created_at"]),
+            percent(row["heldout_mape"]),
+            f"{row['step_rows']:,}",
+            f"{row['layer_rows']:,}",
         )
     console.print(table)
+    for line in _list_notes(rows, names):
+        console.print(line, highlight=False)
+    return 0
+
+
+def _listed(row: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+    return {
+        "machine": row["machine"],
+        "name": names.get(row["machine"]),
+        "version": row["version"],
+        "active": bool(row["active"]),
+        "created_at": row["created_at"],
+        "heldout_mape": row["heldout_mape"],
+        "steps": row["step_rows"],
+        "layers": row["layer_rows"],
+        "quarantined": row["quarantined"],
+    }
+
+
+def _list_notes(rows: list[dict[str, Any]], names: dict[str, str]) -> list[str]:
+    notes = []
     for row in rows:
+        version = f"{labelled(row['machine'], names)} version {row['version']}"
         if row["active"] and not row["quarantined"] and not _has_bands(Path(row["path"])):
-            console.print(
-                f"{row['machine']} version {row['version']}: one band for every prediction, its confidence "
-                f"read off the machine's held-out p90: {RETRAIN}",
-                highlight=False,
+            notes.append(
+                f"{version}: one band for every prediction, its confidence read off the machine's held-out "
+                f"p90: {RETRAIN}"
             )
         if row["quarantined"]:
-            console.print(
-                f"{row['machine']} version {row['version']} {row['quarantined']}: quarantined (the file is "
-                "kept beside, as .quarantined)",
-                highlight=False,
+            notes.append(
+                f"{version} {row['quarantined']}: quarantined (the file is kept beside, as .quarantined)"
             )
-    return 0
+    return notes
+
+
+def _named_in(text: str, names: dict[str, str]) -> str:
+    """A message from below, each machine hash in it named (``v100 (a7abe679)``)."""
+    for machine in names:
+        text = text.replace(machine, labelled(machine, names))
+    return text
+
+
+def _machine(store: Store, word: str) -> str:
+    """The machine hash a partition, a machine's name or a hash means."""
+    return resolve(word, store.fingerprints(), store.latest_machines())
 
 
 def _has_bands(path: Path) -> bool:
@@ -183,13 +217,16 @@ def _has_bands(path: Path) -> bool:
 
 
 def _activate(args: argparse.Namespace, console: Console) -> int:
+    store = Store.existing(args.db)
+    names = machine_names(store.fingerprints())
     try:
-        ModelRegistry(Store.existing(args.db)).set_active(args.machine, args.version)
+        machine = _machine(store, args.machine)
+        ModelRegistry(store).set_active(machine, args.version)
     except LookupError as error:
-        console.print(f"advisor: error: {error.args[0]}", highlight=False)
+        console.print(f"advisor: error: {_named_in(str(error.args[0]), names)}", highlight=False)
         return 1
     console.print(
-        f"{args.machine}: version {args.version} is active; the daemon serves it within a minute",
+        f"{labelled(machine, names)}: version {args.version} is active; the daemon serves it within a minute",
         highlight=False,
     )
     return 0
@@ -201,6 +238,7 @@ def _evaluate(args: argparse.Namespace, console: Console) -> int:
     from advisor.predict.registry import layer_samples, machines, step_samples
 
     store = Store.existing(args.db)
+    names = machine_names(store.fingerprints())
     tables = measured_tables(store)
     results = []
     for machine in machines(store):
@@ -212,23 +250,20 @@ def _evaluate(args: argparse.Namespace, console: Console) -> int:
         print(json.dumps([r.model_dump(mode="json", exclude={"lomo_points"}) for r in results], indent=2))
         return 0
     for result in results:
-        table = Table(title=f"machine {result.machine}: leave one model out", title_justify="left")
+        named = labelled(result.machine, names)
+        table = Table(title=f"machine {named}: leave one model out", title_justify="left")
         table.add_column("model")
         table.add_column("MAPE", justify="right")
         for model, mape in result.lomo_mape_by_model.items():
-            table.add_row(model, _percent(mape))
+            table.add_row(model, percent(mape))
         console.print(table)
-        by_batch = ", ".join(f"{b}: {_percent(m)}" for b, m in result.unseen_batch_mape_by_batch.items())
+        by_batch = ", ".join(f"{b}: {percent(m)}" for b, m in result.unseen_batch_mape_by_batch.items())
         console.print(
-            f"overall {_percent(result.lomo_mape)}; unseen batch sizes {_percent(result.unseen_batch_mape)} "
-            f"({by_batch}); peak memory {_percent(result.memory_mape)}",
+            f"overall {percent(result.lomo_mape)}; unseen batch sizes {percent(result.unseen_batch_mape)} "
+            f"({by_batch}); peak memory {percent(result.memory_mape)}",
             highlight=False,
         )
     return 0
-
-
-def _percent(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1%}"
 
 
 def _plot(results: list[MachineEvaluation], path: Path) -> None:
@@ -247,7 +282,7 @@ def _plot(results: list[MachineEvaluation], path: Path) -> None:
         high = max(max(p.measured_s, p.predicted_s) for p in points)
         axis.plot([low, high], [low, high], color="black", linewidth=0.8)
         axis.set(xscale="log", yscale="log", xlabel="measured step (s)", ylabel="predicted step (s)")
-        axis.set_title(f"{result.machine}: leave one model out, MAPE {_percent(result.lomo_mape)}")
+        axis.set_title(f"{result.machine}: leave one model out, MAPE {percent(result.lomo_mape)}")
         axis.legend(fontsize=6, ncol=2)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
@@ -284,8 +319,21 @@ def _predict(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print(json.dumps(output, indent=2))
         return 0
+    names = machine_names(store.fingerprints())
     table_out = Table(title=f"{args.model} on {args.partition}", show_header=False, title_justify="left")
     for name, value in output.items():
-        table_out.add_row(name, str(value))
+        if value is not None:
+            table_out.add_row(readable.header(name), _predicted(name, value, names))
     console.print(table_out)
     return 0
+
+
+def _predicted(name: str, value: object, names: dict[str, str]) -> str:
+    """A prediction's field as read: a machine by its name, a step in ms, memory in MiB, a factor as x."""
+    if name in ("machine", "scaled_from") and isinstance(value, str):
+        return labelled(value, names)
+    if name in ("job_s", "job_p90_s") and isinstance(value, float):
+        return readable.duration(value)
+    if name == "calibration" and isinstance(value, float):
+        return f"x {value:.2f}"
+    return readable.field(name, value)
