@@ -14,6 +14,7 @@ from advisor.recommend.candidates import Candidate, Offer, baseline, job_candida
 from advisor.recommend.choose import Decision, Estimate, Recommendation, choose
 from advisor.recommend.choose import describe as describe_candidate
 from advisor.recommend.cli import HEADERS, candidates_table, show
+from advisor.recommend.explain import choice
 from advisor.recommend.kills import Run, kill_warnings
 from advisor.submit_guard import added_words
 
@@ -157,16 +158,26 @@ def decide(
     return choose(estimates, asked, objective, weight, rules or RewriteRules(), modes)
 
 
+def said(
+    decision: Decision,
+    objective: Objective = "completion",
+    rules: RewriteRules | None = None,
+    least: float = 0.0,
+) -> list[str]:
+    """The reasons the choice is worded with (`advisor.recommend.explain.choice`)."""
+    return choice(decision, objective, rules or RewriteRules(), least)
+
+
 def test_a_busy_fast_partition_loses_to_an_idle_slow_one() -> None:
     asked = estimate(baseline(describe(), A100, 1), run=3600, wait=6 * 3600)
     slow = estimate(asked.candidate.model_copy(update={"partition": "t4"}), run=3 * 3600, wait=0)
     decision = decide([asked, slow], asked)
     assert decision.chosen.candidate.partition == "t4" and decision.apply
-    assert "against 07:00:00 as submitted" in decision.reasons[0]
+    assert "against 07:00:00 as submitted" in said(decision)[0]
     idle = estimate(asked.candidate, run=3600, wait=0)
     stays = decide([idle, slow.model_copy(update={"slurm_wait_s": 0.0})], idle)
     assert stays.chosen == idle and not stays.apply
-    assert stays.reasons == ["the job as submitted is already the best candidate"]
+    assert said(stays) == ["the job as submitted is already the best candidate"]
 
 
 def test_a_candidate_below_the_least_scaling_efficiency_is_shown_not_chosen() -> None:
@@ -175,13 +186,13 @@ def test_a_candidate_below_the_least_scaling_efficiency_is_shown_not_chosen() ->
     four = estimate(baseline(describe(), A100, 4), run=1600, wait=0, efficiency=4000 / (4 * 1600))
     decision = choose([asked, two, four], asked, "completion", None, RewriteRules(), REWRITE, 0.7)
     assert decision.ranked[0] == four and decision.chosen == two, "the fastest is shown first, not chosen"
-    assert decision.reasons[0] == (
+    assert said(decision, least=0.7)[0] == (
         "not chosen: a100 with 4 GPUs, micro-batch 64, whose scaling is predicted at 0.62 of ideal "
         "(the policy takes at least 0.70)"
     )
     assert decide([asked, two, four], asked).chosen == four, "no threshold: the fastest"
     result = recommended(
-        decision.ranked, asked, decision.chosen, apply=decision.apply, reasons=decision.reasons
+        decision.ranked, asked, decision.chosen, apply=decision.apply, reasons=said(decision, least=0.7)
     )
     console = Console(width=160, record=True)
     console.print(candidates_table(result))
@@ -205,13 +216,17 @@ def test_advise_mode_low_confidence_and_small_gains_never_rewrite() -> None:
     better = estimate(asked.candidate.model_copy(update={"partition": "t4"}), run=3600, wait=0)
     advise = decide([asked, better], asked, modes={"t4": "advise"})
     assert advise.chosen == better and not advise.apply
-    assert "mode for partition t4 is advise" in advise.reasons[-1]
+    assert "mode for partition t4 is advise" in said(advise)[-1]
     unsure = better.model_copy(update={"confidence": "low"})
     low = decide([asked, unsure], asked)
     assert low.chosen == asked and not low.apply
     slight = better.model_copy(update={"run_s": 3600 + 6700})
     small = decide([asked, slight], asked, rules=RewriteRules(min_gain_fraction=0.01))
-    assert small.chosen == asked and not small.apply and "00:10:00" in small.reasons[-1]
+    assert (
+        small.chosen == asked
+        and not small.apply
+        and "00:10:00" in said(small, rules=RewriteRules(min_gain_fraction=0.01))[-1]
+    )
 
 
 def test_a_job_that_does_not_fit_is_moved_whatever_the_gain() -> None:
@@ -219,7 +234,7 @@ def test_a_job_that_does_not_fit_is_moved_whatever_the_gain() -> None:
     smaller = asked.candidate.model_copy(update={"micro_batch": 32, "accumulation": 8})
     split = estimate(smaller, run=3700, wait=0)
     decision = decide([asked, split], asked)
-    assert decision.chosen == split and decision.apply and "more memory" in decision.reasons[0]
+    assert decision.chosen == split and decision.apply and "more memory" in said(decision)[0]
     assert decision.ranked[-1] == asked, "what does not fit ranks last"
 
 
@@ -248,7 +263,7 @@ def test_stale_models_never_drive_a_rewrite() -> None:
     decision = decide([asked, old], asked)
     assert decision.chosen == asked and not decision.apply, "the stale candidate is not eligible"
     alone = decide([asked.model_copy(update={"model_age": timedelta(days=30)}), old], asked)
-    assert not alone.apply and "younger than 14 days" in alone.reasons[0]
+    assert not alone.apply and "younger than 14 days" in said(alone)[0]
 
 
 @pytest.mark.parametrize(
@@ -314,14 +329,14 @@ def test_a_candidate_whose_p90_outlasts_its_limit_is_ranked_never_chosen(mode: M
     alone = decide([asked, killed], asked, "cost", modes=modes)
     assert alone.ranked[0] == killed, "shown, and ranked by the objective"
     assert alone.chosen == asked and not alone.apply
-    assert alone.reasons[0] == (
+    assert said(alone, "cost")[0] == (
         "not chosen: t4 with 1 GPU, micro-batch 256, likely killed at 04:00:00: p90 run 12:28:57"
     )
-    assert alone.reasons[1] == "the job as submitted is already the best candidate"
+    assert said(alone, "cost")[1] == "the job as submitted is already the best candidate"
     v100 = estimate(asked.candidate.model_copy(update={"partition": "v100"}), run=1800, wait=0, cost=2.0)
     decision = decide([asked, killed, v100], asked, "cost", modes=modes)
     assert decision.chosen == v100 and decision.apply == (mode == "rewrite")
-    assert decision.reasons[0].startswith("not chosen: t4 with 1 GPU")
+    assert said(decision, "cost")[0].startswith("not chosen: t4 with 1 GPU")
     own = asked.model_copy(update={"run_p90_s": P90_T4, "time_limit": timedelta(hours=4)})
     kept = decide([own, killed], own, "cost", modes=modes)
     assert kept.chosen == own, "the job as submitted stays a candidate whatever its own limit"
@@ -335,7 +350,7 @@ def test_when_every_trusted_candidate_is_likely_killed_the_job_is_kept_and_told_
     more = more.model_copy(update={"run_p90_s": P90_T4 + 60, "time_limit": timedelta(hours=4)})
     decision = decide([asked, killed, more], asked)
     assert decision.chosen == asked and not decision.apply
-    assert decision.reasons == [
+    assert said(decision) == [
         "not chosen: t4 with 1 GPU, micro-batch 256, likely killed at 04:00:00: p90 run 12:28:57",
         "kept as submitted: every trusted candidate is likely killed at the time limit it would get",
     ], "one line per partition, its best candidate"

@@ -21,7 +21,7 @@ from advisor.policy.load import parse_policy
 from advisor.policy.schema import Policy
 from advisor.recommend.choose import Recommendation
 from advisor.recommend.cluster import ClusterView
-from advisor.recommend.edges import recommend_now
+from advisor.recommend.edges import Sources, recommend_now
 from advisor.sandbox.cluster import Sandbox
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.runner import LocalRunner
@@ -88,7 +88,8 @@ def advise(
     table = introspect(parsed.description.model, (3, 32, 32), {"num_classes": 10}, allow_factories=False)
     chosen_policy = policy or parse_policy(POLICY, "policy.toml")
     now = datetime.now(UTC)
-    return recommend_now(ClusterView(client, lambda: now), store, chosen_policy, [], parsed, table, user, now)
+    sources = Sources(ClusterView(client, lambda: now), store, chosen_policy, [])
+    return recommend_now(sources, parsed, table, user, now)
 
 
 def fill(client: SlurmClient, partition: str, gpus_per_node: int, nodes: int, minutes: int) -> None:
@@ -271,7 +272,9 @@ def _advise_gpus(
     table = introspect("resnet18", (3, side, side), {"num_classes": classes}, allow_factories=False)
     policy = parse_policy(POLICY.replace('[users.student]\npartitions = ["v100", "t4"]\n', ""), "policy.toml")
     now = datetime.now(UTC)
-    return recommend_now(ClusterView(client, lambda: now), store, policy, [], parsed, table, "alice", now)
+    return recommend_now(
+        Sources(ClusterView(client, lambda: now), store, policy, []), parsed, table, "alice", now
+    )
 
 
 def test_a_communication_bound_job_is_advised_fewer_gpus_than_a_compute_bound_one(

@@ -25,7 +25,8 @@ class PartitionOrder:
     """The chosen partition first, then the user's others it runs on, in the user's order."""
     time_limit: timedelta
     """Enough for the slowest of them: Slurm starts the job wherever it can first."""
-    reasons: list[str]
+    dropped: list[str]
+    """The user's other partitions where the advised configuration does not run."""
 
 
 def partition_order(
@@ -55,10 +56,7 @@ def partition_order(
         if (allowed[name].max_time or limit) < limit:
             kept.remove(name)
             dropped.append(name)
-    reasons = [f"partitions in order: {','.join(kept)} (the job asked for {','.join(request.partitions)})"]
-    if dropped:
-        reasons.append(f"not kept, the advised configuration does not run there: {', '.join(dropped)}")
-    return PartitionOrder(partitions=kept, time_limit=limit, reasons=reasons)
+    return PartitionOrder(partitions=kept, time_limit=limit, dropped=dropped)
 
 
 def _limit_on(

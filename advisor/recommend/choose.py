@@ -1,7 +1,8 @@
-"""The choice among predicted candidates, and the words that explain it.
+"""The choice among predicted candidates.
 
 Pure: the service hands in every candidate with its predicted run, wait, cost and confidence; this module
-ranks them by the policy's objective and decides whether the winner is worth changing the job for.
+ranks them by the policy's objective and decides whether the winner is worth changing the job for; the
+facts behind the choice are kept in the `Decision`, and `advisor.recommend.explain` words them.
 """
 
 from __future__ import annotations
@@ -16,8 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from advisor.jobscript.rewrite import Advice
 from advisor.policy.schema import Confidence, Mode, Objective, RewriteRules
 from advisor.recommend.candidates import Candidate
-from advisor.recommend.kills import likely_killed, outlasts
-from advisor.slurm.values import format_seconds
+from advisor.recommend.kills import outlasts
 
 WaitSource = Literal["slurm", "advisor"]
 
@@ -79,7 +79,15 @@ class Estimate(BaseModel):
         return self.wait_s + self.run_s
 
 
+Verdict = Literal["nothing fits", "all killed", "none trusted", "already best", "gain too small", "moved"]
+"""What the choice came to: no candidate fits in memory; every trusted one is likely killed; none is
+trusted (confidence, model age); the job as submitted is the best; the best gains too little to move it;
+the best is chosen (applied where the mode there is rewrite)."""
+
+
 class Decision(BaseModel):
+    """The choice and the facts behind it; `advisor.recommend.explain` words them."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     ranked: list[Estimate]
@@ -90,7 +98,15 @@ class Decision(BaseModel):
     """The winner, or the baseline when nothing is worth changing."""
     apply: bool
     """True only when the policy's mode for the winner's partition is rewrite and every threshold holds."""
-    reasons: list[str]
+    verdict: Verdict
+    best: Estimate | None = None
+    """The best eligible candidate, chosen or not (None where none is eligible)."""
+    mode: Mode = "advise"
+    """The caller's mode on the best candidate's partition."""
+    passed_over: list[Estimate] = []
+    """Likely killed candidates ranked above the winner: the best of each partition."""
+    inefficient: Estimate | None = None
+    """The best safe candidate, where its scaling is below the policy's least (the next one wins)."""
 
 
 class Recommendation(BaseModel):
@@ -135,33 +151,33 @@ def choose(
             _changes(e.candidate, baseline.candidate),
         ),
     )
-    reasons: list[str] = []
     trusted = [e for e in ranked if e.fits and rules.trusts(e.confidence, e.model_age)]
     safe = [e for e in trusted if e.candidate == baseline.candidate or not e.killed]
     eligible = [e for e in safe if not _inefficient(e, min_efficiency)]
-    reasons.extend(_left_out(trusted, safe, eligible[0] if eligible else None))
-    if safe and eligible and safe[0] != eligible[0]:
-        reasons.append(_too_inefficient(safe[0], min_efficiency))
-    if not eligible:
-        reasons.append(_no_eligible(ranked, trusted, rules))
-        return Decision(ranked=ranked, baseline=baseline, chosen=baseline, apply=False, reasons=reasons)
-    best = eligible[0]
-    if best.candidate == baseline.candidate:
-        reasons.append("the job as submitted is already the best candidate")
-        return Decision(ranked=ranked, baseline=baseline, chosen=baseline, apply=False, reasons=reasons)
-    reasons.append(_why_best(best, baseline, objective))
-    worth = _worth_it(best, baseline, objective, rules)
-    mode = modes.get(best.candidate.partition, "advise")
-    if worth is not None:
-        reasons.append(worth)
-    elif mode != "rewrite":
-        reasons.append(f"advice only: the policy's mode for partition {best.candidate.partition} is {mode}")
-    return Decision(
+    facts = Decision(
         ranked=ranked,
         baseline=baseline,
-        chosen=best if worth is None else baseline,
-        apply=worth is None and mode == "rewrite",
-        reasons=reasons,
+        chosen=baseline,
+        apply=False,
+        verdict="already best",
+        passed_over=_passed_over(trusted, safe, eligible[0] if eligible else None),
+        inefficient=safe[0] if safe and eligible and safe[0] != eligible[0] else None,
+    )
+    if not eligible:
+        return facts.model_copy(update={"verdict": _no_eligible(ranked, trusted)})
+    best = eligible[0]
+    if best.candidate == baseline.candidate:
+        return facts.model_copy(update={"best": best})
+    mode = modes.get(best.candidate.partition, "advise")
+    worth = _worth_it(best, baseline, objective, rules)
+    return facts.model_copy(
+        update={
+            "best": best,
+            "mode": mode,
+            "verdict": "moved" if worth else "gain too small",
+            "chosen": best if worth else baseline,
+            "apply": worth and mode == "rewrite",
+        }
     )
 
 
@@ -202,82 +218,44 @@ def _changes(candidate: Candidate, baseline: Candidate) -> int:
     return sum(getattr(candidate, name) != getattr(baseline, name) for name in fields)
 
 
-def _worth_it(best: Estimate, baseline: Estimate, objective: Objective, rules: RewriteRules) -> str | None:
-    """None when the gain clears the policy's bar, else why it does not. A job that would not fit is
-    always worth moving. The bar is in completion time, in cost for the cost objective, and in either
-    for the weighted one (the winner already scores better on the mix)."""
+def _worth_it(best: Estimate, baseline: Estimate, objective: Objective, rules: RewriteRules) -> bool:
+    """Whether the gain clears the policy's bar. A job that would not fit is always worth moving. The bar
+    is in completion time, in cost for the cost objective, and in either for the weighted one (the winner
+    already scores better on the mix)."""
     if not baseline.fits:
-        return None
+        return True
     current, proposed = _cost(baseline), _cost(best)
     cheaper = (
         current > 0 and math.isfinite(current) and (current - proposed) / current >= rules.min_gain_fraction
     )
-    sooner = rules.gain_is_enough(baseline.total_s, best.total_s)
     if objective == "cost":
-        return (
-            None
-            if cheaper
-            else f"kept as submitted: it saves less than {rules.min_gain_fraction:.0%} of the cost"
-        )
-    if sooner or (objective == "weighted" and cheaper):
-        return None
-    gain = baseline.total_s - best.total_s
-    return (
-        f"kept as submitted: finishing {format_seconds(max(gain, 0))} earlier is below the policy's "
-        f"minimum of {rules.min_gain_fraction:.0%} and {format_seconds(rules.min_gain_minutes * 60)}"
-    )
-
-
-def _why_best(best: Estimate, baseline: Estimate, objective: Objective) -> str:
-    head = f"best: {describe(best.candidate)}"
-    if not baseline.fits:
-        where = baseline.candidate.partition
-        return f"{head}; as submitted the job needs more memory than a device of {where} has"
-    if objective == "cost" and best.cost is not None and baseline.cost is not None:
-        return f"{head}: costs {best.cost:.2f} against {baseline.cost:.2f} as submitted"
-    return (
-        f"{head}: expected to finish in {format_seconds(best.total_s)} "
-        f"(wait {format_seconds(best.wait_s)}, run "
-        f"{format_seconds(best.run_s)}) against {format_seconds(baseline.total_s)} as submitted "
-        f"(wait {format_seconds(baseline.wait_s)}, run {format_seconds(baseline.run_s)})"
-    )
+        return cheaper
+    return rules.gain_is_enough(baseline.total_s, best.total_s) or (objective == "weighted" and cheaper)
 
 
 def _inefficient(estimate: Estimate, least: float) -> bool:
     return estimate.efficiency is not None and estimate.efficiency < least
 
 
-def _too_inefficient(estimate: Estimate, least: float) -> str:
-    efficiency = estimate.efficiency or 0.0
-    return (
-        f"not chosen: {describe(estimate.candidate)}, whose scaling is predicted at {efficiency:.2f} of "
-        f"ideal (the policy takes at least {least:.2f})"
-    )
-
-
-def _left_out(trusted: Sequence[Estimate], safe: Sequence[Estimate], winner: Estimate | None) -> list[str]:
-    """Why the likely killed candidates ranked above the winner were passed over: the best of each
-    partition, so a partition's batch variants do not repeat it."""
+def _passed_over(
+    trusted: Sequence[Estimate], safe: Sequence[Estimate], winner: Estimate | None
+) -> list[Estimate]:
+    """The likely killed candidates ranked above the winner: the best of each partition, so a partition's
+    batch variants do not repeat it."""
     ahead = trusted if winner is None else trusted[: trusted.index(winner)]
     named: dict[str, Estimate] = {}
     for estimate in ahead:
         if estimate not in safe:
             named.setdefault(estimate.candidate.partition, estimate)
-    return [
-        f"not chosen: {describe(e.candidate)}, {likely_killed(e.run_p90_s, e.time_limit)}"
-        for e in named.values()
-    ]
+    return list(named.values())
 
 
-def _no_eligible(ranked: Sequence[Estimate], trusted: Sequence[Estimate], rules: RewriteRules) -> str:
+def _no_eligible(ranked: Sequence[Estimate], trusted: Sequence[Estimate]) -> Verdict:
     if not any(e.fits for e in ranked):
-        return "kept as submitted: no candidate is predicted to fit in memory"
+        return "nothing fits"
     if trusted and all(e.killed for e in trusted):
-        return "kept as submitted: every trusted candidate is likely killed at the time limit it would get"
-    return (
-        f"kept as submitted: no candidate that fits has a prediction of at least {rules.min_confidence} "
-        f"confidence from a model younger than {rules.max_model_age_days:g} days"
-    )
+        return "all killed"
+    return "none trusted"
 
 
 def describe(candidate: Candidate) -> str:

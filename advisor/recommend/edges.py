@@ -10,6 +10,7 @@ import json
 import os
 import pwd
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from advisor.comm.rows import CommunicationRows
@@ -25,61 +26,92 @@ from advisor.predict.registry import model_created_at
 from advisor.predict.scaling import DeviceSpec
 from advisor.predict.service import Predictors, StepQuestion, predict
 from advisor.predict.types import Prediction
+from advisor.recommend.ask import Ask, Caller, PastRuns
 from advisor.recommend.choose import Recommendation
 from advisor.recommend.cluster import ClusterView
-from advisor.recommend.estimator import Context, Sync, WaitQuery, Waits
+from advisor.recommend.estimator import Context, StepPredictor, Sync, WaitQuery, Waits
 from advisor.recommend.placement import Standing, cpus_per_node
-from advisor.recommend.service import asked_partition, recommend
+from advisor.recommend.screen import asked_partition
+from advisor.recommend.service import recommend
 from advisor.slurm.models import Partition
 from advisor.store import AdvisedJobs, Store
 from advisor.wait.estimate import PLACEHOLDER_SCRIPT, WaitRequest, estimate_waits
 from advisor.wait.snapshot import SlotRequest
 
 
+@dataclass(frozen=True)
+class Sources:
+    """Where a recommendation's inputs come from: Slurm (through the cluster view), the store, the policy,
+    the GPU specifications. ``run_history``: the predictor of a job that describes no model, from its
+    user's earlier runs; ``steps``: measured step times (an evaluation's) instead of the store's models."""
+
+    cluster: ClusterView
+    store: Store
+    policy: Policy
+    specs: list[DeviceSpec]
+    run_history: RunHistory | None = None
+    steps: StepPredictor | None = None
+
+
 def recommend_now(
-    cluster: ClusterView,
-    store: Store,
-    policy: Policy,
-    specs: list[DeviceSpec],
+    sources: Sources,
     parsed: ParsedSubmission,
     table: LayerTable | None,
     user: str,
     now: datetime,
-    run_history: RunHistory | None = None,
     unread: str | None = None,
 ) -> Recommendation:
-    """``run_history``: the predictor of a job that describes no model, from its user's earlier runs;
-    ``unread``: why a described model has no ``table`` (its job is then advised as one with none)."""
-    request = parsed.request
-    account = request.account or cluster.default_account(user)
+    """``unread``: why a described model has no ``table`` (its job is then advised as one with none)."""
+    cluster, request = sources.cluster, parsed.request
     partitions = cluster.partitions()
     context = Context(
-        policy=policy,
+        policy=sources.policy,
         partitions=partitions,
         waits=lambda queries: cluster.cached(
             _wait_key(request, queries),
             WAITS_FRESH_FOR,
-            lambda: queue_waits(cluster, store, request, queries, now, run_history),
+            lambda: queue_waits(cluster, sources.store, request, queries, now, sources.run_history),
         ),
     )
-    predictor = None
-    if table is not None:
-        predictors = cluster.cached("predictors", PREDICTORS_FRESH_FOR, lambda: Predictors.load(store))
-        names = [p.name for p in partitions]
-        links = cluster.cached(
-            "communication", PREDICTORS_FRESH_FOR, lambda: CommunicationRows(store).by_partition(names)
-        )
-        predictor = StoredModels(store, predictors, specs, table, partitions, links)
+    ask = _ask(sources, parsed, partitions, user, now, unread)
+    return recommend(context, ask, _step_predictor(sources, table, partitions))
+
+
+def _ask(
+    sources: Sources,
+    parsed: ParsedSubmission,
+    partitions: list[Partition],
+    user: str,
+    now: datetime,
+    unread: str | None,
+) -> Ask:
+    """The submission, its caller's standing with Slurm, and what their earlier runs say of it."""
+    cluster, request = sources.cluster, parsed.request
+    account = request.account or cluster.default_account(user)
     standing = Standing(
         groups=unix_groups(user), account=account, associations=tuple(cluster.associations(user))
     )
     history = None
-    if run_history is not None:
-        ask = history_ask(parsed, user, asked_partition(request, partitions), now)
-        history = (ask, run_history.forecast(cluster.history(), ask))
-    return recommend(
-        context, request, parsed.description, predictor, user, account, now, standing, history, unread
+    if sources.run_history is not None:
+        job = history_ask(parsed, user, asked_partition(request, partitions), now)
+        history = PastRuns(job, sources.run_history.forecast(cluster.history(), job))
+    caller = Caller(user, account)
+    return Ask(request, parsed.description, caller, now, standing, history, unread)
+
+
+def _step_predictor(
+    sources: Sources, table: LayerTable | None, partitions: list[Partition]
+) -> StepPredictor | None:
+    """The given step times, else the store's models on the job's layer table; None without either."""
+    if sources.steps is not None or table is None:
+        return sources.steps
+    cluster, store = sources.cluster, sources.store
+    predictors = cluster.cached("predictors", PREDICTORS_FRESH_FOR, lambda: Predictors.load(store))
+    names = [p.name for p in partitions]
+    links = cluster.cached(
+        "communication", PREDICTORS_FRESH_FOR, lambda: CommunicationRows(store).by_partition(names)
     )
+    return StoredModels(store, predictors, sources.specs, table, partitions, links)
 
 
 def history_ask(parsed: ParsedSubmission, user: str, partition: Partition | None, now: datetime) -> JobAsk:

@@ -16,12 +16,12 @@ from pydantic import BaseModel, ConfigDict
 
 from advisor.comm.sync import Spread
 from advisor.jobscript.advisor_lines import JobDescription
-from advisor.jobscript.request import JobRequest
 from advisor.policy.resolve import Effective
 from advisor.policy.schema import Policy
 from advisor.predict.calibration import start_up_and_epoch
 from advisor.predict.jobtime import JobShape, job_time
 from advisor.predict.types import NoModelError, Prediction
+from advisor.recommend.ask import Ask
 from advisor.recommend.candidates import Candidate, epochs, optimizer_steps
 from advisor.recommend.choose import Estimate, WaitSource
 from advisor.recommend.kills import likely_killed, outlasts
@@ -109,24 +109,25 @@ class Estimator:
         self,
         context: Context,
         effective: Effective,
-        request: JobRequest,
+        ask: Ask,
         description: JobDescription,
         predictor: StepPredictor,
-        now: datetime,
+        scale: float = 1.0,
     ) -> None:
+        """``scale``: the level history sets the predicted runs to (`history_prior`); 1 without it."""
+        request = ask.request
         self.context = context
         self.effective = effective
         self.request = request
         self.description = description
         self.predictor = predictor
-        self.now = now
+        self.now = ask.now
         self.partitions = {p.name: p for p in context.partitions}
         self.overhead_s = effective.overhead.seconds(epochs(description))
         """Start-up and per-epoch work: the same on every candidate, since each keeps the job's epochs."""
         self.start_up_s = effective.overhead.startup_minutes * 60
         self._trained_at: dict[tuple[str, int], datetime | None] = {}
-        self.scale = 1.0
-        """What history sets the predicted runs' level by (`history_prior`); 1 without it."""
+        self.scale = scale
 
     def largest_batch(self, partition: str, amp: bool) -> int | None:
         """The largest micro-batch one device holds, as its smallest placement sees it."""
