@@ -48,7 +48,7 @@ from advisor.policy.holder import PolicyHolder
 from advisor.predict.scaling import DeviceSpec
 from advisor.recommend.choose import Recommendation
 from advisor.recommend.cluster import ClusterView
-from advisor.recommend.edges import WAITS_FRESH_FOR, recommend_now
+from advisor.recommend.edges import WAITS_FRESH_FOR, Sources, recommend_now
 from advisor.settings.validated import BenchSettings
 from advisor.slurm.client import SlurmClient
 from advisor.store import Audit, ModelRegistry, Store
@@ -245,18 +245,8 @@ class AdviceService:
         )
         table = _table(parsed, request)
         with self.store() as store:
-            recommendation = recommend_now(
-                self.cluster,
-                store,
-                self.policy.current,
-                self.inputs.specs,
-                parsed,
-                table,
-                user,
-                now,
-                self.run_history,
-                _unread(parsed, table),
-            )
+            sources = Sources(self.cluster, store, self.policy.current, self.inputs.specs, self.run_history)
+            recommendation = recommend_now(sources, parsed, table, user, now, _unread(parsed, table))
         return _Answer(
             recommendation=recommendation,
             submission=_submission(parsed, request, recommendation),
