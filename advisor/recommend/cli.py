@@ -45,7 +45,7 @@ def _recommend(args: argparse.Namespace, console: Console) -> int:
     from advisor.introspect.run import introspect
     from advisor.predict.service import load_specs
     from advisor.recommend.cluster import ClusterView
-    from advisor.recommend.edges import recommend_now
+    from advisor.recommend.edges import Sources, recommend_now
     from advisor.slurm.client import SlurmClient
     from advisor.store import Store
 
@@ -63,17 +63,14 @@ def _recommend(args: argparse.Namespace, console: Console) -> int:
         console.print(f"advisor: warning: policy not used: {holder.last_error}", highlight=False)
     specs = load_specs(args.gpu_specs) if args.gpu_specs.is_dir() else []
     now = datetime.now(UTC)
-    result = recommend_now(
+    sources = Sources(
         ClusterView(SlurmClient.from_settings(args.settings.slurm), lambda: now),
         Store.existing(args.db),
         holder.current,
         specs,
-        parsed,
-        table,
-        getpass.getuser(),
-        now,
         RunHistory(args.settings.models_dir / MODEL_FILE),
     )
+    result = recommend_now(sources, parsed, table, getpass.getuser(), now)
     if as_json:
         print(result.model_dump_json(indent=2))
         return 0
