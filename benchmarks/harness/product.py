@@ -19,6 +19,7 @@ from advisor.comm.sync import Spread
 from advisor.jobscript.submission import parse_job
 from advisor.policy.schema import Policy
 from advisor.predict.types import NoModelError, Prediction
+from advisor.recommend.ask import Ask, Caller
 from advisor.recommend.estimator import Context, StepPredictor, Sync, WaitEstimator, Waits
 from advisor.recommend.estimator import WaitQuery as CandidateQuery
 from advisor.recommend.service import recommend
@@ -150,7 +151,8 @@ def product_arm(
         parsed = parse_job(job_script(job, pool).encode(), where, [where], {})
         context = Context(policy=policy, partitions=partitions, waits=queue_estimator(view))
         predictor = steps_for(job.arrival.application)
-        found = recommend(context, parsed.request, parsed.description, predictor, USER, None, TRAINED_AT)
+        ask = Ask(parsed.request, parsed.description, Caller(USER), TRAINED_AT)
+        found = recommend(context, ask, predictor)
         if not found.apply or found.chosen is None:
             kept = as_submitted(job, pool, table, view)
             (own,) = view.advisor_waits([kept.query()])  # what `advise-submit --explain` shows for it
