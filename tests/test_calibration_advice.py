@@ -17,7 +17,7 @@ from advisor.policy.load import parse_policy
 from advisor.predict.registry import machines, train_machine
 from advisor.recommend.choose import Recommendation
 from advisor.recommend.cluster import ClusterView
-from advisor.recommend.edges import recommend_now
+from advisor.recommend.edges import Sources, recommend_now
 from advisor.slurm.client import SlurmClient
 from advisor.store import Store
 
@@ -54,7 +54,9 @@ def advise(client: SlurmClient, store: Store, tmp_path: Path, length: str) -> Re
     table = introspect("resnet18", (3, 32, 32), {"num_classes": 10}, allow_factories=False)
     now = datetime.now(UTC)
     policy = parse_policy(POLICY, "policy.toml")
-    return recommend_now(ClusterView(client, lambda: now), store, policy, [], parsed, table, "alice", now)
+    return recommend_now(
+        Sources(ClusterView(client, lambda: now), store, policy, []), parsed, table, "alice", now
+    )
 
 
 def test_each_candidate_carries_its_p10_its_calibration_key_and_its_start_up_and_one_epoch(

@@ -33,6 +33,7 @@ from advisor.history.service import load_model, save_model
 from advisor.jobscript.request import build_request
 from advisor.policy.load import parse_policy
 from advisor.policy.resolve import resolve
+from advisor.recommend.explain import history_told
 from advisor.recommend.history_limit import history_advice
 from advisor.slurm.models import Partition
 
@@ -255,13 +256,14 @@ def test_a_history_limit_is_floored_by_the_policy_and_applied_only_in_rewrite() 
         history.ended(job("u", index * 100.0, 600 + index * 60, limit=4 * 3600.0, script="job.sh"))
     predicted = forecast(look_back(history, ask), ask, None)
     rewrite = resolve(parse_policy('mode = "rewrite"\n', "p.toml"), "u", None, ["cpu"])
-    advice, apply, reasons = history_advice(rewrite, request, ask, predicted, PARTITION)
+    found = history_advice(rewrite, request, ask, predicted, PARTITION)
+    advice, apply, reasons = found.advice, found.apply, history_told(found)
     # Longest run 12 min x 1.5 = 18 min, below the floor of a quarter of 4 h.
     assert advice is not None and advice.time_limit == timedelta(hours=1) and apply
     assert reasons[0] == "history: your last 3 runs of job.sh took 00:10:00, 00:11:00, 00:12:00", reasons
     assert "instead of 04:00:00" in reasons[1]
     advise = resolve(parse_policy('mode = "advise"\n', "p.toml"), "u", None, ["cpu"])
-    assert history_advice(advise, request, ask, predicted, PARTITION)[1] is False
+    assert history_advice(advise, request, ask, predicted, PARTITION).apply is False
 
 
 def test_easy_backfills_only_what_delays_no_reservation_counted_by_hand() -> None:
@@ -357,7 +359,7 @@ def test_queued_jobs_of_users_with_a_history_are_planned_by_it(tmp_path: Path) -
 
 
 def test_a_described_jobs_history_is_shown_beside_its_prediction() -> None:
-    from advisor.recommend.history_limit import cross_check
+    from advisor.recommend.explain import cross_check
 
     ask = JobAsk(user="u", script="train.sh", partition="a100", submit_s=0, limit_s=7200, cpus=8)
     history = History()

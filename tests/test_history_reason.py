@@ -11,6 +11,7 @@ from advisor.history.predictor import forecast, look_back
 from advisor.jobscript.request import build_request
 from advisor.policy.load import parse_policy
 from advisor.policy.resolve import resolve
+from advisor.recommend.explain import history_told
 from advisor.recommend.history_limit import history_advice
 from advisor.slurm.models import Partition
 
@@ -29,9 +30,8 @@ def advised(limit: str | None, runs: list[float], maximum: timedelta) -> tuple[t
     for index, run in enumerate(runs):
         history.ended(job("u", index * 100.0, run, limit=limit_s, script="job.sh"))
     partition = Partition.model_construct(name="cpu", max_time=maximum)
-    advice, _, reasons = history_advice(
-        REWRITE, request, ask, forecast(look_back(history, ask), ask, None), partition
-    )
+    found = history_advice(REWRITE, request, ask, forecast(look_back(history, ask), ask, None), partition)
+    advice, reasons = found.advice, history_told(found)
     assert advice is not None and advice.time_limit is not None, reasons
     return advice.time_limit, reasons[-1]
 

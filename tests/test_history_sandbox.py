@@ -18,7 +18,7 @@ from advisor.jobscript.submission import parse_submission
 from advisor.policy.load import parse_policy
 from advisor.recommend.choose import Recommendation
 from advisor.recommend.cluster import ClusterView
-from advisor.recommend.edges import recommend_now
+from advisor.recommend.edges import Sources, recommend_now
 from advisor.sandbox.cluster import Sandbox
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.models import FinishedJob
@@ -69,15 +69,17 @@ def test_finished_runs_of_a_script_shorten_its_next_time_limit(
 
     def advised(words: list[str]) -> Recommendation:
         return recommend_now(
-            ClusterView(local_slurm, lambda: now),
-            Store.open(tmp_path / "advisor.db"),
-            parse_policy('mode = "rewrite"\n', "policy.toml"),
-            [],
+            Sources(
+                ClusterView(local_slurm, lambda: now),
+                Store.open(tmp_path / "advisor.db"),
+                parse_policy('mode = "rewrite"\n', "policy.toml"),
+                [],
+                RunHistory(tmp_path / "no-model-yet.json"),
+            ),
             parse_submission(script, words, {}),
             None,
             user,
             now,
-            RunHistory(tmp_path / "no-model-yet.json"),
         )
 
     result = advised([])

@@ -13,9 +13,10 @@ from advisor.comm.sync import Spread
 from advisor.history.past import JobAsk
 from advisor.history.predictor import RunForecast
 from advisor.jobscript.rewrite import apply_advice
-from advisor.jobscript.submission import parse_submission
+from advisor.jobscript.submission import ParsedSubmission, parse_submission
 from advisor.policy.schema import Policy
 from advisor.predict.types import Prediction
+from advisor.recommend.ask import Ask, Caller, PastRuns
 from advisor.recommend.choose import Recommendation
 from advisor.recommend.estimator import Context, StepPredictor, Sync
 from advisor.recommend.service import recommend
@@ -61,7 +62,7 @@ def test_arm_c_makes_the_choice_the_daemons_recommender_makes_for_the_users_scri
     script.write_text(job_script(the_job, INVENTORY.pools[0]))
     parsed = parse_submission(script, [], {})
     context = Context(REWRITE, partitions_of(INVENTORY), queue_estimator(SetWaits(BUSY_FAST)))
-    found = recommend(context, parsed.request, parsed.description, steps("toy"), USER, None, TRAINED_AT)
+    found = recommend(context, _ask(parsed), steps("toy"))
 
     assert found.apply and found.chosen is not None
     chosen = found.chosen.candidate
@@ -168,15 +169,7 @@ def test_start_up_and_each_epoch_add_the_policys_overhead_to_every_candidate(
     def run_times(overhead: dict[str, float]) -> dict[tuple[str, int, int], float]:
         policy = REWRITE.model_copy(update={"overhead": REWRITE.overhead.model_validate(overhead)})
         context = Context(policy, partitions_of(INVENTORY), queue_estimator(SetWaits({})))
-        found = recommend(
-            context,
-            parsed.request,
-            parsed.description,
-            learned_steps(models, INVENTORY)("toy"),
-            USER,
-            None,
-            TRAINED_AT,
-        )
+        found = recommend(context, _ask(parsed), learned_steps(models, INVENTORY)("toy"))
         return {
             (e.candidate.partition, e.candidate.gpus, e.candidate.micro_batch): e.run_s
             for e in found.candidates
@@ -194,7 +187,7 @@ def advise(tmp_path: Path, text: str, models: StepModels, waits: dict[str, float
     parsed = parse_submission(script, [], {})
     context = Context(REWRITE, partitions_of(INVENTORY), queue_estimator(SetWaits(waits)))
     steps = learned_steps(models, INVENTORY)("toy")
-    return recommend(context, parsed.request, parsed.description, steps, USER, None, TRAINED_AT)
+    return recommend(context, _ask(parsed), steps)
 
 
 def test_a_request_for_several_partitions_is_reordered_not_shrunk(tmp_path: Path, models: StepModels) -> None:
@@ -266,15 +259,13 @@ def test_history_sets_the_level_of_predictions_the_model_is_not_sure_of(
     parsed = parse_submission(script, [], {})
     context = Context(REWRITE, partitions_of(INVENTORY), queue_estimator(SetWaits({})))
     unsure = _Unsure(learned_steps(models, INVENTORY)("toy"))
-    alone = recommend(context, parsed.request, parsed.description, unsure, USER, None, TRAINED_AT)
+    alone = recommend(context, _ask(parsed), unsure)
     assert alone.baseline is not None and alone.baseline.confidence == "low"
     predicted = alone.baseline.run_s
     ask = JobAsk(user=USER, script="train.sbatch", partition="fast", submit_s=0, limit_s=None, cpus=1, gpus=4)
     runs = (1.9 * predicted, 2.1 * predicted, 2.0 * predicted)
     forecast = RunForecast(p50_s=2.0 * predicted, upper_s=2.2 * predicted, source="history", runs=runs)
-    told = recommend(
-        context, parsed.request, parsed.description, unsure, USER, None, TRAINED_AT, history=(ask, forecast)
-    )
+    told = recommend(context, _ask(parsed, PastRuns(ask, forecast)), unsure)
     assert told.baseline is not None and told.baseline.run_s == pytest.approx(2.0 * predicted)
     before = {
         (e.candidate.partition, e.candidate.gpus, e.candidate.micro_batch): e.run_s for e in alone.candidates
@@ -289,9 +280,12 @@ def test_history_sets_the_level_of_predictions_the_model_is_not_sure_of(
     )
     # A prediction the model is sure of keeps its own level; history is only cross-checked.
     sure = learned_steps(models, INVENTORY)("toy")
-    kept = recommend(
-        context, parsed.request, parsed.description, sure, USER, None, TRAINED_AT, history=(ask, forecast)
-    )
+    kept = recommend(context, _ask(parsed, PastRuns(ask, forecast)), sure)
     assert kept.baseline is not None and kept.baseline.confidence != "low"
     assert not any("scaled by" in reason for reason in kept.reasons)
     assert any(reason.startswith("history: your last 3 runs of train.sbatch took") for reason in kept.reasons)
+
+
+def _ask(parsed: ParsedSubmission, history: PastRuns | None = None) -> Ask:
+    """A replayed submission, as the harness asks (`benchmarks.harness.product`)."""
+    return Ask(parsed.request, parsed.description, Caller(USER), TRAINED_AT, history=history)
