@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.jobscript.rewrite import Advice
 from advisor.policy.schema import Confidence, Mode, Objective, RewriteRules
+from advisor.recommend.arrays import ArrayFigures
 from advisor.recommend.candidates import Candidate
 from advisor.recommend.kills import outlasts
 
@@ -57,6 +58,8 @@ class Estimate(BaseModel):
     applied_correction: float = 1.0
     """What already moved ``run_s`` off the predictor's own: its calibration (`Prediction.calibration`)
     times the level the job's history set (the prior)."""
+    array: ArrayFigures | None = None
+    """A job array's whole figures (all tasks' cost, when the last task ends); None for a single job."""
 
     @property
     def killed(self) -> bool:
