@@ -26,20 +26,25 @@ from advisor.web.guard import (
     host_refusal,
     same,
 )
-from advisor.web.pages import MAX_FORM_BYTES, POSTED, ROUTES, Ask, PageMaker, Viewer, problem_page
+from advisor.web.pages import MAX_FORM_BYTES, POSTED, QUERIED, ROUTES, Ask, PageMaker, Viewer, problem_page
+from advisor.web.states import StatesLookup
 
 _ASK: web.AppKey[Ask] = web.AppKey("ask")
 _USER = web.AppKey("user", str)
 _DOOR = web.AppKey("door", Door)
+_SLURM: web.AppKey[StatesLookup | None] = web.AppKey("slurm")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def make_app(ask: Ask, door: Door, user: str | None = None) -> web.Application:
+def make_app(
+    ask: Ask, door: Door, user: str | None = None, slurm: StatesLookup | None = None
+) -> web.Application:
+    """``slurm``: what Slurm says of the user's jobs, asked as the user (`advisor.web.states`)."""
     app = web.Application(client_max_size=MAX_FORM_BYTES, middlewares=[_guarded])
-    app[_ASK], app[_DOOR] = ask, door
+    app[_ASK], app[_DOOR], app[_SLURM] = ask, door, slurm
     app[_USER] = user or pwd.getpwuid(os.getuid()).pw_name  # the kernel's, not $USER
     for path, page in ROUTES.items():
-        app.router.add_get(f"/{path}", _handler(page))
+        app.router.add_get(f"/{path}", _handler(page, queried=path in QUERIED))
     for path in POSTED:
         app.router.add_post(f"/{path}", _handler(ROUTES[path]))
     return app
@@ -77,10 +82,10 @@ def _refused(refusal: Refusal | None) -> web.Response | None:
     return web.Response(text=made.html, content_type="text/html", status=made.status)
 
 
-def _handler(page: PageMaker) -> Handler:
+def _handler(page: PageMaker, queried: bool = False) -> Handler:
     async def handle(request: web.Request) -> web.StreamResponse:
-        app, fields = request.app, {}
-        door = app[_DOOR]
+        app, door = request.app, request.app[_DOOR]
+        fields = dict(request.query) if queried else {}
         if request.method == "POST":
             posted = {name: value for name, value in (await request.post()).items() if isinstance(value, str)}
             headers = request.headers
@@ -91,7 +96,7 @@ def _handler(page: PageMaker) -> Handler:
             if refused is not None:
                 return refused
             fields = {name: value for name, value in posted.items() if name != CSRF_FIELD}
-        viewer = Viewer(app[_USER], csrf_token(door.token))
+        viewer = Viewer(app[_USER], csrf_token(door.token), app[_SLURM])
         # A page waits on the daemon: on a thread, so that one slow answer holds up no other page.
         made = await asyncio.get_running_loop().run_in_executor(None, page, app[_ASK], viewer, fields)
         return web.Response(text=made.html, content_type="text/html", status=made.status)

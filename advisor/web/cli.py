@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import pwd
 import socket
 import sys
 from pathlib import Path
@@ -75,6 +76,7 @@ def _run(args: argparse.Namespace, console: Console, listening: socket.socket) -
 
     from advisor.web.app import make_app
     from advisor.web.daemon import daemon_ask
+    from advisor.web.states import viewers_slurm
 
     token = new_token()
     if args.socket is None:
@@ -95,7 +97,9 @@ def _run(args: argparse.Namespace, console: Console, listening: socket.socket) -
             soft_wrap=True,
         )
     try:
-        web.run_app(make_app(daemon_ask(args.settings), door), sock=listening, print=None)
+        user = pwd.getpwuid(os.getuid()).pw_name  # the kernel's, not $USER
+        slurm = viewers_slurm(args.settings.slurm, user)
+        web.run_app(make_app(daemon_ask(args.settings), door, user, slurm), sock=listening, print=None)
     finally:
         if args.socket is not None:
             with contextlib.suppress(FileNotFoundError):

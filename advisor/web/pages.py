@@ -14,16 +14,18 @@ from dataclasses import dataclass
 
 import jinja2
 
-from advisor.api import AdviseRequest, AdviseResponse, MyJobs, Overview
+from advisor.api import AdviseRequest, AdviseResponse, Explanation, MyJobs, Overview
 from advisor.daemon.transport import DaemonRefused
 from advisor.factory_table import FactoryFailed, factory_table
 from advisor.jobscript.lexer import MAX_SCRIPT_BYTES
 from advisor.recommend.choose import describe
 from advisor.recommend.cli import advice_words
+from advisor.slurm.runner import SlurmError
 from advisor.slurm.values import format_seconds
 from advisor.submit_guard import added_words
 from advisor.web.chart import bars_svg, scatter_svg
 from advisor.web.forms import WHERE, directives, read_form, read_pasted, script
+from advisor.web.states import StatesLookup
 
 Ask = Callable[[str, str, bytes | None], bytes]
 """One request to the daemon (method, path, body) and its answer's body (`advisor.web.cli` makes one)."""
@@ -37,16 +39,18 @@ class Page:
 
 @dataclass(frozen=True)
 class Viewer:
-    """Whom a page is for: the user it shows (the server's own), and the CSRF token its forms carry
-    (`advisor.web.guard`)."""
+    """Whom a page is for: the user it shows (the server's own), the CSRF token its forms carry
+    (`advisor.web.guard`), and what Slurm says of their jobs, asked as them (None: not asked)."""
 
     user: str
     csrf: str
+    slurm: StatesLookup | None = None
 
 
 PageMaker = Callable[[Ask, Viewer, Mapping[str, str]], Page]
-"""A page of (ask, the viewer, the posted form's fields). A GET has none: a link never runs a comparison
-(it would run the code a factory names), only a form posted from the page itself does."""
+"""A page of (ask, the viewer, the posted form's fields). A GET has none, but on the pages that only read
+(`QUERIED`): a link never runs a comparison (it would run the code a factory names), only a form posted
+from the page itself does."""
 
 _FIELDS = (
     ("model", "model (torchvision, or package.module:factory)", "resnet50"),
@@ -116,13 +120,36 @@ def _preview(ask: Ask, text: bytes, where: str, table: dict[str, object] | None)
 
 def jobs(ask: Ask, viewer: Viewer, query: Mapping[str, str]) -> Page:
     """The viewer's advised jobs (the daemon knows whose by SO_PEERCRED, never by what a page asks):
-    predicted against actual run and wait."""
-    page: dict[str, object] = {"user": viewer.user, "jobs": None, "problem": None}
+    predicted against actual run and wait, each with its name and state as Slurm has them now (an array's
+    tasks by state), and a link to why it was advised so."""
+    page: dict[str, object] = {"user": viewer.user, "jobs": None, "problem": None, "states": {}}
     try:
         mine = MyJobs.model_validate_json(ask("GET", "/jobs", None))
     except Exception as error:  # the page says what went wrong; it never shows a traceback
         return _render("jobs.html", page | {"problem": f"the advisor could not answer: {error}"}, 503)
-    return _render("jobs.html", page | {"jobs": mine.jobs, "user": mine.user})
+    page |= {"jobs": mine.jobs, "user": mine.user, "asked": False}
+    if viewer.slurm is not None and mine.jobs:
+        since = min(job.submitted_at for job in mine.jobs)
+        try:
+            page |= {"states": viewer.slurm([job.job_id for job in mine.jobs], since), "asked": True}
+        except SlurmError as error:
+            page["problem"] = f"Slurm did not answer, the states are the advisor's: {error}"
+    return _render("jobs.html", page)
+
+
+def explain(ask: Ask, viewer: Viewer, query: Mapping[str, str]) -> Page:
+    """Why one of the viewer's jobs was advised as it was (``explain?job=ID``, as `advisor explain`)."""
+    page: dict[str, object] = {"user": viewer.user, "explanation": None, "problem": None}
+    job = query.get("job", "")
+    if not job.isdigit():
+        return _render("explain.html", page | {"problem": "which job? explain?job=ID"}, 422)
+    try:
+        explanation = Explanation.model_validate_json(ask("GET", f"/explain/{int(job)}", None))
+    except Exception as error:  # the page says what went wrong; it never shows a traceback
+        status = error.status if isinstance(error, DaemonRefused) and error.status in (403, 404) else 503
+        return _render("explain.html", page | {"problem": f"the advisor could not answer: {error}"}, status)
+    result = explanation.recommendation
+    return _render("explain.html", page | {"explanation": explanation, "result": result})
 
 
 def admin(ask: Ask, viewer: Viewer, query: Mapping[str, str]) -> Page:
@@ -144,10 +171,12 @@ def admin(ask: Ask, viewer: Viewer, query: Mapping[str, str]) -> Page:
     return _render("admin.html", page | {"view": view, "scatter": scatter})
 
 
-ROUTES: dict[str, PageMaker] = {"": compare, "jobs": jobs, "admin": admin}
+ROUTES: dict[str, PageMaker] = {"": compare, "jobs": jobs, "explain": explain, "admin": admin}
 """Each page by its path below the app's root."""
 POSTED = frozenset({""})
 """The pages that take a posted form: the compare page (its form, or a pasted script)."""
+QUERIED = frozenset({"explain"})
+"""The pages a link's query reaches (a GET's fields): they only read what the daemon kept."""
 MAX_FORM_BYTES = 3 * MAX_SCRIPT_BYTES + 2**16
 """A posted form: the largest script sbatch takes, URL-encoded, and its few other fields."""
 
@@ -162,9 +191,14 @@ def not_found(path: str) -> Page:
 
 def _render(template: str, page: Mapping[str, object], status: int = 200) -> Page:
     text = _TEMPLATES.get_template(template).render(
-        **page, describe=describe, span=format_seconds, optional=_optional
+        **page, describe=describe, span=format_seconds, optional=_optional, money=_money
     )
     return Page(status, text)
+
+
+def _money(cost: float | None) -> str:
+    """A cost in the policy's prices (which name no currency); '-' where it names none."""
+    return "-" if cost is None else f"{cost:.2f}"
 
 
 def _optional(seconds: float | None) -> str:

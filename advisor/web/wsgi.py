@@ -32,13 +32,24 @@ from advisor.web.guard import (
     new_token,
     user_refusal,
 )
-from advisor.web.pages import MAX_FORM_BYTES, POSTED, ROUTES, Ask, Page, Viewer, not_found, problem_page
+from advisor.web.pages import (
+    MAX_FORM_BYTES,
+    POSTED,
+    QUERIED,
+    ROUTES,
+    Ask,
+    Page,
+    Viewer,
+    not_found,
+    problem_page,
+)
+from advisor.web.states import StatesLookup, viewers_slurm
 
 SESSION_COOKIE = "advisor-session"
 
 
-def make_application(ask: Ask, user: str) -> WSGIApplication:
-    """The app for ``user``, the system user its process runs as."""
+def make_application(ask: Ask, user: str, slurm: StatesLookup | None = None) -> WSGIApplication:
+    """The app for ``user``, the system user its process runs as; ``slurm`` asks Slurm as ``user``."""
 
     def application(environ: WSGIEnvironment, start_response: StartResponse) -> list[bytes]:
         claimed = [environ.get(name, "") for name in ("REMOTE_USER", "HTTP_X_FORWARDED_USER")]
@@ -57,13 +68,13 @@ def make_application(ask: Ask, user: str) -> WSGIApplication:
         if method not in ("GET", "HEAD") and not (method == "POST" and name in POSTED):
             return _respond(start_response, problem_page("the pages only show: nothing here is sent", 405))
         session, cookie = _session(environ)
-        fields: dict[str, str] = {}
+        fields = dict(parse_qsl(environ.get("QUERY_STRING", ""))) if name in QUERIED else {}
         if method == "POST":
             posted = _posted(environ, session)
             if isinstance(posted, Page):
                 return _respond(start_response, posted, cookie)
             fields = posted
-        return _respond(start_response, maker(ask, Viewer(user, csrf_token(session)), fields), cookie)
+        return _respond(start_response, maker(ask, Viewer(user, csrf_token(session), slurm), fields), cookie)
 
     return application
 
@@ -123,7 +134,8 @@ def application(environ: WSGIEnvironment, start_response: StartResponse) -> Iter
 @cache
 def _served() -> WSGIApplication:
     user = pwd.getpwuid(os.getuid()).pw_name  # the kernel's, not $USER
-    return make_application(daemon_ask(load_settings(os.environ)), user)
+    settings = load_settings(os.environ)
+    return make_application(daemon_ask(settings), user, viewers_slurm(settings.slurm, user))
 
 
 def _respond(start_response: StartResponse, page: Page, cookie: str | None = None) -> list[bytes]:
