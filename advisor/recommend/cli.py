@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import io
 import os
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -13,6 +14,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from advisor import readable
 from advisor.jobscript.advisor_words import split_command_line
 from advisor.jobscript.datasets import load_datasets
 from advisor.jobscript.rewrite import AdviceError, advice_environment, apply_advice
@@ -108,10 +110,10 @@ def show(result: Recommendation, console: Console, changes: Sequence[str] | None
     advice as what it adds to the submission (``changes``: sbatch options, variables, notes), and last,
     where a user's eye lands, a run likely killed at its limit."""
     if result.candidates:
-        table = candidates_table(result)
-        console.print(table)
-        if table.row_count < len(result.candidates):
-            console.print(f"and {len(result.candidates) - table.row_count} more candidates (--json: all)")
+        _print_candidates(result, console)
+        shown = sum(len(group) for group in _shown(result))
+        if shown < len(result.candidates):
+            console.print(f"and {len(result.candidates) - shown} more candidates (--json: all)")
     for reason in result.reasons:
         console.print(reason, highlight=False)
     if result.advice is not None:
@@ -119,14 +121,17 @@ def show(result: Recommendation, console: Console, changes: Sequence[str] | None
         console.print(f"the advisor {verb}: {' '.join(changes or advice_words(result))}", highlight=False)
     if result.candidates:
         console.print(
-            "waits marked * come from the estimator with the smaller measured error", highlight=False
+            "waits marked * come from the estimator with the smaller measured error; cost in the policy's "
+            "prices",
+            highlight=False,
         )
     for warning in result.kill_warnings:
         console.print(f"warning: {warning}", style="bold yellow", highlight=False)
 
 
 def candidates_table(result: Recommendation) -> Table:
-    """The best `SHOWN` candidates and the job as submitted: narrow enough for a 120-column terminal."""
+    """The best `SHOWN` rows and the job as submitted, candidates predicted alike merged into one row.
+    Cells fold to the console's width rather than being cut."""
     table = Table(
         title="candidates, best first",
         box=box.SIMPLE_HEAD,
@@ -135,11 +140,61 @@ def candidates_table(result: Recommendation) -> Table:
         collapse_padding=True,
     )
     for column in HEADERS:
-        table.add_column(column, min_width=20 if column == "configuration" else None)
-    for rank, estimate in enumerate(result.candidates):
-        if rank < SHOWN or estimate == result.baseline:
-            table.add_row(*_row(estimate, result))
+        table.add_column(column)  # a min_width makes rich crop the last column instead of folding
+    for group in _shown(result):
+        table.add_row(*_row(group, result))
     return table
+
+
+def _print_candidates(result: Recommendation, console: Console) -> None:
+    """The table where the terminal is wide enough for every column, else each row as two lines of
+    ``header value`` pairs (a table squeezed below its columns' widths loses its last columns)."""
+    table = candidates_table(result)
+    if _fits(table, console.width):
+        console.print(table)
+        return
+    console.print(table.title, highlight=False)
+    labels = [header.replace("\n", " ") for header in HEADERS]
+    for group in _shown(result):
+        mark, configuration, *figures = _row(group, result)
+        console.print(f"{mark or '-'}: {configuration}", highlight=False)
+        pairs = [f"{label} {cell}" for label, cell in zip(labels[2:], figures, strict=True)]
+        console.print("  " + "; ".join(pairs), highlight=False)
+
+
+def _fits(table: Table, width: int) -> bool:
+    """Whether rich lays the table out at ``width`` without cutting a word (it ends one with an ellipsis)."""
+    trial = Console(width=width, file=io.StringIO(), record=True, color_system=None)
+    trial.print(table)
+    return "…" not in trial.export_text()
+
+
+def _shown(result: Recommendation) -> list[list[Estimate]]:
+    return [g for rank, g in enumerate(alike(result.candidates)) if rank < SHOWN or result.baseline in g]
+
+
+def alike(estimates: Sequence[Estimate]) -> list[list[Estimate]]:
+    """Candidates in rank order, those that differ only in AMP or channels_last and are predicted the same
+    (channels_last changes nothing on a CPU) in one group, at the first one's rank."""
+    groups: dict[tuple[object, ...], list[Estimate]] = {}
+    for estimate in estimates:
+        groups.setdefault(_prediction(estimate), []).append(estimate)
+    return list(groups.values())
+
+
+def _prediction(estimate: Estimate) -> tuple[object, ...]:
+    candidate = estimate.candidate.model_copy(update={"amp": False, "channels_last": False})
+    return (
+        candidate,
+        estimate.run_s,
+        estimate.run_p90_s,
+        estimate.slurm_wait_s,
+        estimate.advisor_wait_s,
+        estimate.cost,
+        estimate.fits,
+        estimate.confidence,
+        estimate.efficiency,
+    )
 
 
 def advice_words(result: Recommendation) -> list[str]:
@@ -157,25 +212,37 @@ def advice_words(result: Recommendation) -> list[str]:
     return words + [f"{name}={value}" for name, value in advice_environment(None, advice).items()]
 
 
-def _row(estimate: Estimate, result: Recommendation) -> list[str]:
+def _row(group: Sequence[Estimate], result: Recommendation) -> list[str]:
+    estimate = next((e for e in group if e in (result.chosen, result.baseline)), group[0])
     return [
-        _mark(estimate, result),
-        describe(estimate.candidate)
+        _mark(group, result),
+        _configuration(group, estimate)
         + ("" if estimate.efficiency is None else f", scaling {estimate.efficiency:.2f}"),
         _wait(estimate.slurm_wait_s, estimate.wait_source == "slurm"),
         _wait(estimate.advisor_wait_s, estimate.wait_source == "advisor"),
         format_seconds(estimate.run_s),
         format_seconds(estimate.run_p90_s),
         format_seconds(estimate.total_s),
-        "-" if estimate.cost is None else f"{estimate.cost:.2f}",
+        "-" if estimate.cost is None else f"{estimate.cost:,.2f}",
         "yes" if estimate.fits else "no",
-        f"{estimate.confidence} (p90 {estimate.run_p90_s / max(estimate.run_s, 1e-9):.1f}x)",
+        f"{estimate.confidence} (p90 {readable.ratio(estimate.run_p90_s / max(estimate.run_s, 1e-9))})",
     ]
 
 
-def _mark(estimate: Estimate, result: Recommendation) -> str:
-    submitted = estimate == result.baseline
-    if estimate == result.chosen:
+def _configuration(group: Sequence[Estimate], estimate: Estimate) -> str:
+    """The candidate as described, a knob its group takes either way said so (``channels_last or not``)."""
+    either = {
+        knob: name
+        for knob, name in (("amp", "AMP"), ("channels_last", "channels_last"))
+        if len({getattr(e.candidate, knob) for e in group}) > 1
+    }
+    plain = estimate.candidate.model_copy(update=dict.fromkeys(either, False))
+    return ", ".join([describe(plain), *(f"{name} or not (same prediction)" for name in either.values())])
+
+
+def _mark(group: Sequence[Estimate], result: Recommendation) -> str:
+    submitted = result.baseline in group
+    if result.chosen in group:
         return "chosen (as submitted)" if submitted else "chosen"
     return "as submitted" if submitted else ""
 
