@@ -14,12 +14,15 @@ import pytest
 
 from advisor.api import AdvisedJob, Explanation, MyJobs
 from advisor.daemon.transport import DaemonRefused
-from advisor.recommend.choose import Recommendation
+from advisor.recommend.choose import Estimate, Recommendation
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.models import FinishedJob, QueuedJob
 from advisor.slurm.runner import SlurmError
+from advisor.slurm.values import format_seconds
 from advisor.web.pages import Viewer, explain, jobs
 from advisor.web.states import ENDED, JobStates, StatesLookup, job_states, slurm_lookup
+
+from .test_recommend_arrays import estimated
 
 NOW = datetime(2026, 12, 4, 12, tzinfo=UTC)
 
@@ -161,26 +164,32 @@ def test_a_real_arrays_tasks_are_read_as_the_user(local_slurm: SlurmClient) -> N
     )
 
 
-def test_why_shows_the_advice_kept_for_a_job_and_says_which_job_it_lacks() -> None:
+def told(reason: str, *candidates: Estimate) -> Explanation:
+    """What the daemon kept of job 10's advice: ``candidates``, the first as submitted and chosen."""
+    first = candidates[0] if candidates else None
     kept = Recommendation(
         user="alice",
         account=None,
         mode="advise",
-        candidates=[],
-        baseline=None,
-        chosen=None,
+        candidates=list(candidates),
+        baseline=first,
+        chosen=first,
         apply=False,
         advice=None,
-        reasons=["no #ADVISOR job description: nothing to predict"],
+        reasons=[reason],
     )
-    told = Explanation(
+    return Explanation(
         job_id=10, request_id="r1", user="alice", offered=False, applied=False, recommendation=kept
     )
+
+
+def test_why_shows_the_advice_kept_for_a_job_and_says_which_job_it_lacks() -> None:
+    kept = told("no #ADVISOR job description: nothing to predict")
 
     def ask(method: str, path: str, body: bytes | None) -> bytes:
         if path != "/explain/10":
             raise DaemonRefused(f"no advice kept for job {path.rsplit('/', 1)[1]}", 404)
-        return told.model_dump_json().encode()
+        return kept.model_dump_json().encode()
 
     made = explain(ask, Viewer("alice", "csrf"), {"job": "10"})
     assert made.status == 200, made.html
@@ -189,3 +198,36 @@ def test_why_shows_the_advice_kept_for_a_job_and_says_which_job_it_lacks() -> No
     missing = explain(ask, Viewer("alice", "csrf"), {"job": "11"})
     assert missing.status == 404 and "no advice kept for job 11" in missing.html
     assert explain(ask, Viewer("alice", "csrf"), {"job": "x"}).status == 422
+
+
+def test_why_an_array_was_advised_shows_one_tasks_figures_and_the_whole_arrays() -> None:
+    task = estimated("0-99%10")
+    kept = told("the job as submitted is already the best candidate", task)
+    made = explain(
+        lambda method, path, body: kept.model_dump_json().encode(), Viewer("alice", "csrf"), {"job": "10"}
+    )
+    assert made.status == 200, made.html
+    headers = re.findall(r"<th>(.*?)</th>", made.html)
+    assert headers[1:] == [
+        "configuration",
+        "wait (first task)",
+        "run p50 (each task)",
+        "run p90 (each task)",
+        "first task ends",
+        "cost (each task)",
+        "all 100 tasks: cost",
+        "all tasks: the last ends",
+        "fits",
+        "confidence",
+    ]
+    assert task.array is not None and task.cost is not None
+    cells = re.findall(r"<td>(.*?)</td>", made.html)
+    assert cells[6:9] == [
+        f"{task.cost:.2f}",
+        f"{task.array.cost:.2f}",
+        f"in {format_seconds(task.array.last_end_s)}, 8 at once",
+    ]
+    assert (
+        f"the last ends in about {format_seconds(task.array.last_end_s)} (13 waves of 8 side by side)"
+        in made.html
+    )

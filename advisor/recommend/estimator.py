@@ -21,6 +21,7 @@ from advisor.policy.schema import Policy
 from advisor.predict.calibration import start_up_and_epoch
 from advisor.predict.jobtime import JobShape, job_time
 from advisor.predict.types import NoModelError, Prediction
+from advisor.recommend.arrays import ArrayShape, ArraySpecError, array_figures, parse_array, side_by_side
 from advisor.recommend.ask import Ask
 from advisor.recommend.candidates import Candidate, epochs, optimizer_steps
 from advisor.recommend.choose import Estimate, WaitSource
@@ -128,6 +129,8 @@ class Estimator:
         self.start_up_s = effective.overhead.startup_minutes * 60
         self._trained_at: dict[tuple[str, int], datetime | None] = {}
         self.scale = scale
+        self.array = _array_shape(request.array)
+        """A job array's tasks and throttle: each candidate is then costed and waited as the whole array."""
 
     def largest_batch(self, partition: str, amp: bool) -> int | None:
         """The largest micro-batch one device holds, as its smallest placement sees it."""
@@ -226,7 +229,7 @@ class Estimator:
         if version not in self._trained_at:  # a few model versions serve every candidate
             self._trained_at[version] = self.predictor.trained_at(*version)
         created = self._trained_at[version]
-        return Estimate(
+        estimate = Estimate(
             candidate=candidate,
             run_s=run.run_s,
             run_p90_s=run.p90_s,
@@ -250,6 +253,23 @@ class Estimator:
             ),
             applied_correction=prediction.calibration * self.scale,
         )
+        return estimate if self.array is None else self._as_array(estimate, self.array)
+
+    def _as_array(self, estimate: Estimate, shape: ArrayShape) -> Estimate:
+        """Each task is the estimate; the array costs them all and ends with its last wave."""
+        candidate = estimate.candidate
+        nodes = self.partitions[candidate.partition].nodes
+        fits = side_by_side(nodes, candidate.gpus, candidate.nodes, self.request.cpus_per_task or 1)
+        whole = array_figures(shape, estimate.run_s, estimate.wait_s, estimate.cost, fits)
+        return estimate.model_copy(update={"array": whole})
+
+
+def _array_shape(text: str | None) -> ArrayShape | None:
+    """None for a single job, and for an ``--array`` value sbatch refuses (it says why itself)."""
+    try:
+        return None if text is None else parse_array(text)
+    except ArraySpecError:
+        return None
 
 
 def _joined(note: str | None) -> str:
