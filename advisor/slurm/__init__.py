@@ -1,41 +1,6 @@
-"""Adapter between the advisor and Slurm's command-line tools (locally or over SSH)."""
+"""Adapter between the advisor and Slurm's command-line tools (locally or over SSH).
 
-from advisor.slurm.client import SlurmClient
-from advisor.slurm.models import (
-    FinishedJob,
-    Gpus,
-    Node,
-    Partition,
-    QueuedJob,
-    Record,
-    SubmitResult,
-    TestOnlyResult,
-)
-from advisor.slurm.runner import (
-    CommandResult,
-    LocalRunner,
-    Runner,
-    SlurmError,
-    SshRunner,
-    clean_environment,
-    runner_for,
-)
-
-__all__ = [
-    "CommandResult",
-    "FinishedJob",
-    "Gpus",
-    "LocalRunner",
-    "Node",
-    "Partition",
-    "QueuedJob",
-    "Record",
-    "Runner",
-    "SlurmClient",
-    "SlurmError",
-    "SshRunner",
-    "SubmitResult",
-    "TestOnlyResult",
-    "clean_environment",
-    "runner_for",
-]
+``models``, ``values`` and the parsers are plain data and pure functions; ``client`` and ``runner`` run
+Slurm's commands. Nothing is imported here: a module that reads `advisor.slurm.models` must not load the
+runner (and with it ``subprocess``) by importing this package.
+"""
