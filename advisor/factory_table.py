@@ -14,18 +14,28 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from advisor.jobscript.advisor_words import description_values, names_a_factory
 from advisor.jobscript.errors import ScriptError
 from advisor.submit_guard import sanitized
 
+if TYPE_CHECKING:
+    from advisor.introspect.table import LayerTable
+    from advisor.jobscript.advisor_lines import JobDescription
+    from advisor.jobscript.commands import Inferred
+
 TIMEOUT_S = 60
 MEMORY_BYTES = 8 * 2**30
+_TRAINS = re.compile(r"--model|model[_-]name[_-]or[_-]path|--config|\btrl\b|\.ya?ml\b|\.json\b")
+"""A training command whose model may be read from it (`advisor.jobscript.commands`)."""
+OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+"""The child builds models from configurations only; should anything in it try the hub, it may not."""
 
 
 class FactoryFailed(RuntimeError):
@@ -43,22 +53,30 @@ def named_factory(text: str, where: str, description_args: list[str]) -> str | N
 
 
 def factory_table(text: str, where: str, description_args: list[str]) -> dict[str, Any] | None:
-    """The table of the factory model the script (or the command line) describes; None for a torchvision
-    name, which the daemon introspects itself, and for a description the daemon will report, with its
-    place."""
-    if named_factory(text, where, description_args) is None:
-        return None
-    from advisor.jobscript.advisor_lines import parse_description
-
+    """The table of the model the script (its `#ADVISOR` lines, else its training command) or the command
+    line describes, where this process must build it: a factory, or an ``hf:``/``timm:`` model (the user's
+    folders and cache); None for a torchvision name, which the daemon introspects itself, and for a
+    description the daemon will report, with its place."""
     try:
-        description = parse_description(text, where, description_args)
+        named = description_values(text, where, description_args)[0]
     except ScriptError:
         return None
-    assert description is not None
+    if not names_a_factory(named) and ("model" in named or not _TRAINS.search(text)):
+        return None  # decided on the standard library alone: this runs before every submission
+    description = _described(text, where, description_args)
+    if description is None or not names_a_factory({"model": description.model}):
+        return None
+    from advisor.introspect.hub import cache_folder
+
+    cache = cache_folder(os.environ)
     request = {
         "model": description.model,
         "input_shape": description.input_shape,
         "model_kwargs": description.model_kwargs,
+        "sequence_length": description.sequence_length,
+        "task": description.task,
+        "target_length": description.target_length,
+        "places": [] if cache is None else [str(cache)],
         "memory_bytes": MEMORY_BYTES,
         "search_path": search_path(description.model, os.environ, Path.cwd()),
     }
@@ -66,6 +84,7 @@ def factory_table(text: str, where: str, description_args: list[str]) -> dict[st
         result = subprocess.run(
             [sys.executable, "-I", "-m", "advisor.introspect.child"],
             input=json.dumps(request),
+            env={**os.environ, **OFFLINE},
             capture_output=True,
             text=True,
             errors="replace",
@@ -87,6 +106,22 @@ def factory_table(text: str, where: str, description_args: list[str]) -> dict[st
     raise FactoryFailed(f"model {description.model} could not be introspected: {sanitized(why[-1])}")
 
 
+def _described(text: str, where: str, description_args: list[str]) -> JobDescription | None:
+    """The job description as the daemon will read it, and the files its command names read here."""
+    from advisor.jobscript.advisor_lines import describe_job
+    from advisor.jobscript.commands import infer_description
+    from advisor.jobscript.datasets import shipped_datasets
+    from advisor.jobscript.submission import read_named_file
+
+    def infer(style: str | None) -> Inferred | None:
+        return infer_description(text, where, 1, 1, shipped_datasets(), style, read_named_file)
+
+    try:
+        return describe_job(text, where, description_args, infer)[0]
+    except ScriptError:
+        return None
+
+
 def search_path(model: str, environ: Mapping[str, str], cwd: Path) -> list[str]:
     """Where the user asked their package be found: each ``PYTHONPATH`` entry, then the working directory
     if the factory's top-level package or module lies there (what ``python -m`` found before)."""
@@ -96,3 +131,24 @@ def search_path(model: str, environ: Mapping[str, str], cwd: Path) -> list[str]:
     if (cwd / top).is_dir() or (cwd / f"{top}.py").is_file():
         places.append(str(cwd))
     return places
+
+
+def table_for(
+    description: JobDescription, *, allow_factories: bool, environ: Mapping[str, str] | None = None
+) -> LayerTable:
+    """The layer table of the model a job description names, on its input (an image, or token ids);
+    ``environ`` (the user's, in their own process) says where their Hugging Face cache is."""
+    from advisor.introspect.hub import cache_folder
+    from advisor.introspect.run import introspect
+
+    cache = cache_folder(environ) if environ is not None else None
+    return introspect(
+        description.model,
+        description.input_shape,
+        description.model_kwargs,
+        allow_factories=allow_factories,
+        sequence_length=description.sequence_length,
+        task=description.task,
+        target_length=description.target_length,
+        places=() if cache is None else (cache,),
+    )

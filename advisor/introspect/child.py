@@ -3,7 +3,8 @@
 A factory is the user's own code, imported and called at submission time in the user's own process tree,
 as the user. Whatever it does (exit, abort, hang, exhaust memory, print) ends in this child: the wrapper
 reads the layer table from the child's original standard output, and anything else means no advice.
-Reads ``{"model", "input_shape", "model_kwargs", "memory_bytes", "search_path"}`` as JSON on stdin, and caps
+Reads ``{"model", "input_shape", "model_kwargs", "sequence_length", "task", "target_length", "places",
+"memory_bytes", "search_path"}`` as JSON on stdin (``places``: the user's Hugging Face cache), and caps
 its own address space at ``memory_bytes`` before importing anything of the user's (here, not in a
 ``preexec_fn``: the web app that starts it has threads, and a ``preexec_fn`` is unsafe with threads).
 
@@ -19,6 +20,7 @@ import json
 import os
 import resource
 import sys
+from pathlib import Path
 
 
 def main() -> int:
@@ -34,7 +36,14 @@ def main() -> int:
     channels, height, width = request["input_shape"]
     try:
         table = introspect(
-            request["model"], (channels, height, width), request["model_kwargs"], allow_factories=True
+            request["model"],
+            (channels, height, width),
+            request["model_kwargs"],
+            allow_factories=True,
+            sequence_length=request.get("sequence_length"),
+            task=request.get("task"),
+            target_length=request.get("target_length"),
+            places=[Path(place) for place in request.get("places", [])],
         )
     except IntrospectionError as error:
         print(f"advise-submit: {error}", file=sys.stderr)

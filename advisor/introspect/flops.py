@@ -40,6 +40,19 @@ def matrix_product(a: Sequence[int], b: Sequence[int]) -> int:
     return 2 * math.prod(a[:-1]) * a[-1] * b[-1]
 
 
+def attention(query: Sequence[int], key: Sequence[int], value: Sequence[int], causal: bool) -> int:
+    """Scaled dot-product attention's forward: ``Q K^T`` (E multiply-adds per query-key pair) and
+    ``P V`` (Ev per pair) for each of the query's heads, grouped-query keys and values serving several
+    heads as the kernel reads them (no copies). A causal call computes only the pairs at or below the
+    diagonal, as torch aligns it (query i sees keys 0..i); softmax, scale and mask are element-wise and
+    count nothing. The backward takes twice this (``dV``, ``dP``, ``dQ``, ``dK``: one product each)."""
+    *batch, length_q, embed = query
+    length_k, embed_v = key[-2], value[-1]
+    seen = min(length_q, length_k)
+    pairs = seen * (seen + 1) // 2 + (length_q - seen) * length_k if causal else length_q * length_k
+    return 2 * math.prod(batch) * pairs * (embed + embed_v)
+
+
 def _shape(tensor: Any) -> tuple[int, ...]:
     return tuple(int(side) for side in tensor.shape)
 

@@ -11,26 +11,27 @@ whose autograd node runs them, matched by the node's sequence number.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry
 
 from advisor.introspect import batch, flops
+from advisor.introspect.attention import AttentionScope
 from advisor.introspect.errors import IntrospectionError
 from advisor.introspect.memo import MetaMemo, storage
 from advisor.introspect.table import Layer, LayerKind, Scaling, TensorShape, Window
 
 aten = torch.ops.aten
-_ATTENTION_FUNCTIONS = frozenset({F.scaled_dot_product_attention, F.multi_head_attention_forward})
+_NORM_MODULES = re.compile(r"(RMS|Layer)Norm\d*$", re.IGNORECASE)
+"""Leaf modules that normalise by a hand-written mean (Llama's RMSNorm, T5's LayerNorm), not torch's op."""
 # Allocate without writing: their outputs cost nothing until something fills them.
 _ALLOCATING = frozenset({aten.empty, aten.empty_like, aten.empty_strided, aten.new_empty})
 _CONVOLUTIONS = frozenset({aten.convolution, aten._convolution, aten.convolution_overrideable})
@@ -105,13 +106,16 @@ class RawLayer:
     backward_flops: Scaling = field(default_factory=Scaling)
     bytes_read: Scaling = field(default_factory=Scaling)
     bytes_written: Scaling = field(default_factory=Scaling)
+    formula: bool = False
+    """Costs set by a formula for the whole call (`advisor.introspect.attention`), not summed from its ops."""
 
     def freeze(self, index: int) -> Layer:
+        kind = min(self.kinds, key=_PRIORITY.index, default=LayerKind.ELEMENTWISE)
         return Layer(
             index=index,
             name=self.name,
             op=self.op,
-            kind=min(self.kinds, key=_PRIORITY.index, default=LayerKind.ELEMENTWISE),
+            kind=LayerKind.LAYER_NORM if _NORM_MODULES.search(self.op) else kind,
             inputs=tuple(self.inputs),
             outputs=tuple(self.outputs),
             window=self.window,
@@ -130,8 +134,11 @@ class Probe:
     saved_activation_bytes: Scaling
 
 
-def run_probe(model: nn.Module, input_shape: tuple[int, int, int]) -> Probe:
-    """Record one training step at ``PROBE_BATCH``; any exception is the model's and propagates."""
+def run_probe(
+    model: nn.Module, input_shape: tuple[int, int, int], sequence_length: int | None = None
+) -> Probe:
+    """Record one training step at ``PROBE_BATCH``, on images of ``input_shape`` or, given a
+    ``sequence_length``, on token ids; any exception is the model's and propagates."""
     model.train()
     recorder = _Recorder(model)
     with ExitStack() as stack:
@@ -141,8 +148,11 @@ def run_probe(model: nn.Module, input_shape: tuple[int, int, int]) -> Probe:
             stack.enter_context(recorder.hooks(module_name, module))
         stack.enter_context(torch.autograd.graph.saved_tensors_hooks(recorder.pack, _unpack))
         stack.enter_context(recorder)
-        stack.enter_context(_AttentionScope(recorder))
-        output = model(torch.empty(batch.PROBE_BATCH, *input_shape))
+        stack.enter_context(AttentionScope(recorder))
+        if sequence_length is None:
+            output = model(torch.empty(batch.PROBE_BATCH, *input_shape))
+        else:
+            output = model(torch.zeros(batch.PROBE_BATCH, sequence_length, dtype=torch.long))
         recorder.forward = False
         outputs = [t for t in tree_leaves(output) if isinstance(t, Tensor) and t.requires_grad]
         if not outputs:
@@ -210,6 +220,10 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch le
             self._group = None
 
     @property
+    def group(self) -> RawLayer | None:
+        return self._group
+
+    @property
     def scope(self) -> str:
         return self._scope[-1] if self._scope else ""
 
@@ -265,43 +279,21 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch le
             return
         layer.kinds.add(_kind(func, args, self.attention_depth > 0))
         layer.window = layer.window or _window(func, args)
+        for key in read_from & self._unclaimed.keys():  # a weight read by several layers counts once
+            layer.parameters += self._unclaimed.pop(key)
+        if layer.formula:
+            return
         layer.forward_flops += flops
         layer.bytes_written += written
         layer.bytes_read += _total(inputs)
-        for key in read_from & self._unclaimed.keys():  # a weight read by several layers counts once
-            layer.parameters += self._unclaimed.pop(key)
 
     def _backward_op(self, flops: Scaling) -> None:
         node = torch._C._current_autograd_node()
         layer = None if node is None else self._node_layer.get(node._sequence_nr())
         if layer is None:
             self.unexplained_flops += flops.at(1)
-        else:
+        elif not layer.formula:
             layer.backward_flops += flops
-
-
-class _AttentionScope(TorchFunctionMode):
-    """Makes each attention call one layer; torch's math path would otherwise show bare matmuls."""
-
-    def __init__(self, recorder: _Recorder) -> None:
-        super().__init__()
-        self._recorder = recorder
-
-    def __torch_function__(
-        self, func: Any, types: Sequence[type], args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None
-    ) -> Any:
-        kwargs = kwargs or {}
-        if func not in _ATTENTION_FUNCTIONS:
-            return func(*args, **kwargs)
-        recorder = self._recorder
-        recorder.open(recorder.scope, func.__name__, args[:3])
-        recorder.attention_depth += 1
-        try:
-            out = func(*args, **kwargs)
-        finally:
-            recorder.attention_depth -= 1
-        recorder.close(out)
-        return out
 
 
 def _flops(packet: Any, args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> int:

@@ -41,6 +41,21 @@ class LayerKind(StrEnum):
     ELEMENTWISE = "elementwise"
 
 
+class Task(StrEnum):
+    """What a training step computes its loss on: a token model's head and labels, or images' classes."""
+
+    CAUSAL_LM = "causal-lm"
+    """Next-token loss over the sequence."""
+    MASKED_LM = "masked-lm"
+    SEQUENCE_CLASSIFICATION = "sequence-classification"
+    SEQ2SEQ = "seq2seq"
+    """An encoder over the sequence, a decoder over the target."""
+    IMAGE_CLASSIFICATION = "image-classification"
+
+
+TOKEN_TASKS = frozenset({Task.CAUSAL_LM, Task.MASKED_LM, Task.SEQUENCE_CLASSIFICATION, Task.SEQ2SEQ})
+
+
 class Scaling(Frozen):
     """A cost that grows linearly with the batch: ``per_sample * n + fixed`` (weights read once per step)."""
 
@@ -156,15 +171,20 @@ class Totals(Frozen):
         )
 
 
-def architecture_hash(input_shape: tuple[int, int, int], layers: tuple[Layer, ...]) -> str:
-    """Hash of what determines the computation (ops, shapes, geometry), not of names, weights or costs."""
-    architecture = [
+def architecture_hash(
+    input_shape: tuple[int, int, int], layers: tuple[Layer, ...], tokens: tuple[int, str] | None = None
+) -> str:
+    """Hash of what determines the computation (ops, shapes, geometry), not of names, weights or costs;
+    ``tokens`` (sequence length, task) only for a token model, so an image model's hash stays as it was."""
+    architecture: list[object] = [
         list(input_shape),
         [
             layer.model_dump(mode="json", include={"op", "kind", "inputs", "outputs", "window", "parameters"})
             for layer in layers
         ],
     ]
+    if tokens is not None:
+        architecture.append(list(tokens))
     canonical = json.dumps(architecture, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -175,6 +195,10 @@ class LayerTable(Frozen):
     reference: str = Field(max_length=1000)
     model_kwargs: dict[str, JsonValue]
     input_shape: tuple[Dim, Dim, Dim]
+    """One image sample (C, H, W); not read for a token model."""
+    sequence_length: Dim | None = None
+    """A token model's input: token ids ``[batch, sequence_length]`` (None: an image of ``input_shape``)."""
+    task: Task | None = None
     layers: tuple[Layer, ...] = Field(max_length=MAX_LAYERS)
     totals: Totals
     architecture_hash: str = Field(pattern=r"^[0-9a-f]{64}$")
@@ -188,14 +212,18 @@ class LayerTable(Frozen):
         layers: tuple[Layer, ...],
         parameters: int,
         saved_activation_bytes: Scaling,
+        sequence_length: int | None = None,
+        task: Task | None = None,
     ) -> LayerTable:
         return cls(
             reference=reference,
             model_kwargs=model_kwargs,
             input_shape=input_shape,
+            sequence_length=sequence_length,
+            task=task,
             layers=layers,
             totals=Totals.of(layers, parameters, saved_activation_bytes),
-            architecture_hash=architecture_hash(input_shape, layers),
+            architecture_hash=architecture_hash(input_shape, layers, _tokens(sequence_length, task)),
         )
 
     @model_validator(mode="after")
@@ -206,7 +234,8 @@ class LayerTable(Frozen):
             raise ValueError("layers hold more parameters than the model")
         if self.totals != Totals.of(self.layers, self.totals.parameters, self.totals.saved_activation_bytes):
             raise ValueError("totals do not match the layers")
-        if self.architecture_hash != architecture_hash(self.input_shape, self.layers):
+        tokens = _tokens(self.sequence_length, self.task)
+        if self.architecture_hash != architecture_hash(self.input_shape, self.layers, tokens):
             raise ValueError("architecture hash does not match the layers")
         return self
 
@@ -236,6 +265,10 @@ class BatchCosts:
     layers: tuple[Costs, ...]
     total: Costs
     saved_activation_bytes: int
+
+
+def _tokens(sequence_length: int | None, task: Task | None) -> tuple[int, str] | None:
+    return None if sequence_length is None else (sequence_length, str(task))
 
 
 def _positive(batch_size: int) -> int:

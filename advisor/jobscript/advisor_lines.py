@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from advisor.contract import MAX_BATCH
+from advisor.introspect.table import Task
 from advisor.jobscript.advisor_words import OPTIONS, description_values
 from advisor.jobscript.commands import STYLES, Inferred
 from advisor.jobscript.errors import ScriptError
@@ -22,10 +23,14 @@ from advisor.jobscript.errors import ScriptError
 MAX_STEPS = 10**9
 """More optimizer steps than any job runs: a bound that keeps every later product of them finite."""
 MAX_SIDE = 16384
-_MODEL = re.compile(r"^(?:[a-z][a-z0-9_]*|[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*)$")
+_MODEL = re.compile(
+    r"^(?:[a-z][a-z0-9_]*|[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*|hf:[\w.~/-]+|timm:[a-z0-9_.]+)$"
+)
+MAX_SEQUENCE = 2**20
 _FLAG = re.compile(r"^--?[A-Za-z][\w-]*$")
 PositiveInt = Annotated[int, Field(ge=1)]
 BatchSize = Annotated[int, Field(ge=1, le=MAX_BATCH)]
+Tokens = Annotated[int, Field(ge=1, le=MAX_SEQUENCE)]
 Side = Annotated[int, Field(ge=1, le=MAX_SIDE)]
 
 
@@ -37,6 +42,12 @@ class JobDescription(BaseModel):
     model: str
     model_kwargs: dict[str, int | float | bool | str] = {}
     input_shape: tuple[Side, Side, Side] = (3, 224, 224)
+    sequence_length: Tokens | None = None
+    """A token model's input: token ids ``[batch, sequence_length]`` (then ``input_shape`` is not read)."""
+    target_length: Tokens | None = None
+    """A seq2seq model's labels per sample."""
+    task: Task | None = None
+    """What the loss is computed on; None: what the model is made for (a shipped name's, its config's)."""
     global_batch: BatchSize
     epochs: Annotated[float, Field(gt=0, le=10**6, allow_inf_nan=False)] | None = None
     steps: Annotated[int, Field(ge=1, le=MAX_STEPS)] | None = None
@@ -57,12 +68,21 @@ class JobDescription(BaseModel):
     """The micro-batches such a script accumulates per step by its own flag (``--grad-accum-steps``)."""
     batch_via: Literal["env", "flag"] = "env"
     batch_flag: str | None = None
+    gradient_checkpointing: bool = False
+    """Read from the script (``--gradient_checkpointing``); not yet in the prediction."""
+    lora_rank: PositiveInt | None = None
+    """A LoRA adapter's rank where the script trains one (``--use_peft``, ``--lora_r``); not yet predicted."""
+    zero_stage: Annotated[int, Field(ge=0, le=3)] | None = None
+    """DeepSpeed ZeRO's stage from the script's DeepSpeed or accelerate file; not yet predicted."""
 
     @field_validator("model")
     @classmethod
     def _model_reference(cls, value: str) -> str:
         if not _MODEL.match(value):
-            raise ValueError("expected a torchvision model name (resnet50) or package.module:factory")
+            raise ValueError(
+                "expected a torchvision model name (resnet50), hf:NAME_OR_FOLDER, timm:NAME or "
+                "package.module:factory"
+            )
         return value
 
     @field_validator("batch_flag")
@@ -70,6 +90,13 @@ class JobDescription(BaseModel):
     def _flag_shape(cls, value: str | None) -> str | None:
         if value is not None and not _FLAG.match(value):
             raise ValueError("expected an option name such as --batch-size")
+        return value
+
+    @field_validator("model")
+    @classmethod
+    def _no_parent_steps(cls, value: str) -> str:
+        if value.startswith("hf:") and ".." in value.split("/"):
+            raise ValueError("a model folder is named without '..'")
         return value
 
     @model_validator(mode="after")
@@ -86,6 +113,8 @@ class JobDescription(BaseModel):
                 )
         if self.follows_advice and (self.own_amp or self.own_accumulation != 1):
             raise ValueError("only a script that ignores the advice keeps its own precision and accumulation")
+        if self.target_length is not None and self.task is not Task.SEQ2SEQ:
+            raise ValueError("--target-length is a seq2seq model's: give --task=seq2seq")
         if (self.batch_via == "flag") != (self.batch_flag is not None):
             raise ValueError("--batch-flag names the flag whose value is the micro-batch; give it alone")
         if self.total_steps > MAX_STEPS:

@@ -43,6 +43,9 @@ OPTIONS: dict[str, str] = {
     "--model-arg": "model_kwargs",
     "--num-classes": "model_kwargs",
     "--input-shape": "input_shape",
+    "--sequence-length": "sequence_length",
+    "--target-length": "target_length",
+    "--task": "task",
     "--global-batch": "global_batch",
     "--epochs": "epochs",
     "--steps": "steps",
@@ -78,7 +81,8 @@ def description_values(
 
 
 def names_a_factory(values: dict[str, Any]) -> bool:
-    """``package.module:factory`` is the user's own code, which only the user's process may import."""
+    """``package.module:factory`` is the user's own code, which only the user's process may import; so
+    are ``hf:`` and ``timm:`` models built there (an ``hf:`` name may be the user's folder or cache)."""
     return ":" in str(values.get("model", ""))
 
 

@@ -1,22 +1,24 @@
 """A job description read from the training command line, for scripts without `#ADVISOR --model`.
 
-Four conventions are understood, as their own programs define their flags:
+Six conventions are understood, as their own programs define their flags:
 - ``imagenet``: PyTorch's ImageNet example (``-a/--arch``, ``-b/--batch-size`` for all GPUs of a node,
   ``--epochs``, the data folder as its argument);
 - ``torchvision``: torchvision's reference scripts (``--model``, ``-b/--batch-size`` per GPU, ``--epochs``,
   ``--data-path``);
-- ``timm``: timm's train.py (``--model``, ``-b/--batch-size`` per process, ``--grad-accum-steps``,
-  ``--epochs``, ``--data-dir`` or the data folder as its argument);
-- ``hf``: Hugging Face ``TrainingArguments`` (``--per_device_train_batch_size``,
-  ``--gradient_accumulation_steps``, ``--num_train_epochs``, ``--max_steps``, ``--model_name_or_path``;
-  ``-`` and ``_`` spellings alike).
+- ``timm``: timm's train.py (``--model`` built by timm, ``-b/--batch-size`` per process,
+  ``--grad-accum-steps``, ``--epochs``, ``--img-size``, ``--data-dir`` or the data folder as its argument);
+- ``hf``: Hugging Face ``TrainingArguments``, TRL and their YAML recipes, and ``lightning``: the
+  Lightning CLI (`advisor.jobscript.trainers`), with the files they name (`advisor.jobscript.recipes`).
+``-`` and ``_`` spellings alike.
 Such a script follows its own flags, not the advice's ``ADVISOR_*`` variables (``follows_advice`` is
 False): the advice is its partition and time limit, on as many GPUs as it asks for, predicted in its own
 precision (``--amp``, ``--fp16``, ``--bf16``) and accumulation.
-Under ``python``, ``python -m``, ``torchrun``, ``python -m torch.distributed.run`` and ``srun``. Lines
+Under the launchers `advisor.jobscript.launchers` knows (their process counts win over the Slurm
+request's where they give them). Lines
 continue after a backslash, comments are dropped, and a variable the script sets to a literal (``BS=256``)
 is followed; one computed at run time is not guessed, and then nothing is inferred. Pure: the caller hands
-in the world size (from the Slurm request) and the dataset table (`advisor.jobscript.datasets`).
+in the world size (from the Slurm request), the dataset table (`advisor.jobscript.datasets`) and, in
+the user's own process, a reader for the files the command names.
 """
 
 from __future__ import annotations
@@ -28,14 +30,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from advisor.jobscript.datasets import Dataset
+from advisor.jobscript.launchers import Launch, program_of
+from advisor.jobscript.recipes import Read, recipe_flags
+from advisor.jobscript.trainers import read_hf, read_lightning
 
-STYLES = ("imagenet", "torchvision", "timm", "hf")
+STYLES = ("imagenet", "torchvision", "timm", "hf", "lightning")
 _ASSIGNMENT = re.compile(r"(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(\S*)")
 _REFERENCE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
-_LAUNCHERS = {"python", "python3", "torchrun", "srun", "accelerate"}
 _TORCHVISION_NAME = re.compile(r"[a-z][a-z0-9_]*")
-_SWITCHES = frozenset({"amp", "fp16", "bf16", "channels-last", "pin-mem", "sync-bn", "no-prefetcher"})
-"""Flags that take no value in the four programs (HF's may take a boolean: ``--fp16 True``)."""
+_SWITCHES = frozenset(
+    {
+        "amp", "fp16", "bf16", "channels-last", "pin-mem", "sync-bn", "no-prefetcher",
+        "gradient-checkpointing", "use-peft", "do-train", "do-eval", "overwrite-output-dir", "packing",
+    }
+)  # fmt: skip
+"""Flags that take no value in these programs (HF's may take a boolean: ``--fp16 True``)."""
+_TIMM_FLAGS = frozenset(
+    {"grad-accum-steps", "data-dir", "img-size", "input-size", "model-ema", "sched", "opt"}
+)
+_LIGHTNING_STEPS = frozenset({"fit", "validate", "test", "predict"})
 _BOOLEANS = frozenset({"true", "false", "1", "0", "yes", "no"})
 UNKNOWN = "\x00"
 """A word whose value the script computes at run time."""
@@ -49,6 +62,10 @@ class Inferred:
     place: str
     style: str
     command: str
+    files: tuple[str, ...] = ()
+    """The files the command names that were read for it (a recipe, accelerate's, DeepSpeed's)."""
+    unread: tuple[str, ...] = ()
+    """Those that could not be read here (the daemon reads none)."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +81,7 @@ def infer_description(
     nodes: int,
     datasets: Mapping[str, Dataset],
     style: str | None = None,
+    read: Read | None = None,
 ) -> Inferred | None:
     """The first training command the script runs, read in ``style`` (default: recognised by its flags);
     None where no command says enough (a model the advisor can build, a batch size, a length)."""
@@ -75,17 +93,37 @@ def infer_description(
             variables[name] = None if ("$(" in value or "`" in value) else _expand(value, variables)
             continue
         words = _words(line.text, variables)
-        program = _program_arguments(words) if words else None
-        if program is None:
+        launch = program_of(words) if words else None
+        if launch is None:
             continue
-        chosen = style or _style(program)
+        flags, positional = _options(launch.arguments)
+        recipe = recipe_flags(flags, positional, launch.launcher, read)
+        merged = {**recipe.values, **flags}
+        chosen = style or _style(merged, positional)
         if chosen is None:
             continue
-        values = _read(chosen, program, world_size, nodes, datasets)
+        try:
+            values = _read(chosen, launch, merged, positional, _world(launch, world_size), nodes, datasets)
+        except _Unknown:
+            values = None
         if values is not None:
             command = " ".join(word.replace(UNKNOWN, "?") for word in words)
-            return Inferred(values, f"{where}:{line.number}", chosen, command)
+            files = (tuple(recipe.read), tuple(recipe.unread))
+            return Inferred(values, f"{where}:{line.number}", chosen, command, *files)
     return None
+
+
+def _world(launch: Launch, world_size: int) -> int:
+    """Processes as the launcher starts them (``--nproc_per_node x --nnodes``, accelerate's
+    ``--num_processes``), else as Slurm is asked for them."""
+    given = launch.launcher
+    for total in (given.get("num-processes"), given.get("nproc")):
+        if total and total.isdigit():
+            return int(total)
+    per_node, nodes = given.get("nproc-per-node", ""), given.get("nnodes", "1")
+    if per_node.isdigit() and nodes.isdigit():
+        return int(per_node) * int(nodes)
+    return world_size
 
 
 def _logical_lines(script: str) -> list[_Line]:
@@ -135,44 +173,6 @@ def _words(text: str, variables: Mapping[str, str | None]) -> list[str]:
     return expanded
 
 
-def _program_arguments(words: list[str]) -> list[str] | None:
-    """The training program's own arguments, after its launchers; None for a line that runs no Python."""
-    index, saw_python = 0, False
-    while index < len(words):
-        word = words[index]
-        base = word.rsplit("/", 1)[-1]
-        if base in ("srun", "torchrun", "accelerate") or (base == "launch" and index > 0):
-            index += 1
-            index = _skip_options(words, index)
-            continue
-        if base.startswith("python"):
-            saw_python, index = True, _skip_options(words, index + 1)
-            if index < len(words) and words[index] == "-m":
-                module = words[index + 1] if index + 1 < len(words) else None
-                index += 2
-                if module == "torch.distributed.run":
-                    index = _skip_options(words, index)
-                    continue
-                return words[index:]
-            continue
-        if word.endswith(".py"):
-            return words[index + 1 :]
-        return words[index + 1 :] if saw_python else None
-    return None
-
-
-def _skip_options(words: Sequence[str], index: int) -> int:
-    """Past a launcher's own options (``--nproc_per_node=4``, ``-u``, ``--nnodes 2``)."""
-    while index < len(words) and words[index].startswith("-"):
-        word = words[index]
-        index += 1
-        if "=" not in word and word not in ("-u", "-O", "-B") and index < len(words):
-            following = words[index]
-            if not following.endswith(".py") and not following.startswith("-"):
-                index += 1
-    return index
-
-
 def _options(arguments: Sequence[str]) -> tuple[dict[str, str], list[str]]:
     """Flags with their values (``True`` flags as ``""``), ``-``/``_`` spellings as one, and positionals."""
     flags: dict[str, str] = {}
@@ -199,13 +199,15 @@ def _options(arguments: Sequence[str]) -> tuple[dict[str, str], list[str]]:
     return flags, positional
 
 
-def _style(arguments: Sequence[str]) -> str | None:
-    flags, _ = _options(arguments)
-    if "per-device-train-batch-size" in flags:
+def _style(flags: Mapping[str, str], positional: Sequence[str]) -> str | None:
+    if "per-device-train-batch-size" in flags or "model-name-or-path" in flags:
         return "hf"
+    lightning_step = bool(positional) and positional[0] in _LIGHTNING_STEPS
+    if lightning_step or any(key.startswith("trainer.") for key in flags):
+        return "lightning"
     if "a" in flags or "arch" in flags:
         return "imagenet"
-    if "grad-accum-steps" in flags or "data-dir" in flags:
+    if _TIMM_FLAGS & flags.keys():
         return "timm"
     if "model" in flags:
         return "torchvision"
@@ -227,6 +229,10 @@ class _Convention:
     data: tuple[str, ...] = ()
     per_node: bool = False
     """The batch is for all GPUs of a node (PyTorch's ImageNet example), not per device."""
+    side: tuple[str, ...] = ()
+    """The input side the program trains at, over the dataset's."""
+    timm: bool = False
+    """Its models are timm's."""
 
 
 _CONVENTIONS = {
@@ -240,13 +246,8 @@ _CONVENTIONS = {
     ),
     "timm": _Convention(
         ("model",), ("b", "batch-size"), ("epochs",), {"batch": "128", "epochs": "300"},
-        accumulation=("grad-accum-steps",), amp=("amp",), data=("data-dir",),
-    ),
-    "hf": _Convention(
-        ("model-name-or-path",), ("per-device-train-batch-size",), ("num-train-epochs",),
-        {"batch": "8", "epochs": "3"}, accumulation=("gradient-accumulation-steps",), amp=("fp16", "bf16"),
-        steps=("max-steps",),
-        data=("dataset-name", "train-dir", "train-file"),
+        accumulation=("grad-accum-steps",), amp=("amp",), data=("data-dir",), side=("img-size",),
+        timm=True,
     ),
 }  # fmt: skip
 
@@ -256,10 +257,52 @@ class _Unknown(Exception):
 
 
 def _read(
-    style: str, arguments: Sequence[str], world: int, nodes: int, datasets: Mapping[str, Dataset]
+    style: str,
+    launch: Launch,
+    flags: Mapping[str, str],
+    positional: Sequence[str],
+    world: int,
+    nodes: int,
+    datasets: Mapping[str, Dataset],
 ) -> dict[str, Any] | None:
-    flags, positional = _options(arguments)
+    if any(UNKNOWN in value for value in flags.values() if value):
+        known = {key: value for key, value in flags.items() if UNKNOWN not in value}
+        if style in ("hf", "lightning") and _unknown_matters(flags, known):
+            raise _Unknown(style)
+        flags = known if style in ("hf", "lightning") else flags
+    if style == "hf":
+        return read_hf(launch.program, flags, world, datasets)
+    if style == "lightning":
+        return read_lightning(flags, world, datasets)
     convention = _CONVENTIONS[style]
+    return _read_images(convention, flags, positional, nodes if convention.per_node else world, datasets)
+
+
+def _unknown_matters(flags: Mapping[str, str], known: Mapping[str, str]) -> bool:
+    """A flag computed at run time that sizes the job (its batch, length, model, steps): not guessed."""
+    sizing = (
+        "batch",
+        "steps",
+        "epochs",
+        "model",
+        "length",
+        "block-size",
+        "accumulat",
+        "precision",
+        "bf16",
+        "fp16",
+    )
+    return any(word in key for key in flags.keys() - known.keys() for word in sizing)
+
+
+def _read_images(
+    convention: _Convention,
+    flags: Mapping[str, str],
+    positional: Sequence[str],
+    scale: int,
+    datasets: Mapping[str, Dataset],
+) -> dict[str, Any] | None:
+    """The image conventions; ``scale`` is what the batch flag is multiplied by (devices, or nodes)."""
 
     def value(part: str) -> str | None:
         names: tuple[str, ...] = getattr(convention, part)
@@ -271,22 +314,21 @@ def _read(
                 return found
         return convention.defaults.get(part)
 
-    try:
-        model, batch, epochs, steps = value("model"), value("batch"), value("epochs"), value("steps")
-        accumulation = value("accumulation") or "1"
-        amp = [flags[name] for name in convention.amp if name in flags]
-        if any(UNKNOWN in switch for switch in amp):
-            raise _Unknown("amp")
-        data = value("data") or next(
-            (word for word in [*positional, *flags.values()] if _dataset(word, datasets)), None
-        )
-    except _Unknown:
-        return None
-    scale = nodes if convention.per_node else world
+    model, batch, epochs, steps = value("model"), value("batch"), value("epochs"), value("steps")
+    accumulation, side = value("accumulation") or "1", value("side")
+    amp = [flags[name] for name in convention.amp if name in flags]
+    if any(UNKNOWN in switch for switch in amp):
+        raise _Unknown("amp")
+    data = value("data")
+    words = [data, *positional, *flags.values()]
+    dataset = next((found for word in words if (found := _dataset(word, datasets))), None)
     global_batch = _product(batch, accumulation, str(scale))
-    if model is None or not _TORCHVISION_NAME.fullmatch(model) or global_batch is None:
+    if model is None or not _TORCHVISION_NAME.fullmatch(model.split(".", 1)[0]) or global_batch is None:
         return None
-    dataset = _dataset(data, datasets)
+    if convention.timm:  # timm's own model, whatever torchvision calls the same name
+        model = f"timm:{model}"
+    elif "." in model:
+        return None
     values: dict[str, Any] = {"model": model, "global_batch": str(global_batch)}
     if steps and steps not in ("-1", "0"):
         values["steps"] = steps
@@ -294,9 +336,11 @@ def _read(
         values |= {"epochs": epochs, "dataset_size": str(dataset.samples)}
     else:
         return None
-    if dataset is not None:
+    if dataset is not None and dataset.side is not None and dataset.classes is not None:
         values["input_shape"] = ["3", str(dataset.side), str(dataset.side)]
         values["model_kwargs"] = {"num_classes": dataset.classes}
+    if side is not None and side.isdigit():
+        values["input_shape"] = ["3", side, side]
     # The script follows its own flags, not the advice's variables: its precision and batch stay.
     own_amp = any(switch.lower() not in ("false", "0", "no") for switch in amp)
     own = {"own_amp": own_amp, "own_accumulation": accumulation}

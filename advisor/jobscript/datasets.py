@@ -22,10 +22,14 @@ DatasetName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]*$"
 
 class Dataset(Frozen):
     samples: Annotated[int, Field(ge=1, le=2**40)]
-    """Training samples per epoch."""
-    classes: Annotated[int, Field(ge=1, le=10**7)]
-    side: Annotated[int, Field(ge=1, le=65536)]
-    """The input side the common recipes train at (pixels)."""
+    """Training samples (images, documents, sentence pairs) per epoch."""
+    classes: Annotated[int, Field(ge=1, le=10**7)] | None = None
+    """A classification dataset's classes (a language modelling corpus has none)."""
+    side: Annotated[int, Field(ge=1, le=65536)] | None = None
+    """An image dataset's input side as the common recipes train at (pixels)."""
+    tokens: Annotated[int, Field(ge=1, le=2**50)] | None = None
+    """A text corpus's training tokens per epoch (GPT-2's tokenizer): a causal LM packs them into
+    sequences of its length."""
 
 
 class DatasetTable(RootModel[dict[DatasetName, Dataset]]):

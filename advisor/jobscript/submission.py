@@ -13,7 +13,10 @@ from advisor.jobscript.commands import Inferred, infer_description
 from advisor.jobscript.datasets import Dataset, shipped_datasets
 from advisor.jobscript.errors import ScriptError
 from advisor.jobscript.lexer import STDIN, check_script
+from advisor.jobscript.recipes import Read
 from advisor.jobscript.request import JobRequest, build_request
+
+_MAX_RECIPE_BYTES = 2**20
 
 
 class ParsedSubmission(BaseModel):
@@ -23,6 +26,10 @@ class ParsedSubmission(BaseModel):
     description: JobDescription | None
     inferred_from: str | None = None
     """Where the description was read from the training command (``train.sh:12 (torchvision): ...``)."""
+    files_read: tuple[str, ...] = ()
+    """The files that command names and that were read for it (its recipe, accelerate's, DeepSpeed's)."""
+    files_unread: tuple[str, ...] = ()
+    """Those that could not be read where the job was parsed (the daemon reads no user's file)."""
     job_name: str = "sbatch"
     """The name Slurm gives the job: ``--job-name``, else the script's file name (``sbatch`` for stdin)."""
 
@@ -34,20 +41,30 @@ def parse_job(
     environ: Mapping[str, str],
     description_args: Sequence[str] = (),
     datasets: Mapping[str, Dataset] | None = None,
+    read: Read | None = None,
 ) -> ParsedSubmission:
     """Everything sbatch would refuse is refused here first, with sbatch's reason and the place;
-    ``datasets`` is the site's table (`load_datasets`), else the shipped one."""
+    ``datasets`` is the site's table (`load_datasets`), else the shipped one; ``read`` reads the files
+    the training command names (the user's process only)."""
     script = check_script(data, where)
     request = build_request(script, sbatch_argv, environ, where)
 
     def infer(style: str | None) -> Inferred | None:
         world, nodes = request.world_size, request.nodes_min or 1
-        return infer_description(script, where, world, nodes, datasets or shipped_datasets(), style)
+        return infer_description(script, where, world, nodes, datasets or shipped_datasets(), style, read)
 
     description, inferred = describe_job(script, where, description_args, infer)
-    source = None if inferred is None else f"{inferred.place} ({inferred.style}): {inferred.command}"
     name = request.job_name or (Path(where).name if where != STDIN else "sbatch")
-    return ParsedSubmission(request=request, description=description, inferred_from=source, job_name=name)
+    if inferred is None:
+        return ParsedSubmission(request=request, description=description, job_name=name)
+    return ParsedSubmission(
+        request=request,
+        description=description,
+        inferred_from=f"{inferred.place} ({inferred.style}): {inferred.command}",
+        files_read=inferred.files,
+        files_unread=inferred.unread,
+        job_name=name,
+    )
 
 
 def parse_submission(
@@ -56,10 +73,22 @@ def parse_submission(
     environ: Mapping[str, str],
     datasets: Mapping[str, Dataset] | None = None,
 ) -> ParsedSubmission:
-    """`words` are job-description options first, then sbatch options, as advise-submit takes them."""
+    """`words` are job-description options first, then sbatch options, as advise-submit takes them; the
+    files the training command names are read as the job would find them, from the working directory."""
     ours, sbatch_options = split_command_line(words)
     try:
         data = script.read_bytes()
     except OSError as exc:
         raise ScriptError(str(script), f"cannot read: {exc.strerror}") from None
-    return parse_job(data, str(script), [*sbatch_options, str(script)], environ, ours, datasets)
+    argv = [*sbatch_options, str(script)]
+    return parse_job(data, str(script), argv, environ, ours, datasets, read_named_file)
+
+
+def read_named_file(name: str) -> str | None:
+    """A file a training command names, as the user running this reads it (a megabyte at most)."""
+    try:
+        with Path(name).expanduser().open("rb") as file:
+            data = file.read(_MAX_RECIPE_BYTES + 1)
+    except OSError:
+        return None
+    return data.decode("utf-8", errors="replace") if len(data) <= _MAX_RECIPE_BYTES else None

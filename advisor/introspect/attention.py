@@ -1,0 +1,116 @@
+"""Attention calls as layers of their own, and ``scaled_dot_product_attention`` costed as the fused kernel
+that runs it in training, not as the math path the meta device decomposes it into.
+
+On a GPU (and in PyTorch's CPU flash kernel) a direct ``scaled_dot_product_attention`` call never
+materialises the ``[batch, heads, Lq, Lk]`` scores, nor a dropout mask over them, nor grouped-query keys
+repeated to every head: it reads Q, K and V, writes the output and a log-sum-exp per query row, and saves
+those five for the backward. A causal call skips the pairs above the diagonal. Its FLOPs are
+`advisor.introspect.flops.attention`'s, forward and backward. ``multi_head_attention_forward`` (and an
+attention call inside another attention layer or a leaf module) stays as its ops count it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import torch.nn.functional as F
+from torch import Tensor
+from torch.overrides import TorchFunctionMode
+
+from advisor.introspect import batch, flops
+from advisor.introspect.memo import storage
+from advisor.introspect.table import Scaling
+
+_ATTENTION_FUNCTIONS = frozenset({F.scaled_dot_product_attention, F.multi_head_attention_forward})
+_FP32 = 4
+_lse_keys = itertools.count(-1, -1)
+"""Keys for the log-sum-exp a fused kernel saves, which no tensor of the math path stands for."""
+
+
+class Costed(Protocol):
+    """The layer being recorded, as far as a fused call sets its costs."""
+
+    formula: bool
+    forward_flops: Scaling
+    backward_flops: Scaling
+    bytes_read: Scaling
+    bytes_written: Scaling
+
+
+class Recording(Protocol):
+    """What the recorder lends an attention call."""
+
+    attention_depth: int
+    saved: dict[int, Scaling]
+
+    @property
+    def scope(self) -> str: ...
+
+    @property
+    def group(self) -> Costed | None: ...
+
+    def open(self, name: str, op: str, args: Any) -> None: ...
+
+    def close(self, output: Any) -> None: ...
+
+
+class AttentionScope(TorchFunctionMode):
+    """Makes each attention call one layer; torch's math path would otherwise show bare matmuls."""
+
+    def __init__(self, recorder: Recording) -> None:
+        super().__init__()
+        self._recorder = recorder
+
+    def __torch_function__(
+        self, func: Any, types: Sequence[type], args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
+        kwargs = kwargs or {}
+        if func not in _ATTENTION_FUNCTIONS:
+            return func(*args, **kwargs)
+        recorder = self._recorder
+        fused = func is F.scaled_dot_product_attention and recorder.group is None
+        recorder.open(recorder.scope, func.__name__, args[:3])
+        layer = recorder.group
+        assert layer is not None
+        layer.formula = layer.formula or fused
+        saved_before = set(recorder.saved)
+        recorder.attention_depth += 1
+        try:
+            out = func(*args, **kwargs)
+        finally:
+            recorder.attention_depth -= 1
+        if fused:
+            _fused_costs(recorder.saved, saved_before, layer, args, kwargs, out)
+        recorder.close(out)
+        return out
+
+
+def _fused_costs(
+    saved: dict[int, Scaling],
+    saved_before: set[int],
+    layer: Costed,
+    args: Sequence[Any],
+    kwargs: dict[str, Any],
+    out: Tensor,
+) -> None:
+    """What the fused kernel reads, writes, saves and computes, in place of the math path's figures."""
+    query, key, value = args[:3]
+    causal = bool(kwargs.get("is_causal", args[5] if len(args) > 5 else False))
+    for stale in set(saved) - saved_before:
+        del saved[stale]
+    for tensor in (query, key, value, out):
+        saved[storage(tensor)] = _bytes(tensor)
+    rows = query.numel() // query.shape[-1]
+    saved[next(_lse_keys)] = batch.cost(rows * _FP32, True)
+    shapes = [tuple(int(side) for side in t.shape) for t in (query, key, value)]
+    forward = flops.attention(shapes[0], shapes[1], shapes[2], causal)
+    layer.forward_flops = batch.cost(forward, True)
+    layer.backward_flops = batch.cost(2 * forward, True)
+    layer.bytes_read = _bytes(query) + _bytes(key) + _bytes(value)
+    layer.bytes_written = _bytes(out)
+
+
+def _bytes(tensor: Tensor) -> Scaling:
+    return batch.cost(tensor.numel() * tensor.element_size(), bool(batch.batch_dims(tensor.shape)))

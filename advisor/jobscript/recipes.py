@@ -1,0 +1,105 @@
+"""The files a training command names, read as flags: its recipe (``--config recipe.yaml``, a positional
+YAML or JSON as Hugging Face's argument parser takes one), ``accelerate launch --config_file``'s YAML,
+and a DeepSpeed JSON (``--deepspeed ds.json``, or the one accelerate's file names).
+
+Nested keys become dotted flags (Lightning's ``trainer: {max_steps: 10}`` is ``--trainer.max_steps 10``,
+``init_args`` levels dropped), ``_`` spelt ``-`` as the command line's are; accelerate's keys are kept
+under ``accelerate.``, DeepSpeed's under ``deepspeed.``. The command line's own flags win over a recipe.
+Reading is the caller's (``read``: the user's process reads the user's files; the daemon reads none), so
+this stays pure; a file that cannot be read is named, not guessed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+Read = Callable[[str], str | None]
+"""A path as the command names it, to its text; None where it cannot be read here."""
+_RECIPE_ENDINGS = (".yaml", ".yml", ".json")
+
+
+@dataclass
+class Recipe:
+    """Flags from files, and which files were read or not."""
+
+    values: dict[str, str] = field(default_factory=dict)
+    read: list[str] = field(default_factory=list)
+    unread: list[str] = field(default_factory=list)
+
+
+def recipe_flags(
+    flags: Mapping[str, str], positional: Sequence[str], launcher: Mapping[str, str], read: Read | None
+) -> Recipe:
+    """The flags the command's files set; ``flags`` are the program's own (they name the files)."""
+    recipe = Recipe()
+    names = [flags[key] for key in ("config", "config-file", "recipe") if flags.get(key)]
+    names += [word for word in positional if word.endswith(_RECIPE_ENDINGS)]
+    for name in names:
+        recipe.values |= _flattened(_load(name, read, recipe))
+    accelerate_file = launcher.get("config-file")
+    if accelerate_file:
+        settings = _flattened(_load(accelerate_file, read, recipe))
+        recipe.values |= {f"accelerate.{key}": value for key, value in settings.items()}
+    speed_file = (
+        flags.get("deepspeed")
+        or recipe.values.get("deepspeed")
+        or recipe.values.get("accelerate.deepspeed-config.deepspeed-config-file")
+    )
+    if speed_file and speed_file.endswith(".json"):
+        settings = _flattened(_load(speed_file, read, recipe))
+        recipe.values |= {f"deepspeed.{key}": value for key, value in settings.items()}
+    return recipe
+
+
+def _load(name: str, read: Read | None, recipe: Recipe) -> object:
+    text = None if read is None else read(name)
+    if text is None:
+        recipe.unread.append(name)
+        return {}
+    try:
+        data = json.loads(text) if name.endswith(".json") else _yaml(text)
+    except ImportError:
+        recipe.unread.append(f"{name} (PyYAML is not installed)")
+        return {}
+    except ValueError as error:
+        recipe.unread.append(f"{name} ({error})")
+        return {}
+    recipe.read.append(name)
+    return data
+
+
+def _yaml(text: str) -> object:
+    """Safe YAML (transformers' own requirement: a base install names the file it could not read)."""
+    import yaml  # type: ignore[import-untyped]  # no stubs installed
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        problem = getattr(error, "problem", None) or "not YAML"
+        mark = getattr(error, "problem_mark", None)
+        raise ValueError(f"line {mark.line + 1}: {problem}" if mark else str(problem)) from None
+
+
+def _flattened(data: object, prefix: str = "") -> dict[str, str]:
+    if not isinstance(data, dict):
+        return {}
+    flat: dict[str, str] = {}
+    for raw_key, value in data.items():
+        key = str(raw_key).replace("_", "-")
+        name = prefix if key == "init-args" else f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat |= _flattened(value, f"{name}." if name else "")
+        elif value is not None and name:
+            flat[name] = _text(value)
+    return flat
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(_text(item) for item in value)
+    return str(value)

@@ -1,0 +1,197 @@
+"""Token and transformer jobs as their trainers read their flags: Hugging Face ``TrainingArguments`` (the
+``run_*.py`` examples, TRL, the alignment handbook's recipes) and the Lightning CLI.
+
+``hf``: ``--model_name_or_path``, ``--per_device_train_batch_size`` (else DeepSpeed's
+``train_micro_batch_size_per_gpu``), ``--gradient_accumulation_steps``, ``--num_train_epochs`` or
+``--max_steps``, the sequence length (``--block_size``, ``--max_seq_length``, ``--max_length``,
+``--max_source_length``), ``--bf16``/``--fp16`` (or accelerate's ``mixed_precision``, DeepSpeed's
+``bf16.enabled``), ``--gradient_checkpointing``, ``--use_peft``/``--lora_r``, ZeRO's stage; the task from
+the program (``run_clm`` causal LM, ``run_mlm`` masked LM, ``run_glue`` classification,
+``run_translation`` seq2seq, ``trl sft`` causal LM). ``lightning``: ``--model.*``, ``--data.batch_size``,
+``--trainer.max_steps``/``max_epochs``, ``--trainer.precision``, ``--trainer.accumulate_grad_batches``,
+``--trainer.devices``/``num_nodes``. Epochs need a dataset the table knows (`advisor.jobscript.datasets`):
+a causal LM packs its tokens into sequences, others take one sequence per sample.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from advisor.introspect.hub import shipped_architecture
+from advisor.jobscript.datasets import Dataset
+
+_TASKS = (
+    (re.compile(r"run_clm|(^|[/_ ])(sft|dpo|orpo|kto|grpo|pretrain)"), "causal-lm"),
+    (re.compile(r"run_mlm|run_plm"), "masked-lm"),
+    (re.compile(r"run_glue|run_classification|run_xnli|text_classification"), "sequence-classification"),
+    (re.compile(r"run_translation|run_summarization|run_seq2seq"), "seq2seq"),
+    (re.compile(r"run_image_classification"), "image-classification"),
+)
+_DEFAULT_LENGTH = {"causal-lm": 1024, "masked-lm": 512, "sequence-classification": 128, "seq2seq": 1024}
+"""What the programs use where the flag is absent (run_clm's 1024, run_glue's 128, TRL's 1024)."""
+_LENGTHS = ("block-size", "max-seq-length", "max-length", "max-source-length", "model-max-length")
+_FALSE = ("false", "0", "no")
+_HF_MODEL = re.compile(r"^[\w.~/-]+$")
+_PLAIN = re.compile(r"^[a-z][a-z0-9_]*$")
+Value = Callable[..., str | None]
+
+
+def model_reference(name: str) -> str | None:
+    """A name as the advisor builds it: ``hf:NAME`` for the shipped architectures, paths and hub ids
+    (``org/name``, ``bert-base-uncased``); a plain identifier otherwise stays a torchvision name."""
+    if not _HF_MODEL.fullmatch(name):
+        return None
+    if _PLAIN.fullmatch(name) and shipped_architecture(name) is None:
+        return name
+    return f"hf:{name}"
+
+
+def read_hf(
+    program: str, flags: Mapping[str, str], world: int, datasets: Mapping[str, Dataset]
+) -> dict[str, Any] | None:
+    """A Hugging Face trainer's job, from its (merged) flags; None where it says too little."""
+    task = next((task for pattern, task in _TASKS if pattern.search(program.lower())), None)
+    name = flags.get("model-name-or-path") or flags.get("model")
+    processes = flags.get("accelerate.num-processes", "")
+    world = int(processes) if processes.isdigit() and int(processes) > 0 else world
+    batch = flags.get("per-device-train-batch-size") or flags.get("deepspeed.train-micro-batch-size-per-gpu")
+    accumulation = flags.get("gradient-accumulation-steps") or flags.get(
+        "deepspeed.gradient-accumulation-steps"
+    )
+    precision = [flags.get("bf16"), flags.get("fp16")]
+    amp = any(value is not None and value.lower() not in _FALSE for value in precision) or _accelerated(flags)
+    common = _common(flags, name, task, batch or "8", accumulation or "1", world, amp)
+    if common is None:
+        return None
+    steps, epochs = flags.get("max-steps"), flags.get("num-train-epochs") or "3"
+    return _length(common, steps, epochs, _data_words(flags), datasets)
+
+
+def read_lightning(
+    flags: Mapping[str, str], world: int, datasets: Mapping[str, Dataset]
+) -> dict[str, Any] | None:
+    """A Lightning CLI job, from ``--trainer.*``, ``--data.*`` and ``--model.*`` (and its ``--config``)."""
+    keys = ("model-name-or-path", "pretrained-model-name-or-path", "model-name", "arch", "backbone", "model")
+    name = next((flags[f"model.{key}"] for key in keys if flags.get(f"model.{key}")), None)
+    precision = flags.get("trainer.precision", "32")
+    devices = flags.get("trainer.devices", "")
+    nodes = flags.get("trainer.num-nodes", "1")
+    if devices.isdigit() and nodes.isdigit():
+        world = int(devices) * int(nodes)
+    batch = flags.get("data.batch-size")
+    accumulation = flags.get("trainer.accumulate-grad-batches", "1")
+    amp = precision.startswith(("16", "bf16"))
+    common = _common(_prefixed(flags), name, flags.get("model.task"), batch, accumulation, world, amp)
+    if common is None:
+        return None
+    steps, epochs = flags.get("trainer.max-steps"), flags.get("trainer.max-epochs") or "1000"
+    return _length(common, steps, epochs, _data_words(flags), datasets)
+
+
+def _data_words(flags: Mapping[str, str]) -> list[str | None]:
+    """Values that name the data (``--dataset_name``, ``--task_name``, ``--data.data_dir``): not every
+    path, where a user's name could hold a dataset's."""
+    named = ("dataset", "task-name", "train-file", "train-dir", "data-dir", "data.")
+    return [value for key, value in flags.items() if any(word in key for word in named)]
+
+
+def _prefixed(flags: Mapping[str, str]) -> dict[str, str]:
+    """Lightning's ``data.max_length``, ``model.attn_implementation`` as the trainers' plain flags."""
+    return {
+        key.split(".", 1)[1]: value for key, value in flags.items() if key.startswith(("data.", "model."))
+    }
+
+
+def _accelerated(flags: Mapping[str, str]) -> bool:
+    mixed = flags.get("accelerate.mixed-precision", "no").lower() in ("fp16", "bf16")
+    speed = [flags.get("deepspeed.bf16.enabled", ""), flags.get("deepspeed.fp16.enabled", "")]
+    return mixed or any(value.lower() == "true" for value in speed)
+
+
+def _common(
+    flags: Mapping[str, str],
+    name: str | None,
+    task: str | None,
+    batch: str | None,
+    accumulation: str,
+    world: int,
+    amp: bool,
+) -> dict[str, Any] | None:
+    if not name or not batch or not batch.isdigit() or not accumulation.isdigit():
+        return None
+    model = model_reference(name)
+    if model is None or int(batch) < 1 or int(accumulation) < 1:
+        return None
+    values: dict[str, Any] = {"model": model, "global_batch": str(int(batch) * int(accumulation) * world)}
+    length = next((flags[key] for key in _LENGTHS if flags.get(key, "").isdigit()), None)
+    if task is not None:
+        values["task"] = task
+    if task != "image-classification" and model.startswith("hf:"):
+        values["sequence_length"] = length or str(_DEFAULT_LENGTH.get(task or "causal-lm", 1024))
+        if task == "seq2seq":
+            values["target_length"] = flags.get("max-target-length", "128")
+    kwargs = {"attn_implementation": flags["attn-implementation"]} if flags.get("attn-implementation") else {}
+    values["model_kwargs"] = kwargs
+    return values | _settings(flags, amp, accumulation)
+
+
+def _settings(flags: Mapping[str, str], amp: bool, accumulation: str) -> dict[str, Any]:
+    """What the script fixes for itself (it follows its own flags, not the advice's variables)."""
+    peft = flags.get("use-peft", "false").lower() not in _FALSE or "lora-r" in flags
+    stage = flags.get("deepspeed.zero-optimization.stage") or flags.get(
+        "accelerate.deepspeed-config.zero-stage"
+    )
+    checkpointing = flags.get("gradient-checkpointing", "false").lower() not in _FALSE
+    settings: dict[str, Any] = {"gradient_checkpointing": checkpointing}
+    if peft:
+        settings["lora_rank"] = flags.get("lora-r", "16")  # TRL's ModelConfig default
+    if stage is not None and stage.isdigit():
+        settings["zero_stage"] = stage
+    own = {"own_amp": amp, "own_accumulation": accumulation}
+    return settings | own | {"allow_amp": False, "allow_grad_accum": False, "follows_advice": False}
+
+
+def _length(
+    values: dict[str, Any],
+    steps: str | None,
+    epochs: str,
+    words: list[str | None],
+    datasets: Mapping[str, Dataset],
+) -> dict[str, Any] | None:
+    """Steps as given, else epochs over a known dataset: a causal LM's tokens packed into sequences.
+    The dataset also gives a classifier its classes, and an image model its input side."""
+    dataset = next((found for word in words if word and (found := _dataset(word, datasets))), None)
+    if dataset is not None:
+        values = values | _shaped(values, dataset)
+    if steps and steps not in ("-1", "0"):
+        return values | {"steps": steps}
+    if dataset is None:
+        return None
+    samples = dataset.samples
+    length = int(values.get("sequence_length", 0))
+    if dataset.tokens is not None and length and values.get("task", "causal-lm") == "causal-lm":
+        samples = max(1, dataset.tokens // length)
+    return values | {"epochs": epochs, "dataset_size": str(samples)}
+
+
+def _shaped(values: Mapping[str, Any], dataset: Dataset) -> dict[str, Any]:
+    kwargs = dict(values["model_kwargs"])
+    hugging_face = str(values["model"]).startswith("hf:")
+    shaped: dict[str, Any] = {}
+    if dataset.classes is not None and values.get("task") in (
+        "sequence-classification",
+        "image-classification",
+    ):
+        kwargs["num_labels" if hugging_face else "num_classes"] = dataset.classes
+    if dataset.side is not None and "sequence_length" not in values:
+        shaped["input_shape"] = ["3", str(dataset.side), str(dataset.side)]
+        if not hugging_face and dataset.classes is not None:
+            kwargs["num_classes"] = dataset.classes
+    return shaped | {"model_kwargs": kwargs}
+
+
+def _dataset(word: str, datasets: Mapping[str, Dataset]) -> Dataset | None:
+    lowered = word.lower()
+    return next((datasets[name] for name in sorted(datasets, key=len, reverse=True) if name in lowered), None)
