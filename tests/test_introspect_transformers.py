@@ -1,0 +1,138 @@
+"""Token models on the meta device: attention counted by hand, the fused kernel's memory, norms, the
+places a Hugging Face configuration is found (a folder, the user's cache, the shipped table), offline."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from advisor.factory_table import table_for
+from advisor.introspect import IntrospectionError, LayerKind
+from advisor.introspect.builders import MISSING
+from advisor.introspect.flops import attention
+from advisor.introspect.probe import run_probe
+from advisor.introspect.run import introspect
+from advisor.jobscript.advisor_lines import JobDescription
+
+TINY_GPT2 = {"n_layer": 2, "n_embd": 64, "n_head": 4, "vocab_size": 101, "n_positions": 64}
+
+
+def _pairs_by_hand(length_q: int, length_k: int, causal: bool) -> list[tuple[int, int]]:
+    return [(i, j) for i in range(length_q) for j in range(length_k) if not causal or j <= i]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_flops_are_the_pairs_counted_one_by_one(causal: bool) -> None:
+    # batch 2, 4 query heads sharing 2 key/value heads (grouped-query), 8 positions, 16 per head
+    by_hand = 0
+    for _matrix in range(2 * 4):
+        for _i, _j in _pairs_by_hand(8, 8, causal):
+            by_hand += 2 * 16  # q . k: 16 multiply-adds
+            by_hand += 2 * 16  # p * v: 16 multiply-adds into the output row
+    assert attention((2, 4, 8, 16), (2, 2, 8, 16), (2, 2, 8, 16), causal) == by_hand
+    assert by_hand == (18432 if causal else 32768)
+    top_left = 2 * (1 + 2 + 3) * 4  # query i sees keys 0..i of 5
+    assert attention((1, 1, 3, 2), (1, 1, 5, 2), (1, 1, 5, 2), True) == top_left
+
+
+class _Attend(nn.Module):
+    """One grouped-query causal attention over projections of the input: its layer is the call."""
+
+    def __init__(self, length: int) -> None:
+        super().__init__()
+        self.length = length
+        self.q = nn.Linear(8, 4 * 16, bias=False)
+        self.kv = nn.Linear(8, 2 * 16, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.reshape(x.shape[0], self.length, 8)
+        q = self.q(rows).view(x.shape[0], self.length, 4, 16).transpose(1, 2)
+        kv = self.kv(rows).view(x.shape[0], self.length, 2, 16).transpose(1, 2)
+        return F.scaled_dot_product_attention(q, kv, kv, is_causal=True, dropout_p=0.1, enable_gqa=True)
+
+
+def test_a_direct_attention_call_is_costed_as_the_fused_kernel_forward_and_backward() -> None:
+    probe = run_probe(_Attend(8).to("meta"), (1, 8, 8))
+    (layer,) = [layer for layer in probe.layers if layer.kind is LayerKind.ATTENTION]
+    assert layer.forward_flops.per_sample == 4 * 18432 // 8 and layer.forward_flops.fixed == 0
+    assert layer.backward_flops.per_sample == 2 * layer.forward_flops.per_sample, "dV, dP, dQ, dK"
+
+
+def test_the_fused_kernel_saves_nothing_that_grows_with_the_square_of_the_length() -> None:
+    short, long = (
+        run_probe(_Attend(n).to("meta"), (1, n, 8)).saved_activation_bytes.per_sample for n in (64, 128)
+    )
+    assert long == 2 * short, "Q, K, V, output and log-sum-exp: linear in the length (no scores, no mask)"
+
+
+@pytest.fixture(scope="module")
+def gpt2_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("models") / "my-gpt"
+    folder.mkdir()
+    config = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], **TINY_GPT2}
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    return folder
+
+
+def test_a_folder_with_a_config_json_is_built_with_its_task_and_token_inputs(gpt2_folder: Path) -> None:
+    table = introspect(f"hf:{gpt2_folder}", kwargs={}, allow_factories=True, sequence_length=16)
+    assert table.task == "causal-lm" and table.sequence_length == 16
+    # wte 101x64 + wpe 64x64 + 2 blocks of (2 LN + qkv 64x192+192 + proj 64x64+64 + fc 64x256+256
+    # + proj 256x64+64) + final LN; the head is tied to wte
+    block = 2 * 128 + (64 * 192 + 192) + (64 * 64 + 64) + (64 * 256 + 256) + (256 * 64 + 64)
+    assert table.totals.parameters == 101 * 64 + 64 * 64 + 2 * block + 128
+    kinds = {layer.kind for layer in table.layers}
+    assert {LayerKind.EMBEDDING, LayerKind.ATTENTION, LayerKind.LAYER_NORM, LayerKind.LINEAR} <= kinds
+
+
+def test_the_users_cache_is_found_from_their_environment(gpt2_folder: Path, tmp_path: Path) -> None:
+    snapshot = tmp_path / "hf" / "hub" / "models--acme--tiny-gpt" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text((gpt2_folder / "config.json").read_text(), encoding="utf-8")
+    (snapshot.parent.parent / "refs").mkdir()
+    (snapshot.parent.parent / "refs" / "main").write_text("abc123", encoding="ascii")
+    described = JobDescription(model="hf:acme/tiny-gpt", sequence_length=8, global_batch=4, steps=10)
+    table = table_for(described, allow_factories=True, environ={"HF_HOME": str(tmp_path / "hf")})
+    assert table.totals.parameters > 0 and table.sequence_length == 8
+    with pytest.raises(IntrospectionError, match="Hugging Face cache"):
+        table_for(described, allow_factories=True, environ={"HF_HOME": str(tmp_path / "elsewhere")})
+
+
+def test_the_daemon_reads_no_users_folder_only_the_shipped_table(gpt2_folder: Path) -> None:
+    with pytest.raises(IntrospectionError, match="table of well-known architectures"):
+        introspect(f"hf:{gpt2_folder}", allow_factories=False, sequence_length=16)
+
+
+def test_shipped_architectures_have_their_published_sizes_and_nothing_touches_the_network(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("introspection tried the network")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    gpt2 = introspect("hf:gpt2", allow_factories=False, sequence_length=128)
+    assert gpt2.totals.parameters == 124_439_808
+    llama = introspect("hf:meta-llama/Llama-3.2-1B", allow_factories=False, sequence_length=128)
+    assert llama.totals.parameters == 1_235_814_400
+    norms = [layer for layer in llama.layers if layer.kind is LayerKind.LAYER_NORM]
+    assert len(norms) == 2 * 16 + 1 and norms[0].op == "LlamaRMSNorm", "RMSNorm is a norm, not a pooling"
+    vit = introspect("timm:vit_small_patch16_224", (3, 224, 224), allow_factories=False)
+    assert vit.totals.parameters == 22_050_664 and vit.sequence_length is None
+
+
+def test_a_token_model_without_a_length_and_a_missing_package_say_what_to_do(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(IntrospectionError, match="--sequence-length"):
+        introspect("hf:gpt2", kwargs={"n_layer": 1}, allow_factories=False)
+    monkeypatch.setitem(sys.modules, "timm", None)
+    with pytest.raises(IntrospectionError, match=f"^{MISSING.replace('[', '.').replace(']', '.')}$"):
+        introspect("timm:resnet18", kwargs={"drop_rate": 0.5}, allow_factories=False)
