@@ -89,9 +89,9 @@ def _flattened(data: object, prefix: str = "") -> dict[str, str]:
     flat: dict[str, str] = {}
     for raw_key, value in data.items():
         key = str(raw_key).replace("_", "-")
-        name = prefix if key == "init-args" else f"{prefix}{key}"
+        name = f"{prefix}{key}"
         if isinstance(value, dict):
-            flat |= _flattened(value, f"{name}." if name else "")
+            flat |= _flattened(value, prefix if key == "init-args" else f"{name}.")
         elif value is not None and name:
             flat[name] = _text(value)
     return flat

@@ -1,0 +1,140 @@
+"""The jobs GPU clusters run, read as they are written: HF run_clm.py and run_glue.py, a TRL recipe under
+accelerate with DeepSpeed, timm's train.py, the Lightning CLI; without a single `#ADVISOR` line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from advisor.jobscript.recipes import recipe_flags
+from advisor.jobscript.submission import ParsedSubmission, parse_submission, read_named_file
+
+HEADER = "#!/bin/bash\n#SBATCH --gres=gpu:{gpus}\n#SBATCH --time=1-00:00:00\n"
+JOBS = {
+    "clm": (1, "python run_clm.py --model_name_or_path gpt2 --dataset_name wikitext \\\n"
+            "  --dataset_config_name wikitext-2-raw-v1 --per_device_train_batch_size 8 --block_size 1024 \\\n"
+            "  --num_train_epochs 3 --bf16 --do_train --output_dir /home/nicolas/out\n"),
+    "glue": (1, "export TASK_NAME=mrpc\n"
+             "python run_glue.py --model_name_or_path google-bert/bert-base-cased \\\n"
+             "  --task_name $TASK_NAME --do_train --max_seq_length 128 --per_device_train_batch_size 32 \\\n"
+             "  --num_train_epochs 3 --output_dir /tmp/$TASK_NAME/\n"),
+    "sft": (2, "accelerate launch --config_file accelerate.yaml sft.py --config recipe.yaml\n"),
+    "resnet50d": (1, "python train.py /data/imagenet --model resnet50d -b 128 --img-size 224 --amp \\\n"
+                  "  --epochs 100\n"),
+    "vit": (1, "python train.py /data/imagenet --model vit_small_patch16_224 -b 256 --img-size 224 --amp \\\n"
+            "  --epochs 300\n"),
+    "lightning": (1, "python main.py fit --config lightning.yaml --trainer.max_steps 2000 \\\n"
+                  "  --trainer.precision bf16-mixed\n"),
+}  # fmt: skip
+RECIPE = """model_name_or_path: meta-llama/Llama-3.2-1B
+attn_implementation: sdpa
+dataset_name: trl-lib/Capybara
+num_train_epochs: 1
+per_device_train_batch_size: 4
+gradient_accumulation_steps: 8
+gradient_checkpointing: true
+max_length: 2048
+bf16: true
+use_peft: true
+lora_r: 32
+lora_target_modules: all-linear
+"""
+ACCELERATE = """distributed_type: DEEPSPEED
+deepspeed_config:
+  zero_stage: 2
+mixed_precision: bf16
+num_machines: 1
+num_processes: 2
+"""
+LIGHTNING = """model:
+  class_path: lm.Module
+  init_args:
+    model_name_or_path: gpt2
+data:
+  batch_size: 16
+  max_length: 512
+"""
+
+
+def write_jobs(folder: Path) -> dict[str, Path]:
+    """The six jobs and the files they name, in ``folder`` (their working directory)."""
+    for name, text in (
+        ("recipe.yaml", RECIPE),
+        ("accelerate.yaml", ACCELERATE),
+        ("lightning.yaml", LIGHTNING),
+    ):
+        (folder / name).write_text(text, encoding="utf-8")
+    scripts = {}
+    for name, (gpus, command) in JOBS.items():
+        scripts[name] = folder / f"{name}.sh"
+        scripts[name].write_text(HEADER.format(gpus=gpus) + command, encoding="utf-8")
+    return scripts
+
+
+def parsed_in(folder: Path, script: Path, monkeypatch: pytest.MonkeyPatch) -> ParsedSubmission:
+    monkeypatch.chdir(folder)
+    return parse_submission(script, [], {})
+
+
+EXPECTED: dict[str, dict[str, Any]] = {
+    # 2,373,632 tokens of wikitext-2 in blocks of 1,024: 2,318 sequences per epoch
+    "clm": {"model": "hf:gpt2", "task": "causal-lm", "sequence_length": 1024, "global_batch": 8,
+            "epochs": 3, "dataset_size": 2318, "own_amp": True},
+    "glue": {"model": "hf:google-bert/bert-base-cased", "task": "sequence-classification",
+             "sequence_length": 128, "global_batch": 32, "dataset_size": 3668,
+             "model_kwargs": {"num_labels": 2}},
+    # 4 per device x 8 accumulated x accelerate's 2 processes; ZeRO-2 and bf16 from accelerate's file
+    "sft": {"model": "hf:meta-llama/Llama-3.2-1B", "task": "causal-lm", "sequence_length": 2048,
+            "global_batch": 64, "own_accumulation": 8, "own_amp": True, "gradient_checkpointing": True,
+            "lora_rank": 32, "zero_stage": 2, "dataset_size": 15806,
+            "model_kwargs": {"attn_implementation": "sdpa"}},
+    "resnet50d": {"model": "timm:resnet50d", "input_shape": (3, 224, 224), "global_batch": 128,
+                  "dataset_size": 1281167, "own_amp": True, "model_kwargs": {"num_classes": 1000}},
+    "vit": {"model": "timm:vit_small_patch16_224", "input_shape": (3, 224, 224), "global_batch": 256,
+            "epochs": 300},
+    "lightning": {"model": "hf:gpt2", "sequence_length": 512, "global_batch": 16, "steps": 2000,
+                  "own_amp": True},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("job", list(JOBS))
+def test_each_job_is_described_from_its_command_and_the_files_it_names(
+    job: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parsed = parsed_in(tmp_path, write_jobs(tmp_path)[job], monkeypatch)
+    assert parsed.description is not None, parsed.inferred_from
+    described = parsed.description.model_dump()
+    assert {key: described[key] for key in EXPECTED[job]} == EXPECTED[job]
+    assert not described["follows_advice"] and parsed.inferred_from is not None
+    files = {"sft": ("recipe.yaml", "accelerate.yaml"), "lightning": ("lightning.yaml",)}.get(job, ())
+    assert parsed.files_read == files and parsed.files_unread == ()
+
+
+def test_a_file_that_cannot_be_read_is_named_and_the_command_line_alone_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scripts = write_jobs(tmp_path)
+    (tmp_path / "recipe.yaml").unlink()
+    assert parsed_in(tmp_path, scripts["sft"], monkeypatch).description is None, "nothing is guessed"
+    launcher = {"config-file": "accelerate.yaml"}
+    recipe = recipe_flags({"config": "recipe.yaml"}, [], launcher, read_named_file)
+    assert recipe.unread == ["recipe.yaml"] and recipe.read == ["accelerate.yaml"]
+    assert recipe.values["accelerate.deepspeed-config.zero-stage"] == "2"
+    (tmp_path / "recipe.yaml").write_text("model_name_or_path: [unclosed\n", encoding="utf-8")
+    recipe = recipe_flags({"config": "recipe.yaml"}, [], {}, read_named_file)
+    assert recipe.unread[0].startswith("recipe.yaml (line ") and recipe.values == {}
+
+
+def test_the_command_line_wins_over_its_recipe_and_a_run_time_batch_is_not_guessed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scripts = write_jobs(tmp_path)
+    text = scripts["sft"].read_text().replace("recipe.yaml", "recipe.yaml --max_length 512 --max_steps 100")
+    scripts["sft"].write_text(text, encoding="utf-8")
+    parsed = parsed_in(tmp_path, scripts["sft"], monkeypatch)
+    assert parsed.description is not None
+    assert (parsed.description.sequence_length, parsed.description.steps) == (512, 100)
+    scripts["clm"].write_text(scripts["clm"].read_text().replace("batch_size 8", "batch_size $(nproc)"))
+    assert parsed_in(tmp_path, scripts["clm"], monkeypatch).description is None
