@@ -10,6 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from advisor.machines import labelled, machine_names
 from advisor.predict.calibration import (
     AGREEING_SHARE,
     BEYOND_BOUND_JOBS,
@@ -23,6 +24,7 @@ from advisor.predict.calibration import (
     report,
 )
 from advisor.predict.outcomes import collect_outcomes, load_outcomes
+from advisor.readable import percent
 from advisor.recommend.savings import Savings, advice_savings
 from advisor.settings.validated import Settings
 from advisor.slurm.client import SlurmClient
@@ -70,7 +72,7 @@ def _report(args: argparse.Namespace, console: Console) -> int:
         console.print("no advised job has finished yet", highlight=False)
         return 0
     console.print(_table(partitions))
-    for line in _notes(partitions, corrections.values()):
+    for line in _notes(partitions, corrections.values(), _names(store)):
         console.print(line, highlight=False)
     return 0
 
@@ -88,7 +90,19 @@ def _saved(saved: Savings) -> str:
     )
 
 
-def _notes(partitions: list[PartitionReport], corrections: Iterable[Correction]) -> list[str]:
+def _names(store: Store) -> dict[str, str]:
+    """Each machine hash and architecture hash a correction may name, as read: ``v100 (a7abe679)``,
+    ``resnet18 (3f2a9c1b)``."""
+    machines = machine_names(store.fingerprints())
+    named = {machine: labelled(machine, machines) for machine in machines}
+    for digest, model in store.db.execute("SELECT architecture_hash, model FROM architectures").fetchall():
+        named[digest] = f"{model} ({digest[:8]})"
+    return named
+
+
+def _notes(
+    partitions: list[PartitionReport], corrections: Iterable[Correction], names: dict[str, str]
+) -> list[str]:
     """Jobs left out as not comparable, then each machine's correction (and each architecture's with
     `ARCHITECTURE_JOBS` jobs there), flagged where it is beyond its bound or held at it."""
     lines = [
@@ -100,7 +114,9 @@ def _notes(partitions: list[PartitionReport], corrections: Iterable[Correction])
     ]
     low, high = BOUND
     for c in corrections:
-        of = c.machine if c.architecture is None else f"{c.machine}, architecture {c.architecture[:12]}"
+        of = names.get(c.machine, c.machine)
+        if c.architecture is not None:
+            of += f", architecture {names.get(c.architecture, c.architecture[:8])}"
         line = f"{of}: times x {c.factor:.3f} from {c.jobs} comparable jobs"
         line += " (completed, or timed out: at least their limit)"
         if c.beyond_bound:
@@ -124,8 +140,8 @@ def _table(partitions: list[PartitionReport]) -> Table:
             str(p.not_comparable),
             str(p.completed),
             str(p.timed_out),
-            _percent(p.mape),
-            _percent(p.calibrated_mape),
+            percent(p.mape),
+            percent(p.calibrated_mape),
             "-" if p.median_ratio is None else f"{p.median_ratio:.2f}",
             *(_under(c) for c in p.coverage),
         )
@@ -137,10 +153,6 @@ def _under(coverage: QuantileCoverage) -> str:
     if coverage.share is None:
         return "-"
     return f"{coverage.share:.0%} of {coverage.judged} ({coverage.expected:.0%} expected)"
-
-
-def _percent(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1%}"
 
 
 def _plot(outcomes: list[Outcome], path: Path) -> None:

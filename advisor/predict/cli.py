@@ -336,4 +336,6 @@ def _predicted(name: str, value: object, names: dict[str, str]) -> str:
         return readable.duration(value)
     if name == "calibration" and isinstance(value, float):
         return f"x {value:.2f}"
+    if isinstance(value, str):
+        return _named_in(value, names)  # a note names its machine
     return readable.field(name, value)

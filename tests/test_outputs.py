@@ -1,0 +1,78 @@
+"""What people read: `advisor status`, `models list`, `predict`, `report` and `parse` on a trained store
+show no raw float, Python repr, microsecond timestamp or machine hash without its name."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from advisor.bench.results import read_jsonl
+from advisor.bench.zoo import zoo_table
+from advisor.cli import main
+from advisor.machines import machine_names
+from advisor.predict.registry import machines, train_machine
+from advisor.store import ModelRegistry, Store
+from tests.recommend_support import FIXTURE, relabel
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+UNREADABLE = {
+    "a float's digits": re.compile(r"\d\.\d{4,}"),
+    "a Python None, True or False": re.compile(r"\b(None|True|False)\b"),
+    "a repr of a list, tuple or dict": re.compile(r"\['|\{'|\(\d+, \d+"),
+    "a timestamp with seconds and microseconds": re.compile(r"\d{2}:\d{2}:\d{2}\.\d+"),
+    "a duration read as a date": re.compile(r"\b\d+-\d{2}:\d{2}:\d{2}\b"),
+}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One machine (the t4's, from the CPU zoo) trained once, with nine more versions listed beside it:
+    a ten-row `models list`."""
+    root = tmp_path_factory.mktemp("outputs")
+    store = Store.open(root / "advisor.db")
+    store.ingest(relabel(line, "t4") for line in read_jsonl(FIXTURE))
+    (machine,) = machines(store)
+    trained = train_machine(store, machine, root / "models", zoo_table)
+    row = {**ModelRegistry(store).versions(machine)[0]}
+    for _ in range(9):
+        ModelRegistry(store).add_version(
+            machine, lambda _version: {k: row[k] for k in row if k not in ("machine", "version")}, False
+        )
+    ModelRegistry(store).set_active(machine, trained.version)
+    store.db.conn.close()
+    yield root
+
+
+def test_what_the_commands_print_is_readable(
+    trained: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("ADVISOR_SOCKET", str(trained / "absent.sock"))
+    monkeypatch.setenv("SLURM_CONF", str(trained / "absent.conf"))  # no queue: Slurm cannot be asked
+    db = ["--db", str(trained / "advisor.db")]
+    shown = {}
+    for words in (
+        ["models", "list", *db],
+        ["status", *db],
+        ["predict", "--model=resnet18", "--input-shape=3,32,32", "--batch-size=32", "--partition=t4", *db],
+        ["predict", "--model=resnet18", "--input-shape=3,32,32", "--batch-size=32", "--partition=t4"]
+        + ["--steps=20000000", *db],
+        ["report", *db],
+        ["parse", str(EXAMPLES / "demo.sbatch")],
+    ):
+        main(words)
+        shown[" ".join(words[:2])] = capsys.readouterr().out
+    (machine,) = machine_names(Store.existing(trained / "advisor.db").fingerprints())
+    for command, text in shown.items():
+        for what, pattern in UNREADABLE.items():
+            assert not pattern.search(text), f"advisor {command} shows {what}:\n{text}"
+        hashes = re.findall(r"\b[0-9a-f]{8,16}\b", text)
+        assert all(f"t4 ({found[:8]})" in text or f"{found[:8]} " in text for found in hashes), text
+        assert machine not in text, f"advisor {command}: the whole hash where its name and start do"
+    assert len([line for line in shown["models list"].splitlines() if " t4 " in line]) == 10
+    assert " t4 " in shown["status --db"] and "held-out MAPE" in shown["status --db"]
+    assert re.search(r"step\s+│\s+[\d.,]+ (ms|s|µs)\s", shown["predict --model=resnet18"])
+    assert re.search(r"job \(p90\)\s+│\s+[\d,]+d \d{2}:\d{2}\s", shown["predict --model=resnet18"])
