@@ -54,12 +54,12 @@ def test_what_the_commands_print_is_readable(
     monkeypatch.setenv("SLURM_CONF", str(trained / "absent.conf"))  # no queue: Slurm cannot be asked
     db = ["--db", str(trained / "advisor.db")]
     shown = {}
+    predict = ["predict", "--model=resnet18", "--input-shape=3,32,32", "--batch-size=32", "--partition=t4"]
     for words in (
         ["models", "list", *db],
         ["status", *db],
-        ["predict", "--model=resnet18", "--input-shape=3,32,32", "--batch-size=32", "--partition=t4", *db],
-        ["predict", "--model=resnet18", "--input-shape=3,32,32", "--batch-size=32", "--partition=t4"]
-        + ["--steps=20000000", *db],
+        [*predict, *db],
+        [*predict, "--steps=20000000", *db],
         ["report", *db],
         ["parse", str(EXAMPLES / "demo.sbatch")],
     ):
