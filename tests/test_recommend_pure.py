@@ -11,7 +11,7 @@ from advisor.jobscript.advisor_lines import JobDescription
 from advisor.jobscript.rewrite import Advice
 from advisor.policy.schema import Mode, Objective, RewriteRules, TimeLimitRule, Tuning
 from advisor.recommend.candidates import Candidate, Offer, baseline, job_candidates
-from advisor.recommend.choose import Decision, Estimate, Recommendation, choose
+from advisor.recommend.choose import Criteria, Decision, Estimate, Recommendation, choose
 from advisor.recommend.choose import describe as describe_candidate
 from advisor.recommend.cli import HEADERS, candidates_table, show
 from advisor.recommend.explain import choice
@@ -155,7 +155,7 @@ def decide(
     rules: RewriteRules | None = None,
     modes: dict[str, Mode] = REWRITE,
 ) -> Decision:
-    return choose(estimates, asked, objective, weight, rules or RewriteRules(), modes)
+    return choose(estimates, asked, Criteria(objective, weight, rules or RewriteRules(), modes))
 
 
 def said(
@@ -165,7 +165,7 @@ def said(
     least: float = 0.0,
 ) -> list[str]:
     """The reasons the choice is worded with (`advisor.recommend.explain.choice`)."""
-    return choice(decision, objective, rules or RewriteRules(), least)
+    return choice(decision, Criteria(objective, rules=rules or RewriteRules(), min_efficiency=least))
 
 
 def test_a_busy_fast_partition_loses_to_an_idle_slow_one() -> None:
@@ -184,7 +184,7 @@ def test_a_candidate_below_the_least_scaling_efficiency_is_shown_not_chosen() ->
     asked = estimate(baseline(describe(), A100, 1), run=4000, wait=0)
     two = estimate(baseline(describe(), A100, 2), run=2500, wait=0, efficiency=0.8)
     four = estimate(baseline(describe(), A100, 4), run=1600, wait=0, efficiency=4000 / (4 * 1600))
-    decision = choose([asked, two, four], asked, "completion", None, RewriteRules(), REWRITE, 0.7)
+    decision = choose([asked, two, four], asked, Criteria(modes=REWRITE, min_efficiency=0.7))
     assert decision.ranked[0] == four and decision.chosen == two, "the fastest is shown first, not chosen"
     assert said(decision, least=0.7)[0] == (
         "not chosen: a100 with 4 GPUs, micro-batch 64, whose scaling is predicted at 0.62 of ideal "

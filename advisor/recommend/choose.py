@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.jobscript.rewrite import Advice
+from advisor.policy.resolve import Effective
 from advisor.policy.schema import Confidence, Mode, Objective, RewriteRules
 from advisor.recommend.arrays import ArrayFigures
 from advisor.recommend.candidates import Candidate
@@ -130,33 +132,33 @@ class Recommendation(BaseModel):
     (`advisor.recommend.kills`): every surface shows them as they are."""
 
 
-def choose(
-    estimates: Sequence[Estimate],
-    baseline: Estimate,
-    objective: Objective,
-    cost_weight: float | None,
-    rules: RewriteRules,
-    modes: Mapping[str, Mode],
-    min_efficiency: float = 0.0,
-) -> Decision:
-    """``modes`` maps each candidate partition to the caller's effective mode there; ``baseline`` (the job
-    as submitted) is one of ``estimates``; a candidate below ``min_efficiency``, or whose p90 run outlasts
-    the limit it would get, is ranked, never chosen: a job is never moved to where it is likely killed."""
-    score = _scorer(estimates, objective, cost_weight or 0.0)
-    ranked = sorted(
-        estimates,
-        key=lambda e: (
-            not e.fits,
-            not e.wait_known,
-            _tied(score(e)),
-            _cost(e),
-            e.candidate.gpus,
-            _changes(e.candidate, baseline.candidate),
-        ),
-    )
-    trusted = [e for e in ranked if e.fits and rules.trusts(e.confidence, e.model_age)]
+@dataclass(frozen=True)
+class Criteria:
+    """What the policy judges the candidates by, for one caller: its objective (and the weight of cost in
+    the weighted one), the thresholds a change must clear, its mode on each partition, and the least
+    scaling efficiency it takes."""
+
+    objective: Objective = "completion"
+    cost_weight: float | None = None
+    rules: RewriteRules = field(default_factory=RewriteRules)
+    modes: Mapping[str, Mode] = field(default_factory=dict)
+    min_efficiency: float = 0.0
+
+    @classmethod
+    def of(cls, effective: Effective) -> Criteria:
+        modes = {name: terms.mode for name, terms in effective.partitions.items()}
+        least = effective.tuning.min_scaling_efficiency
+        return cls(effective.objective, effective.cost_weight, effective.rewrite, modes, least)
+
+
+def choose(estimates: Sequence[Estimate], baseline: Estimate, criteria: Criteria) -> Decision:
+    """``baseline`` (the job as submitted) is one of ``estimates``; a candidate below the least scaling
+    efficiency, or whose p90 run outlasts the limit it would get, is ranked, never chosen: a job is never
+    moved to where it is likely killed."""
+    ranked = _ranked(estimates, baseline, criteria)
+    trusted = [e for e in ranked if e.fits and criteria.rules.trusts(e.confidence, e.model_age)]
     safe = [e for e in trusted if e.candidate == baseline.candidate or not e.killed]
-    eligible = [e for e in safe if not _inefficient(e, min_efficiency)]
+    eligible = [e for e in safe if not _inefficient(e, criteria.min_efficiency)]
     facts = Decision(
         ranked=ranked,
         baseline=baseline,
@@ -171,8 +173,8 @@ def choose(
     best = eligible[0]
     if best.candidate == baseline.candidate:
         return facts.model_copy(update={"best": best})
-    mode = modes.get(best.candidate.partition, "advise")
-    worth = _worth_it(best, baseline, objective, rules)
+    mode = criteria.modes.get(best.candidate.partition, "advise")
+    worth = _worth_it(best, baseline, criteria.objective, criteria.rules)
     return facts.model_copy(
         update={
             "best": best,
@@ -181,6 +183,22 @@ def choose(
             "chosen": best if worth else baseline,
             "apply": worth and mode == "rewrite",
         }
+    )
+
+
+def _ranked(estimates: Sequence[Estimate], baseline: Estimate, criteria: Criteria) -> list[Estimate]:
+    """Best first by the objective; what does not fit last, and an unknown wait after every known one."""
+    score = _scorer(estimates, criteria.objective, criteria.cost_weight or 0.0)
+    return sorted(
+        estimates,
+        key=lambda e: (
+            not e.fits,
+            not e.wait_known,
+            _tied(score(e)),
+            _cost(e),
+            e.candidate.gpus,
+            _changes(e.candidate, baseline.candidate),
+        ),
     )
 
 

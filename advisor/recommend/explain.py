@@ -14,7 +14,7 @@ from advisor.history.predictor import RunForecast
 from advisor.policy.schema import Objective, RewriteRules
 from advisor.recommend.advice import PartitionOrder
 from advisor.recommend.ask import Ask
-from advisor.recommend.choose import Decision, Estimate, describe
+from advisor.recommend.choose import Criteria, Decision, Estimate, describe
 from advisor.recommend.estimate import Estimated
 from advisor.recommend.history_limit import HistoryAdvice
 from advisor.recommend.kills import likely_killed
@@ -33,9 +33,7 @@ def explain(
     ask: Ask, screened: Screened, estimated: Estimated, decision: Decision, order: PartitionOrder | None
 ) -> list[str]:
     """Why the job is advised as it is: the choice, the partition order, what was left out."""
-    effective = screened.effective
-    least = effective.tuning.min_scaling_efficiency
-    reasons = choice(decision, effective.objective, effective.rewrite, least)
+    reasons = choice(decision, Criteria.of(screened.effective))
     if order is not None:
         asked = ",".join(ask.request.partitions)
         reasons.append(f"partitions in order: {','.join(order.partitions)} (the job asked for {asked})")
@@ -77,8 +75,9 @@ def passed(outcome: PassedThrough, ask: Ask) -> list[str]:
     return said or [_PASSED["undescribed"]]
 
 
-def choice(decision: Decision, objective: Objective, rules: RewriteRules, least: float) -> list[str]:
+def choice(decision: Decision, criteria: Criteria) -> list[str]:
     """The choice among the candidates: those passed over first, then the verdict."""
+    objective, rules, least = criteria.objective, criteria.rules, criteria.min_efficiency
     reasons = [
         f"not chosen: {describe(e.candidate)}, {likely_killed(e.run_p90_s, e.time_limit)}"
         for e in decision.passed_over

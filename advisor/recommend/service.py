@@ -20,10 +20,9 @@ from __future__ import annotations
 
 from advisor.jobscript.request import JobRequest
 from advisor.jobscript.rewrite import Advice
-from advisor.policy.schema import Mode
 from advisor.recommend.advice import advice_for, partition_order
 from advisor.recommend.ask import Ask
-from advisor.recommend.choose import Decision, Recommendation, choose
+from advisor.recommend.choose import Criteria, Decision, Recommendation, choose
 from advisor.recommend.estimate import estimate
 from advisor.recommend.estimator import Context, StepPredictor
 from advisor.recommend.explain import explain, passed
@@ -41,12 +40,8 @@ def recommend(context: Context, ask: Ask, predictor: StepPredictor | None) -> Re
     if isinstance(estimated, PassedThrough):
         return _passed(estimated, ask)
     effective = screened.effective
-    modes: dict[str, Mode] = {name: terms.mode for name, terms in effective.partitions.items()}
-    least = effective.tuning.min_scaling_efficiency
     estimates = estimated.estimates
-    decision = choose(
-        estimates, estimates[0], effective.objective, effective.cost_weight, effective.rewrite, modes, least
-    )
+    decision = choose(estimates, estimates[0], Criteria.of(effective))
     allowed = {offer.name: offer for offer in screened.allowed}
     order = partition_order(decision, ask.request, estimated.runs_on, allowed)
     advice = advice_for(decision, ask.request, screened.offers, order)
