@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from advisor.history.past import JobAsk
 from advisor.history.point import explained
-from advisor.history.predictor import RunForecast
+from advisor.history.predictor import HistoryLimit, RunForecast
 from advisor.policy.schema import Objective, RewriteRules
 from advisor.recommend.advice import PartitionOrder
 from advisor.recommend.ask import Ask
@@ -147,16 +147,15 @@ def history_told(found: HistoryAdvice) -> list[str]:
         return [said, "history: the job keeps its own time limit"]
     if requested is not None and decided.limit >= requested:
         return [said, f"history: the job's own limit ({format_duration(requested)}) fits"]
-    told = f"history: time limit {format_duration(decided.limit)} set by {_rule_named(found)}"
+    told = f"history: time limit {format_duration(decided.limit)} set by {_rule_named(found, decided)}"
     if requested is not None:
         told += f", instead of {format_duration(requested)}"
     return [said, told]
 
 
-def _rule_named(found: HistoryAdvice) -> str:
+def _rule_named(found: HistoryAdvice, decided: HistoryLimit) -> str:
     """The rule that set the limit, then what history alone said where another rule overrode it."""
-    decided, forecast, rule, asked_s = found.decided, found.forecast, found.rule, found.job.limit_s
-    assert decided is not None, "a limit was decided"
+    forecast, rule, asked_s = found.forecast, found.rule, found.job.limit_s
     said = ""
     if decided.upper_s is not None:
         how = "its p95 (learned from accounting)" if forecast.source == "model" else "its longest recent run"
