@@ -143,6 +143,8 @@ MY_JOBS = 200
 
 class ModelVersion(_Message):
     machine: str
+    name: str | None = None
+    """The machine's readable name (`advisor.machines`); None where its fingerprint is gone."""
     version: int
     created_at: datetime
     active: bool
@@ -156,6 +158,8 @@ class Coverage(_Message):
 
     partition: str
     machine: str
+    name: str | None = None
+    """The machine's readable name (`advisor.machines`)."""
     last: datetime
     rows: int
 
@@ -166,6 +170,8 @@ class NightPlan(_Message):
     partition: str
     machine: str | None
     """None: never benchmarked; its first night runs the coarse grid."""
+    name: str | None = None
+    """The machine's readable name (`advisor.machines`)."""
     measurements: int
     estimate_s: float
     budget_s: float

@@ -4,6 +4,8 @@ name (`advisor.machines`, `advisor models list|activate`)."""
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,7 @@ import pytest
 
 from advisor.bench.results import read_jsonl
 from advisor.cli import main as cli
+from advisor.daemon.metrics import Metrics
 from advisor.machines import UnknownMachine, labelled, machine_names, name_of, resolve
 from advisor.records import Fingerprint
 from advisor.store import ModelRegistry, Store
@@ -115,3 +118,13 @@ def test_models_activate_takes_a_partition_and_list_names_each_machine(
     assert all(f"{name} " in shown and f" {name} " in shown for name in ("a100", "v100", "t4"))
     assert v100 not in shown, "the hash shortened beside the name"
     assert "26.3%" in shown and "2026-12-04 21:46 UTC" in shown
+
+
+def test_the_metrics_name_each_machine_beside_its_hash(sandbox_store: Path) -> None:
+    """Prometheus's model gauges carry the name a person reads (before: the hash alone)."""
+    metrics = Metrics()
+    store = Store.existing(sandbox_store)
+    metrics.watch_models(lambda: nullcontext(store), lambda: datetime.now(UTC))
+    text = metrics.exposition().decode()
+    v100 = store.latest_machines()["v100"]
+    assert f'advisor_model_heldout_mape{{machine="{v100}",name="v100"}} 0.2625' in text

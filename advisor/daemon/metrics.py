@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from advisor.machines import machine_names
 from advisor.slurm.runner import CommandResult, Runner, SlurmError
 from advisor.store import ModelRegistry, Store
 
@@ -83,20 +84,24 @@ class _ModelCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         age = GaugeMetricFamily(
-            "advisor_model_age_seconds", "Age of each machine's active predictor version", labels=["machine"]
+            "advisor_model_age_seconds",
+            "Age of each machine's active predictor version (machine: its hash; name: as people read it)",
+            labels=["machine", "name"],
         )
         error = GaugeMetricFamily(
             "advisor_model_heldout_mape",
             "Held-out mean absolute percentage error of each machine's active version",
-            labels=["machine"],
+            labels=["machine", "name"],
         )
         with self.store() as store:
             rows = ModelRegistry(store).all_active()
+            names = machine_names(store.fingerprints())
         for row in rows:
+            labels = [row["machine"], names.get(row["machine"], "")]
             created = datetime.fromisoformat(row["created_at"])
-            age.add_metric([row["machine"]], (self.now() - created).total_seconds())
+            age.add_metric(labels, (self.now() - created).total_seconds())
             if row["heldout_mape"] is not None:
-                error.add_metric([row["machine"]], row["heldout_mape"])
+                error.add_metric(labels, row["heldout_mape"])
         yield age
         yield error
 

@@ -26,6 +26,7 @@ from advisor.api import (
 from advisor.bench.architectures import plan_tonight
 from advisor.bench.plan import loader_workers
 from advisor.bench.submit import device_kind
+from advisor.machines import machine_names
 from advisor.predict.calibration import report
 from advisor.predict.outcomes import load_outcomes
 from advisor.recommend.cluster import ClusterView
@@ -80,12 +81,16 @@ def overview(store: Store, cluster: ClusterView, tonight: list[NightPlan] | None
         queue = []
         problems.append(f"Slurm did not answer: {' '.join(str(error).split())[:200]}")
     outcomes = load_outcomes(store)
+    names = machine_names(store.fingerprints())
     return Overview(
         at=now,
-        models=[_model_version(row) for row in ModelRegistry(store).versions()],
+        models=[_model_version(row, names) for row in ModelRegistry(store).versions()],
         accuracy=report(outcomes),
         finished=outcomes,
-        coverage=[Coverage.model_validate(row) for row in store.benchmark_coverage()],
+        coverage=[
+            Coverage.model_validate({**row, "name": names.get(row["machine"])})
+            for row in store.benchmark_coverage()
+        ],
         tonight=tonight,
         queue=queue,
         savings=advice_savings(store),
@@ -120,9 +125,11 @@ def _night(store: Store, partition: Partition, bench: BenchSettings, now: dateti
     budget_s = bench.budget_minutes * 60
     kind, workers = device_kind(partition, bench), loader_workers(bench.cpus_per_job)
     night = plan_tonight(store, partition.name, kind, budget_s, now, workers=workers)
+    names = machine_names(store.fingerprints())
     return NightPlan(
         partition=partition.name,
         machine=night.machine,
+        name=None if night.machine is None else names.get(night.machine),
         measurements=len(night.entries),
         estimate_s=night.estimate_s,
         budget_s=night.budget_s,
@@ -131,9 +138,10 @@ def _night(store: Store, partition: Partition, bench: BenchSettings, now: dateti
     )
 
 
-def _model_version(row: dict[str, Any]) -> ModelVersion:
+def _model_version(row: dict[str, Any], names: dict[str, str]) -> ModelVersion:
     return ModelVersion(
         machine=row["machine"],
+        name=names.get(row["machine"]),
         version=row["version"],
         created_at=datetime.fromisoformat(row["created_at"]),
         active=bool(row["active"]),
