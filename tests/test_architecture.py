@@ -7,6 +7,7 @@ part to another is an edge, at any depth of the importing module (function-level
 from __future__ import annotations
 
 import ast
+import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -90,39 +91,76 @@ PURE_CORE = (
     "advisor.introspect.table",
     "advisor.introspect.flops",
     "advisor.introspect.memory",
-    "advisor.predict.features",
+    "advisor.predict.types",
+    "advisor.predict.bands",
     "advisor.predict.curves",
     "advisor.predict.jobtime",
     "advisor.predict.calibration",
     "advisor.wait.simulate",
     "advisor.policy",
+    "advisor.recommend.ask",
+    "advisor.recommend.screen",
     "advisor.recommend.candidates",
-    "advisor.recommend.choose",
     "advisor.recommend.placement",
-    "advisor.recommend.service",
+    "advisor.recommend.estimate",
     "advisor.recommend.estimator",
+    "advisor.recommend.choose",
+    "advisor.recommend.kills",
     "advisor.recommend.advice",
+    "advisor.recommend.explain",
     "advisor.recommend.history_limit",
+    "advisor.recommend.service",
+    "advisor.history.past",
     "advisor.history.features",
     "advisor.history.point",
     "advisor.history.predictor",
     "advisor.history.replay",
     "advisor.comm.sync",
-    "advisor.bench.plan",
-    "advisor.bench.zoo",
+    "advisor.slurm.models",
+    "advisor.slurm.values",
     "advisor.records",
     "advisor.contract",
     "advisor.frozen",
     "advisor.tomlfile",
 )
-"""What decides (parsing, counting, predicting, simulating, choosing) takes its inputs as arguments."""
+"""What decides (parsing, counting, predicting, simulating, choosing) takes its inputs as arguments: neither
+it nor anything it imports, through any chain, reaches an edge, an I/O library, the clock or the environment
+(`docs/ARCHITECTURE.md`'s module map lists the same modules). Not yet: `advisor.bench.zoo` (and through it
+`bench.plan`, `bench.night`, `predict.features`) builds zoo tables with torch (`introspect.run`)."""
 EDGES = (
-    "advisor.store",
+    "advisor.settings",
     "advisor.slurm.client",
     "advisor.slurm.runner",
+    "advisor.store",
+    "advisor.bench.measure",
+    "advisor.bench.training",
+    "advisor.bench.run",
+    "advisor.bench.job",
+    "advisor.comm.allreduce",
+    "advisor.comm.rows",
+    "advisor.introspect.run",
+    "advisor.introspect.child",
+    "advisor.introspect.table_cache",
+    "advisor.factory_table",
     "advisor.daemon",
+    "advisor.predict.model_files",
+    "advisor.predict.model_check",
+    "advisor.predict.boosters",
+    "advisor.predict.service",
+    "advisor.history.jobs",
+    "advisor.history.service",
+    "advisor.wait.collect",
+    "advisor.wait.estimate",
+    "advisor.submit",
     "advisor.sandbox",
-    "advisor.settings",
+    "advisor.web",
+    "advisor.recommend.edges",
+    "advisor.recommend.cluster",
+    "advisor.runtime",
+)
+"""The advisor's own edges: a database, Slurm, a socket, a child process, the settings (and through them the
+environment), model files, torch's timing (`docs/ARCHITECTURE.md`'s module map lists the same modules)."""
+IO_LIBRARIES = (
     "subprocess",
     "socket",
     "sqlite3",
@@ -132,7 +170,6 @@ EDGES = (
     "paramiko",
     "apscheduler",
 )
-"""A database, Slurm, a socket, a child process, the settings (and through them the environment)."""
 CLOCKS = {("datetime", "now"), ("datetime", "utcnow"), ("date", "today"), ("time", "time")}
 CLOCKS |= {("time", "monotonic"), ("time", "perf_counter")}
 ENVIRONMENT_READERS = {
@@ -166,6 +203,24 @@ def _all_imports(tree: ast.Module) -> set[str]:
     return found
 
 
+def _runtime_imports(tree: ast.AST) -> set[str]:
+    """What a module imports when it runs, at any depth (a function's import runs when it is called); not
+    what only a type checker reads (``if TYPE_CHECKING:``)."""
+    found: set[str] = set()
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for other in node.orelse:
+                found |= _runtime_imports(other)
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        found |= _runtime_imports(node)
+    return found
+
+
 def _calls(tree: ast.Module) -> set[tuple[str, str]]:
     """``owner.attribute`` pairs written in the module: ``os.environ``, ``datetime.now``..."""
     return {
@@ -175,23 +230,136 @@ def _calls(tree: ast.Module) -> set[tuple[str, str]]:
     }
 
 
+def _loads(modules: dict[str, ast.Module]) -> dict[str, set[str]]:
+    """The advisor modules each module loads directly: those it imports, and their packages' ``__init__``
+    (importing ``advisor.slurm.models`` runs ``advisor/slurm/__init__.py`` first)."""
+    loads: dict[str, set[str]] = {}
+    for name, tree in modules.items():
+        found = set()
+        for target in _runtime_imports(tree):
+            parts = target.split(".")
+            found.update(".".join(parts[:end]) for end in range(2, len(parts) + 1))
+        loads[name] = {target for target in found if target in modules and target != name}
+    return loads
+
+
+def _own_offences(tree: ast.Module) -> list[str]:
+    """What a module does itself that a pure one may not: import an I/O library, read the clock or the
+    environment."""
+    imported = sorted({target for target in _runtime_imports(tree) if _in(target, IO_LIBRARIES)})
+    called = sorted(f"{owner}.{attr}" for owner, attr in _calls(tree) & (CLOCKS | {("os", "environ")}))
+    return imported + called
+
+
+def impurities(modules: dict[str, ast.Module], core: tuple[str, ...]) -> dict[str, list[str]]:
+    """For each pure module, every chain of imports that ends at an edge or at a module that does I/O
+    itself: ``a -> b -> advisor.store``, ``a -> b (imports subprocess)``."""
+    loads = _loads(modules)
+    found: dict[str, list[str]] = {}
+    for start in sorted(name for name in modules if _in(name, core) and not name.endswith(".cli")):
+        came_from: dict[str, str | None] = {start: None}
+        queue, chains = [start], []
+        while queue:
+            name = queue.pop(0)
+            path = [name]
+            while (before := came_from[path[-1]]) is not None:
+                path.append(before)
+            chain = " -> ".join(reversed(path))
+            if _in(name, EDGES):
+                chains.append(chain)
+                continue
+            if offences := _own_offences(modules[name]):
+                chains.append(f"{chain} ({', '.join(offences)})")
+            for after in sorted(loads[name] - came_from.keys()):
+                came_from[after] = name
+                queue.append(after)
+        if chains:
+            found[start] = chains
+    return found
+
+
+def _package() -> dict[str, ast.Module]:
+    return {name.removesuffix(".__init__"): tree for name, tree in _modules().items()}
+
+
 def test_the_pure_core_reaches_no_database_slurm_socket_process_clock_or_environment() -> None:
-    modules = {name.removesuffix(".__init__"): tree for name, tree in _modules().items()}
-    commands = {name for name in modules if name.endswith(".cli")}
-    core = {name: tree for name, tree in modules.items() if _in(name, PURE_CORE) and name not in commands}
-    assert len(core) >= len(PURE_CORE), "every module named is still there"
-    found = {
-        name: sorted(
-            {target for target in _all_imports(tree) if _in(target, EDGES)}
-            | {f"{owner}.{attr}" for owner, attr in _calls(tree) & (CLOCKS | {("os", "environ")})}
-        )
-        for name, tree in core.items()
+    """Through any chain of imports, a package's ``__init__`` included: a pure module that imports a type
+    from a module that also talks to the store loads the store."""
+    modules = _package()
+    assert all(any(_in(name, {listed}) for name in modules) for listed in PURE_CORE), "each is still there"
+    assert impurities(modules, PURE_CORE) == {}
+
+
+def test_an_import_planted_two_modules_deep_is_found_with_its_chain() -> None:
+    """The check is not one import deep: a pure module that imports a pure one that imports
+    `advisor.predict.service` (the store behind it) is caught, and so is a clock read in a module outside
+    the core that the core imports."""
+    modules = _package()
+    kills, choose = "advisor.recommend.kills", "advisor.recommend.choose"
+    planted = {**modules, kills: _with(modules[kills], "import advisor.predict.service")}
+    found = impurities(planted, PURE_CORE)
+    assert f"{kills} -> advisor.predict.service" in found[kills]
+    assert f"{choose} -> {kills} -> advisor.predict.service" in found[choose]
+    ticking = {
+        **modules,
+        "advisor.frozen": _with(modules["advisor.frozen"], "import datetime\ndatetime.now()"),
     }
-    assert {name: reached for name, reached in found.items() if reached} == {}
+    assert (
+        f"{choose} -> advisor.recommend.arrays -> advisor.frozen (datetime.now)"
+        in (impurities(ticking, PURE_CORE)[choose])
+    ), "advisor.recommend.arrays is not in the core, and is followed all the same"
+
+
+def _with(tree: ast.Module, source: str) -> ast.Module:
+    return ast.Module(body=[*tree.body, *ast.parse(source).body], type_ignores=[])
+
+
+MODULE_MAP = Path(__file__).resolve().parent.parent / "docs" / "ARCHITECTURE.md"
+
+
+def module_map(text: str) -> dict[str, set[str]]:
+    """The modules ``docs/ARCHITECTURE.md`` lists under each heading of its module map (``### Pure core``,
+    ``### Edges``): each bullet's first path, ``advisor/recommend/screen.py`` or ``advisor/jobscript/``."""
+    found: dict[str, set[str]] = {}
+    heading = None
+    for line in text.splitlines():
+        if line.startswith("#"):
+            heading = line.lstrip("#").strip() if line.startswith("### ") else None
+            continue
+        match = re.match(r"- `(advisor/[\w/]*?)(?:\.py|/)?`", line)
+        if heading is not None and match:
+            found.setdefault(heading, set()).add(match.group(1).replace("/", "."))
+    return found
+
+
+def _unlike(listed: dict[str, set[str]]) -> dict[str, dict[str, list[str]]]:
+    """Where the map and the lists differ: what each names that the other does not."""
+    tests = {"Pure core": set(PURE_CORE), "Edges": set(EDGES)}
+    return {
+        heading: {
+            "only in the doc": sorted(listed.get(heading, set()) - names),
+            "only in the test": sorted(names - listed.get(heading, set())),
+        }
+        for heading, names in tests.items()
+        if listed.get(heading, set()) != names
+    }
+
+
+def test_the_module_map_lists_the_pure_core_and_the_edges_the_test_checks() -> None:
+    assert _unlike(module_map(MODULE_MAP.read_text("utf-8"))) == {}
+
+
+def test_a_module_the_doc_lists_and_the_test_does_not_is_named() -> None:
+    text = MODULE_MAP.read_text("utf-8").replace(
+        "### Edges\n", "### Edges\n\n- `advisor/recommend/planted.py`: planted\n", 1
+    )
+    assert _unlike(module_map(text)) == {
+        "Edges": {"only in the doc": ["advisor.recommend.planted"], "only in the test": []}
+    }
 
 
 def test_the_environment_is_read_where_the_list_says_and_nowhere_else() -> None:
-    modules = {name.removesuffix(".__init__"): tree for name, tree in _modules().items()}
+    modules = _package()
     readers = {
         name
         for name, tree in modules.items()
