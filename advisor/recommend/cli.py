@@ -18,7 +18,7 @@ from advisor import readable
 from advisor.jobscript.advisor_words import split_command_line
 from advisor.jobscript.datasets import load_datasets
 from advisor.jobscript.rewrite import AdviceError, advice_environment, apply_advice
-from advisor.jobscript.submission import parse_submission
+from advisor.jobscript.submission import ParsedSubmission, parse_submission
 from advisor.policy.holder import PolicyHolder
 from advisor.recommend.choose import Estimate, Recommendation, describe
 from advisor.settings.validated import Settings
@@ -42,6 +42,40 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
 
 
 def _recommend(args: argparse.Namespace, console: Console) -> int:
+    as_json = "--json" in args.words
+    words = [word for word in args.words if word != "--json"]
+    parsed = parse_submission(args.script, words, os.environ, load_datasets(args.settings.datasets))
+    return report(_recommend_here(args, parsed, console), parsed, args.script, words, as_json, console)
+
+
+def report(
+    result: Recommendation,
+    parsed: ParsedSubmission,
+    script: Path,
+    words: Sequence[str],
+    as_json: bool,
+    console: Console,
+) -> int:
+    """The recommendation for `advisor recommend SCRIPT WORDS`, made here or by the daemon: as JSON, or as
+    the table with what the advice adds to this submission."""
+    if as_json:
+        print(result.model_dump_json(indent=2))
+        return 0
+    changes = None
+    if result.advice is not None:
+        partitions = {candidate.candidate.partition for candidate in result.candidates}
+        argv = [*split_command_line(words)[1], str(script)]
+        try:
+            submission = apply_advice(parsed.request, parsed.description, argv, result.advice, partitions)
+            changes = [*added_words(argv, submission.argv, submission.env), *submission.notes]
+        except AdviceError as error:
+            changes = [f"(cannot be applied: {error})"]
+    show(result, console, changes)
+    return 0
+
+
+def _recommend_here(args: argparse.Namespace, parsed: ParsedSubmission, console: Console) -> Recommendation:
+    """This install's own recommender, on the database and models it reads (the service's packages)."""
     # torch and xgboost load here only: introspection and the predictors need them.
     from advisor.history.service import MODEL_FILE, RunHistory
     from advisor.introspect.run import introspect
@@ -51,9 +85,6 @@ def _recommend(args: argparse.Namespace, console: Console) -> int:
     from advisor.slurm.client import SlurmClient
     from advisor.store import Store
 
-    as_json = "--json" in args.words
-    words = [word for word in args.words if word != "--json"]
-    parsed = parse_submission(args.script, words, os.environ, load_datasets(args.settings.datasets))
     description = parsed.description
     table = None
     if description is not None:
@@ -72,21 +103,7 @@ def _recommend(args: argparse.Namespace, console: Console) -> int:
         specs,
         RunHistory(args.settings.models_dir / MODEL_FILE),
     )
-    result = recommend_now(sources, parsed, table, getpass.getuser(), now)
-    if as_json:
-        print(result.model_dump_json(indent=2))
-        return 0
-    changes = None
-    if result.advice is not None:
-        partitions = {candidate.candidate.partition for candidate in result.candidates}
-        argv = [*split_command_line(words)[1], str(args.script)]
-        try:
-            submission = apply_advice(parsed.request, description, argv, result.advice, partitions)
-            changes = [*added_words(argv, submission.argv, submission.env), *submission.notes]
-        except AdviceError as error:
-            changes = [f"(cannot be applied: {error})"]
-    show(result, console, changes)
-    return 0
+    return recommend_now(sources, parsed, table, getpass.getuser(), now)
 
 
 HEADERS = (
