@@ -14,13 +14,14 @@ import pytest
 
 from advisor.api import AdvisedJob, Explanation, MyJobs
 from advisor.daemon.transport import DaemonRefused
+from advisor.predict.array_outcome import ENDED
 from advisor.recommend.choose import Estimate, Recommendation
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.models import FinishedJob, QueuedJob
 from advisor.slurm.runner import SlurmError
 from advisor.slurm.values import format_seconds
 from advisor.web.pages import Viewer, explain, jobs
-from advisor.web.states import ENDED, JobStates, StatesLookup, job_states, slurm_lookup
+from advisor.web.states import JobStates, StatesLookup, job_states, slurm_lookup
 
 from .test_recommend_arrays import estimated
 

@@ -2,28 +2,55 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
+from advisor.predict.array_outcome import array_outcome
 from advisor.predict.calibration import Correction, Outcome, fit_corrections
 from advisor.slurm.client import SlurmClient
+from advisor.slurm.models import FinishedJob, QueuedJob
 from advisor.store import AdvisedJobs, Store
 
 _CLOCK_SKEW = timedelta(minutes=5)
 
 
 def collect_outcomes(store: Store, client: SlurmClient) -> int:
-    """Marks every advised job that Slurm's history shows ended; returns how many."""
+    """Marks every advised job that Slurm's history shows ended, and every advised array none of whose
+    tasks still waits or runs; returns how many."""
     advised = AdvisedJobs(store)
     waiting = {int(row["job_id"]): row for row in advised.unfinished()}
     if not waiting:
         return 0
     since = min(datetime.fromisoformat(row["submitted_at"]) for row in waiting.values()) - _CLOCK_SKEW
-    finished = 0
-    for job in client.history(since, job_ids=sorted(waiting)):
-        if job.job_id in waiting and job.array_task_id is None:
-            advised.finish(job.job_id, job.state, job.elapsed.total_seconds(), job.end_time, job.start_time)
-            finished += 1
-    return finished
+    history = client.history(since, job_ids=sorted(waiting))
+    ended = [job for job in history if job.job_id in waiting and job.array_task_id is None]
+    for job in ended:
+        advised.finish(job.job_id, job.state, job.elapsed.total_seconds(), job.end_time, job.start_time)
+    tasks = _tasks_of(waiting, history)
+    queue = client.jobs() if tasks else []
+    arrays = [array_outcome(job_id, done) for job_id, done in tasks.items() if _settled(job_id, done, queue)]
+    for outcome in arrays:
+        advised.finish(*outcome)
+    return len(ended) + len(arrays)
+
+
+def _tasks_of(waiting: Mapping[int, object], history: Sequence[FinishedJob]) -> dict[int, list[FinishedJob]]:
+    """The ended tasks of each advised array, by the array's id."""
+    tasks: dict[int, list[FinishedJob]] = {}
+    for job in history:
+        array = job.array_job_id
+        if array is not None and array in waiting and job.array_task_id is not None:
+            tasks.setdefault(array, []).append(job)
+    return tasks
+
+
+def _settled(job_id: int, done: Sequence[FinishedJob], queue: Sequence[QueuedJob]) -> bool:
+    """No task of the array waits or runs, and each one squeue still shows ended is in accounting too
+    (slurmdbd records an end moments after squeue shows it)."""
+    recorded = {task.array_task_id for task in done}
+    return not any(
+        job.array_job_id == job_id and (not job.ended or job.array_task_id not in recorded) for job in queue
+    )
 
 
 def load_outcomes(store: Store) -> list[Outcome]:

@@ -14,13 +14,11 @@ from datetime import datetime
 from pydantic import Field
 
 from advisor.frozen import Frozen
+from advisor.predict.array_outcome import ended_state
 from advisor.settings.validated import SlurmSettings
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.models import FinishedJob, QueuedJob
 from advisor.slurm.runner import LocalRunner
-
-ENDED = "ENDED"
-"""An array whose tasks all ended, not all alike (its tasks say how)."""
 
 
 class JobStates(Frozen):
@@ -67,7 +65,7 @@ def _array(live: list[QueuedJob], past: list[FinishedJob], name: str) -> JobStat
     elif waiting or "PENDING" in counted:
         state = "PENDING"
     elif counted:
-        state = next(iter(counted)) if len(counted) == 1 else ENDED
+        state = ended_state(counted)
     else:
         state = None
     return JobStates(name=name, state=state, tasks=dict(sorted(counted.items())), more_pending=waiting)
