@@ -90,9 +90,12 @@ class StepMeasurement(_Record):
 
 
 class LayerConfig(_Record):
-    """One layer micro-benchmark configuration (convolutions; depthwise and grouped apart from dense)."""
+    """One op micro-benchmark configuration: each op's entry in the registry (`advisor.ops.known`) says how
+    it reads these fields (a convolution's are its own; depthwise and grouped apart from dense by
+    ``groups``)."""
 
-    op: Literal["conv2d", "conv_transpose2d", "linear"]
+    op: str = Field(pattern=r"^[a-z][a-z0-9_]{0,39}$")
+    """The configuration's op name in the registry (``conv2d`` for dense, grouped and depthwise alike)."""
     in_channels: int
     out_channels: int
     kernel: tuple[int, int]

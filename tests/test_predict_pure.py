@@ -9,8 +9,9 @@ from math import log
 import pytest
 
 from advisor.bench.zoo import zoo_table
+from advisor.ops import KernelPath
 from advisor.predict.curves import batch_effects, through, through_weights
-from advisor.predict.features import STEP_FEATURES, KernelPath, LayerGroup, step_features, timed_layers
+from advisor.predict.features import step_feature_names, step_features, timed_layers
 from advisor.predict.jobtime import JobShape, job_time
 from advisor.predict.leastsquares import relative_least_squares
 from advisor.predict.scaling import DeviceSpec, match_spec, roofline_ratio
@@ -34,14 +35,14 @@ def test_features_are_deterministic_and_sum_the_layer_times_by_group() -> None:
     again = step_features(table, 8, False, False, dict(reversed(points.items())))
     assert first == again
     assert first.vector() == again.vector()
-    assert len(first.vector()) == len(STEP_FEATURES)
+    assert len(first.vector()) == len(step_feature_names())
     assert first.layers_s == pytest.approx(sum(seconds[c] for c in configs))
     # Batch 8 lies 7/15 of the way from the batch-1 to the batch-16 benchmark of every layer.
     assert {batch for _path, batch in first.layer_parts} == {1, 16}
     assert {path for path, _batch in first.layer_parts} == set(KernelPath)
     assert sum(first.layer_parts.values()) == pytest.approx(first.layers_s)
     assert first.base_terms({})[0] == pytest.approx(first.layers_s)
-    assert first.group_s[LayerGroup.DEPTHWISE] > 0 and first.group_s[LayerGroup.LINEAR] > 0
+    assert first.group_s["depthwise"] > 0 and first.group_s["linear"] > 0
     assert first.flops == table.at_batch(8).total.train_flops
 
 

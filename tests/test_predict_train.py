@@ -21,10 +21,11 @@ from rich.console import Console
 from advisor.bench.results import read_jsonl
 from advisor.bench.zoo import zoo_table
 from advisor.cli import main as cli
+from advisor.ops import KernelPath
 from advisor.predict import evaluate
 from advisor.predict.cli import add_commands
 from advisor.predict.evaluate import leave_one_model_out, unseen_batches
-from advisor.predict.features import KernelPath, kernel_path, layer_bytes, layer_flops, timed_layers
+from advisor.predict.features import kernel_path, layer_bytes, layer_flops, timed_layers
 from advisor.predict.machine import LayerSample, MachineModel, StepSample, fit_machine
 from advisor.predict.registry import (
     active_models,

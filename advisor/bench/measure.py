@@ -17,16 +17,16 @@ from math import ceil
 from typing import Any, TypeVar
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from advisor.bench.training import pace_step, start_training
 from advisor.bench.zoo import model_table
 from advisor.introspect import Optimizer, estimate_peak_memory
+from advisor.ops.workloads import build
 from advisor.precision import Precision
 from advisor.records import LayerConfig, LayerMeasurement, StepConfig, StepMeasurement
-from advisor.runtime.step import device_autocast
 
 GROUP_S = 0.3
 """A paced step shorter than this is timed in a group of steps this long: a lone 10 ms step is all noise."""
@@ -240,8 +240,8 @@ class _TensorMemory(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torc
 
 
 def measure_layer(config: LayerConfig, device: torch.device, repeats: int, warmup: int) -> LayerMeasurement:
-    """Median forward plus backward time of one layer, its input gradient included (as inside a network),
-    and on a CPU its ratio to the pace step around it."""
+    """Median time of one op's workload (`advisor.ops.workloads`: a layer's forward plus backward, its input
+    gradient included, as inside a network), and on a CPU its ratio to the pace step around it."""
     previous = torch.backends.cudnn.benchmark
     torch.backends.cudnn.benchmark = config.cudnn_benchmark
     try:
@@ -261,45 +261,21 @@ def measure_layer(config: LayerConfig, device: torch.device, repeats: int, warmu
     )
 
 
-def _layer(config: LayerConfig) -> tuple[nn.Module, tuple[int, ...]]:
-    """The module and its input shape; a linear's rows per sample are ``height * width``."""
-    c = config
-    if c.op == "linear":
-        return nn.Linear(c.in_channels, c.out_channels), (c.batch, c.height, c.width, c.in_channels)
-    shape = (c.batch, c.in_channels, c.height, c.width)
-    if c.op == "conv2d":
-        return nn.Conv2d(
-            c.in_channels, c.out_channels, c.kernel, c.stride, c.padding, c.dilation, c.groups
-        ), shape
-    transposed = nn.ConvTranspose2d(
-        c.in_channels, c.out_channels, c.kernel, c.stride, c.padding, groups=c.groups, dilation=c.dilation
-    )
-    return transposed, shape
-
-
 def _time_layer(
     config: LayerConfig, device: torch.device, repeats: int, warmup: int
 ) -> tuple[list[float], list[float]]:
     """The repeats' times, and on a CPU the pace step's just before and after them."""
     pace = pace_step() if device.type == "cpu" else None
     pace_s = []
-    module, shape = _layer(config)
-    module = module.to(device)
-    inputs = torch.randn(shape, device=device, requires_grad=True)
-    dtype = device_autocast("bf16", device).dtype  # mixed precision as a training job runs it
-    with torch.autocast(device.type, dtype=dtype, enabled=config.amp):
-        gradient = torch.ones_like(module(inputs))
+    workload = build(config, device)
     marks = _Marks(device)
     spans = []
     for repeat in range(warmup + repeats):
         if pace and repeat == warmup:
             pace_s.append(pace())
-        module.zero_grad(set_to_none=True)
-        inputs.grad = None
+        workload.reset()
         start = marks.mark()
-        with torch.autocast(device.type, dtype=dtype, enabled=config.amp):
-            outputs = module(inputs)
-        outputs.backward(gradient)
+        workload.run()
         end = marks.mark()
         if repeat >= warmup:
             spans.append((start, end))

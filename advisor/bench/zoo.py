@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import JsonValue
 
 from advisor.introspect import Layer, LayerKind, LayerTable
+from advisor.ops import layer_op
 from advisor.records import LayerConfig
 
 SMALL, LARGE = 32, 224
@@ -136,13 +137,6 @@ def zoo_model(name: str) -> ZooModel:
         raise ValueError(f"{name!r} is not in the benchmark zoo") from None
 
 
-_LAYER_OPS: dict[LayerKind, Literal["conv2d", "conv_transpose2d", "linear"]] = {
-    LayerKind.CONV: "conv2d",
-    LayerKind.CONV_TRANSPOSE: "conv_transpose2d",
-    LayerKind.LINEAR: "linear",
-}
-
-
 def zoo_table(model: str, input_size: int) -> LayerTable:
     """The layer table of a zoo model, built exactly as the benchmark builds the model (on the meta device:
     torch loads here, not where the zoo is only listed)."""
@@ -170,49 +164,10 @@ def model_table(model: str, input_size: int, *, allow_factories: bool = False) -
 
 
 def layer_config(layer: Layer, batch: int = 1, amp: bool = False) -> LayerConfig | None:
-    """The micro-benchmark of ``layer`` at ``batch``, or None for a layer that is neither a 2-d convolution
-    nor a linear.
-
-    A linear layer's rows per sample (tokens, windows) become ``height``, so one config covers ViT's
-    ``(tokens, features)`` and Swin's ``(h, w, features)`` alike.
-    """
-    op = _LAYER_OPS.get(layer.kind)
-    if op is None or not layer.inputs or not layer.outputs or layer.inputs[0].batch_dim is None:
-        return None
-    dims, window = layer.inputs[0].dims, layer.window
-    if op == "linear":
-        return LayerConfig(
-            op=op,
-            in_channels=dims[-1],
-            out_channels=layer.outputs[0].dims[-1],
-            kernel=(1, 1),
-            stride=(1, 1),
-            padding=(0, 0),
-            dilation=(1, 1),
-            groups=1,
-            height=prod(dims[:-1]),
-            width=1,
-            batch=batch,
-            amp=amp,
-            cudnn_benchmark=True,
-        )
-    if window is None or window.channels is None or len(window.kernel) != 2 or len(dims) != 4:
-        return None
-    return LayerConfig(
-        op=op,
-        in_channels=window.channels[0],
-        out_channels=window.channels[1],
-        kernel=(window.kernel[0], window.kernel[1]),
-        stride=(window.stride[0], window.stride[1]),
-        padding=(window.padding[0], window.padding[1]),
-        dilation=(window.dilation[0], window.dilation[1]),
-        groups=window.groups,
-        height=dims[2],
-        width=dims[3],
-        batch=batch,
-        amp=amp,
-        cudnn_benchmark=True,
-    )
+    """The micro-benchmark of ``layer`` at ``batch``, or None for a layer no timed op covers (the nightly
+    grid times the registry's timed ops: convolutions and linears)."""
+    found = layer_op(layer, batch, amp, timed=True)
+    return found[1] if found is not None else None
 
 
 def smallest_batch(table: LayerTable) -> int:

@@ -8,46 +8,26 @@ measured time of the model's convolution and linear layers; introspection adds w
 from __future__ import annotations
 
 from collections.abc import Mapping
-from enum import StrEnum
 from math import log
 
 from pydantic import BaseModel, ConfigDict
 
 from advisor.bench.zoo import layer_config
 from advisor.introspect import LayerKind, LayerTable
+from advisor.ops import KernelPath, op_of, timed_groups, timed_kinds
 from advisor.predict.curves import Polyline, through_weights
 from advisor.records import LayerConfig
 
-_FLOAT_BYTES = 4
 _TINY = 1e-9
 
 
-class LayerGroup(StrEnum):
-    DENSE = "dense"
-    DEPTHWISE = "depthwise"
-    GROUPED = "grouped"
-    LINEAR = "linear"
-
-
-def layer_group(config: LayerConfig) -> LayerGroup:
-    if config.op == "linear":
-        return LayerGroup.LINEAR
-    if config.depthwise:
-        return LayerGroup.DEPTHWISE
-    return LayerGroup.GROUPED if config.grouped else LayerGroup.DENSE
-
-
-class KernelPath(StrEnum):
-    """Stride-1 1x1 convolutions take kernels of their own on a CPU (PyTorch runs them without oneDNN below
-    batch 16), and their micro-benchmarks stray from their time inside a network otherwise than the rest's."""
-
-    POINTWISE = "pointwise"
-    OTHER = "other"
+def layer_group(config: LayerConfig) -> str:
+    """The step feature a timed layer's seconds add to: its op's group."""
+    return op_of(config).group
 
 
 def kernel_path(config: LayerConfig) -> KernelPath:
-    pointwise = config.kernel == (1, 1) and config.stride == (1, 1) and not config.grouped
-    return KernelPath.POINTWISE if config.op == "conv2d" and pointwise else KernelPath.OTHER
+    return op_of(config).kernel_path(config)
 
 
 Part = tuple[KernelPath, int]
@@ -55,34 +35,20 @@ Part = tuple[KernelPath, int]
 
 
 def timed_layers(table: LayerTable, batch: int, amp: bool) -> list[LayerConfig]:
-    """The micro-benchmark configuration of every executed convolution and linear, repeats included."""
+    """The micro-benchmark configuration of every executed layer of a timed op (convolutions and linears:
+    `advisor.ops.known`), repeats included."""
     configs = (layer_config(layer, batch, amp) for layer in table.layers)
     return [config for config in configs if config is not None]
 
 
-def _output_side(size: int, kernel: int, stride: int, padding: int, dilation: int) -> int:
-    return max(1, (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1)
-
-
 def layer_flops(config: LayerConfig) -> float:
-    """Forward plus backward FLOPs (backward is twice the forward: input and weight gradients)."""
-    c = config
-    if c.op == "linear":
-        forward = 2.0 * c.batch * c.height * c.width * c.in_channels * c.out_channels
-    else:
-        sides = (c.height, c.width) if c.op == "conv2d" else (c.height * c.stride[0], c.width * c.stride[1])
-        out_h = _output_side(sides[0], c.kernel[0], c.stride[0], c.padding[0], c.dilation[0])
-        out_w = _output_side(sides[1], c.kernel[1], c.stride[1], c.padding[1], c.dilation[1])
-        macs = c.out_channels * out_h * out_w * (c.in_channels // c.groups) * c.kernel[0] * c.kernel[1]
-        forward = 2.0 * c.batch * macs
-    return 3.0 * forward
+    """Forward plus backward FLOPs, by the op's hand count (`advisor.ops.costs`)."""
+    return op_of(config).cost(config).train_flops
 
 
 def layer_bytes(config: LayerConfig) -> float:
-    c = config
-    weights = c.in_channels * c.out_channels // c.groups * c.kernel[0] * c.kernel[1]
-    activations = c.batch * c.height * c.width * (c.in_channels + c.out_channels)
-    return float(_FLOAT_BYTES * (weights + activations))
+    """The bytes the forward reads and writes: input, weights and output."""
+    return op_of(config).cost(config).forward_bytes
 
 
 def layer_terms(config: LayerConfig) -> list[float]:
@@ -92,10 +58,28 @@ def layer_terms(config: LayerConfig) -> list[float]:
     return [1.0, layer_flops(config), layer_bytes(config)]
 
 
+LAYER_FEATURES = (
+    "matrix",
+    "log_in_channels",
+    "log_out_channels",
+    "kernel_area",
+    "stride_area",
+    "log_groups",
+    "depthwise",
+    "log_positions",
+    "log_batch",
+    "amp",
+    "log_flops",
+    "log_forward_bytes",
+)
+"""``layer_features``' layout: what a layer booster is fitted on, and its model file records."""
+
+
 def layer_features(config: LayerConfig) -> list[float]:
+    """Its op's family (`advisor.ops`), geometry and hand-counted costs, as ``LAYER_FEATURES`` names them."""
     c = config
     return [
-        float(c.op == "linear"),
+        float(op_of(c).family == "matrix"),
         log(c.in_channels),
         log(c.out_channels),
         float(c.kernel[0] * c.kernel[1]),
@@ -118,7 +102,8 @@ class StepFeatures(BaseModel):
     batch: int
     amp: bool
     channels_last: bool
-    group_s: dict[LayerGroup, float]
+    group_s: dict[str, float]
+    """Seconds of the timed layers by their op's group (`timed_groups`)."""
     layer_parts: dict[Part, float]
     """The same layer time by ``Part``: what the step base calibrates."""
     flops: float
@@ -146,7 +131,7 @@ class StepFeatures(BaseModel):
             log(self.batch),
             float(self.amp),
             float(self.channels_last),
-            *(log(self.group_s[group] + _TINY) for group in LayerGroup),
+            *(log(self.group_s[group] + _TINY) for group in timed_groups()),
             log(self.layers_s + _TINY),
             log(self.flops + 1.0),
             log(self.bytes_moved + 1.0),
@@ -158,20 +143,22 @@ class StepFeatures(BaseModel):
         ]
 
 
-STEP_FEATURES = (
-    "log_batch",
-    "amp",
-    "channels_last",
-    *(f"log_{group}_s" for group in LayerGroup),
-    "log_layers_s",
-    "log_flops",
-    "log_bytes",
-    "log_other_bytes",
-    "log_parameters",
-    "log_activation_bytes",
-    *(f"count_{kind}" for kind in LayerKind),
-    "count_layers",
-)
+def step_feature_names() -> tuple[str, ...]:
+    """``StepFeatures.vector``'s layout: what a step booster is fitted on, and its model file records."""
+    return (
+        "log_batch",
+        "amp",
+        "channels_last",
+        *(f"log_{group}_s" for group in timed_groups()),
+        "log_layers_s",
+        "log_flops",
+        "log_bytes",
+        "log_other_bytes",
+        "log_parameters",
+        "log_activation_bytes",
+        *(f"count_{kind}" for kind in LayerKind),
+        "count_layers",
+    )
 
 
 def step_features(
@@ -183,7 +170,7 @@ def step_features(
 ) -> StepFeatures:
     """``layer_points`` must give every configuration ``timed_layers`` names its (batch, seconds) polyline,
     measured or predicted."""
-    group_s = dict.fromkeys(LayerGroup, 0.0)
+    group_s = dict.fromkeys(timed_groups(), 0.0)
     layer_parts: dict[Part, float] = {}
     for config in timed_layers(table, batch, amp):
         seconds = dict(layer_points[config])
@@ -193,7 +180,7 @@ def step_features(
             part = (kernel_path(config), benchmarked)
             layer_parts[part] = layer_parts.get(part, 0.0) + share
     costs = table.at_batch(batch)
-    timed = {LayerKind.CONV, LayerKind.CONV_TRANSPOSE, LayerKind.LINEAR}
+    timed = timed_kinds()
     other = sum(
         c.bytes_read + c.bytes_written
         for layer, c in zip(table.layers, costs.layers, strict=True)

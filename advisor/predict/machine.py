@@ -24,6 +24,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from advisor.introspect import LayerTable, Optimizer, estimate_peak_memory
+from advisor.ops import KernelPath
 from advisor.precision import Precision
 from advisor.predict.bands import ClassBand, machine_band
 from advisor.predict.boosters import (
@@ -37,7 +38,6 @@ from advisor.predict.boosters import (
 )
 from advisor.predict.curves import MeasuredCurve, Polyline, batch_effects, interpolate, through
 from advisor.predict.features import (
-    KernelPath,
     Part,
     StepFeatures,
     layer_features,
@@ -45,6 +45,7 @@ from advisor.predict.features import (
     step_features,
     timed_layers,
 )
+from advisor.predict.layout import FeatureLayout, current_layout
 from advisor.predict.leastsquares import relative_least_squares
 from advisor.predict.types import Evidence
 from advisor.records import LayerConfig, StepPart
@@ -52,6 +53,7 @@ from advisor.records import LayerConfig, StepPart
 MEMORY_MARGIN = 0.1
 """A configuration fits when its predicted peak plus this share stays within the device's memory."""
 _MAX_BATCH = 1 << 20
+_Curve = tuple[tuple[float, float], ...]
 _TINY_S = 1e-9
 
 
@@ -102,10 +104,9 @@ class MemoryFit(BaseModel):
 
 def memory_terms(table: LayerTable, batch: int, amp: bool) -> list[float]:
     estimate = estimate_peak_memory(table, batch, Precision.BF16 if amp else Precision.FP32, Optimizer.SGD)
-    static = (
-        estimate.weights + estimate.gradients + estimate.optimizer_state + estimate.autocast_weight_copies
-    )
-    return [float(static), float(estimate.activations), float(estimate.transient), 1.0]
+    e = estimate
+    static = e.weights + e.gradients + e.optimizer_state + e.autocast_weight_copies
+    return [float(static), float(e.activations), float(e.transient), 1.0]
 
 
 def fit_memory(samples: Sequence[StepSample]) -> MemoryFit:
@@ -129,7 +130,7 @@ def _key(config: LayerConfig) -> LayerConfig:
 class StepFit:
     coefficients: tuple[float, ...]
     calibration: Mapping[Part, float]
-    curve: tuple[tuple[float, float], ...]
+    curve: _Curve
     booster: str
 
     def base(self, features: StepFeatures) -> float:
@@ -154,7 +155,7 @@ class MachineModel(BaseModel):
     measured_layers: tuple[tuple[LayerConfig, float], ...]
     step_base: tuple[float, ...]
     """Coefficients of ``StepFeatures.base_terms``."""
-    batch_curve: tuple[tuple[float, float], ...] = ()
+    batch_curve: _Curve = ()
     """(log batch, log ratio of measured to base) shared by all models; empty in older versions."""
     step_booster: str
     p90_log_ratio: float
@@ -171,6 +172,8 @@ class MachineModel(BaseModel):
     1) in older versions."""
     bands: tuple[ClassBand, ...] = ()
     """Each evidence class's band from held-out residuals; empty in older versions (``band``)."""
+    layout: FeatureLayout | None = None
+    """The boosters' columns as fitted (`advisor.predict.layout`); None in versions from before it."""
 
     _polylines: dict[LayerConfig, Polyline] = PrivateAttr(default_factory=dict)
     _grid: tuple[int, ...] = PrivateAttr(default=())
@@ -256,9 +259,7 @@ class MachineModel(BaseModel):
         scale = total / max(sum(terms), _TINY_S)
         return {part: term * scale for part, term in zip(StepPart, terms, strict=True)}
 
-    def _measured_curve(
-        self, architecture: str, amp: bool, channels_last: bool
-    ) -> tuple[tuple[float, float], ...]:
+    def _measured_curve(self, architecture: str, amp: bool, channels_last: bool) -> _Curve:
         key = (architecture, amp, channels_last)
         return next(
             (c.points for c in self.measured_curves if (c.architecture, c.amp, c.channels_last) == key), ()
@@ -328,6 +329,7 @@ def fit_layers(machine: str, layers: Sequence[LayerSample]) -> MachineModel:
         heldout_mape=None,
         memory=MemoryFit(),
         architectures=(),
+        layout=current_layout(),
     )
 
 

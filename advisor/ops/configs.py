@@ -1,0 +1,132 @@
+"""How a layer of the introspection's table becomes its op's benchmark configuration (`LayerConfig`).
+
+Every op fills the same fields, read as its entry says; shapes are per sample (the batch dimension is 1).
+A layer that does not have the shape its op needs gets None: it is not benchmarked, its table costs stay.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+from advisor.introspect import Layer
+from advisor.records import LayerConfig
+
+_UNIT = {"kernel": (1, 1), "stride": (1, 1), "padding": (0, 0), "dilation": (1, 1), "groups": 1}
+
+
+def _batched(layer: Layer) -> bool:
+    return bool(layer.inputs and layer.outputs and layer.inputs[0].batch_dim is not None)
+
+
+def _config(op: str, batch: int, amp: bool, **fields: object) -> LayerConfig:
+    return LayerConfig.model_validate(
+        {"op": op, **_UNIT, **fields, "batch": batch, "amp": amp, "cudnn_benchmark": True}
+    )
+
+
+def convolution(op: str, layer: Layer, batch: int, amp: bool) -> LayerConfig | None:
+    """A 2-d (transposed) convolution's geometry from its window: channels, kernel, stride, padding,
+    dilation, groups; ``height x width`` is its input's."""
+    window, dims = layer.window, layer.inputs[0].dims if layer.inputs else ()
+    if not _batched(layer) or window is None or window.channels is None:
+        return None
+    if len(window.kernel) != 2 or len(dims) != 4:
+        return None
+    return _config(
+        op,
+        batch,
+        amp,
+        in_channels=window.channels[0],
+        out_channels=window.channels[1],
+        kernel=window.kernel,
+        stride=window.stride,
+        padding=window.padding,
+        dilation=window.dilation,
+        groups=window.groups,
+        height=dims[2],
+        width=dims[3],
+    )
+
+
+def rows(op: str, layer: Layer, batch: int, amp: bool) -> LayerConfig | None:
+    """An op over its input's last dimension (a linear, a layer or RMS norm, a softmax): that dimension is
+    ``in_channels``, the rows per sample (tokens, windows) ``height``, so one config covers ViT's
+    ``(tokens, features)`` and Swin's ``(h, w, features)`` alike."""
+    if not _batched(layer):
+        return None
+    dims = layer.inputs[0].dims
+    out = layer.outputs[0].dims[-1] if layer.outputs[0].dims else dims[-1]
+    return _config(op, batch, amp, in_channels=dims[-1], out_channels=out, height=prod(dims[:-1]), width=1)
+
+
+def channels(op: str, layer: Layer, batch: int, amp: bool) -> LayerConfig | None:
+    """An op over channels (batch and group norm): ``in_channels`` is the second dimension, the positions
+    per sample ``height``."""
+    if not _batched(layer) or len(layer.inputs[0].dims) < 2:
+        return None
+    dims = layer.inputs[0].dims
+    return _config(op, batch, amp, in_channels=dims[1], out_channels=dims[1], height=prod(dims[2:]), width=1)
+
+
+def flat(op: str, layer: Layer, batch: int, amp: bool) -> LayerConfig | None:
+    """An element-wise op: its output's elements per sample are ``height``."""
+    if not _batched(layer):
+        return None
+    size = prod(layer.outputs[0].dims)
+    return _config(op, batch, amp, in_channels=1, out_channels=1, height=max(size, 1), width=1)
+
+
+def pooling(op: str, layer: Layer, batch: int, amp: bool) -> LayerConfig | None:
+    """A 2-d pool over ``in_channels`` maps of ``height x width``: its window, or the whole map where it has
+    none (adaptive and global pools, whose output is one position)."""
+    dims = layer.inputs[0].dims if layer.inputs else ()
+    if not _batched(layer) or len(dims) != 4:
+        return None
+    window = layer.window
+    if window is None:
+        if prod(layer.outputs[0].dims[2:]) != 1:
+            return None
+        sides = (dims[2], dims[3])
+        geometry: dict[str, object] = {"kernel": sides, "stride": sides}
+    elif len(window.kernel) == 2:
+        geometry = {f: getattr(window, f) for f in ("kernel", "stride", "padding", "dilation")}
+    else:
+        return None
+    return _config(
+        op, batch, amp, in_channels=dims[1], out_channels=dims[1], height=dims[2], width=dims[3], **geometry
+    )
+
+
+def matrix_product(op: str, layer: Layer, batch: int, amp: bool) -> LayerConfig | None:
+    """``(..., m, k) @ (..., k, n)`` with both operands activations: ``width`` products of ``height x
+    in_channels`` by ``in_channels x out_channels`` per sample."""
+    if not _batched(layer) or len(layer.inputs) < 2:
+        return None
+    a, b = layer.inputs[0].dims, layer.inputs[1].dims
+    if len(a) < 2 or len(b) < 2 or a[-1] != b[-2]:
+        return None
+    return _config(op, batch, amp, in_channels=a[-1], out_channels=b[-1], height=a[-2], width=prod(a[:-2]))
+
+
+def attention(op: str, layer: Layer, batch: int, amp: bool) -> LayerConfig | None:
+    """``scaled_dot_product_attention(q, k, v)``: ``groups`` heads per sample, ``height`` queries,
+    ``width`` keys, ``in_channels`` the key dimension, ``out_channels`` the value dimension."""
+    if layer.op != "scaled_dot_product_attention" or not _batched(layer) or len(layer.inputs) < 3:
+        return None
+    q, k, v = (shape.dims for shape in layer.inputs[:3])
+    if min(len(q), len(k), len(v)) < 3:
+        return None
+    fields = {"in_channels": q[-1], "out_channels": v[-1], "height": q[-2], "width": k[-2]}
+    return _config(op, batch, amp, groups=prod(q[:-2]), **fields)
+
+
+def embedding(op: str, layer: Layer, batch: int, amp: bool) -> LayerConfig | None:
+    """``height`` tokens per sample looked up in a table of ``in_channels`` rows of ``out_channels``."""
+    if not _batched(layer) or not layer.outputs[0].dims:
+        return None
+    width = layer.outputs[0].dims[-1]
+    rows_in_table = layer.parameters // width if width else 0
+    if rows_in_table < 1:
+        return None
+    tokens = prod(layer.inputs[0].dims)
+    return _config(op, batch, amp, in_channels=rows_in_table, out_channels=width, height=tokens, width=1)

@@ -1,0 +1,146 @@
+"""The op registry: every op kind this advisor knows, in one tuple (`OPS`), and how to find one.
+
+Adding an op is one entry here (its kinds, costs, configuration and builder) plus its tests: the nightly
+plan, the micro-benchmark, the features and the layer model read what they need from its entry. A timed
+op's ``group`` is a step feature, so a new timed op changes the step model's feature layout, and models
+fitted before it are refused until `advisor models train` fits new ones.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from functools import partial
+
+from advisor.introspect import Layer
+from advisor.ops import configs, costs
+from advisor.ops.op import Configure, KernelPath, Op
+from advisor.records import LayerConfig
+
+_BUILDERS = "advisor.ops.workloads"
+
+
+def _pointwise(config: LayerConfig) -> KernelPath:
+    one = config.kernel == (1, 1) and config.stride == (1, 1)
+    return KernelPath.POINTWISE if one else KernelPath.OTHER
+
+
+def _dense(config: LayerConfig) -> bool:
+    return config.groups == 1
+
+
+def _depthwise(config: LayerConfig) -> bool:
+    return config.depthwise
+
+
+def _grouped(config: LayerConfig) -> bool:
+    return config.grouped
+
+
+_SOFTMAX_OPS = frozenset({"Softmax", "LogSoftmax", "softmax", "_softmax", "_safe_softmax", "_log_softmax"})
+_RMS_NORM = re.compile(r"(rmsnorm\d*|rms_norm)$", re.IGNORECASE)
+"""Torch's and Hugging Face's RMS norm modules (``LlamaRMSNorm``) and the functional op."""
+
+
+def _softmax(layer: Layer, batch: int, amp: bool) -> LayerConfig | None:
+    """The introspection counts a softmax among activations; its rows tell it apart."""
+    return configs.rows("softmax", layer, batch, amp) if layer.op in _SOFTMAX_OPS else None
+
+
+def _activation(layer: Layer, batch: int, amp: bool) -> LayerConfig | None:
+    return None if layer.op in _SOFTMAX_OPS else configs.flat("activation", layer, batch, amp)
+
+
+def _rms_norm(layer: Layer, batch: int, amp: bool) -> LayerConfig | None:
+    """The introspection counts an RMS norm among layer norms (a module of its own) or element-wise ops (a
+    bare op); its name tells it apart."""
+    return configs.rows("rms_norm", layer, batch, amp) if _RMS_NORM.search(layer.op) else None
+
+
+def _vector(name: str, rates: costs.VectorRates, kinds: tuple[str, ...], config: Configure | None) -> Op:
+    return Op(
+        name, "vector", frozenset(kinds), partial(costs.vector, rates), f"{_BUILDERS}:{name}", config=config
+    )
+
+
+def _update(name: str, rates: costs.UpdateRates) -> Op:
+    return Op(name, "update", frozenset(), partial(costs.update, rates), f"{_BUILDERS}:{name}")
+
+
+_CONV = partial(configs.convolution, "conv2d")
+OPS: tuple[Op, ...] = (
+    Op("conv2d", "convolution", frozenset({"conv"}), costs.convolution, f"{_BUILDERS}:convolution",
+       config=_CONV, covers=_dense, timed=True, group="dense", kernel_path=_pointwise),
+    Op("depthwise_conv2d", "convolution", frozenset({"conv"}), costs.convolution,
+       f"{_BUILDERS}:convolution", config=_CONV, config_op="conv2d", covers=_depthwise, timed=True,
+       group="depthwise", kernel_path=_pointwise),
+    Op("grouped_conv2d", "convolution", frozenset({"conv"}), costs.convolution, f"{_BUILDERS}:convolution",
+       config=_CONV, config_op="conv2d", covers=_grouped, timed=True, group="grouped"),
+    Op("conv_transpose2d", "convolution", frozenset({"conv_transpose"}), costs.transposed_convolution,
+       f"{_BUILDERS}:transposed_convolution", config=partial(configs.convolution, "conv_transpose2d"),
+       timed=True, group="dense"),
+    Op("linear", "matrix", frozenset({"linear"}), costs.linear, f"{_BUILDERS}:linear",
+       config=partial(configs.rows, "linear"), timed=True, group="linear"),
+    Op("matmul", "matrix", frozenset({"matmul"}), costs.matrix_product, f"{_BUILDERS}:matrix_product",
+       config=partial(configs.matrix_product, "matmul")),
+    Op("attention", "matrix", frozenset({"attention"}), costs.attention, f"{_BUILDERS}:attention",
+       config=partial(configs.attention, "attention")),
+    _vector("batch_norm", costs.NORM, ("batch_norm",), partial(configs.channels, "batch_norm")),
+    _vector("rms_norm", costs.RMS_NORM, ("layer_norm", "elementwise"), _rms_norm),
+    _vector("layer_norm", costs.NORM, ("layer_norm",), partial(configs.rows, "layer_norm")),
+    _vector("group_norm", costs.NORM, ("group_norm",), partial(configs.channels, "group_norm")),
+    _vector("softmax", costs.SOFTMAX, ("activation",), _softmax),
+    _vector("activation", costs.ACTIVATION, ("activation",), _activation),
+    _vector("dropout", costs.DROPOUT, ("dropout",), partial(configs.flat, "dropout")),
+    _vector("elementwise", costs.ELEMENTWISE, ("elementwise",), partial(configs.flat, "elementwise")),
+    Op("pooling", "vector", frozenset({"pooling"}), costs.pooling, f"{_BUILDERS}:pooling",
+       config=partial(configs.pooling, "pooling")),
+    Op("embedding", "vector", frozenset({"embedding"}), costs.embedding, f"{_BUILDERS}:embedding",
+       config=partial(configs.embedding, "embedding")),
+    _vector("cross_entropy", costs.CROSS_ENTROPY, (), None),
+    _update("sgd_momentum", costs.SGD_MOMENTUM),
+    _update("adam", costs.ADAM),
+    _update("adamw", costs.ADAMW),
+)  # fmt: skip
+"""Where several ops cover one kind, the first whose configuration fits a layer is its op."""
+
+
+def op_named(name: str) -> Op:
+    for op in OPS:
+        if op.name == name:
+            return op
+    raise ValueError(f"no op is named {name!r} (advisor.ops.known.OPS)")
+
+
+def op_of(config: LayerConfig) -> Op:
+    """The op a benchmark configuration belongs to."""
+    for op in OPS:
+        if op.config_name == config.op and op.covers(config):
+            return op
+    raise ValueError(f"no op covers a {config.op!r} configuration (advisor.ops.known.OPS)")
+
+
+def layer_op(
+    layer: Layer, batch: int = 1, amp: bool = False, *, timed: bool = False
+) -> tuple[Op, LayerConfig] | None:
+    """The op of a layer and its benchmark configuration at ``batch``, or None where no op's configuration
+    fits it (its table costs stand for it); ``timed``: only the ops the nightly grid times."""
+    for op in _candidates(layer.kind, timed):
+        config = op.config(layer, batch, amp) if op.config is not None else None
+        if config is not None and op.covers(config):
+            return op, config
+    return None
+
+
+def _candidates(kind: str, timed: bool) -> Iterator[Op]:
+    return (op for op in OPS if kind in op.kinds and (op.timed or not timed))
+
+
+def timed_groups() -> tuple[str, ...]:
+    """The step features the timed ops' seconds add to, in the registry's order."""
+    return tuple(dict.fromkeys(op.group for op in OPS if op.timed))
+
+
+def timed_kinds() -> frozenset[str]:
+    """The introspection's kinds whose layers the timed ops may cover."""
+    return frozenset(kind for op in OPS if op.timed for kind in op.kinds)

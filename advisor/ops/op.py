@@ -1,0 +1,65 @@
+"""What one op kind declares: the layers it covers, its costs, its benchmark configuration and builder."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Literal
+
+from advisor.introspect import Layer
+from advisor.ops.costs import Cost
+from advisor.records import LayerConfig
+
+
+class KernelPath(StrEnum):
+    """Stride-1 1x1 convolutions take kernels of their own on a CPU (PyTorch runs them without oneDNN below
+    batch 16), and their micro-benchmarks stray from their time inside a network otherwise than the rest's."""
+
+    POINTWISE = "pointwise"
+    OTHER = "other"
+
+
+Configure = Callable[[Layer, int, bool], LayerConfig | None]
+"""How a layer becomes an op's benchmark configuration at a batch and precision."""
+Family = Literal["convolution", "matrix", "vector", "update"]
+"""What bounds an op: convolutions and matrix products are compute, vector ops and updates bandwidth."""
+
+
+def _everything(_config: LayerConfig) -> bool:
+    return True
+
+
+def _other_path(_config: LayerConfig) -> KernelPath:
+    return KernelPath.OTHER
+
+
+@dataclass(frozen=True)
+class Op:
+    """One op kind. ``name`` is its benchmark configuration's ``LayerConfig.op`` too; kinds that share a
+    configuration (dense, grouped and depthwise convolutions) tell theirs apart by ``covers``."""
+
+    name: str
+    family: Family
+    kinds: frozenset[str]
+    """The introspection's `LayerKind`s it covers; none for what no layer table holds (the loss, the
+    optimizer's update)."""
+    cost: Callable[[LayerConfig], Cost]
+    builder: str
+    """``module:function`` returning its torch workload (`advisor.ops.workloads`), imported only to run it."""
+    config: Configure | None = None
+    """How a layer of its kinds becomes its benchmark configuration at a batch and precision; None where
+    the layer is not this op (a softmax among activations) or no layer is."""
+    config_op: str = ""
+    """The ``LayerConfig.op`` its configurations carry, where another op's (``conv2d`` for grouped); else
+    its name."""
+    covers: Callable[[LayerConfig], bool] = _everything
+    timed: bool = False
+    """Micro-benchmarked on the nightly grid, its measured time a step feature (its ``group``'s)."""
+    group: str = ""
+    """The step feature its timed layers' seconds add to."""
+    kernel_path: Callable[[LayerConfig], KernelPath] = _other_path
+
+    @property
+    def config_name(self) -> str:
+        return self.config_op or self.name

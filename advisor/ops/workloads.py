@@ -1,0 +1,186 @@
+"""Each op's benchmark configuration built as a torch workload: what `advisor.bench.measure` times.
+
+Imported only where an op runs (a benchmark job, a test), never by the service: this is the registry's one
+module that loads torch. A layer's workload is its forward and its backward, the input's gradient included
+(as inside a network); an optimizer's is its step over parameters whose gradients are set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import import_module
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from advisor.ops.known import op_of
+from advisor.records import LayerConfig
+from advisor.runtime.step import device_autocast
+
+Module = tuple[nn.Module, tuple[Tensor, ...]]
+"""A layer and its inputs, on the CPU; the floating ones that are activations need their gradient."""
+
+
+@dataclass(frozen=True)
+class Workload:
+    reset: Callable[[], None]
+    """Untimed, before each repeat: the previous repeat's gradients dropped."""
+    run: Callable[[], None]
+
+
+def build(config: LayerConfig, device: torch.device) -> Workload:
+    """``config``'s op's workload on ``device``, by its registry entry's builder."""
+    path, name = op_of(config).builder.split(":")
+    builder: Callable[[LayerConfig, torch.device], Workload] = getattr(import_module(path), name)
+    return builder(config, device)
+
+
+def layer_workload(built: Module, config: LayerConfig, device: torch.device) -> Workload:
+    """Forward under autocast where ``config.amp`` (as a training job runs it), then backward from a
+    gradient of ones."""
+    module, inputs = built
+    module = module.to(device)
+    inputs = tuple(t.to(device).requires_grad_(t.is_floating_point()) for t in inputs)
+    dtype = device_autocast("bf16", device).dtype
+    with torch.autocast(device.type, dtype=dtype, enabled=config.amp):
+        gradient = torch.ones_like(module(*inputs))
+
+    def reset() -> None:
+        module.zero_grad(set_to_none=True)
+        for tensor in inputs:
+            tensor.grad = None
+
+    def run() -> None:
+        with torch.autocast(device.type, dtype=dtype, enabled=config.amp):
+            outputs = module(*inputs)
+        outputs.backward(gradient)
+
+    return Workload(reset, run)
+
+
+def _maps(c: LayerConfig) -> Tensor:
+    return torch.randn(c.batch, c.in_channels, c.height, c.width)
+
+
+def _rows(c: LayerConfig) -> Tensor:
+    return torch.randn(c.batch, c.height, c.width, c.in_channels)
+
+
+def convolution(c: LayerConfig, device: torch.device) -> Workload:
+    conv = nn.Conv2d(c.in_channels, c.out_channels, c.kernel, c.stride, c.padding, c.dilation, c.groups)
+    return layer_workload((conv, (_maps(c),)), c, device)
+
+
+def transposed_convolution(c: LayerConfig, device: torch.device) -> Workload:
+    conv = nn.ConvTranspose2d(
+        c.in_channels, c.out_channels, c.kernel, c.stride, c.padding, groups=c.groups, dilation=c.dilation
+    )
+    return layer_workload((conv, (_maps(c),)), c, device)
+
+
+def linear(c: LayerConfig, device: torch.device) -> Workload:
+    """A linear's rows per sample are ``height * width``."""
+    return layer_workload((nn.Linear(c.in_channels, c.out_channels), (_rows(c),)), c, device)
+
+
+class _Apply(nn.Module):
+    """A function of activations alone as a module (a product, attention, an add)."""
+
+    def __init__(self, function: Callable[..., Tensor]) -> None:
+        super().__init__()
+        self.function = function
+
+    def forward(self, *inputs: Tensor) -> Tensor:
+        return self.function(*inputs)
+
+
+def matrix_product(c: LayerConfig, device: torch.device) -> Workload:
+    a = torch.randn(c.batch, c.width, c.height, c.in_channels)
+    b = torch.randn(c.batch, c.width, c.in_channels, c.out_channels)
+    return layer_workload((_Apply(torch.matmul), (a, b)), c, device)
+
+
+def attention(c: LayerConfig, device: torch.device) -> Workload:
+    q = torch.randn(c.batch, c.groups, c.height, c.in_channels)
+    k = torch.randn(c.batch, c.groups, c.width, c.in_channels)
+    v = torch.randn(c.batch, c.groups, c.width, c.out_channels)
+    return layer_workload((_Apply(F.scaled_dot_product_attention), (q, k, v)), c, device)
+
+
+def batch_norm(c: LayerConfig, device: torch.device) -> Workload:
+    return layer_workload((nn.BatchNorm2d(c.in_channels), (_maps(c),)), c, device)
+
+
+def group_norm(c: LayerConfig, device: torch.device) -> Workload:
+    return layer_workload((nn.GroupNorm(c.groups, c.in_channels), (_maps(c),)), c, device)
+
+
+def layer_norm(c: LayerConfig, device: torch.device) -> Workload:
+    return layer_workload((nn.LayerNorm(c.in_channels), (_rows(c),)), c, device)
+
+
+def rms_norm(c: LayerConfig, device: torch.device) -> Workload:
+    return layer_workload((nn.RMSNorm(c.in_channels), (_rows(c),)), c, device)
+
+
+def softmax(c: LayerConfig, device: torch.device) -> Workload:
+    return layer_workload((nn.Softmax(dim=-1), (_rows(c),)), c, device)
+
+
+def activation(c: LayerConfig, device: torch.device) -> Workload:
+    return layer_workload((nn.ReLU(), (_maps(c),)), c, device)
+
+
+def dropout(c: LayerConfig, device: torch.device) -> Workload:
+    return layer_workload((nn.Dropout(0.1), (_maps(c),)), c, device)
+
+
+def elementwise(c: LayerConfig, device: torch.device) -> Workload:
+    return layer_workload((_Apply(torch.add), (_maps(c), _maps(c))), c, device)
+
+
+def pooling(c: LayerConfig, device: torch.device) -> Workload:
+    pool = nn.MaxPool2d(c.kernel, c.stride, c.padding, c.dilation)
+    return layer_workload((pool, (_maps(c),)), c, device)
+
+
+def embedding(c: LayerConfig, device: torch.device) -> Workload:
+    tokens = torch.randint(0, c.in_channels, (c.batch, c.height * c.width))
+    return layer_workload((nn.Embedding(c.in_channels, c.out_channels), (tokens,)), c, device)
+
+
+def cross_entropy(c: LayerConfig, device: torch.device) -> Workload:
+    logits = torch.randn(c.batch * c.height * c.width, c.in_channels)
+    targets = torch.randint(0, c.in_channels, (c.batch * c.height * c.width,))
+    return layer_workload((nn.CrossEntropyLoss(), (logits, targets)), c, device)
+
+
+def _update(
+    c: LayerConfig, device: torch.device, make: Callable[[list[Tensor]], torch.optim.Optimizer]
+) -> Workload:
+    parameter = nn.Parameter(torch.randn(c.height * c.width, device=device))
+    parameter.grad = torch.randn_like(parameter)
+    optimizer = make([parameter])
+    optimizer.step()  # its state exists before the first timed step
+
+    def nothing() -> None:
+        return None
+
+    def step() -> None:
+        optimizer.step()
+
+    return Workload(nothing, step)
+
+
+def sgd_momentum(c: LayerConfig, device: torch.device) -> Workload:
+    return _update(c, device, lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9))
+
+
+def adam(c: LayerConfig, device: torch.device) -> Workload:
+    return _update(c, device, lambda p: torch.optim.Adam(p, lr=1e-3))
+
+
+def adamw(c: LayerConfig, device: torch.device) -> Workload:
+    return _update(c, device, lambda p: torch.optim.AdamW(p, lr=1e-3))
