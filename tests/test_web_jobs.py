@@ -12,15 +12,16 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from advisor.api import AdvisedJob, Explanation, MyJobs
+from advisor.api import AdvisedJob, Coverage, Explanation, ModelVersion, MyJobs, Overview
 from advisor.daemon.transport import DaemonRefused
 from advisor.predict.array_outcome import ENDED
 from advisor.recommend.choose import Estimate, Recommendation
+from advisor.recommend.savings import Savings
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.models import FinishedJob, QueuedJob
 from advisor.slurm.runner import SlurmError
 from advisor.slurm.values import format_seconds
-from advisor.web.pages import Viewer, explain, jobs
+from advisor.web.pages import Viewer, admin, explain, jobs
 from advisor.web.states import JobStates, StatesLookup, job_states, slurm_lookup
 
 from .test_recommend_arrays import estimated
@@ -232,3 +233,26 @@ def test_why_an_array_was_advised_shows_one_tasks_figures_and_the_whole_arrays()
         f"the last ends in about {format_seconds(task.array.last_end_s)} (13 waves of 8 side by side)"
         in made.html
     )
+
+
+def test_the_admin_page_names_each_machine_beside_its_hash() -> None:
+    model = ModelVersion(
+        machine="a7abe6791234", version=1, created_at=NOW, active=True, heldout_mape=0.1, step_rows=10
+    )
+    unnamed = model.model_copy(update={"machine": "0123456789ab", "name": None})
+    covered = Coverage(partition="v100", machine="a7abe6791234", last=NOW, rows=5, name="v100")
+    view = Overview(
+        at=NOW,
+        models=[model.model_copy(update={"name": "v100"}), unnamed],
+        accuracy=[],
+        finished=[],
+        coverage=[covered],
+        tonight=[],
+        queue=[],
+        savings=Savings(jobs=[], did_not_train=0, not_completed=0, not_applied=0, previewed=0),
+        problems=[],
+    )
+    made = admin(lambda method, path, body: view.model_dump_json().encode(), Viewer("root", "csrf"), {})
+    assert made.status == 200, made.html
+    assert "<td>v100 (a7abe679)</td><td>1</td>" in made.html and "<td>0123456789ab</td>" in made.html
+    assert "<td>v100</td><td>v100 (a7abe679)</td><td>5</td>" in made.html

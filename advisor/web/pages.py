@@ -191,9 +191,14 @@ def not_found(path: str) -> Page:
 
 def _render(template: str, page: Mapping[str, object], status: int = 200) -> Page:
     text = _TEMPLATES.get_template(template).render(
-        **page, describe=describe, span=format_seconds, optional=_optional, money=_money
+        **page, describe=describe, span=format_seconds, optional=_optional, money=_money, named=_named
     )
     return Page(status, text)
+
+
+def _named(name: str | None, machine: str) -> str:
+    """A machine by its readable name, with its hash's start to tell two of one name apart."""
+    return f"{name} ({machine[:8]})" if name else machine
 
 
 def _money(cost: float | None) -> str:
