@@ -25,6 +25,7 @@ from advisor.web.pages import Viewer, admin, explain, jobs
 from advisor.web.states import JobStates, StatesLookup, job_states, slurm_lookup
 
 from .test_recommend_arrays import estimated
+from .web_support import get, ood
 
 NOW = datetime(2026, 12, 4, 12, tzinfo=UTC)
 
@@ -256,3 +257,11 @@ def test_the_admin_page_names_each_machine_beside_its_hash() -> None:
     assert made.status == 200, made.html
     assert "<td>v100 (a7abe679)</td><td>1</td>" in made.html and "<td>0123456789ab</td>" in made.html
     assert "<td>v100</td><td>v100 (a7abe679)</td><td>5</td>" in made.html
+
+
+def test_a_links_query_reaches_the_why_page_under_either_server() -> None:
+    kept = told("the job as submitted is already the best candidate")
+    status, page = get(lambda method, path, body: kept.model_dump_json().encode(), "/explain?job=10")
+    assert status == 200 and "Job 10: why" in page
+    assert ood("/explain", headers={"QUERY_STRING": "job=10"})[0].startswith("503"), "asked: no daemon"
+    assert ood("/explain")[0].startswith("422"), "no job named"
