@@ -165,6 +165,8 @@ def _parser(settings: Settings, command: str | None = None) -> argparse.Argument
         )
         if name == "up":
             action.add_argument("--timeout", type=float, default=120.0, help="seconds to wait (default 120)")
+        if name != "down":
+            action.add_argument("--json", action="store_true", help="the daemons and partitions as JSON")
         action.set_defaults(handler=handler)
     parse = commands.add_parser(
         "parse",
@@ -293,6 +295,9 @@ def _sandbox(args: argparse.Namespace) -> Sandbox:
 def _sandbox_up(args: argparse.Namespace, console: Console) -> int:
     sandbox = _sandbox(args)
     status = sandbox.up(timeout_s=args.timeout)
+    if args.json:
+        print(status.model_dump_json(indent=2))
+        return 0
     _print_status(console, status)
     console.print(f"\nUse it: export SLURM_CONF={sandbox.layout.slurm_conf}", highlight=False)
     return 0
@@ -306,7 +311,10 @@ def _sandbox_down(args: argparse.Namespace, console: Console) -> int:
 
 def _sandbox_status(args: argparse.Namespace, console: Console) -> int:
     status = _sandbox(args).status()
-    _print_status(console, status)
+    if args.json:
+        print(status.model_dump_json(indent=2))
+    else:
+        _print_status(console, status)
     return 0 if status.running else 3
 
 

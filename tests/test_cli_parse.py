@@ -107,3 +107,25 @@ def test_parse_takes_json_before_the_script_and_shows_values_as_written() -> Non
     assert "3x32x32" in shown and "num_classes=10" in shown and "1 GPU per node (--gres)" in shown
     for raw in ("[", "(3,", "True", "False", "None", "{", "time_limit"):
         assert raw not in shown, raw
+
+
+def test_the_commands_that_print_data_take_json() -> None:
+    """``--json`` where a command prints data (before: sandbox status/up, models train and recommend
+    before its script refused it)."""
+    from advisor.cli import _parser
+
+    settings = load_settings({}, None)
+    for words in (
+        ["sandbox", "status", "--json"],
+        ["sandbox", "up", "--json"],
+        ["models", "train", "--json"],
+        ["models", "list", "--json"],
+        ["models", "evaluate", "--json"],
+        ["recommend", "--json", "job.sh"],
+        ["parse", "--json", "job.sh"],
+        ["status", "--json"],
+        ["explain", "7", "--json"],
+        ["report", "--json"],
+        ["policy", "check", "policy.toml", "--json"],
+    ):
+        assert _parser(settings, words[0]).parse_args(words).json is True, words

@@ -3,6 +3,9 @@ show no raw float, Python repr, microsecond timestamp or machine hash without it
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,10 +13,9 @@ from pathlib import Path
 import pytest
 
 from advisor.bench.results import read_jsonl
-from advisor.bench.zoo import zoo_table
 from advisor.cli import main
 from advisor.machines import machine_names
-from advisor.predict.registry import machines, train_machine
+from advisor.predict.registry import machines
 from advisor.store import ModelRegistry, Store
 from tests.recommend_support import FIXTURE, relabel
 
@@ -35,13 +37,30 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     store = Store.open(root / "advisor.db")
     store.ingest(relabel(line, "t4") for line in read_jsonl(FIXTURE))
     (machine,) = machines(store)
-    trained = train_machine(store, machine, root / "models", zoo_table)
+    said = io.StringIO()
+    with contextlib.redirect_stdout(said):
+        assert (
+            main(
+                [
+                    "models",
+                    "train",
+                    "--json",
+                    "--db",
+                    str(root / "advisor.db"),
+                    "--models-dir",
+                    str(root / "m"),
+                ]
+            )
+            == 0
+        )
+    (trained,) = json.loads(said.getvalue())  # `models train --json`: each machine's new version
+    assert (trained["machine"], trained["name"], trained["activated"]) == (machine, "t4", True)
     row = {**ModelRegistry(store).versions(machine)[0]}
     for _ in range(9):
         ModelRegistry(store).add_version(
             machine, lambda _version: {k: row[k] for k in row if k not in ("machine", "version")}, False
         )
-    ModelRegistry(store).set_active(machine, trained.version)
+    ModelRegistry(store).set_active(machine, trained["version"])
     store.db.conn.close()
     yield root
 

@@ -33,6 +33,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
     train = actions.add_parser("train", help="retrain every machine's predictors and swap them in")
     train.add_argument("--db", type=Path, default=settings.database)
     train.add_argument("--models-dir", type=Path, default=settings.models_dir)
+    train.add_argument("--json", action="store_true", help="each machine's new version (or why none) as JSON")
     train.set_defaults(handler=_train)
 
     listing = actions.add_parser("list", help="every version of each machine's predictors, the active marked")
@@ -92,9 +93,8 @@ def _train(args: argparse.Namespace, console: Console) -> int:
     store = Store.existing(args.db)
     names = machine_names(store.fingerprints())
     began = time.monotonic()
-    failed = 0
+    results: list[dict[str, Any]] = []
     for machine in machines(store):
-        named = labelled(machine, names)
         try:
             trained = train_machine(
                 store,
@@ -104,26 +104,37 @@ def _train(args: argparse.Namespace, console: Console) -> int:
                 max_worse_mape=args.settings.models.max_worse_mape,
             )
         except NotEnoughDataError as error:
-            console.print(
-                f"{_named_in(str(error), names)}: its active version, if any, stays", highlight=False
-            )
-            failed += 1
+            said = f"{_named_in(str(error), names)}: its active version, if any, stays"
+            results.append({"machine": machine, "name": names.get(machine), "error": said})
             continue
-        mape = percent(trained.heldout_mape)
-        console.print(
-            f"{named}: version {trained.version} from {trained.step_rows} steps and {trained.layer_rows} "
-            f"layers, held-out MAPE {mape}, {trained.seconds:.1f} s -> {trained.path}",
-            highlight=False,
+        results.append({**trained.model_dump(mode="json"), "name": names.get(machine)})
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        for line in [*_trained_lines(results, names), f"trained in {time.monotonic() - began:.1f} s"]:
+            console.print(line, highlight=False)
+    return 1 if any("error" in result for result in results) else 0
+
+
+def _trained_lines(results: list[dict[str, Any]], names: dict[str, str]) -> list[str]:
+    lines = []
+    for result in results:
+        if "error" in result:
+            lines.append(result["error"])
+            continue
+        named, version = labelled(result["machine"], names), result["version"]
+        lines.append(
+            f"{named}: version {version} from {result['step_rows']} steps and {result['layer_rows']} "
+            f"layers, held-out MAPE {percent(result['heldout_mape'])}, {result['seconds']:.1f} s -> "
+            f"{result['path']}"
         )
-        if not trained.activated:
-            console.print(
-                f"{named}: version {trained.version} held back: its held-out error is worse than the "
-                f"active version's by more than max_worse_mape; `advisor models activate {names[machine]} "
-                f"{trained.version}` serves it anyway",
-                highlight=False,
+        if not result["activated"]:
+            lines.append(
+                f"{named}: version {version} held back: its held-out error is worse than the active "
+                f"version's by more than max_worse_mape; `advisor models activate "
+                f"{names.get(result['machine'], result['machine'])} {version}` serves it anyway"
             )
-    console.print(f"trained in {time.monotonic() - began:.1f} s", highlight=False)
-    return 1 if failed else 0
+    return lines
 
 
 def _list(args: argparse.Namespace, console: Console) -> int:

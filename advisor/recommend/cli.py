@@ -30,19 +30,20 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
     parser = commands.add_parser(
         "recommend",
         help="candidates, choice and explanation for a batch script, without submitting it",
-        usage="advisor recommend [--policy FILE] [--db DB] SCRIPT [job description options] [sbatch options]"
-        " [--json]",
+        usage="advisor recommend [--policy FILE] [--db DB] [--json] SCRIPT [job description options] "
+        "[sbatch options] [--json]",
     )
     parser.add_argument("--policy", type=Path, default=settings.policy, help="default: %(default)s")
     parser.add_argument("--db", type=Path, default=settings.database)
     parser.add_argument("--gpu-specs", type=Path, default=settings.gpu_specs)
+    parser.add_argument("--json", action="store_true", help="the whole recommendation as JSON")
     parser.add_argument("script", type=Path)
     parser.add_argument("words", nargs=argparse.REMAINDER, help="#ADVISOR options, then sbatch options")
     parser.set_defaults(handler=_recommend)
 
 
 def _recommend(args: argparse.Namespace, console: Console) -> int:
-    as_json = "--json" in args.words
+    as_json = args.json or "--json" in args.words
     words = [word for word in args.words if word != "--json"]
     parsed = parse_submission(args.script, words, os.environ, load_datasets(args.settings.datasets))
     return report(_recommend_here(args, parsed, console), parsed, args.script, words, as_json, console)
