@@ -50,7 +50,7 @@ def request_for(script: Path, words: Sequence[str], environ: Mapping[str, str]) 
 
 def recommend_by_daemon(args: argparse.Namespace, console: Console, missing: ModuleNotFoundError) -> int:
     """`advisor recommend`'s answer from the daemon; `missing` is why this install cannot recommend."""
-    as_json = "--json" in args.words
+    as_json = args.json or "--json" in args.words
     words = [word for word in args.words if word != "--json"]
     parsed = parse_submission(args.script, words, os.environ, load_datasets(args.settings.datasets))
     body = request_for(args.script, words, os.environ).model_dump_json().encode()
