@@ -205,3 +205,17 @@ def test_the_user_guide_lists_advise_submits_own_options() -> None:
 def test_the_user_guides_prompt_is_advise_submits() -> None:
     guide = (REPO / "docs" / "user-guide.md").read_text()
     assert submit.PROMPT.strip() in guide.splitlines()
+
+
+def test_the_policy_checks_shown_pass_on_the_shipped_policies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`advisor policy check FILE` as shown, on each policy the wheel ships: valid, said in words."""
+    monkeypatch.delenv("SLURM_CONF", raising=False)  # no cluster to compare names with: a note, not a failure
+    shown = {
+        tuple(argv[:2]) for shown in SHOWN for argv in concrete(shown.text) if argv[:2] == ["policy", "check"]
+    }
+    assert shown == {("policy", "check")}
+    for policy in sorted((REPO / "policies").glob("*.toml")):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert cli.main(["policy", "check", str(policy)]) == 0, policy
+        assert f"{policy}: valid" in " ".join(out.getvalue().split())
