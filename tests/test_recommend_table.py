@@ -7,7 +7,6 @@ from datetime import timedelta
 
 from rich.console import Console
 
-from advisor.policy.schema import TimeLimitRule
 from advisor.recommend.candidates import Candidate
 from advisor.recommend.choose import Estimate, Recommendation
 from advisor.recommend.cli import alike, show
@@ -32,7 +31,7 @@ def estimate(candidate: Candidate, run: float, p90: float, wait: float) -> Estim
         advisor_wait_s=wait,
         wait_source="advisor",
         cost=None,
-        time_limit=TimeLimitRule().limit(timedelta(seconds=p90), None),
+        time_limit=timedelta(seconds=p90 * 1.2),
     )
 
 
@@ -63,9 +62,22 @@ def test_candidates_that_differ_only_in_channels_last_and_are_predicted_alike_sh
     text = console.export_text()
     rows = [line for line in text.splitlines() if "cpu with CPU" in line]
     assert len(rows) == 2, text
-    assert "cpu with CPU, micro-batch 64, channels_last or not (same prediction)" in rows[0]
+    assert "cpu with CPU, micro-batch 64, channels_last either way (same prediction)" in rows[0]
     assert "p90 1.62x" in rows[0], "1.62 would read 1.6: the cut it crosses"
     assert "more candidates" not in text
+
+
+def test_a_group_without_every_combination_names_each_it_has() -> None:
+    """AMP alone, channels_last alone and both predicted alike, the plain candidate not: not 'either way'."""
+    plain = estimate(CPU_JOB, run=3600, p90=4000, wait=0)
+    variants = [
+        estimate(CPU_JOB.model_copy(update=knobs), run=3700, p90=4100, wait=0)
+        for knobs in ({"amp": True}, {"channels_last": True}, {"amp": True, "channels_last": True})
+    ]
+    console = Console(record=True, width=200)
+    show(recommendation([plain, *variants], plain), console)
+    text = console.export_text()
+    assert "micro-batch 64, AMP / AMP + channels_last / channels_last (same prediction)" in text, text
 
 
 def test_the_table_folds_to_a_narrow_terminal_and_keeps_every_word() -> None:

@@ -248,14 +248,20 @@ def _row(group: Sequence[Estimate], result: Recommendation) -> list[str]:
 
 
 def _configuration(group: Sequence[Estimate], estimate: Estimate) -> str:
-    """The candidate as described, a knob its group takes either way said so (``channels_last or not``)."""
-    either = {
-        knob: name
-        for knob, name in (("amp", "AMP"), ("channels_last", "channels_last"))
-        if len({getattr(e.candidate, knob) for e in group}) > 1
-    }
+    """The candidate as described, its group's knobs said: ``channels_last either way`` where every
+    combination is in it, else each (``AMP / channels_last / AMP + channels_last``)."""
+    knobs = {"amp": "AMP", "channels_last": "channels_last"}
+    either = [knob for knob in knobs if len({getattr(e.candidate, knob) for e in group}) > 1]
+    if not either:
+        return describe(estimate.candidate)
     plain = estimate.candidate.model_copy(update=dict.fromkeys(either, False))
-    return ", ".join([describe(plain), *(f"{name} or not (same prediction)" for name in either.values())])
+    variants = {tuple(knob for knob in either if getattr(e.candidate, knob)) for e in group}
+    if len(variants) == 2 ** len(either):
+        said = f"{' and '.join(knobs[knob] for knob in either)} either way"
+    else:
+        named = [" + ".join(knobs[knob] for knob in variant) or "neither" for variant in sorted(variants)]
+        said = " / ".join(named)
+    return f"{describe(plain)}, {said} (same prediction)"
 
 
 def _mark(group: Sequence[Estimate], result: Recommendation) -> str:
