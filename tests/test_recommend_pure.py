@@ -10,6 +10,7 @@ from rich.console import Console
 from advisor.jobscript.advisor_lines import JobDescription
 from advisor.jobscript.rewrite import Advice
 from advisor.policy.schema import Mode, Objective, RewriteRules, TimeLimitRule, Tuning
+from advisor.recommend.arrays import ArrayFigures
 from advisor.recommend.candidates import Candidate, Offer, baseline, job_candidates
 from advisor.recommend.choose import Criteria, Decision, Estimate, Recommendation, choose
 from advisor.recommend.choose import describe as describe_candidate
@@ -226,6 +227,30 @@ def test_advise_mode_low_confidence_and_small_gains_never_rewrite() -> None:
         small.chosen == asked
         and not small.apply
         and "00:10:00" in said(small, rules=RewriteRules(min_gain_fraction=0.01))[-1]
+    )
+
+
+def test_an_array_is_judged_by_when_its_last_task_ends() -> None:
+    """100 tasks: the a100 holds 4 side by side, 1000 s each: 25 waves, the last ends at 25,000 s; the t4
+    holds 20, 2000 s each: 5 waves, 10,000 s. One task is faster on the a100; the array ends sooner on t4."""
+    asked = estimate(baseline(describe(), A100, 1), run=1000, wait=0)
+    t4 = estimate(asked.candidate.model_copy(update={"partition": "t4"}), run=2000, wait=0)
+    assert decide([asked, t4], asked).chosen == asked, "one job: the a100"
+    whole = {asked.candidate.partition: (4, 25, 25_000.0), "t4": (20, 5, 10_000.0)}
+
+    def array(e: Estimate) -> Estimate:
+        at_once, waves, last = whole[e.candidate.partition]
+        figures = ArrayFigures(
+            tasks=100, throttle=None, at_once=at_once, waves=waves, cost=None, last_end_s=last
+        )
+        return e.model_copy(update={"array": figures})
+
+    decision = decide([array(asked), array(t4)], array(asked))
+    assert decision.chosen == array(t4) and decision.apply
+    assert said(decision)[0] == (
+        "best: t4 with 1 GPU, micro-batch 256: the array's last task expected to end in 02:46:40 (5 waves of "
+        "20, wait 00:00:00, run 00:33:20 each) against 06:56:40 as submitted (25 waves of 4, wait 00:00:00, "
+        "run 00:16:40 each)"
     )
 
 

@@ -81,7 +81,8 @@ class Estimate(BaseModel):
 
     @property
     def total_s(self) -> float:
-        return self.wait_s + self.run_s
+        """Until the job ends: for an array, until its last task does (its waves of runs)."""
+        return self.array.last_end_s if self.array is not None else self.wait_s + self.run_s
 
 
 Verdict = Literal["nothing fits", "all killed", "none trusted", "already best", "gain too small", "moved"]

@@ -120,12 +120,23 @@ def _why_best(best: Estimate, baseline: Estimate, objective: Objective) -> str:
         return f"{head}; as submitted the job needs more memory than a device of {where} has"
     if objective == "cost" and best.cost is not None and baseline.cost is not None:
         return f"{head}: costs {best.cost:.2f} against {baseline.cost:.2f} as submitted"
+    if best.array is not None and baseline.array is not None:
+        return (
+            f"{head}: the array's last task expected to end in {format_seconds(best.total_s)} "
+            f"({_waves(best)}) against {format_seconds(baseline.total_s)} as submitted ({_waves(baseline)})"
+        )
     return (
         f"{head}: expected to finish in {format_seconds(best.total_s)} "
         f"(wait {format_seconds(best.wait_s)}, run "
         f"{format_seconds(best.run_s)}) against {format_seconds(baseline.total_s)} as submitted "
         f"(wait {format_seconds(baseline.wait_s)}, run {format_seconds(baseline.run_s)})"
     )
+
+
+def _waves(estimate: Estimate) -> str:
+    array = estimate.array
+    shape = "" if array is None else f"{array.waves} waves of {array.at_once}, "
+    return f"{shape}wait {format_seconds(estimate.wait_s)}, run {format_seconds(estimate.run_s)} each"
 
 
 def _too_small(best: Estimate, baseline: Estimate, objective: Objective, rules: RewriteRules) -> str:
