@@ -42,11 +42,14 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--prefix",
+        metavar="ENV",
         default=sys.prefix,
         help="the environment whose bin/advisor the units run (default: this one, %(default)s)",
     )
     parser.add_argument(
-        "--force", action="store_true", help="replace files that differ from the shipped ones"
+        "--force",
+        action="store_true",
+        help="replace files changed since init-site wrote them (an edited policy too)",
     )
     parser.set_defaults(handler=_init_site)
 
