@@ -2,22 +2,30 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from rich.console import Console
 
 from advisor.jobscript.advisor_lines import JobDescription
+from advisor.jobscript.request import build_request
 from advisor.jobscript.rewrite import Advice
+from advisor.policy.load import parse_policy
 from advisor.policy.schema import Mode, Objective, RewriteRules, TimeLimitRule, Tuning
 from advisor.recommend.arrays import ArrayFigures
+from advisor.recommend.ask import Ask, Caller
 from advisor.recommend.candidates import Candidate, Offer, baseline, job_candidates
 from advisor.recommend.choose import Criteria, Decision, Estimate, Recommendation, choose
 from advisor.recommend.choose import describe as describe_candidate
 from advisor.recommend.cli import HEADERS, candidates_table, show
+from advisor.recommend.estimator import Context, Waits
 from advisor.recommend.explain import choice
 from advisor.recommend.kills import Run, kill_warnings
+from advisor.recommend.service import recommend
 from advisor.submit_guard import added_words
+
+from .test_recommend_arrays import A100 as PARTITION
+from .test_recommend_arrays import FixedSteps
 
 A100 = Offer(name="a100", gpu_type="a100", gpus_per_node=4, max_time=timedelta(days=1))
 T4 = Offer(name="t4", gpu_type="t4", gpus_per_node=2, max_time=timedelta(hours=4))
@@ -414,3 +422,16 @@ def test_the_terminal_ends_with_the_kill_warning() -> None:
     quiet = Console(record=True, width=120)
     show(recommended([asked], asked, asked, apply=False), quiet)
     assert "likely killed" not in quiet.export_text()
+
+
+def test_the_policys_cost_unit_reaches_the_recommendation() -> None:
+    """Whether the job gets candidates or passes through, the costs are said in the policy's unit."""
+    policy = parse_policy('cost_unit = "EUR"\n[partitions.a100]\nprice_per_gpu_hour = 3.0\n', "p.toml")
+    waits = Waits(slurm_s=0.0, advisor_s=None, preferred="slurm")
+    context = Context(policy, [PARTITION], lambda queries: [waits] * len(queries))
+    request = build_request("#!/bin/sh\n#SBATCH -p a100 --gres=gpu:1\ntrue\n", [], {}, "job.sh")
+    ask = Ask(request, describe(), Caller("alice"), datetime(2026, 12, 4, tzinfo=UTC))
+    found = recommend(context, ask, FixedSteps())
+    assert found.candidates and found.cost_unit == "EUR"
+    assert recommend(context, ask, None).cost_unit == "EUR", "passed through: no model read"
+    assert parse_policy("", "p.toml").cost_unit == "credits"

@@ -25,6 +25,7 @@ PartitionName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0
 # Slurm stores account names in lower case, so an upper-case one here could never match.
 AccountName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_][a-z0-9_.-]*$")]
 UserName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.@-]*$")]
+CostUnit = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=24)]
 
 
 class _Strict(BaseModel):
@@ -149,6 +150,8 @@ class Policy(_Strict):
     mode: Mode = "advise"
     objective: Objective = "completion"
     cost_weight: Annotated[float, Field(ge=0, le=1)] | None = None
+    cost_unit: CostUnit = "credits"
+    """What the prices below are in (``EUR``, ``core-hours``): every cost shown names it."""
     rewrite: RewriteRules = RewriteRules()
     time_limit: TimeLimitRule = TimeLimitRule()
     overhead: Overhead = Overhead()

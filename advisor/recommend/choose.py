@@ -128,6 +128,8 @@ class Recommendation(BaseModel):
     advice: Advice | None
     """The change to make (or to show, when ``apply`` is false); None when the job stays as it is."""
     reasons: list[str]
+    cost_unit: str = "credits"
+    """What the costs are in: the policy's ``cost_unit``."""
     kill_warnings: list[str] = []
     """The job as submitted, and as advised, where its p90 run outlasts its time limit
     (`advisor.recommend.kills`): every surface shows them as they are."""

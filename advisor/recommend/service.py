@@ -35,10 +35,10 @@ def recommend(context: Context, ask: Ask, predictor: StepPredictor | None) -> Re
     """``predictor``: None where the job describes no model or its model was not read (``ask.unread``)."""
     screened = screen(context, ask, predictor)
     if isinstance(screened, PassedThrough):
-        return _passed(screened, ask)
+        return _passed(screened, ask, context.policy.cost_unit)
     estimated = estimate(context, screened, ask)
     if isinstance(estimated, PassedThrough):
-        return _passed(estimated, ask)
+        return _passed(estimated, ask, context.policy.cost_unit)
     effective = screened.effective
     estimates = estimated.estimates
     decision = choose(estimates, estimates[0], Criteria.of(effective))
@@ -55,11 +55,12 @@ def recommend(context: Context, ask: Ask, predictor: StepPredictor | None) -> Re
         apply=decision.apply,
         advice=advice,
         reasons=explain(ask, screened, estimated, decision, order),
+        cost_unit=context.policy.cost_unit,
         kill_warnings=_kill_warnings(decision, advice, ask.request, screened.written),
     )
 
 
-def _passed(outcome: PassedThrough, ask: Ask) -> Recommendation:
+def _passed(outcome: PassedThrough, ask: Ask, cost_unit: str) -> Recommendation:
     """No candidates: the job as it is, or with the one change history advises."""
     history = outcome.history
     return Recommendation(
@@ -72,6 +73,7 @@ def _passed(outcome: PassedThrough, ask: Ask) -> Recommendation:
         apply=history is not None and history.apply,
         advice=None if history is None else history.advice,
         reasons=passed(outcome, ask),
+        cost_unit=cost_unit,
     )
 
 
