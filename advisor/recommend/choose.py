@@ -21,8 +21,7 @@ from advisor.policy.schema import Confidence, Mode, Objective, RewriteRules
 from advisor.recommend.arrays import ArrayFigures
 from advisor.recommend.candidates import Candidate
 from advisor.recommend.kills import outlasts
-
-WaitSource = Literal["slurm", "advisor"]
+from advisor.wait.accuracy import WaitSource
 
 
 class Estimate(BaseModel):

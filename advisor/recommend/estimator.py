@@ -24,9 +24,10 @@ from advisor.predict.types import NoModelError, Prediction
 from advisor.recommend.arrays import ArrayShape, ArraySpecError, array_figures, parse_array, side_by_side
 from advisor.recommend.ask import Ask
 from advisor.recommend.candidates import Candidate, epochs, optimizer_steps
-from advisor.recommend.choose import Estimate, WaitSource
+from advisor.recommend.choose import Estimate
 from advisor.recommend.kills import likely_killed, outlasts
 from advisor.slurm.models import Partition
+from advisor.wait.accuracy import WaitSource
 
 
 class StepPredictor(Protocol):

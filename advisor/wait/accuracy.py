@@ -10,9 +10,10 @@ from typing import Literal
 
 from advisor.frozen import Frozen
 
-Estimator = Literal["slurm", "advisor"]
+WaitSource = Literal["slurm", "advisor"]
+"""Where a wait comes from: Slurm's ``--test-only`` or the advisor's own replay of the queue."""
 #: Slurm's own estimate is the default: it is what users already see, so it needs no track record.
-DEFAULT_ESTIMATOR: Estimator = "slurm"
+DEFAULT_ESTIMATOR: WaitSource = "slurm"
 #: Fewer records than this per estimator and partition say too little to switch away from the default.
 MIN_RECORDS = 5
 
@@ -20,7 +21,7 @@ MIN_RECORDS = 5
 class WaitRecord(Frozen):
     """One estimate set against what happened: the job's predicted and actual start."""
 
-    estimator: Estimator
+    estimator: WaitSource
     partition: str
     predicted_start: datetime
     actual_start: datetime
@@ -31,7 +32,7 @@ class WaitRecord(Frozen):
 
 
 class EstimatorError(Frozen):
-    estimator: Estimator
+    estimator: WaitSource
     partition: str
     records: int
     median_abs_error_s: float
@@ -39,7 +40,7 @@ class EstimatorError(Frozen):
 
 def estimator_errors(records: Iterable[WaitRecord]) -> list[EstimatorError]:
     """Median absolute start error per estimator and partition, sorted by partition then estimator."""
-    errors: dict[tuple[str, Estimator], list[float]] = defaultdict(list)
+    errors: dict[tuple[str, WaitSource], list[float]] = defaultdict(list)
     for record in records:
         errors[record.partition, record.estimator].append(record.error_s)
     return [
@@ -55,12 +56,12 @@ def estimator_errors(records: Iterable[WaitRecord]) -> list[EstimatorError]:
 
 def preferred_estimators(
     records: Iterable[WaitRecord], min_records: int = MIN_RECORDS
-) -> dict[str, Estimator]:
+) -> dict[str, WaitSource]:
     """Per partition with records, the estimator with the smaller median error.
 
     Both need ``min_records`` records to be compared; otherwise, and on a tie, Slurm's stays.
     """
-    by_partition: dict[str, dict[Estimator, EstimatorError]] = defaultdict(dict)
+    by_partition: dict[str, dict[WaitSource, EstimatorError]] = defaultdict(dict)
     for error in estimator_errors(records):
         by_partition[error.partition][error.estimator] = error
     return {
@@ -69,7 +70,7 @@ def preferred_estimators(
     }
 
 
-def _better(slurm: EstimatorError | None, advisor: EstimatorError | None, min_records: int) -> Estimator:
+def _better(slurm: EstimatorError | None, advisor: EstimatorError | None, min_records: int) -> WaitSource:
     if slurm is None or advisor is None or min(slurm.records, advisor.records) < min_records:
         return DEFAULT_ESTIMATOR
     return "advisor" if advisor.median_abs_error_s < slurm.median_abs_error_s else "slurm"

@@ -13,7 +13,7 @@ from advisor.slurm.client import SlurmClient
 from advisor.slurm.models import FinishedJob
 from advisor.slurm.runner import SlurmError
 from advisor.slurm.values import format_duration
-from advisor.wait.accuracy import DEFAULT_ESTIMATOR, Estimator, WaitRecord, preferred_estimators
+from advisor.wait.accuracy import DEFAULT_ESTIMATOR, WaitRecord, WaitSource, preferred_estimators
 from advisor.wait.collect import take_snapshot
 from advisor.wait.remaining import estimate_runtimes, historical_ratios
 from advisor.wait.simulate import BACKFILL_WINDOW, predict_starts
@@ -49,7 +49,7 @@ class WaitEstimate(Frozen):
     advisor_start: datetime | None
     slurm_wait_s: float | None
     advisor_wait_s: float | None
-    preferred: Estimator
+    preferred: WaitSource
 
     @property
     def wait_s(self) -> float | None:
