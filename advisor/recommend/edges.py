@@ -217,13 +217,30 @@ def queue_waits(
     snapshot = cluster.snapshot(now)
     if run_history is not None:
         predicted = run_history.queue_runs(cluster.history(), snapshot) | predicted
+    estimates = estimate_waits(
+        cluster.client,
+        _wait_requests(request, queries),
+        now,
+        predicted,
+        cluster.history(),
+        records=advised.wait_records(),
+        snapshot=snapshot,
+        start_estimate=lambda candidate: cluster.start_estimate(candidate, request.account),
+    )
+    return [
+        Waits(slurm_s=e.slurm_wait_s, advisor_s=e.advisor_wait_s, preferred=e.preferred) for e in estimates
+    ]
+
+
+def _wait_requests(request: JobRequest, queries: Sequence[WaitQuery]) -> list[WaitRequest]:
+    """Each query as both estimators ask it: the candidate's resources, with the user's other options
+    (account, QOS...) as the script's directives; the candidate's resources win."""
     try:
-        # Account, QOS and the rest of the user's options, as directives; the candidate's resources win.
         script = render_script(request)
     except ValueError:
         script = PLACEHOLDER_SCRIPT
     cpus = cpus_per_node(request)
-    candidates = [
+    return [
         WaitRequest(
             request=SlotRequest(
                 partitions=[query.partition],
@@ -235,18 +252,4 @@ def queue_waits(
             script=script,
         )
         for query in queries
-    ]
-    records = advised.wait_records()
-    estimates = estimate_waits(
-        cluster.client,
-        candidates,
-        now,
-        predicted,
-        cluster.history(),
-        records=records,
-        snapshot=snapshot,
-        start_estimate=lambda candidate: cluster.start_estimate(candidate, request.account),
-    )
-    return [
-        Waits(slurm_s=e.slurm_wait_s, advisor_s=e.advisor_wait_s, preferred=e.preferred) for e in estimates
     ]
