@@ -246,10 +246,10 @@ def whole_steps(
     grid: Grid, device: DeviceProfile, table: LayerTable, batches: Iterable[int]
 ) -> list[PlanItem]:
     """Whole training steps of ``table``'s model at ``batches`` (default settings), as the grid measures
-    the zoo's."""
+    the zoo's; none for a model a benchmark step cannot build (`step_measurable`)."""
     size = table.input_shape[1]
     items = []
-    for batch in sorted(set(batches)):
+    for batch in sorted(set(batches)) if step_measurable(table) else ():
         if batch < smallest_batch(table):
             continue
         config = StepConfig(
@@ -267,6 +267,13 @@ def whole_steps(
             )
         )
     return items
+
+
+def step_measurable(table: LayerTable) -> bool:
+    """Whether a benchmark step can build and feed the model: not a token model, nor one transformers or
+    timm builds (``hf:``/``timm:``; the step's measurement builds torchvision names on images only). Their
+    layers are measured all the same."""
+    return table.sequence_length is None and not table.reference.startswith(("hf:", "timm:"))
 
 
 def step_batches(grid: Grid, architecture: SubmittedArchitecture) -> tuple[int, ...]:

@@ -1,0 +1,43 @@
+"""A submitted token model (or one transformers or timm builds) gets its layers measured, never a whole
+step: a benchmark step builds torchvision names on images only (pure; fake tables)."""
+
+from __future__ import annotations
+
+import pytest
+
+from advisor.bench.night import architecture_night, step_measurable
+from advisor.bench.plan import DeviceProfile, nightly_grid
+from advisor.introspect import LayerTable
+from advisor.introspect.table import Task
+from advisor.records import LayerConfig, StepConfig
+from tests.plan_support import fake_table
+
+GRID = nightly_grid("cuda")
+DEVICE = DeviceProfile.assumed("cuda", memory_bytes=80 * 2**30)
+
+
+def _as(reference: str, sequence_length: int | None) -> LayerTable:
+    image = fake_table("model", 32)
+    totals = image.totals
+    task = None if sequence_length is None else Task.CAUSAL_LM
+    return LayerTable.build(
+        reference, {}, image.input_shape, image.layers, totals.parameters,
+        totals.saved_activation_bytes, sequence_length, task,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("reference", "tokens"), [("hf:gpt2", 128), ("timm:resnet50d", None), ("lab.nets:lm", 64)]
+)
+def test_a_model_no_benchmark_step_builds_gets_layers_only(reference: str, tokens: int | None) -> None:
+    table = _as(reference, tokens)
+    night = architecture_night(GRID, DEVICE, table, 3600.0, step_batches=(4, 16))
+    configs = [entry.item.config for entry in night.entries]
+    assert configs and all(isinstance(config, LayerConfig) for config in configs)
+    assert not step_measurable(table)
+
+
+def test_a_torchvision_image_model_still_gets_its_whole_steps() -> None:
+    night = architecture_night(GRID, DEVICE, _as("resnet18", None), 3600.0, step_batches=(4, 16))
+    steps = [entry.item.config for entry in night.entries if isinstance(entry.item.config, StepConfig)]
+    assert [config.batch for config in steps] == [4, 16]
