@@ -7,11 +7,14 @@ site on its path), so a ``json.py`` left in a shared folder cannot stand in for 
 the advisor and torch load; the places the user's own package may come from (their ``PYTHONPATH``, and
 the working directory where it holds the factory's package, as ``python -m`` would find it) are added
 after those, for the factory's import alone. The daemon imports no user code; it validates the table it is
-sent. The cli_filter runs none either: it sends no table, and the daemon advises from the user's history.
+sent (`daemon_table`). The cli_filter runs none either: it sends no table; the daemon then builds what is
+library code (a torchvision name, ``timm:NAME``, an ``hf:NAME`` of the shipped architectures) and advises
+a factory or a user's folder from the user's history (`not_built_here` says why).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -152,3 +155,33 @@ def table_for(
         target_length=description.target_length,
         places=() if cache is None else (cache,),
     )
+
+
+def daemon_table(description: JobDescription, sent: Mapping[str, Any] | None) -> LayerTable | None:
+    """The daemon's table of a job's model: the one sent (built in the user's process; validated), else
+    one built here from library code only; None for what only the user's process may build."""
+    from advisor.introspect.table import LayerTable
+
+    if sent is not None:
+        return LayerTable.model_validate(sent)
+    if not_built_here(description.model) is not None:
+        return None
+    return table_for(description, allow_factories=False)
+
+
+def not_built_here(model: str) -> str | None:
+    """Why the daemon does not build ``model`` itself, in words; None where it does: a torchvision name,
+    ``timm:NAME`` and an ``hf:NAME`` of the shipped table are library code (with the packages installed)."""
+    prefix, _, name = model.partition(":")
+    if prefix not in ("hf", "timm"):
+        return None if not name else f"{model} is your own code and was not run here"
+    if importlib.util.find_spec("timm" if prefix == "timm" else "transformers") is None:
+        return f"{model} needs advisor[models] beside the daemon, which lacks it"
+    from advisor.introspect.hub import shipped_architecture
+
+    if prefix == "hf" and shipped_architecture(name) is None:
+        return (
+            f"{model} is not one of the advisor's well-known architectures: its config.json is read in "
+            "your own process, not here"
+        )
+    return None
