@@ -7,6 +7,10 @@ partitions differ the way real ones do, and every choice made on them is the rec
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import sqlite3
+import tempfile
 from pathlib import Path
 
 from advisor.bench.results import read_jsonl
@@ -40,6 +44,31 @@ def relabel(line: ResultLine, partition: str) -> ResultLine:
 
 
 def trained_store(root: Path) -> Store:
+    """A copy, in ``root``, of the predictors trained once per test process: training takes about 13 s of
+    CPU and half a dozen modules want the same store. The copy is byte for byte (model files are checked
+    against their recorded sha256) with the recorded paths moved to ``root``."""
+    source = _trained_once()
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(source / "models", root / "models")
+    with sqlite3.connect(source / "advisor.db") as trained, sqlite3.connect(root / "advisor.db") as copy:
+        trained.backup(copy)
+        copy.execute("UPDATE model_versions SET path = replace(path, ?, ?)", (str(source), str(root)))
+    return Store.open(root / "advisor.db")
+
+
+_TRAINED: list[Path] = []
+
+
+def _trained_once() -> Path:
+    if not _TRAINED:
+        root = Path(tempfile.mkdtemp(prefix="advisor-trained-"))
+        atexit.register(shutil.rmtree, root, True)
+        _train(root).db.conn.close()
+        _TRAINED.append(root)
+    return _TRAINED[0]
+
+
+def _train(root: Path) -> Store:
     store = Store.open(root / "advisor.db")
     lines = read_jsonl(FIXTURE)
     store.ingest(relabel(line, partition) for partition in SPEED for line in lines)
