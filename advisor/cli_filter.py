@@ -22,8 +22,8 @@ daemon's words reach the terminal sanitised.
 from __future__ import annotations
 
 import json
+import os
 import re
-import shutil
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -71,9 +71,9 @@ def pre_submit(words: Sequence[str]) -> int:
     try:
         changes = _changes(Path(words[0]) if words else None)
     except Exception as error:  # fail-open: the job goes in as written
-        from advisor.submit import _reason
+        from advisor.submit_ask import reason
 
-        print(f"advisor: warning: {_reason(error)}; submitting unchanged", file=sys.stderr)
+        print(f"advisor: warning: {reason(error)}; submitting unchanged", file=sys.stderr)
         changes = []
     for name, value in changes:
         print(f"{name}\t{value}")
@@ -83,14 +83,14 @@ def pre_submit(words: Sequence[str]) -> int:
 
 def post_submit(words: Sequence[str]) -> int:
     """``post REQUEST JOBID APPLIED``: the job the advice became, for calibration."""
-    from advisor.submit import _call, _reason
+    from advisor.submit_ask import ask, reason
 
     try:
         request_id, job_id, applied = words[0], int(words[1]), words[2] == "1"
         note = {"request_id": request_id, "job_id": job_id, "applied": applied}
-        _call("POST", "/submitted", json.dumps(note).encode())
+        ask("POST", "/submitted", json.dumps(note).encode())
     except Exception as error:  # the job is in; only the advisor's record of it is missing
-        print(f"advisor: note: the job was not recorded: {_reason(error)}", file=sys.stderr)
+        print(f"advisor: note: the job was not recorded: {reason(error)}", file=sys.stderr)
     return 0
 
 
@@ -109,7 +109,7 @@ def sbatch_words(options: dict[str, Any]) -> list[str] | None:
 
 
 def _changes(path: Path | None) -> list[tuple[str, str]]:
-    from advisor.submit import WRAP, _advise, _batch_flag, kill_warnings
+    from advisor.submit_ask import WRAP, advise, batch_flag, kill_warnings
     from advisor.submit_guard import UntrustedAdvice, UserJob
 
     if path is None:  # the Lua itself leaves advise-submit's jobs and opted-out users alone
@@ -127,13 +127,13 @@ def _changes(path: Path | None) -> list[tuple[str, str]]:
     text = script.decode("utf-8", "surrogateescape")
     if "#ADVISOR --off" in text:
         return []
-    job = UserJob(words, text, where, {}, _batch_flag(text, where, []), wrap=wrap is not None)
+    job = UserJob(words, text, where, {}, batch_flag(text, where, []), wrap=wrap is not None)
     if job.hetjob:  # the Lua leaves command-line ones (``:``) alone before asking
         _say("a heterogeneous job is not advised; submitting it as written")
         return []
     # A factory is the user's own code and runs nowhere here: the daemon advises its job from history,
     # and its reasons (printed below) say so.
-    answer = _advise(job, script, [], run_factory=False, preview="test-only" in options)
+    answer = advise(job, script, [], run_factory=False, preview="test-only" in options)
     if not _REQUEST_ID.fullmatch(answer.request_id):
         raise UntrustedAdvice("the answer's request id is not one the daemon gives")
     recommendation = answer.body.get("recommendation") or {}
@@ -152,9 +152,16 @@ def _say(text: str) -> None:
     daemon's words and the script's reach the terminal only as printable text."""
     from advisor.submit_guard import sanitized
 
-    width = shutil.get_terminal_size((120, 24)).columns
     line = sanitized(f"advisor: {text}", limit=1000)
-    print(textwrap.fill(line, width=width, subsequent_indent="  "), file=sys.stderr)
+    print(textwrap.fill(line, width=_width(), subsequent_indent="  "), file=sys.stderr)
+
+
+def _width() -> int:
+    """The width of the terminal on stderr (stdout is the Lua's pipe), else 120."""
+    try:
+        return os.get_terminal_size(sys.stderr.fileno()).columns
+    except (OSError, ValueError):
+        return 120
 
 
 def _option_changes(job: UserJob, call: SbatchCall) -> list[tuple[str, str]]:

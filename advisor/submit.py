@@ -15,7 +15,7 @@ Settings (`advisor.settings`): ``socket``, ``timeout_s`` (the whole call, defaul
 The daemon's answer is untrusted input: `advisor.submit_guard` accepts only what a rewrite may do. A factory
 model (``package.module:factory``) is the user's code: it is imported and called at submission time, in an
 isolated child process with a deadline and a memory limit (`advisor.factory_table`), and whatever it does
-costs at most the advice; the cli_filter, which shares `_advise`, never asks for that.
+costs at most the advice; the cli_filter, which asks as this does (`advisor.submit_ask`), never runs it.
 
 It starts fast because it imports only the standard library on its way to sbatch: it speaks the API of
 `advisor.api` as plain JSON (the daemon validates what it receives; this side checks the few fields it uses),
@@ -24,11 +24,9 @@ and loads pydantic, rich or torch only to show a table or to introspect a factor
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import os
-import pwd
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -36,20 +34,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from advisor.daemon.transport import DaemonRefused, DaemonUnreachable, Service, call
-from advisor.factory_table import FactoryFailed, factory_table
-from advisor.jobscript.advisor_words import description_values, split_command_line
+from advisor.jobscript.advisor_words import split_command_line
 from advisor.jobscript.errors import ScriptError
 from advisor.jobscript.lexer import MAX_SCRIPT_BYTES, STDIN
 from advisor.jobscript.options import parse_options, script_arguments
-from advisor.settings import CallerSettings, SettingsError, caller_settings
-from advisor.submit_guard import SbatchCall, UntrustedAdvice, UserJob, added_words, checked, sanitized
+from advisor.submit_ask import WRAP, Answer, advise, ask, batch_flag, kill_warnings, reason
+from advisor.submit_ask import trusted_uids as trusted_uids  # advisor.web.daemon's import
+from advisor.submit_guard import SbatchCall, UserJob, added_words, sanitized
 
 OURS = ("--dry-run", "--json", "--yes", "--no-rewrite", "--explain")
 _SBATCH_ONLY = {"usage", "version"}
 """sbatch options that print something and submit nothing: passed straight to sbatch."""
-WRAP = "--wrap"
-"""A ``--wrap`` command's place in messages; its script is sbatch's own: ``#!/bin/sh`` and the command."""
 HELP = """usage: advise-submit [advisor options] [#ADVISOR options] [sbatch options] SCRIPT [ARGS...]
 
 sbatch, advised: the advisor predicts the job's run time on every partition it may use, shows the
@@ -92,21 +87,8 @@ class Flags:
     explain: bool = False
 
 
-class AdvisorUnavailable(RuntimeError):
-    """Anything that keeps the advice from arriving; the job then goes to sbatch unchanged."""
-
-
 class SbatchInterrupted(Exception):
     """Ctrl-C while sbatch ran: whether the job got in is Slurm's to say."""
-
-
-@dataclass(frozen=True)
-class Answer:
-    """The daemon's answer: the request id to report the job under, the checked submission, the whole body."""
-
-    request_id: str
-    submission: SbatchCall
-    body: dict[str, Any]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -154,16 +136,16 @@ def _main(words: list[str]) -> int:
     where = WRAP if wrap is not None else operands[0] if operands else STDIN
     text = script.decode("utf-8", "surrogateescape")
     environ = {name: value for name, value in os.environ.items() if name.startswith("SBATCH_")}
-    flag = _batch_flag(text, where, description_args)
+    flag = batch_flag(text, where, description_args)
     job = UserJob(sbatch_argv, text, where, environ, flag, wrap=wrap is not None)
     if len(script) > MAX_SCRIPT_BYTES:
         return _finish(job, job.unchanged(), flags, None)  # sbatch refuses it, in its own words
     try:
-        advice = _advise(job, script, description_args, run_factory=True, preview=flags.dry_run)
+        advice = advise(job, script, description_args, run_factory=True, preview=flags.dry_run)
         shown = _show(advice, job, flags)
         agreed = advice.submission.rewritten and not flags.no_rewrite and _agreed(flags)
     except Exception as error:  # fail-open: nothing on the advisor's side may cost the user their job
-        _say(f"warning: {_reason(error)}; {_as_written(flags, 'unchanged')}")
+        _say(f"warning: {reason(error)}; {_as_written(flags, 'unchanged')}")
         return _finish(job, job.unchanged(), flags, None)
     if not shown:
         _said(advice, job, flags, agreed)
@@ -212,74 +194,6 @@ def _flags(words: list[str]) -> tuple[Flags, list[str]]:
     return Flags(**seen), words[index:]
 
 
-def _batch_flag(text: str, where: str, description_args: list[str]) -> str | None:
-    try:
-        flag = description_values(text, where, description_args)[0].get("batch_flag")
-    except ScriptError:
-        return None
-    return flag if isinstance(flag, str) else None
-
-
-def _advise(
-    job: UserJob, script: bytes, description_args: list[str], *, run_factory: bool, preview: bool = False
-) -> Answer:
-    """``run_factory``: whether this process may import and call the factory the job names, to send its
-    layer table; only a command the user started says yes (advise-submit), never the cli_filter, which
-    may run inside anyone's sbatch, root's included. ``preview``: a dry run, which the daemon answers
-    without auditing (nothing will be submitted)."""
-    request = {
-        "script_b64": base64.b64encode(script).decode("ascii"),
-        "where": job.where,
-        "sbatch_argv": job.argv,
-        "description_args": description_args,
-        "environ": dict(job.environ),
-        "table": _table(job.script, job.where, description_args) if run_factory else None,
-        "preview": preview,
-    }
-    body = json.loads(_call("POST", "/advise", json.dumps(request).encode()))
-    if not isinstance(body, dict) or not isinstance(body.get("request_id"), str):
-        raise ValueError("the answer carries no request id")
-    return Answer(request_id=body["request_id"], submission=checked(job, body.get("submission")), body=body)
-
-
-def _table(text: str, where: str, description_args: list[str]) -> dict[str, Any] | None:
-    try:
-        return factory_table(text, where, description_args)
-    except FactoryFailed as error:
-        raise AdvisorUnavailable(str(error)) from None
-
-
-def _call(method: str, path: str, body: bytes | None = None) -> bytes:
-    try:
-        settings = caller_settings(os.environ)
-    except SettingsError as error:
-        raise AdvisorUnavailable(f"the advisor's settings are unusable: {sanitized(str(error))}") from error
-    try:
-        service = Service(settings.socket, settings.service, settings.munge_socket)
-        return call(service, method, path, body, settings.timeout_s, trusted_uids(settings))
-    except DaemonUnreachable as error:
-        raise AdvisorUnavailable(sanitized(str(error))) from error
-    except DaemonRefused as error:
-        raise AdvisorUnavailable(f"the advisor could not advise this job: {sanitized(str(error))}") from error
-
-
-def trusted_uids(settings: CallerSettings) -> set[int]:
-    """Root, the caller, and the advisor's user: anyone else serving the socket could rewrite the job."""
-    trusted = {0, os.getuid()}
-    name = settings.daemon_user
-    with contextlib.suppress(KeyError):  # no such user here: only root and the caller
-        trusted.add(int(name) if name.isdigit() else pwd.getpwnam(name).pw_uid)
-    return trusted
-
-
-def _reason(error: Exception) -> str:
-    if isinstance(error, AdvisorUnavailable):
-        return str(error)
-    if isinstance(error, UntrustedAdvice):
-        return sanitized(f"the advice was refused: {error}")
-    return sanitized(f"the advisor failed ({type(error).__name__}: {error})")
-
-
 def _show(advice: Answer, job: UserJob, flags: Flags) -> bool:
     """The table, if one is shown (on a terminal, or ``--explain``); an answer this version cannot read is
     no advice (a daemon upgraded before the wrapper). Off a terminal a run likely killed at its limit is
@@ -306,14 +220,6 @@ def _changes(job: UserJob, call: SbatchCall) -> list[str]:
     if call.stdin is not None and call.stdin != job.script:
         changes.append(f"(the script on stdin, {job.batch_flag} set to the micro-batch)")
     return changes
-
-
-def kill_warnings(body: dict[str, Any]) -> list[str]:
-    """The recommendation's ``kill_warnings`` (`advisor.recommend.kills` words them), each one printable
-    line; none from an answer without them."""
-    recommendation = body.get("recommendation")
-    said = recommendation.get("kill_warnings") if isinstance(recommendation, dict) else None
-    return [sanitized(text) for text in said if isinstance(text, str)] if isinstance(said, list) else []
 
 
 def _agreed(flags: Flags) -> bool:
@@ -356,10 +262,10 @@ def _finish(job: UserJob, submission: SbatchCall, flags: Flags, response: Answer
     if response is not None and response.request_id and job_id is not None:  # "": nothing was kept
         note = {"request_id": response.request_id, "job_id": job_id, "applied": submission.rewritten}
         try:
-            _call("POST", "/submitted", json.dumps(note).encode())
+            ask("POST", "/submitted", json.dumps(note).encode())
         except Exception as error:  # the job is in; only the advisor's record of it is missing
             print(
-                f"advise-submit: note: the advisor did not record job {job_id}: {_reason(error)}",
+                f"advise-submit: note: the advisor did not record job {job_id}: {reason(error)}",
                 file=sys.stderr,
             )
     return result.returncode

@@ -13,12 +13,14 @@
    (`advisor_slurm_commands_total`), and slurmctld's RPCs from `sdiag` (goal: at most 5 per request on
    average).
 6. Plain `sbatch --test-only SCRIPT` with the advisor's cli_filter loaded and without: median of each over
-   ``--runs``, interleaved, and the filter's added latency (the helper's start and one `/advise`).
+   ``--runs``, interleaved, and the filter's added latency (the helper's start and one `/advise`); with
+   ``--before TREE``, an older tree's filter in the same rounds (`benchmarks/filter_latency.py`).
 
 The daemon runs with 1024 file descriptors, the default a unit without LimitNOFILE gets.
 
 Predictors come from the test suite's relabelled CPU measurements (`tests/recommend_support.py`).
-Run from the repository root: ``python benchmarks/daemon_latency.py [--runs N] [--clients 50]``.
+Run from the repository root: ``python benchmarks/daemon_latency.py [--runs N] [--clients 50] [--only filter]
+[--before TREE]``.
 """
 
 from __future__ import annotations
@@ -39,9 +41,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from advisor.api import AdviseRequest  # noqa: E402 (after the path set-up)
-from advisor.cli_filter import install  # noqa: E402
 from advisor.daemon.transport import UnixHTTPConnection  # noqa: E402
 from advisor.sandbox.cluster import Sandbox  # noqa: E402
+from benchmarks.filter_latency import filter_overhead, timed  # noqa: E402
 from tests.conftest import sandbox_spec  # noqa: E402
 from tests.recommend_support import trained_store  # noqa: E402
 
@@ -65,6 +67,7 @@ def main() -> int:
     parser.add_argument("--idle", type=int, default=600)
     parser.add_argument("--varied", type=int, default=100)
     parser.add_argument("--only", choices=["filter"], help="run one section alone")
+    parser.add_argument("--before", type=Path, help="an older tree's cli_filter, in the same rounds (6)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="advisor-latency-") as folder:
         root = Path(folder)
@@ -101,7 +104,7 @@ def main() -> int:
                 _identical_burst(root / "advisor.sock", env, args.identical)
                 _idle_connections(root / "advisor.sock", args.idle)
                 _varied_submissions(root / "advisor.sock", env, args.varied)
-            _filter_overhead(root, script, env, args.runs)
+            filter_overhead(root, script, env, args.runs, args.before)
             if daemon.poll() is not None:
                 print(f"the daemon exited with status {daemon.returncode}")
         finally:
@@ -116,40 +119,16 @@ def _default_descriptors() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
 
 
-def _timed(argv: list[str], env: dict[str, str]) -> float:
-    began = time.perf_counter()
-    subprocess.run(argv, env=env, capture_output=True, check=True)
-    return time.perf_counter() - began
-
-
 def _dry_run_overhead(script: Path, env: dict[str, str], runs: int) -> None:
-    _timed([str(BIN / "advise-submit"), "--dry-run", str(script)], env)  # warm the daemon's caches
+    timed([str(BIN / "advise-submit"), "--dry-run", str(script)], env)  # warm the daemon's caches
     advised, plain = [], []
     for _ in range(runs):
-        advised.append(_timed([str(BIN / "advise-submit"), "--dry-run", str(script)], env))
-        plain.append(_timed(["sbatch", "--test-only", str(script)], env))
+        advised.append(timed([str(BIN / "advise-submit"), "--dry-run", str(script)], env))
+        plain.append(timed(["sbatch", "--test-only", str(script)], env))
     a, p = statistics.median(advised), statistics.median(plain)
     print(f"advise-submit --dry-run: median {a * 1000:.0f} ms over {runs} runs")
     print(f"sbatch --test-only:      median {p * 1000:.0f} ms")
     print(f"overhead:                {(a - p) * 1000:.0f} ms (target <= 300 ms)")
-
-
-def _filter_overhead(root: Path, script: Path, env: dict[str, str], runs: int) -> None:
-    folder = root / "filtered"
-    folder.mkdir()
-    conf = Path(env["SLURM_CONF"]).read_text(encoding="utf-8")
-    (folder / "slurm.conf").write_text(conf + "\nCliFilterPlugins=cli_filter/lua\n", encoding="utf-8")
-    install(folder, BIN / "advisor-cli-filter", timeout_s=30)
-    filtered_env = {**env, "SLURM_CONF": str(folder / "slurm.conf")}
-    _timed(["sbatch", "--test-only", str(script)], filtered_env)  # warm the daemon's caches
-    with_filter, without = [], []
-    for _ in range(runs):
-        with_filter.append(_timed(["sbatch", "--test-only", str(script)], filtered_env))
-        without.append(_timed(["sbatch", "--test-only", str(script)], env))
-    f, p = statistics.median(with_filter), statistics.median(without)
-    print(f"sbatch --test-only with the cli_filter: median {f * 1000:.0f} ms over {runs} runs")
-    print(f"sbatch --test-only without it:          median {p * 1000:.0f} ms")
-    print(f"the filter adds:                        {(f - p) * 1000:.0f} ms")
 
 
 def _health_burst(socket: Path, clients: int) -> None:

@@ -121,7 +121,8 @@ def test_a_job_likely_killed_at_its_limit_is_warned_of_and_goes_in_as_written(
     warned = [line for line in result.stderr.splitlines() if "as submitted, likely killed" in line]
     assert len(warned) == 1, result.stderr
     assert re.fullmatch(
-        r"advisor: warning: as submitted, likely killed at 00:01:00: p90 run [0-9:-]+", warned[0]
+        r"advisor: warning: as submitted, likely killed at 00:01:00: p90 run (\d+d \d\d:\d\d|\d\d:\d\d:\d\d)",
+        warned[0],
     )
     assert "advisor: applied" not in result.stderr
     assert jobs_named(local_slurm, "filter-short-limit") == ["t4"]

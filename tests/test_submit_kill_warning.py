@@ -23,7 +23,9 @@ from advisor.slurm.client import SlurmClient
 
 from .daemon_support import BIN, SCRIPT, Daemon, jobs_named, started_daemon, submit
 
-WARNED = re.compile(r"as submitted, likely killed at 00:01:00: p90 run (\d+-)?\d\d:\d\d:\d\d")
+SPAN = r"(\d+d \d\d:\d\d|\d\d:\d\d:\d\d)"
+"""A span as people read it: HH:MM:SS, or days and HH:MM beyond a day."""
+WARNED = re.compile(rf"as submitted, likely killed at 00:01:00: p90 run {SPAN}")
 
 
 @pytest.fixture(scope="module")

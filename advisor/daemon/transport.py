@@ -1,24 +1,23 @@
 """HTTP over a Unix socket, both ends, from the standard library alone: the client side runs in every
-`advise-submit`, which must start fast and import nothing heavy.
+`advise-submit` and in every plain sbatch's cli_filter helper, which must start fast. It speaks HTTP/1.1 on
+the socket itself, one request per connection, rather than load http.client, whose ssl and email packages
+were about a third of the helper's start-up; `munge` loads only for the cluster-wide service.
 
 The server learns who is calling from the kernel (SO_PEERCRED), never from the request.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import socket
 import stat
 import struct
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
-
-from advisor.daemon import munge
 
 _UCRED = struct.Struct("3i")
 
@@ -85,21 +84,130 @@ class _DeadlineSocket(socket.socket):
         self.keep_deadline()
         super().sendall(data, flags)
 
-    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
+    def recv(self, bufsize: int, flags: int = 0) -> bytes:
         self.keep_deadline()
-        return super().recv_into(buffer, nbytes, flags)
+        return super().recv(bufsize, flags)
 
 
-class UnixHTTPConnection(http.client.HTTPConnection):
-    """An HTTPConnection whose transport is a Unix socket; ``timeout`` bounds the whole exchange, from
-    connect to the last byte. With ``trusted_uids``, a socket served by any other user is refused before
-    anything is sent."""
+class BadAnswer(ConnectionError):
+    """What came back is not an HTTP answer this client reads."""
+
+
+HEAD_LIMIT = 64 * 1024
+"""More than the status line and headers of any answer of the daemon's."""
+_OWN_HEADERS = {"host", "connection", "content-length"}
+
+
+@dataclass(frozen=True)
+class Response:
+    """One answer, read whole (its body at most ``MAX_ANSWER_BYTES`` and one byte, so too big is seen);
+    header names in lower case."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def read(self, amount: int | None = None) -> bytes:
+        return self.body if amount is None else self.body[:amount]
+
+    def getheader(self, name: str, default: str | None = None) -> str | None:
+        return self.headers.get(name.lower(), default)
+
+
+class _Connection:
+    """One request and its answer, http.client's three calls (request, getresponse, close) on a socket
+    the subclass opens; ``timeout`` bounds the whole exchange, from connect to the last byte."""
+
+    host = "localhost"
+
+    def __init__(self, timeout: float) -> None:
+        self.deadline = time.monotonic() + timeout
+        self.sock: _DeadlineSocket | None = None
+
+    def connect(self) -> None:
+        raise NotImplementedError
+
+    def request(
+        self, method: str, path: str, body: bytes | None = None, headers: Mapping[str, str] | None = None
+    ) -> None:
+        if self.sock is None:
+            self.connect()
+        assert self.sock is not None
+        lines = [f"{method} {path} HTTP/1.1", f"Host: {self.host}", "Connection: close"]
+        if body is not None or method not in ("GET", "HEAD"):
+            lines.append(f"Content-Length: {len(body or b'')}")
+        lines += [
+            f"{name}: {value}" for name, value in (headers or {}).items() if name.lower() not in _OWN_HEADERS
+        ]
+        self.sock.sendall("\r\n".join([*lines, "", ""]).encode("latin-1") + (body or b""))
+
+    def getresponse(self) -> Response:
+        if self.sock is None:
+            raise BadAnswer("no request was sent")
+        data = bytearray()
+        while (end := data.find(b"\r\n\r\n")) < 0:
+            if len(data) > HEAD_LIMIT:
+                raise BadAnswer(f"the answer's head is over {HEAD_LIMIT} bytes")
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise BadAnswer("the connection closed before a whole answer came")
+            data += chunk
+        status, headers = _head(data[:end].decode("latin-1"))
+        return Response(status, headers, _body(self.sock, data[end + 4 :], headers))
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+
+def _head(text: str) -> tuple[int, dict[str, str]]:
+    """The status and headers of ``HTTP/1.x NNN REASON`` and its header lines."""
+    status_line, *lines = text.split("\r\n")
+    words = status_line.split(" ", 2)
+    if (
+        len(words) < 2
+        or not words[0].startswith("HTTP/1.")
+        or not (len(words[1]) == 3 and words[1].isdigit())
+    ):
+        raise BadAnswer(f"not an HTTP answer: {status_line[:80]!r}")
+    headers = {}
+    for line in lines:
+        name, colon, value = line.partition(":")
+        if not colon:
+            raise BadAnswer(f"not an HTTP header: {line[:80]!r}")
+        headers[name.strip().lower()] = value.strip()
+    if headers.get("transfer-encoding", "identity").lower() != "identity":
+        raise BadAnswer("the answer comes in a transfer encoding this client does not read")
+    return int(words[1]), headers
+
+
+def _body(sock: _DeadlineSocket, start: bytearray, headers: dict[str, str]) -> bytes:
+    """The body: ``Content-Length`` bytes, else up to the end of the connection; either way no more than
+    ``MAX_ANSWER_BYTES`` and one."""
+    length = headers.get("content-length")
+    if length is not None and not length.isdigit():
+        raise BadAnswer(f"the answer's Content-Length is {length[:40]!r}")
+    wanted = min(int(length) if length is not None else MAX_ANSWER_BYTES + 1, MAX_ANSWER_BYTES + 1)
+    data = start
+    while len(data) < wanted:
+        chunk = sock.recv(min(wanted - len(data), 1 << 20))
+        if not chunk:
+            if length is not None:
+                raise BadAnswer(f"the answer ended after {len(data)} of its {length} bytes")
+            break
+        data += chunk
+    return bytes(data[:wanted])
+
+
+class UnixHTTPConnection(_Connection):
+    """A connection over a Unix socket. With ``trusted_uids``, a socket served by any other user is refused
+    before anything is sent."""
 
     def __init__(self, path: Path, timeout: float, trusted_uids: Collection[int] | None = None) -> None:
-        super().__init__("localhost", timeout=timeout)
+        super().__init__(timeout)
         self.socket_path = path
         self.trusted_uids = trusted_uids
-        self.deadline = time.monotonic() + timeout
 
     def connect(self) -> None:
         sock = _DeadlineSocket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -119,12 +227,12 @@ class UnixHTTPConnection(http.client.HTTPConnection):
         self.sock = sock
 
 
-class TcpHTTPConnection(http.client.HTTPConnection):
-    """An HTTPConnection to the cluster-wide service, whose ``timeout`` bounds the whole exchange too."""
+class TcpHTTPConnection(_Connection):
+    """A connection to the cluster-wide service."""
 
     def __init__(self, host: str, port: int, timeout: float) -> None:
-        super().__init__(host, port, timeout=timeout)
-        self.deadline = time.monotonic() + timeout
+        super().__init__(timeout)
+        self.host, self.port = host, port
 
     def connect(self) -> None:
         family, kind, proto, _, address = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)[0]
@@ -179,39 +287,67 @@ def call(
     the two errors above (`UntrustedDaemon` is a `DaemonUnreachable` cause). Over TCP the request carries
     a MUNGE credential of this process, and only an answer signed by a trusted uid is read."""
     service = service if isinstance(service, Service) else Service(service)
-    headers = {"Content-Type": "application/json", "Connection": "close"}
-    headers[BUDGET_HEADER] = str(round(timeout * 1000))
-    connection: http.client.HTTPConnection
-    digest = munge.request_digest(method, path, body or b"")
-    try:
-        if service.address is None:
-            connection = UnixHTTPConnection(service.socket, timeout=timeout, trusted_uids=trusted_uids)
-        else:
-            connection = TcpHTTPConnection(*service.address, timeout=timeout)
-            headers[munge.HEADER] = munge.encode(digest, service.munge_socket)
-    except munge.MungeError as error:
-        raise DaemonUnreachable(f"no MUNGE credential for the advisor service ({error})") from error
+    headers = {"Content-Type": "application/json", BUDGET_HEADER: str(round(timeout * 1000))}
+    if service.address is None:
+        connection = UnixHTTPConnection(service.socket, timeout=timeout, trusted_uids=trusted_uids)
+        response = _exchange(service, connection, method, path, body, headers)
+    else:
+        response = _signed_exchange(service, method, path, body, headers, timeout, trusted_uids)
+    if response.status != 200:
+        try:
+            detail = json.loads(response.body)["error"]
+        except (ValueError, KeyError, TypeError):
+            detail = response.body[:200].decode("utf-8", "replace")
+        raise DaemonRefused(str(detail), response.status)
+    return response.body
+
+
+def _exchange(
+    service: Service,
+    connection: _Connection,
+    method: str,
+    path: str,
+    body: bytes | None,
+    headers: dict[str, str],
+) -> Response:
     try:
         connection.request(method, path, body=body, headers=headers)
         response = connection.getresponse()
-        data = response.read(MAX_ANSWER_BYTES + 1)
-    except (OSError, http.client.HTTPException) as error:
+    except OSError as error:
         raise DaemonUnreachable(f"the advisor daemon at {service} did not answer ({error})") from error
     finally:
         connection.close()
-    if len(data) > MAX_ANSWER_BYTES:
+    if len(response.body) > MAX_ANSWER_BYTES:
         raise DaemonUnreachable(f"the answer from {service} is over {MAX_ANSWER_BYTES} bytes")
-    if service.address is not None:
-        credential = response.getheader(munge.HEADER) or ""
-        expected = munge.answer_payload(response.status, data, digest, os.geteuid())
-        _check_signed(service, credential, expected, trusted_uids)
-    if response.status != 200:
-        try:
-            detail = json.loads(data)["error"]
-        except (ValueError, KeyError, TypeError):
-            detail = data[:200].decode("utf-8", "replace")
-        raise DaemonRefused(str(detail), response.status)
-    return data
+    return response
+
+
+def _signed_exchange(
+    service: Service,
+    method: str,
+    path: str,
+    body: bytes | None,
+    headers: dict[str, str],
+    timeout: float,
+    trusted_uids: Collection[int] | None,
+) -> Response:
+    """The exchange with the cluster-wide service: the request signed by MUNGE, and the answer checked."""
+    from advisor.daemon import (
+        munge,
+    )  # loaded by the service's callers only: no subprocess on the socket's way
+
+    assert service.address is not None
+    connection = TcpHTTPConnection(*service.address, timeout=timeout)  # the deadline counts munge's time too
+    digest = munge.request_digest(method, path, body or b"")
+    try:
+        headers = {**headers, munge.HEADER: munge.encode(digest, service.munge_socket)}
+    except munge.MungeError as error:
+        raise DaemonUnreachable(f"no MUNGE credential for the advisor service ({error})") from error
+    response = _exchange(service, connection, method, path, body, headers)
+    credential = response.getheader(munge.HEADER) or ""
+    expected = munge.answer_payload(response.status, response.body, digest, os.geteuid())
+    _check_signed(service, credential, expected, trusted_uids)
+    return response
 
 
 def _check_signed(
@@ -219,6 +355,8 @@ def _check_signed(
 ) -> None:
     """The service's answer, as MUNGE vouches for it: from a trusted uid, this very answer, and an answer
     to this very request (``expected``, `munge.answer_payload`) served for this process's uid."""
+    from advisor.daemon import munge
+
     try:
         signed = munge.decode(credential, service.munge_socket)
     except munge.MungeError as error:
