@@ -102,7 +102,6 @@ def _status(args: argparse.Namespace, console: Console) -> int:
 _STATUS_COLUMNS = {
     "models": {
         "name": "machine",
-        "hash": "hash",
         "version": "version",
         "age_hours": "age",
         "heldout_mape": "held-out MAPE",
@@ -111,7 +110,6 @@ _STATUS_COLUMNS = {
     "benchmarks": {
         "partition": "partition",
         "name": "machine",
-        "hash": "hash",
         "last": "last measured",
         "rows": "steps measured",
     },
@@ -167,8 +165,8 @@ def _print_health(console: Console, health: Health | None, problem: str | None) 
 
 
 def _table(title: str, rows: list[dict[str, Any]], columns: dict[str, str]) -> Table:
-    """Rows of named fields, each read as its name says (`readable.field`); a machine's hash shortened
-    beside its name."""
+    """Rows of named fields, each read as its name says (`readable.field`); a machine by its name, its
+    hash's start beside it."""
     table = Table(title=title, title_justify="left")
     if not rows:
         table.add_column("(none)")
@@ -176,7 +174,7 @@ def _table(title: str, rows: list[dict[str, Any]], columns: dict[str, str]) -> T
     for header in columns.values():
         table.add_column(readable.header(header) if header in _QUEUE_COLUMNS else header)
     for row in rows:
-        cells = {**row, "hash": row.get("machine", "")[:8]}
+        cells = {**row, "name": f"{row.get('name') or '-'} ({row.get('machine', '')[:8]})"}
         table.add_row(*(_cell(name, cells.get(name)) for name in columns))
     return table
 

@@ -154,17 +154,15 @@ def _list(args: argparse.Namespace, console: Console) -> int:
         return 0
     partitions = partitions_of(store.fingerprints())
     table = Table(title="model versions")
-    for column in ("machine", "hash", "partitions", "version", "active", "trained", "held-out MAPE"):
-        table.add_column(column)
+    for column in ("machine (hash)", "partitions", "version", "trained", "held-out MAPE"):
+        table.add_column(column, overflow="fold")  # a name folds rather than losing its end
     for column in ("steps", "layers"):
         table.add_column(column, justify="right")
     for row in rows:
         table.add_row(
-            names.get(row["machine"], "-"),
-            row["machine"][:8],
+            f"{names.get(row['machine'], '-')}\n({row['machine'][:8]})",
             ", ".join(partitions.get(row["machine"], [])) or "-",
-            str(row["version"]),
-            "yes" if row["active"] else "",
+            f"{row['version']}{', active' if row['active'] else ''}",
             readable.timestamp(row["created_at"]),
             percent(row["heldout_mape"]),
             f"{row['step_rows']:,}",
