@@ -93,6 +93,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ModuleNotFoundError as missing:  # a base install: the command loads the service's packages
         if _is_ours(missing):
             raise
+        if args.command == "recommend":  # a base install: the daemon recommends (a preview)
+            from advisor.remote_advice import recommend_by_daemon
+
+            return recommend_by_daemon(args, Console(), missing)
         return _unavailable(_needs_service(args.command, missing))
     except Exception as exc:
         if not _reported(exc):
