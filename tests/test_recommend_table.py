@@ -65,6 +65,10 @@ def test_candidates_that_differ_only_in_channels_last_and_are_predicted_alike_sh
     assert "cpu with CPU, micro-batch 64, channels_last either way (same prediction)" in rows[0]
     assert "p90 1.62x" in rows[0], "1.62 would read 1.6: the cut it crosses"
     assert "more candidates" not in text
+    priced = asked.model_copy(update={"cost": 1234.5})
+    console = Console(record=True, width=200)
+    show(recommendation([priced], priced).model_copy(update={"cost_unit": "EUR"}), console)
+    assert "1,234.50 EUR" in console.export_text(), "the cost in the policy's unit (before: 1234.50)"
 
 
 def test_a_group_without_every_combination_names_each_it_has() -> None:

@@ -78,8 +78,8 @@ def report(
 def _recommend_here(args: argparse.Namespace, parsed: ParsedSubmission, console: Console) -> Recommendation:
     """This install's own recommender, on the database and models it reads (the service's packages)."""
     # torch and xgboost load here only: introspection and the predictors need them.
+    from advisor.factory_table import table_for
     from advisor.history.service import MODEL_FILE, RunHistory
-    from advisor.introspect.run import introspect
     from advisor.predict.service import load_specs
     from advisor.recommend.cluster import ClusterView
     from advisor.recommend.edges import Sources, recommend_now
@@ -89,9 +89,7 @@ def _recommend_here(args: argparse.Namespace, parsed: ParsedSubmission, console:
     description = parsed.description
     table = None
     if description is not None:
-        table = introspect(
-            description.model, description.input_shape, description.model_kwargs, allow_factories=True
-        )
+        table = table_for(description, allow_factories=True, environ=os.environ)
     holder = PolicyHolder(args.policy)
     if holder.last_error is not None:
         console.print(f"advisor: warning: policy not used: {holder.last_error}", highlight=False)
@@ -139,9 +137,7 @@ def show(result: Recommendation, console: Console, changes: Sequence[str] | None
         console.print(f"the advisor {verb}: {' '.join(changes or advice_words(result))}", highlight=False)
     if result.candidates:
         console.print(
-            "waits marked * come from the estimator with the smaller measured error; cost in the policy's "
-            "prices",
-            highlight=False,
+            "waits marked * come from the estimator with the smaller measured error", highlight=False
         )
     for warning in result.kill_warnings:
         console.print(f"warning: {warning}", style="bold yellow", highlight=False)
@@ -241,7 +237,7 @@ def _row(group: Sequence[Estimate], result: Recommendation) -> list[str]:
         format_seconds(estimate.run_s),
         format_seconds(estimate.run_p90_s),
         format_seconds(estimate.total_s),
-        "-" if estimate.cost is None else f"{estimate.cost:,.2f}",
+        readable.cost(estimate.cost, result.cost_unit),
         "yes" if estimate.fits else "no",
         f"{estimate.confidence} (p90 {readable.ratio(estimate.run_p90_s / max(estimate.run_s, 1e-9))})",
     ]
