@@ -44,3 +44,8 @@ def exercise_booster(encoded: str) -> None:
     """Parses the booster and predicts one row of zeros with it."""
     booster = _decoded(encoded)
     booster.predict(xgb.DMatrix(np.zeros((1, booster.num_features()))))
+
+
+def booster_width(encoded: str) -> int:
+    """The number of features the booster reads."""
+    return int(_decoded(encoded).num_features())

@@ -21,6 +21,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from advisor.predict.boosters import booster_width
+from advisor.predict.layout import current_layout, layout_problem, width_problem
 from advisor.predict.machine import MachineModel
 from advisor.predict.model_check import READY
 from advisor.store import ModelRegistry, Store
@@ -62,15 +64,38 @@ def write_version_file(path: Path, text: str) -> str:
 
 
 def checked_model(store: Store, row: dict[str, Any]) -> MachineModel | None:
-    """The version of registry ``row``, or None where its file failed a check: then it is quarantined."""
+    """The version of registry ``row``, or None where its file failed a check (then it is quarantined) or
+    was fitted with another feature layout than this advisor's (then it waits for a retrain, unmoved)."""
     try:
         expected = row["sha256"] or _first_check(store, row)
-        return _verified(row["path"], expected)
+        model = _verified(row["path"], expected)
     except ModelFileError as error:
         quarantine(store, row, str(error))
+        return None
     except UncheckedError as error:
         log.error("model file %s not loaded: %s", row["path"], error)
-    return None
+        return None
+    problem = layout_refusal(model)
+    if problem is not None:
+        log.error(
+            "model file %s (the predictor of %s, version %s) is not served: %s; its partitions are predicted "
+            "as if never benchmarked until `advisor models train` fits a new version",
+            row["path"],
+            row["machine"],
+            row["version"],
+            problem,
+        )
+        return None
+    return model
+
+
+def layout_refusal(model: MachineModel) -> str | None:
+    """Why ``model`` cannot be served with this advisor's features, or None where it can."""
+    current = current_layout()
+    if model.layout is not None:
+        return layout_problem(model.layout, current)
+    widths = (booster_width(model.layer_booster), booster_width(model.step_booster))
+    return width_problem(widths, current)
 
 
 @lru_cache(maxsize=64)
