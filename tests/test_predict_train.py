@@ -19,7 +19,7 @@ import pytest
 from rich.console import Console
 
 from advisor.bench.results import read_jsonl
-from advisor.bench.zoo import zoo_table
+from advisor.bench.tables import zoo_table
 from advisor.cli import main as cli
 from advisor.ops import KernelPath
 from advisor.predict import evaluate
