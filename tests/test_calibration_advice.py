@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from advisor.bench.results import read_jsonl
-from advisor.bench.zoo import zoo_table
+from advisor.bench.tables import zoo_table
 from advisor.introspect.run import introspect
 from advisor.jobscript.submission import parse_submission
 from advisor.policy.load import parse_policy
