@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.bench.zoo import zoo_table
+from advisor.bench.tables import zoo_table
 from advisor.cli import main as cli
 from advisor.machines import labelled, machine_names
 from advisor.predict.bands import (
