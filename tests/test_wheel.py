@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from advisor.bench.results import read_jsonl
-from advisor.bench.zoo import zoo_table
+from advisor.bench.tables import zoo_table
 from advisor.predict.registry import machines, train_machine
 from advisor.predict.scaling import match_spec
 from advisor.predict.service import load_specs
