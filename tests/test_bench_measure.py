@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from advisor.bench.measure import measure_layer, measure_step
-from advisor.bench.zoo import zoo_table
+from advisor.bench.tables import zoo_table
 from advisor.records import LayerConfig
 
 from .bench_support import CPU, TINY, one_thread  # noqa: F401 (an autouse fixture)
