@@ -8,7 +8,7 @@ from math import log
 
 import pytest
 
-from advisor.bench.zoo import zoo_table
+from advisor.bench.tables import zoo_table
 from advisor.ops import KernelPath
 from advisor.predict.curves import batch_effects, through, through_weights
 from advisor.predict.features import step_feature_names, step_features, timed_layers
