@@ -28,7 +28,7 @@ from advisor.bench.plan import (
 )
 from advisor.bench.results import jsonl_sink
 from advisor.bench.run import run_plan, terminal_reporter
-from advisor.bench.zoo import zoo_table
+from advisor.bench.tables import zoo_table
 from advisor.introspect.table_cache import keep_tables_in
 from advisor.settings import SettingsError, load_settings
 
