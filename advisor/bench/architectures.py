@@ -9,7 +9,8 @@ from typing import Any
 
 from advisor.bench.night import SubmittedArchitecture, Tonight, tonight
 from advisor.bench.plan import DeviceKind, DeviceProfile, TableSource, nightly_grid
-from advisor.bench.zoo import model_table, zoo_sized, zoo_table
+from advisor.bench.tables import model_table, zoo_table
+from advisor.bench.zoo import zoo_sized
 from advisor.introspect import LayerTable
 from advisor.records import LayerConfig, StepConfig
 from advisor.store import Store, layer_config_of, step_config_of
