@@ -112,7 +112,7 @@ def test_description_rows_cover_the_plan(plan: Plan) -> None:
 
 
 def test_the_quick_plan_is_small_and_estimated_under_three_minutes() -> None:
-    from advisor.bench.zoo import zoo_table  # the real tables: introspection of four small models
+    from advisor.bench.tables import zoo_table  # the real tables: introspection of four small models
 
     plan = quick_plan(zoo_table)
     assert plan.estimate_s < 180
