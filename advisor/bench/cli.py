@@ -121,7 +121,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
 
 def _plan(args: argparse.Namespace, console: Console) -> int:
     from advisor.bench.plan import DeviceProfile, check_plan, full_plan, quick_plan
-    from advisor.bench.zoo import zoo_table
+    from advisor.bench.tables import zoo_table
 
     profile = DeviceProfile.assumed(args.device)
     if args.quick:
