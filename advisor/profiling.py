@@ -38,7 +38,7 @@ def _profile(args: argparse.Namespace, console: Console) -> int:
     import torch
 
     from advisor.bench.profile import profile_step
-    from advisor.bench.zoo import model_table
+    from advisor.bench.tables import model_table
     from advisor.predict.service import Predictors
     from advisor.records import StepConfig
 
