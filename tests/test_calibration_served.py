@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.bench.zoo import zoo_table
+from advisor.bench.tables import zoo_table
 from advisor.policy.schema import Confidence
 from advisor.predict.calibration import ARCHITECTURE_JOBS, Outcome, fit_corrections
 from advisor.predict.registry import machines, train_machine
