@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from advisor.bench.results import read_jsonl
-from advisor.bench.zoo import zoo_table
+from advisor.bench.tables import zoo_table
 from advisor.predict.registry import machines, train_machine
 from advisor.records import ResultLine
 from advisor.store import Store
