@@ -21,8 +21,8 @@ from torch import Tensor
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from advisor.bench.tables import model_table
 from advisor.bench.training import pace_step, start_training
-from advisor.bench.zoo import model_table
 from advisor.introspect import Optimizer, estimate_peak_memory
 from advisor.ops.workloads import build
 from advisor.precision import Precision
