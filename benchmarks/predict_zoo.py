@@ -37,7 +37,7 @@ import torch
 from advisor.bench.plan import DeviceProfile, build_plan, nightly_grid
 from advisor.bench.results import jsonl_sink, read_jsonl
 from advisor.bench.run import run_plan, terminal_reporter
-from advisor.bench.zoo import zoo_table
+from advisor.bench.tables import zoo_table
 from advisor.store import Store
 
 NIGHTLY = nightly_grid("cpu")
