@@ -5,6 +5,7 @@ file could crash runs in a child process, whose exit status a crash would be."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import subprocess
@@ -18,8 +19,9 @@ import pytest
 from advisor.bench.tables import zoo_table
 from advisor.daemon.app import AdviceService, ServiceInputs
 from advisor.machines import labelled, machine_names
+from advisor.ops import known
 from advisor.predict.model_files import QUARANTINE_SUFFIX, digest
-from advisor.predict.registry import train_machine
+from advisor.predict.registry import active_models, train_machine
 from advisor.slurm.client import SlurmClient
 from advisor.store import ModelRegistry, Store
 
@@ -32,6 +34,7 @@ from .model_file_support import (
     copy_trained,
     load_in_child,
 )
+from .ops_support import TIMED_POOL
 from .recommend_support import trained_store
 
 NOW = datetime(2026, 12, 4, tzinfo=UTC)
@@ -156,3 +159,45 @@ def test_an_older_database_gains_the_checksum_columns(tmp_path: Path) -> None:
         db.execute("PRAGMA user_version = 3")
     store = Store.open(tmp_path / "old.db")
     assert {"sha256", "quarantined"} <= set(store.db.table("model_versions").columns_dict)
+
+
+def test_a_version_fitted_with_another_feature_layout_is_refused_until_a_retrain(
+    trained: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A new timed op kind (one registry entry) adds a step feature: every stored booster would read its
+    columns one place off, so none is served, and none is moved aside or quarantined for it."""
+    store = copy_trained(trained, tmp_path / "root")
+    assert len(active_models(store)) == len(PARTITIONS)
+    monkeypatch.setattr(known, "OPS", (*known.OPS, TIMED_POOL))
+    with caplog.at_level(logging.ERROR, logger="advisor.predict"):
+        assert active_models(store) == {}
+    machine, path = active_file(store, "a100")
+    assert path.exists() and ModelRegistry(store).quarantined(machine, 1) is None
+    assert (
+        f"model file {path} (the predictor of {machine}, version 1) is not served: its step booster was "
+        "fitted with another feature layout (28 columns, this advisor's 29; new here: log_pooling_s); its "
+        "partitions are predicted as if never benchmarked until `advisor models train` fits a new version"
+    ) in caplog.text
+    monkeypatch.undo()
+    assert len(active_models(store)) == len(PARTITIONS), "served again with the layout it was fitted with"
+
+
+def test_a_version_from_before_feature_layouts_is_judged_by_its_boosters_widths(
+    trained: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = copy_trained(trained, tmp_path / "root")
+    machine, path = active_file(store, "t4")
+    document = json.loads(path.read_bytes())
+    del document["layout"]
+    data = json.dumps(document).encode()
+    path.write_bytes(data)
+    with store.db.conn:  # the file as written by a version before layouts, with its checksum
+        store.db.execute("UPDATE model_versions SET sha256 = ? WHERE path = ?", [digest(data), str(path)])
+    assert machine in active_models(store), "its boosters read as many columns as this advisor's"
+    monkeypatch.setattr(known, "OPS", (*known.OPS, TIMED_POOL))
+    with caplog.at_level(logging.ERROR, logger="advisor.predict"):
+        assert machine not in active_models(store)
+    assert (
+        "its boosters read 12 and 28 features, this advisor's layout has 12 and 29 (fitted before model "
+        "files kept their feature layout)"
+    ) in caplog.text

@@ -13,6 +13,7 @@ from advisor.ops import KernelPath
 from advisor.predict.curves import batch_effects, through, through_weights
 from advisor.predict.features import step_feature_names, step_features, timed_layers
 from advisor.predict.jobtime import JobShape, job_time
+from advisor.predict.layout import FeatureLayout, current_layout, layout_problem, width_problem
 from advisor.predict.leastsquares import relative_least_squares
 from advisor.predict.scaling import DeviceSpec, match_spec, roofline_ratio
 
@@ -96,3 +97,20 @@ def test_shrunk_coefficients_lean_toward_a_shared_one_that_unreached_columns_kee
         [[1, 0, 1], [2, 0, 1], [3, 0, 2]], [2, 3, 5], shrunk=2
     )
     assert unreached == pytest.approx(shared)
+
+
+def test_a_feature_layout_difference_is_said_column_by_column() -> None:
+    current = current_layout()
+    older = FeatureLayout(
+        layer=current.layer, step=(*(n for n in current.step if n != "count_dropout"), "count_pruned")
+    )
+    assert layout_problem(current, current) is None
+    assert layout_problem(older, current) == (
+        f"its step booster was fitted with another feature layout ({len(current.step)} columns, this "
+        f"advisor's {len(current.step)}; new here: count_dropout; gone from here: count_pruned)"
+    )
+    assert width_problem((len(current.layer), len(current.step)), current) is None
+    assert width_problem((len(current.layer), 3), current) == (
+        f"its boosters read {len(current.layer)} and 3 features, this advisor's layout has "
+        f"{len(current.layer)} and {len(current.step)} (fitted before model files kept their feature layout)"
+    )

@@ -34,8 +34,8 @@ def layout_problem(stored: FeatureLayout, current: FeatureLayout) -> str | None:
             gone = [name for name in mine if name not in now]
             new = [name for name in now if name not in mine]
             detail = f"{len(mine)} columns, this advisor's {len(now)}"
-            if gone or new:
-                detail += f"; not here now: {_names(gone)}; new: {_names(new)}"
+            detail += f"; new here: {', '.join(new)}" if new else ""
+            detail += f"; gone from here: {', '.join(gone)}" if gone else ""
             return f"its {booster} booster was fitted with another feature layout ({detail})"
     return None
 
@@ -49,7 +49,3 @@ def width_problem(widths: tuple[int, int], current: FeatureLayout) -> str | None
         f"its boosters read {widths[0]} and {widths[1]} features, this advisor's layout has {now[0]} and "
         f"{now[1]} (fitted before model files kept their feature layout)"
     )
-
-
-def _names(names: list[str]) -> str:
-    return ", ".join(names) if names else "none"
