@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from rich.console import Console
 
+from advisor import readable
 from advisor.recommend.candidates import Candidate
 from advisor.recommend.choose import Estimate, Recommendation
 from advisor.recommend.cli import alike, show
@@ -81,7 +82,7 @@ def test_a_group_without_every_combination_names_each_it_has() -> None:
     console = Console(record=True, width=200)
     show(recommendation([plain, *variants], plain), console)
     text = console.export_text()
-    assert "micro-batch 64, AMP / AMP + channels_last / channels_last (same prediction)" in text, text
+    assert "micro-batch 64, AMP, channels_last or both (same prediction)" in text, text
 
 
 def test_the_table_folds_to_a_narrow_terminal_and_keeps_every_word() -> None:
@@ -92,3 +93,18 @@ def test_the_table_folds_to_a_narrow_terminal_and_keeps_every_word() -> None:
     assert all(len(line) <= 80 for line in text.splitlines())
     assert "…" not in text, "nothing cut short"
     assert "1,970d 03:40" in text and "1970-03:40:31" not in text
+
+
+def test_an_array_says_its_columns_are_a_task_s_and_what_the_whole_array_costs() -> None:
+    """100 tasks, 10 at once: the table's run, wait and cost are each task's; a line says the array's."""
+    from tests.test_recommend_arrays import estimated
+
+    asked = estimated("0-99%10")
+    assert asked.array is not None
+    console = Console(record=True, width=200)
+    show(recommendation([asked], asked).model_copy(update={"cost_unit": "EUR"}), console)
+    text = console.export_text()
+    assert "each task" in text and "(last task)" in text
+    whole = asked.array.describe(readable.duration, lambda value: readable.cost(value, "EUR"))
+    assert f"as chosen: {whole}" in text and "all 100 array tasks, at most 10 at once (%10)" in whole
+    assert text.count("array tasks") == 1, "chosen as submitted: said once"

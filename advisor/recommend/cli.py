@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import io
 import os
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -117,6 +116,15 @@ HEADERS = (
     "fits",
     "confidence",
 )
+ARRAY_HEADERS = {
+    "wait\n(Slurm)": "wait, first task\n(Slurm)",
+    "wait\n(advisor)": "wait, first task\n(advisor)",
+    "run\n(p50)": "run, each task\n(p50)",
+    "run\n(p90)": "run, each task\n(p90)",
+    "total": "total\n(last task)",
+    "cost": "cost\n(each task)",
+}
+"""A job array's headers: its run, wait and cost are a task's, its total the last task's end."""
 SHOWN = 8
 """Candidates a table shows (and the job as submitted, wherever it ranks); `--json` has them all."""
 
@@ -130,6 +138,8 @@ def show(result: Recommendation, console: Console, changes: Sequence[str] | None
         shown = sum(len(group) for group in _shown(result))
         if shown < len(result.candidates):
             console.print(f"and {len(result.candidates) - shown} more candidates (--json: all)")
+    for line in _array_lines(result):
+        console.print(line, highlight=False)
     for reason in result.reasons:
         console.print(reason, highlight=False)
     if result.advice is not None:
@@ -153,10 +163,14 @@ def candidates_table(result: Recommendation) -> Table:
         pad_edge=False,
         collapse_padding=True,
     )
+    array = any(estimate.array is not None for estimate in result.candidates)
     for column in HEADERS:
-        table.add_column(column)  # a min_width makes rich crop the last column instead of folding
+        table.add_column(ARRAY_HEADERS.get(column, column) if array else column)
     for group in _shown(result):
         table.add_row(*_row(group, result))
+    for made in table.columns:  # no word cut: rich otherwise squeezes one column and spares the next
+        texts = [str(made.header), *map(str, made.cells)]
+        made.min_width = max(len(word) for text in texts for word in text.split() or [""])
     return table
 
 
@@ -165,10 +179,11 @@ def _print_candidates(result: Recommendation, console: Console) -> None:
     ``header value`` pairs (a table squeezed below its columns' widths loses its last columns)."""
     table = candidates_table(result)
     if _fits(table, console.width):
+        _widen_configuration(table, console.width)
         console.print(table)
         return
     console.print(table.title, highlight=False)
-    labels = [header.replace("\n", " ") for header in HEADERS]
+    labels = [str(column.header).replace("\n", " ") for column in table.columns]
     for group in _shown(result):
         mark, configuration, *figures = _row(group, result)
         console.print(f"{mark or '-'}: {configuration}", highlight=False)
@@ -177,10 +192,39 @@ def _print_candidates(result: Recommendation, console: Console) -> None:
 
 
 def _fits(table: Table, width: int) -> bool:
-    """Whether rich lays the table out at ``width`` without cutting a word (it ends one with an ellipsis)."""
-    trial = Console(width=width, file=io.StringIO(), record=True, color_system=None)
-    trial.print(table)
-    return "…" not in trial.export_text()
+    """Whether every column gets its longest word at ``width``: wider, rich crops the last columns."""
+    padding = 2 * len(table.columns)
+    return sum(column.min_width or 0 for column in table.columns) + padding <= width
+
+
+def _widen_configuration(table: Table, width: int) -> None:
+    """The configuration column gets what the figures leave, the mark and the confidence folding to
+    their longest words (rich otherwise shares the squeeze and folds the configuration most)."""
+    natural = [
+        max(len(line) for text in [str(c.header), *map(str, c.cells)] for line in text.splitlines() or [""])
+        for c in table.columns
+    ]
+    folding = {0, 1, len(table.columns) - 1}  # the mark, the configuration, the confidence
+    taken = sum(c.min_width or 0 for i, c in enumerate(table.columns) if i in folding - {1})
+    taken += sum(natural[i] for i in range(len(table.columns)) if i not in folding)
+    configuration = table.columns[1]
+    left = width - 2 * len(table.columns) - taken
+    configuration.min_width = max(configuration.min_width or 0, min(natural[1], left))
+
+
+def _array_lines(result: Recommendation) -> list[str]:
+    """For a job array, the whole array as chosen and as submitted (once, where they are one)."""
+
+    def money(value: float) -> str:
+        return readable.cost(value, result.cost_unit)
+
+    lines: list[str] = []
+    said: list[Estimate] = []
+    for label, estimate in (("as chosen", result.chosen), ("as submitted", result.baseline)):
+        if estimate is not None and estimate.array is not None and estimate not in said:
+            said.append(estimate)
+            lines.append(f"{label}: {estimate.array.describe(readable.duration, money)}")
+    return lines
 
 
 def _shown(result: Recommendation) -> list[list[Estimate]]:
@@ -245,7 +289,7 @@ def _row(group: Sequence[Estimate], result: Recommendation) -> list[str]:
 
 def _configuration(group: Sequence[Estimate], estimate: Estimate) -> str:
     """The candidate as described, its group's knobs said: ``channels_last either way`` where every
-    combination is in it, else each (``AMP / channels_last / AMP + channels_last``)."""
+    combination is in it, else each (``AMP, channels_last or both``)."""
     knobs = {"amp": "AMP", "channels_last": "channels_last"}
     either = [knob for knob in knobs if len({getattr(e.candidate, knob) for e in group}) > 1]
     if not either:
@@ -255,9 +299,15 @@ def _configuration(group: Sequence[Estimate], estimate: Estimate) -> str:
     if len(variants) == 2 ** len(either):
         said = f"{' and '.join(knobs[knob] for knob in either)} either way"
     else:
-        named = [" + ".join(knobs[knob] for knob in variant) or "neither" for variant in sorted(variants)]
-        said = " / ".join(named)
+        named = [_variant(variant, knobs) for variant in sorted(variants, key=lambda v: (len(v), v))]
+        said = f"{', '.join(named[:-1])} or {named[-1]}"
     return f"{describe(plain)}, {said} (same prediction)"
+
+
+def _variant(variant: tuple[str, ...], knobs: dict[str, str]) -> str:
+    if not variant:
+        return "neither"
+    return "both" if len(variant) == len(knobs) else " and ".join(knobs[knob] for knob in variant)
 
 
 def _mark(group: Sequence[Estimate], result: Recommendation) -> str:
