@@ -7,7 +7,7 @@ The daemon's answer is untrusted input: `advisor.submit_guard` accepts only what
 
 from __future__ import annotations
 
-import base64
+import binascii
 import contextlib
 import json
 import os
@@ -55,7 +55,7 @@ def advise(
     may run inside anyone's sbatch, root's included. ``preview``: a dry run, which the daemon answers
     without auditing (nothing will be submitted)."""
     request = {
-        "script_b64": base64.b64encode(script).decode("ascii"),
+        "script_b64": binascii.b2a_base64(script, newline=False).decode("ascii"),
         "where": job.where,
         "sbatch_argv": job.argv,
         "description_args": description_args,

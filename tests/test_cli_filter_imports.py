@@ -21,13 +21,15 @@ NOT_IN_THE_HELPER = (
     "ssl",
     "email",
     "subprocess",
+    "tempfile",
     "advisor.submit",
     "advisor.factory_table",
     "advisor.daemon.munge",
 )
 """The models' and the tables' packages, the service's, argparse (only `cli-filter install` parses),
-http.client and what it loads (ssl, email: the transport speaks HTTP itself), and subprocess with the
-modules that need it: advise-submit's own (sbatch), the factory child's, MUNGE's (the service over TCP)."""
+http.client and what it loads (ssl, email: the transport speaks HTTP itself), tempfile (importlib.resources
+loads it: package data is not read here), and subprocess with the modules that need it: advise-submit's
+own (sbatch), the factory child's, MUNGE's (the service over TCP)."""
 
 
 def _loaded(tmp_path: Path, *words: str) -> tuple[list[str], str, str]:

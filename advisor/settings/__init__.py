@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -54,6 +53,8 @@ class SettingsError(ValueError):
 
 def package_data(name: str) -> Path:
     """A file or folder of ``advisor/data``, installed with the package (a wheel has it too)."""
+    from importlib import resources  # here: it loads tempfile, shutil, bz2... (every sbatch runs the filter)
+
     return Path(str(resources.files("advisor") / "data" / name))
 
 
