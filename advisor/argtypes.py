@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 
 
 def input_shape(text: str) -> tuple[int, int, int]:
@@ -11,3 +12,16 @@ def input_shape(text: str) -> tuple[int, int, int]:
     if len(parts) != 3 or not all(part.isdigit() and int(part) > 0 for part in parts):
         raise argparse.ArgumentTypeError(f"expected C,H,W such as 3,224,224, not {text!r}")
     return int(parts[0]), int(parts[1]), int(parts[2])
+
+
+def model_arg(text: str) -> tuple[str, int | float | bool | str]:
+    """KEY=VALUE for the model's constructor, as `#ADVISOR --model-arg` takes it: a JSON number or boolean,
+    otherwise the text itself."""
+    key, has_value, literal = text.partition("=")
+    if not has_value or not key.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE such as dropout=0.1, not {text!r}")
+    try:
+        parsed = json.loads(literal)
+    except json.JSONDecodeError:
+        return key, literal
+    return key, parsed if isinstance(parsed, int | float | bool | str) else literal

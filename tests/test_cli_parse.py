@@ -129,3 +129,23 @@ def test_the_commands_that_print_data_take_json() -> None:
         ["policy", "check", "policy.toml", "--json"],
     ):
         assert _parser(settings, words[0]).parse_args(words).json is True, words
+
+
+def test_predict_takes_a_token_model_s_sequence_task_and_constructor_keywords() -> None:
+    """As `#ADVISOR` does (issue 52): --sequence-length, --task, --model-arg KEY=VALUE (JSON numbers and
+    booleans as such, other values as text); a malformed one is refused by name."""
+    from advisor.argtypes import model_arg
+    from advisor.cli import _parser
+
+    assert model_arg("n_layer=2") == ("n_layer", 2)
+    assert model_arg("dropout=0.1") == ("dropout", 0.1) and model_arg("bias=true") == ("bias", True)
+    assert model_arg("activation=gelu_new") == ("activation", "gelu_new")
+    words = ["predict", "--model=hf:gpt2", "--batch-size=4", "--partition=t4", "--sequence-length=128"]
+    words += ["--task=causal-lm", "--model-arg", "n_layer=2", "--model-arg=n_head=4"]
+    args = _parser(load_settings({}, None), "predict").parse_args(words)
+    assert (args.sequence_length, args.task) == (128, "causal-lm")
+    assert dict(args.model_arg) == {"n_layer": 2, "n_head": 4}
+    refused = subprocess.run(
+        [ADVISOR, *words[:4], "--model-arg=2layers"], capture_output=True, text=True, timeout=60
+    )
+    assert refused.returncode == 2 and "expected KEY=VALUE such as dropout=0.1" in refused.stderr

@@ -66,6 +66,16 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
         "--input-shape", type=argtypes.input_shape, default=(3, 224, 224), help="C,H,W (default 3,224,224)"
     )
     predict.add_argument("--num-classes", type=int, help="default: the benchmark zoo's for this input size")
+    predict.add_argument(
+        "--model-arg",
+        type=argtypes.model_arg,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a keyword for the model's constructor, as #ADVISOR --model-arg (repeat for more)",
+    )
+    predict.add_argument("--sequence-length", type=int, help="a token model's sequence (hf:, timm: text)")
+    predict.add_argument("--task", help="a token model's loss: causal-lm, masked-lm, sequence-classification")
     predict.add_argument("--batch-size", type=int, required=True)
     predict.add_argument("--partition", required=True)
     predict.add_argument(
@@ -310,8 +320,16 @@ def _predict(args: argparse.Namespace, console: Console) -> int:
             kwargs = zoo_model(args.model).kwargs(height)
         except ValueError:
             kwargs = {}
+    kwargs |= dict(args.model_arg)
     # This command runs as the user who typed it, like `advisor inspect`: their own factories may be imported.
-    table = introspect(args.model, args.input_shape, kwargs, allow_factories=True)
+    table = introspect(
+        args.model,
+        args.input_shape,
+        kwargs,
+        allow_factories=True,
+        sequence_length=args.sequence_length,
+        task=args.task,
+    )
     specs = load_specs(args.gpu_specs) if args.gpu_specs.is_dir() else []
     store = Store.existing(args.db)
     try:
