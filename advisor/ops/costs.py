@@ -231,3 +231,16 @@ def update(rates: UpdateRates, c: LayerConfig) -> Cost:
         forward_bytes=float(ELEMENT_BYTES * rates.moves * n),
         backward_bytes=0.0,
     )
+
+
+def launch_chain(c: LayerConfig) -> Cost:
+    """``height`` tiny multiplies in a row, each on ``width`` elements, and their ``height`` gradients: a
+    chain whose time is its launches, what each op costs beyond its arithmetic (dispatch, a kernel
+    launch); each op reads and writes its elements."""
+    n = c.batch * c.height * c.width
+    return Cost(
+        forward_flops=float(n),
+        backward_flops=float(n),
+        forward_bytes=float(ELEMENT_BYTES * 2 * n),
+        backward_bytes=float(ELEMENT_BYTES * 2 * n),
+    )

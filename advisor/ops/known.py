@@ -101,6 +101,7 @@ OPS: tuple[Op, ...] = (
     _update("sgd_momentum", costs.SGD_MOMENTUM),
     _update("adam", costs.ADAM),
     _update("adamw", costs.ADAMW),
+    Op("launch_chain", "launch", frozenset(), costs.launch_chain, f"{_BUILDERS}:launch_chain"),
 )  # fmt: skip
 """Where several ops cover one kind, the first whose configuration fits a layer is its op."""
 

@@ -22,8 +22,9 @@ class KernelPath(StrEnum):
 
 Configure = Callable[[Layer, int, bool], LayerConfig | None]
 """How a layer becomes an op's benchmark configuration at a batch and precision."""
-Family = Literal["convolution", "matrix", "vector", "update"]
-"""What bounds an op: convolutions and matrix products are compute, vector ops and updates bandwidth."""
+Family = Literal["convolution", "matrix", "vector", "update", "launch"]
+"""What bounds an op: convolutions and matrix products are compute, vector ops and updates bandwidth, a
+chain of tiny ops its launches."""
 
 
 def _everything(_config: LayerConfig) -> bool:

@@ -157,6 +157,23 @@ def cross_entropy(c: LayerConfig, device: torch.device) -> Workload:
     return layer_workload((nn.CrossEntropyLoss(), (logits, targets)), c, device)
 
 
+class _Chain(nn.Module):
+    """``length`` multiplies in a row: as many kernels forward, and as many backward."""
+
+    def __init__(self, length: int) -> None:
+        super().__init__()
+        self.length = length
+
+    def forward(self, x: Tensor) -> Tensor:
+        for _ in range(self.length):
+            x = x * 1.0001
+        return x
+
+
+def launch_chain(c: LayerConfig, device: torch.device) -> Workload:
+    return layer_workload((_Chain(c.height), (torch.randn(c.batch, c.width),)), c, device)
+
+
 def _update(
     c: LayerConfig, device: torch.device, make: Callable[[list[Tensor]], torch.optim.Optimizer]
 ) -> Workload:
