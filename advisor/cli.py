@@ -35,6 +35,7 @@ COMMAND_MODULES = (
     ("advisor.cli_filter", ("cli-filter",)),
     ("advisor.web.cli", ("web",)),
     ("advisor.site.cli", ("init-site",)),
+    ("advisor.manual", ("completion", "man")),
 )
 """The modules that add commands, with the commands each adds: only the module of the command given is
 imported (`advisor --help` imports none), and on a base install (no service extra) a module that cannot
@@ -57,6 +58,8 @@ SUMMARIES = {
     "cli-filter": "plain sbatch, advised: Slurm's cli_filter/lua plugin",
     "web": "the advisor in a browser: compare partitions for a model (a personal server)",
     "init-site": "write the settings template, the policies, pip's constraints and the systemd units",
+    "completion": 'bash completion: eval "$(advisor completion bash)"',
+    "man": "the manual page (troff), from the parser: advisor man | man -l -",
 }
 """Each command's line in `advisor --help`, which lists them without importing their modules (a test
 checks each against the module's own)."""
@@ -196,6 +199,17 @@ def _parser(settings: Settings, command: str | None = None) -> argparse.Argument
         else:
             for name in names:
                 commands.add_parser(name, help=SUMMARIES.get(name), add_help=False)
+    return parser
+
+
+def every_command(settings: Settings) -> argparse.ArgumentParser:
+    """The parser with every command's own options (each module loaded): completion and the manual."""
+    parser = _parser(settings)
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for module_name, names in COMMAND_MODULES:
+        for name in names:
+            commands.choices.pop(name, None)
+        _add_module(commands, module_name, names, settings)
     return parser
 
 
