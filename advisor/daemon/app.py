@@ -36,6 +36,7 @@ from advisor.bench.architectures import Architectures
 from advisor.daemon import views
 from advisor.daemon.links import Forbidden, JobLinks, user_name
 from advisor.daemon.metrics import Metrics
+from advisor.daemon.step_times import MeasuredSteps, StepTimes
 from advisor.daemon.transport import Peer
 from advisor.history.service import RunHistory
 from advisor.introspect import LayerTable
@@ -69,6 +70,9 @@ class ServiceInputs:
     """User names and uids (as text) who may read the admin view (``admins`` in the settings)."""
     bench: BenchSettings = field(default_factory=BenchSettings)
     """For tonight's benchmark plans in the admin view, as the nightly job makes them."""
+    step_times: StepTimes | None = None
+    """Step times given for some models (``--step-times``, an evaluation's: `advisor.daemon.step_times`): a
+    job naming one of them is predicted from them, not from the stored models and a layer table."""
 
 
 SLURM_DOWN_FOR_S = 120.0
@@ -243,10 +247,14 @@ class AdviceService:
             request.description_args,
             self.inputs.datasets,
         )
-        table = _table(parsed, request)
+        steps = self._given_steps(parsed)
+        table = None if steps is not None else _table(parsed, request)
+        unread = None if steps is not None else _unread(parsed, table)
         with self.store() as store:
-            sources = Sources(self.cluster, store, self.policy.current, self.inputs.specs, self.run_history)
-            recommendation = recommend_now(sources, parsed, table, user, now, _unread(parsed, table))
+            sources = Sources(
+                self.cluster, store, self.policy.current, self.inputs.specs, self.run_history, steps
+            )
+            recommendation = recommend_now(sources, parsed, table, user, now, unread)
         return _Answer(
             recommendation=recommendation,
             submission=_submission(parsed, request, recommendation),
@@ -255,6 +263,13 @@ class AdviceService:
             table=table,
             global_batch=None if parsed.description is None else parsed.description.global_batch,
         )
+
+    def _given_steps(self, parsed: ParsedSubmission) -> MeasuredSteps | None:
+        """The given step times of the job's model, where the daemon was started with some for it."""
+        times, description = self.inputs.step_times, parsed.description
+        if times is None or description is None or description.model not in times.models():
+            return None
+        return MeasuredSteps(times, description.model, self.cluster.partitions())
 
     def purge_audit(self) -> int:
         """Forgets requests older than the policy's ``[audit] retention_days``; returns how many went."""

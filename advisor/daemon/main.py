@@ -91,6 +91,13 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
     daemon.add_argument("--gpu-specs", type=Path, default=settings.gpu_specs, help="default: %(default)s")
     daemon.add_argument("--models-dir", type=Path, default=settings.models_dir, help="default: %(default)s")
     daemon.add_argument("--log-level", default="INFO")
+    daemon.add_argument(
+        "--step-times",
+        type=Path,
+        metavar="FILE",
+        help="an evaluation's step times (JSON, `advisor.daemon.step_times`): jobs of the models it names "
+        "are predicted from it instead of the stored models (benchmarks/replay.py starts the daemon so)",
+    )
     limits = daemon.add_argument_group("limits (what callers may hold of the daemon)")
     for flag, field, metavar, meaning in _LIMIT_OPTIONS:
         default = getattr(Limits(), field)
@@ -118,13 +125,15 @@ def _daemon(args: argparse.Namespace, console: Console) -> int:
     from advisor.daemon.app import AdviceService, ServiceInputs, utc_now
     from advisor.daemon.metrics import CountingRunner, Metrics
     from advisor.daemon.server import Listen, serve
+    from advisor.daemon.step_times import StepTimesError, load_step_times
     from advisor.history.service import MODEL_FILE
     from advisor.predict.service import load_specs
 
     specs = load_specs(args.gpu_specs) if args.gpu_specs.is_dir() else []
     try:
         datasets = load_datasets(args.settings.datasets)
-    except DatasetsFileError as error:
+        step_times = None if args.step_times is None else load_step_times(args.step_times)
+    except (DatasetsFileError, StepTimesError) as error:
         console.print(f"advisor: error: {error}", highlight=False)
         return 1
     history_model = args.models_dir / MODEL_FILE
@@ -136,6 +145,7 @@ def _daemon(args: argparse.Namespace, console: Console) -> int:
         history_model=history_model,
         admins=frozenset(args.settings.admins),
         bench=args.settings.bench,
+        step_times=step_times,
     )
     metrics, slurm = Metrics(), args.settings.slurm
     runner = CountingRunner(runner_for(slurm), metrics)
