@@ -29,7 +29,7 @@ from advisor.jobscript.errors import ScriptError
 from advisor.submit_guard import sanitized
 
 if TYPE_CHECKING:
-    from advisor.introspect.table import LayerTable
+    from advisor.introspect.table import LayerTable, Training
     from advisor.jobscript.advisor_lines import JobDescription
     from advisor.jobscript.commands import Inferred
 
@@ -145,7 +145,7 @@ def table_for(
     from advisor.introspect.run import introspect
 
     cache = cache_folder(environ) if environ is not None else None
-    return introspect(
+    table = introspect(
         description.model,
         description.input_shape,
         description.model_kwargs,
@@ -155,6 +155,20 @@ def table_for(
         target_length=description.target_length,
         places=() if cache is None else (cache,),
     )
+    return table.trained(training_of(description))
+
+
+def training_of(description: JobDescription) -> Training:
+    """What the job's script says of how it trains (LoRA, checkpointing, ZeRO, its optimizer)."""
+    from advisor.introspect.table import Training
+
+    return Training(
+        lora_rank=description.lora_rank,
+        lora_targets=description.lora_targets,
+        checkpointing=description.gradient_checkpointing,
+        zero_stage=description.zero_stage,
+        optimizer=description.optimizer,
+    )
 
 
 def daemon_table(description: JobDescription, sent: Mapping[str, Any] | None) -> LayerTable | None:
@@ -162,8 +176,8 @@ def daemon_table(description: JobDescription, sent: Mapping[str, Any] | None) ->
     one built here from library code only; None for what only the user's process may build."""
     from advisor.introspect.table import LayerTable
 
-    if sent is not None:
-        return LayerTable.model_validate(sent)
+    if sent is not None:  # how the job trains is the daemon's own reading of the script
+        return LayerTable.model_validate(sent).trained(training_of(description))
     if not_built_here(description.model) is not None:
         return None
     return table_for(description, allow_factories=False)

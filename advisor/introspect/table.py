@@ -11,7 +11,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import Field, JsonValue, model_validator
 
@@ -171,11 +171,32 @@ class Totals(Frozen):
         )
 
 
+class Training(Frozen):
+    """How a step trains beyond its model, where that changes its time and memory (read from the job's
+    script; `advisor.introspect.training`). Absent: every parameter trains, nothing is recomputed."""
+
+    lora_rank: Annotated[int, Field(ge=1, le=65536)] | None = None
+    """LoRA: the base is frozen and low-rank adapters of this rank train."""
+    lora_targets: tuple[Annotated[str, Field(max_length=200)], ...] = Field(default=(), max_length=64)
+    """The linear layers (their last name: ``q_proj``) the adapters wrap, or ``all-linear``; none named:
+    PEFT's defaults for the common architectures."""
+    checkpointing: bool = False
+    """Gradient checkpointing of each repeated block: its forward runs again in the backward."""
+    zero_stage: Annotated[int, Field(ge=0, le=3)] | None = None
+    """DeepSpeed ZeRO's stage (FSDP's full sharding is 3): optimizer state, gradients, weights sharded."""
+    optimizer: Literal["sgd", "adam", "adamw"] | None = None
+    """None: SGD with momentum, as the benchmarks train."""
+
+
 def architecture_hash(
-    input_shape: tuple[int, int, int], layers: tuple[Layer, ...], tokens: tuple[int, str] | None = None
+    input_shape: tuple[int, int, int],
+    layers: tuple[Layer, ...],
+    tokens: tuple[int, str] | None = None,
+    training: Training | None = None,
 ) -> str:
     """Hash of what determines the computation (ops, shapes, geometry), not of names, weights or costs;
-    ``tokens`` (sequence length, task) only for a token model, so an image model's hash stays as it was."""
+    ``tokens`` (sequence length, task) only for a token model and ``training`` only where given, so an
+    image model's hash stays as it was."""
     architecture: list[object] = [
         list(input_shape),
         [
@@ -185,6 +206,8 @@ def architecture_hash(
     ]
     if tokens is not None:
         architecture.append(list(tokens))
+    if training is not None:
+        architecture.append(training.model_dump(mode="json"))
     canonical = json.dumps(architecture, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -202,6 +225,8 @@ class LayerTable(Frozen):
     layers: tuple[Layer, ...] = Field(max_length=MAX_LAYERS)
     totals: Totals
     architecture_hash: str = Field(pattern=r"^[0-9a-f]{64}$")
+    training: Training | None = None
+    """How the job trains it, where that is not every parameter with nothing recomputed (hashed then)."""
 
     @classmethod
     def build(
@@ -235,9 +260,16 @@ class LayerTable(Frozen):
         if self.totals != Totals.of(self.layers, self.totals.parameters, self.totals.saved_activation_bytes):
             raise ValueError("totals do not match the layers")
         tokens = _tokens(self.sequence_length, self.task)
-        if self.architecture_hash != architecture_hash(self.input_shape, self.layers, tokens):
+        if self.architecture_hash != architecture_hash(self.input_shape, self.layers, tokens, self.training):
             raise ValueError("architecture hash does not match the layers")
         return self
+
+    def trained(self, training: Training | None) -> LayerTable:
+        """This table as a job trains it (its hash with ``training``; None or the default: as benchmarked)."""
+        kept = None if training is None or training == Training() else training
+        tokens = _tokens(self.sequence_length, self.task)
+        digest = architecture_hash(self.input_shape, self.layers, tokens, kept)
+        return self.model_copy(update={"training": kept, "architecture_hash": digest})
 
     def at_batch(self, batch_size: int) -> BatchCosts:
         return BatchCosts(

@@ -69,11 +69,15 @@ class JobDescription(BaseModel):
     batch_via: Literal["env", "flag"] = "env"
     batch_flag: str | None = None
     gradient_checkpointing: bool = False
-    """Read from the script (``--gradient_checkpointing``); not yet in the prediction."""
+    """Read from the script (``--gradient_checkpointing``): a step recomputes each block's forward."""
     lora_rank: PositiveInt | None = None
-    """A LoRA adapter's rank where the script trains one (``--use_peft``, ``--lora_r``); not yet predicted."""
+    """A LoRA adapter's rank where the script trains one (``--use_peft``, ``--lora_r``): a frozen base."""
+    lora_targets: tuple[Annotated[str, Field(max_length=200)], ...] = Field(default=(), max_length=64)
+    """The layers LoRA adapts (``--lora_target_modules``: names, or ``all-linear``); none: PEFT's defaults."""
     zero_stage: Annotated[int, Field(ge=0, le=3)] | None = None
-    """DeepSpeed ZeRO's stage from the script's DeepSpeed or accelerate file; not yet predicted."""
+    """DeepSpeed ZeRO's stage from the script's DeepSpeed or accelerate file (memory sharded per GPU)."""
+    optimizer: Literal["sgd", "adam", "adamw"] | None = None
+    """The script's optimizer (``--optim``, timm's ``--opt``); None: SGD with momentum, as benchmarked."""
 
     @field_validator("model")
     @classmethod

@@ -32,7 +32,7 @@ from typing import Any
 from advisor.jobscript.datasets import Dataset
 from advisor.jobscript.launchers import Launch, program_of
 from advisor.jobscript.recipes import Read, recipe_flags
-from advisor.jobscript.trainers import read_hf, read_lightning
+from advisor.jobscript.trainers import optimizer_named, read_hf, read_lightning
 
 STYLES = ("imagenet", "torchvision", "timm", "hf", "lightning")
 _ASSIGNMENT = re.compile(r"(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(\S*)")
@@ -325,11 +325,13 @@ def _read_images(
     global_batch = _product(batch, accumulation, str(scale))
     if model is None or not _TORCHVISION_NAME.fullmatch(model.split(".", 1)[0]) or global_batch is None:
         return None
+    values: dict[str, Any] = {"model": model, "global_batch": str(global_batch)}
     if convention.timm:  # timm's own model, whatever torchvision calls the same name
-        model = f"timm:{model}"
+        values["model"] = f"timm:{model}"
+        optimizer = optimizer_named(flags.get("opt", "sgd"))
+        values |= {} if optimizer is None else {"optimizer": optimizer}
     elif "." in model:
         return None
-    values: dict[str, Any] = {"model": model, "global_batch": str(global_batch)}
     if steps and steps not in ("-1", "0"):
         values["steps"] = steps
     elif epochs and dataset is not None:

@@ -5,7 +5,8 @@
 ``train_micro_batch_size_per_gpu``), ``--gradient_accumulation_steps``, ``--num_train_epochs`` or
 ``--max_steps``, the sequence length (``--block_size``, ``--max_seq_length``, ``--max_length``,
 ``--max_source_length``), ``--bf16``/``--fp16`` (or accelerate's ``mixed_precision``, DeepSpeed's
-``bf16.enabled``), ``--gradient_checkpointing``, ``--use_peft``/``--lora_r``, ZeRO's stage; the task from
+``bf16.enabled``), ``--gradient_checkpointing``, ``--use_peft``/``--lora_r``/``--lora_target_modules``,
+ZeRO's stage, ``--optim`` (AdamW unless named); the task from
 the program (``run_clm`` causal LM, ``run_mlm`` masked LM, ``run_glue`` classification,
 ``run_translation`` seq2seq, ``trl sft`` causal LM). ``lightning``: ``--model.*``, ``--data.batch_size``,
 ``--trainer.max_steps``/``max_epochs``, ``--trainer.precision``, ``--trainer.accumulate_grad_batches``,
@@ -48,6 +49,17 @@ def model_reference(name: str) -> str | None:
     return f"hf:{name}"
 
 
+def optimizer_named(name: str) -> str | None:
+    """An optimizer's name (``adamw_torch_fused``, ``sgd``) as the memory model counts its state; None
+    for one it does not know (counted as SGD's, as benchmarked)."""
+    lowered = name.lower()
+    if "adamw" in lowered:
+        return "adamw"
+    if "adam" in lowered:
+        return "adam"
+    return "sgd" if "sgd" in lowered or "momentum" in lowered else None
+
+
 def read_hf(
     program: str, flags: Mapping[str, str], world: int, datasets: Mapping[str, Dataset]
 ) -> dict[str, Any] | None:
@@ -65,6 +77,8 @@ def read_hf(
     common = _common(flags, name, task, batch or "8", accumulation or "1", world, amp)
     if common is None:
         return None
+    optimizer = optimizer_named(flags.get("optim", "adamw_torch"))  # TrainingArguments' default
+    common |= {} if optimizer is None else {"optimizer": optimizer}
     steps, epochs = flags.get("max-steps"), flags.get("num-train-epochs") or "3"
     return _length(common, steps, epochs, _data_words(flags), datasets)
 
@@ -147,6 +161,8 @@ def _settings(flags: Mapping[str, str], amp: bool, accumulation: str) -> dict[st
     settings: dict[str, Any] = {"gradient_checkpointing": checkpointing}
     if peft:
         settings["lora_rank"] = flags.get("lora-r", "16")  # TRL's ModelConfig default
+        targets = flags.get("lora-target-modules", "").strip("[]")
+        settings["lora_targets"] = [name.strip(" '\"") for name in targets.split(",") if name.strip(" '\"")]
     if stage is not None and stage.isdigit():
         settings["zero_stage"] = stage
     own = {"own_amp": amp, "own_accumulation": accumulation}

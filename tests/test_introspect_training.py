@@ -1,0 +1,216 @@
+"""How a job trains, predicted: LoRA (a frozen base, adapters of rank r), gradient checkpointing (one more
+forward of each block, fewer activations kept), the optimizer's state and ZeRO's sharding. Counted by hand
+on a small table, and against real training steps of a tiny GPT-2 on this CPU."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from torch import Tensor, nn
+
+from advisor.introspect import Layer, LayerKind, LayerTable, Optimizer, Scaling, TensorShape
+from advisor.introspect.memory import MemoryEstimate, estimate_peak_memory
+from advisor.introspect.run import introspect
+from advisor.introspect.table import Training
+from advisor.introspect.training import (
+    adapter_parameters,
+    kept_activation_bytes,
+    trainable_parameters,
+    training_time_factor,
+)
+from advisor.precision import Precision
+
+transformers = pytest.importorskip("transformers")
+
+TINY = {"model_type": "gpt2", "vocab_size": 512, "n_positions": 128, "n_embd": 128, "n_layer": 4,
+        "n_head": 4, "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}  # fmt: skip
+BATCH, TOKENS, RANK = 8, 128, 8
+LORA = Training(lora_rank=RANK, lora_targets=("c_attn",))
+CHECKPOINTING = Training(checkpointing=True)
+
+
+def _linear(index: int, name: str, d_in: int, d_out: int, rows: int = 1) -> Layer:
+    flops = 2 * rows * d_in * d_out
+    return Layer(
+        index=index, name=name, op="Linear", kind=LayerKind.LINEAR,
+        inputs=(TensorShape(dims=(1, rows, d_in), batch_dim=0),),
+        outputs=(TensorShape(dims=(1, rows, d_out), batch_dim=0),),
+        parameters=d_in * d_out, forward_flops=Scaling(per_sample=flops),
+        backward_flops=Scaling(per_sample=2 * flops), bytes_read=Scaling(), bytes_written=Scaling(),
+    )  # fmt: skip
+
+
+def _two_blocks() -> LayerTable:
+    """Two blocks of one 10 -> 20 linear (2 rows a sample), then a 20 -> 5 head outside them."""
+    layers = (_linear(0, "h.0.fc", 10, 20, 2), _linear(1, "h.1.fc", 10, 20, 2), _linear(2, "head", 20, 5, 2))
+    return LayerTable.build("lab.nets:two", {}, (3, 8, 8), layers, 500, Scaling(per_sample=1000))
+
+
+def test_lora_counted_by_hand() -> None:
+    table = _two_blocks().trained(Training(lora_rank=2, lora_targets=("fc",)))
+    assert adapter_parameters(table) == 2 * 2 * (10 + 20) == trainable_parameters(table)
+    # A full step: forward 2*(2*2*10*20) + 2*2*20*5 = 1,600 + 400 = 2,000 a sample; backward twice: 6,000.
+    # LoRA: each frozen weight's gradient (its forward) goes: -2,000; the adapters: 3 x 2*2*2*(10+20) x 2.
+    assert training_time_factor(table, 1) == pytest.approx((6000 - 2000 + 3 * 480) / 6000)
+    # The frozen head keeps no input (2 rows x 20 floats); the adapted ones still do.
+    assert kept_activation_bytes(table, 3) == 3 * (1000 - 2 * 20 * 4)
+    memory = estimate_peak_memory(table, 3, Precision.FP32, Optimizer.ADAMW)
+    assert (memory.weights, memory.gradients, memory.optimizer_state) == (4 * 620, 4 * 120, 8 * 120)
+
+
+def test_checkpointing_and_zero_counted_by_hand() -> None:
+    table = _two_blocks().trained(Training(checkpointing=True, zero_stage=2, optimizer="adamw"))
+    assert training_time_factor(table, 1) == pytest.approx((6000 + 1600) / 6000), "each block's forward again"
+    # Written a sample: 2 x 2*20*4 = 320 bytes inside the blocks of 320 + 2*5*4 = 360, so 8/9 of the 1,000
+    # saved are the blocks': kept are both blocks' inputs (2 x 2*10*4 = 160), then the larger of the head's
+    # share (1/9) and one block's (4/9).
+    assert kept_activation_bytes(table, 9) == round(9 * 160 + 9 * 1000 * 4 / 9)
+    one, four = (estimate_peak_memory(table, 1, Precision.FP32, Optimizer.SGD, n) for n in (1, 4))
+    assert (one.weights, one.gradients, one.optimizer_state) == (2000, 2000, 4000), "the job's AdamW"
+    assert (four.weights, four.gradients, four.optimizer_state) == (2000, 500, 1000), "ZeRO-2 of 4 devices"
+
+
+def test_how_a_job_trains_is_part_of_its_hash_and_survives_validation() -> None:
+    table = _two_blocks()
+    assert table.trained(Training()) == table and table.trained(None) == table
+    trained = table.trained(LORA)
+    assert trained.architecture_hash != table.architecture_hash
+    assert LayerTable.model_validate(trained.model_dump(mode="json")) == trained
+    forged = trained.model_dump(mode="json") | {"training": None}
+    with pytest.raises(ValueError, match="architecture hash"):
+        LayerTable.model_validate(forged)
+
+
+class _Adapter(nn.Module):
+    """LoRA as PEFT builds it: the frozen layer's output plus x A B (A r columns, B zero at first)."""
+
+    def __init__(self, base: nn.Module, rank: int) -> None:
+        super().__init__()
+        self.base = base
+        d_in, d_out = base.weight.shape  # GPT-2's Conv1D keeps (in, out)
+        self.a = nn.Parameter(torch.randn(d_in, rank) * 0.01)
+        self.b = nn.Parameter(torch.zeros(rank, d_out))
+
+    def forward(self, x: Tensor) -> Tensor:
+        out: Tensor = self.base(x) + (x @ self.a) @ self.b
+        return out
+
+
+def _model(training: Training) -> nn.Module:
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**TINY))
+    if training.lora_rank:
+        model.requires_grad_(False)
+        for block in model.transformer.h:
+            block.attn.c_attn = _Adapter(block.attn.c_attn, training.lora_rank)
+    if training.checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+    return model.train()
+
+
+class _Kept:
+    """The bytes autograd keeps for the backward, at their most (a storage counted once while any keeps it;
+    the weights are counted as weights)."""
+
+    def __init__(self, weights: set[int]) -> None:
+        self.weights = weights
+        self.holders: dict[int, int] = {}
+        self.live = self.peak = 0
+
+    def pack(self, tensor: Tensor) -> _Held:
+        key = tensor.untyped_storage().data_ptr()
+        if key in self.weights:
+            return _Held(tensor, None, key, 0)
+        size = tensor.untyped_storage().nbytes()
+        self.holders[key] = self.holders.get(key, 0) + 1
+        if self.holders[key] == 1:
+            self.live += size
+            self.peak = max(self.peak, self.live)
+        return _Held(tensor, self, key, size)
+
+    def release(self, key: int, size: int) -> None:
+        self.holders[key] -= 1
+        if self.holders[key] == 0:
+            del self.holders[key]
+            self.live -= size
+
+
+class _Held:
+    """What autograd keeps in place of a tensor: freed with the graph's node, so the count follows."""
+
+    def __init__(self, tensor: Tensor, kept: _Kept | None, key: int, size: int) -> None:
+        self.tensor, self.kept, self.key, self.size = tensor, kept, key, size
+
+    def __del__(self) -> None:
+        if self.kept is not None:
+            self.kept.release(self.key, self.size)
+
+
+def _measured(model: nn.Module, tokens: Tensor, optimizer: torch.optim.Optimizer) -> tuple[float, int]:
+    """One real step's thread CPU seconds, and its bytes: weights, gradients, optimizer state and the
+    most activations kept at once (the step's peak but for a transient layer)."""
+    kept = _Kept({p.untyped_storage().data_ptr() for p in model.parameters()})
+    start = time.thread_time()
+    with torch.autograd.graph.saved_tensors_hooks(kept.pack, lambda held: held.tensor):
+        model(input_ids=tokens, labels=tokens).loss.backward()
+    optimizer.step()
+    seconds = time.thread_time() - start
+    state = [t for s in optimizer.state.values() for t in s.values() if isinstance(t, Tensor) and t.dim()]
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    optimizer.zero_grad(set_to_none=True)
+    total = sum(t.numel() * t.element_size() for t in [*model.parameters(), *grads, *state])
+    return seconds, total + kept.peak
+
+
+@pytest.fixture(scope="module")
+def runs() -> Iterator[dict[str, tuple[float, int]]]:
+    """Each variant's median step (interleaved, one thread: the CPU is shared) and its bytes."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    tokens = torch.randint(0, TINY["vocab_size"], (BATCH, TOKENS))  # type: ignore[arg-type]
+    variants = {"full": Training(), "lora": LORA, "checkpointing": CHECKPOINTING}
+    models = {name: _model(training) for name, training in variants.items()}
+    optimizers = {
+        name: torch.optim.AdamW([p for p in model.parameters() if p.requires_grad])
+        for name, model in models.items()
+    }
+    seen: dict[str, list[tuple[float, int]]] = {name: [] for name in variants}
+    for _ in range(6):
+        for name, model in models.items():
+            seen[name].append(_measured(model, tokens, optimizers[name]))
+    torch.set_num_threads(threads)
+    yield {name: (statistics.median(s for s, _ in got[1:]), got[-1][1]) for name, got in seen.items()}
+
+
+def _predicted(tmp_path: Path, training: Training) -> tuple[float, MemoryEstimate]:
+    (tmp_path / "config.json").write_text(json.dumps(TINY), encoding="utf-8")
+    table = introspect(f"hf:{tmp_path}", allow_factories=True, sequence_length=TOKENS, task="causal-lm")
+    trained = table.trained(training)
+    memory = estimate_peak_memory(trained, BATCH, Precision.FP32, Optimizer.ADAMW)
+    return training_time_factor(trained, BATCH), memory
+
+
+def _bytes(memory: MemoryEstimate) -> int:
+    return memory.weights + memory.gradients + memory.optimizer_state + memory.activations
+
+
+@pytest.mark.parametrize("setting", ["lora", "checkpointing"])
+def test_lora_and_checkpointing_change_time_and_memory_as_measured(
+    setting: str, runs: dict[str, tuple[float, int]], tmp_path: Path
+) -> None:
+    training = {"lora": LORA, "checkpointing": CHECKPOINTING}[setting]
+    factor, memory = _predicted(tmp_path, training)
+    _, full = _predicted(tmp_path, Training())
+    time_ratio, memory_ratio = runs[setting][0] / runs["full"][0], runs[setting][1] / runs["full"][1]
+    predicted_memory = _bytes(memory) / _bytes(full)
+    # One run here (measured, predicted): LoRA time 0.75, 0.73 and bytes 0.73, 0.70; checkpointing time
+    # 1.22, 1.31 and bytes 0.378, 0.377.
+    assert (factor < 1) == (time_ratio < 1) and predicted_memory < 1 and memory_ratio < 1
+    assert factor == pytest.approx(time_ratio, rel=0.15), (factor, time_ratio)
+    assert predicted_memory == pytest.approx(memory_ratio, rel=0.1), (predicted_memory, memory_ratio)
