@@ -137,30 +137,11 @@ def zoo_model(name: str) -> ZooModel:
         raise ValueError(f"{name!r} is not in the benchmark zoo") from None
 
 
-def zoo_table(model: str, input_size: int) -> LayerTable:
-    """The layer table of a zoo model, built exactly as the benchmark builds the model (on the meta device:
-    torch loads here, not where the zoo is only listed)."""
-    from advisor.introspect.run import introspect
-
-    kwargs = zoo_model(model).kwargs(input_size)
-    return introspect(model, (3, input_size, input_size), kwargs, allow_factories=False)
-
-
 def zoo_sized(model: str, input_size: int) -> ZooModel | None:
     """The zoo model ``model`` where the zoo benchmarks it at this input side, else None: any other model,
     or a zoo model at another side, is built with its defaults."""
     zoo = _BY_NAME.get(model)
     return zoo if zoo is not None and input_size in zoo.sizes else None
-
-
-def model_table(model: str, input_size: int, *, allow_factories: bool = False) -> LayerTable:
-    """The layer table of the network a step of ``model`` trains: a zoo model's as the zoo builds it, any
-    other model's (a torchvision name; a factory only in the caller's own process) with its defaults."""
-    if zoo_sized(model, input_size) is not None:
-        return zoo_table(model, input_size)
-    from advisor.introspect.run import introspect
-
-    return introspect(model, (3, input_size, input_size), {}, allow_factories=allow_factories)
 
 
 def layer_config(layer: Layer, batch: int = 1, amp: bool = False) -> LayerConfig | None:
