@@ -93,6 +93,7 @@ PURE_CORE = (
     "advisor.introspect.memory",
     "advisor.predict.types",
     "advisor.predict.bands",
+    "advisor.predict.features",
     "advisor.predict.curves",
     "advisor.predict.jobtime",
     "advisor.predict.calibration",
@@ -116,6 +117,9 @@ PURE_CORE = (
     "advisor.history.predictor",
     "advisor.history.replay",
     "advisor.comm.sync",
+    "advisor.bench.plan",
+    "advisor.bench.night",
+    "advisor.bench.zoo",
     "advisor.slurm.models",
     "advisor.slurm.values",
     "advisor.records",
@@ -125,8 +129,7 @@ PURE_CORE = (
 )
 """What decides (parsing, counting, predicting, simulating, choosing) takes its inputs as arguments: neither
 it nor anything it imports, through any chain, reaches an edge, an I/O library, the clock or the environment
-(`docs/ARCHITECTURE.md`'s module map lists the same modules). Not yet: `advisor.bench.zoo` (and through it
-`bench.plan`, `bench.night`, `predict.features`) builds zoo tables with torch (`introspect.run`)."""
+(`docs/ARCHITECTURE.md`'s module map lists the same modules)."""
 EDGES = (
     "advisor.settings",
     "advisor.slurm.client",
@@ -141,6 +144,7 @@ EDGES = (
     "advisor.introspect.run",
     "advisor.introspect.child",
     "advisor.introspect.table_cache",
+    "advisor.bench.tables",
     "advisor.factory_table",
     "advisor.daemon",
     "advisor.predict.model_files",
@@ -176,6 +180,8 @@ ENVIRONMENT_READERS = {
     "advisor.cli": "hands the process's environment to the settings, and SBATCH_* to `advisor parse`",
     "advisor.recommend.cli": "SBATCH_* variables, part of the submission `advisor recommend` reads",
     "advisor.submit": "the settings, and the user's environment, which sbatch runs with",
+    "advisor.submit_ask": "the settings advise-submit asks the daemon with (caller_settings)",
+    "advisor.remote_advice": "SBATCH_* variables: the submission `advisor recommend` asks the daemon about",
     "advisor.slurm.runner": "a Slurm command's environment: this one, less Slurm's own variables",
     "advisor.sandbox.processes": "the sandbox's daemons run with this environment and their marker",
     "advisor.bench.fingerprint": "the benchmark job's allocation (SLURM_*, CUDA_VISIBLE_DEVICES)",
