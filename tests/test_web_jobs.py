@@ -226,10 +226,10 @@ def test_why_an_array_was_advised_shows_one_tasks_figures_and_the_whole_arrays()
     assert task.array is not None and task.cost is not None
     cells = re.findall(r"<td>(.*?)</td>", made.html)
     assert cells[6:9] == [
-        f"{task.cost:.2f}",
-        f"{task.array.cost:.2f}",
+        f"{task.cost:.2f} credits",
+        f"{task.array.cost:.2f} credits",
         f"in {format_seconds(task.array.last_end_s)}, 8 at once",
-    ]
+    ], "the policy names no unit: its default"
     assert (
         f"the last ends in about {format_seconds(task.array.last_end_s)} (13 waves of 8 side by side)"
         in made.html

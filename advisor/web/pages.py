@@ -18,7 +18,8 @@ from advisor.api import AdviseRequest, AdviseResponse, Explanation, MyJobs, Over
 from advisor.daemon.transport import DaemonRefused
 from advisor.factory_table import FactoryFailed, factory_table
 from advisor.jobscript.lexer import MAX_SCRIPT_BYTES
-from advisor.recommend.choose import describe
+from advisor.readable import cost
+from advisor.recommend.choose import Estimate, describe
 from advisor.recommend.cli import advice_words
 from advisor.slurm.runner import SlurmError
 from advisor.slurm.values import format_seconds
@@ -191,7 +192,13 @@ def not_found(path: str) -> Page:
 
 def _render(template: str, page: Mapping[str, object], status: int = 200) -> Page:
     text = _TEMPLATES.get_template(template).render(
-        **page, describe=describe, span=format_seconds, optional=_optional, money=_money, named=_named
+        **page,
+        describe=describe,
+        span=format_seconds,
+        optional=_optional,
+        money=cost,
+        named=_named,
+        array_line=_array_line,
     )
     return Page(status, text)
 
@@ -201,9 +208,10 @@ def _named(name: str | None, machine: str) -> str:
     return f"{name} ({machine[:8]})" if name else machine
 
 
-def _money(cost: float | None) -> str:
-    """A cost in the policy's prices (which name no currency); '-' where it names none."""
-    return "-" if cost is None else f"{cost:.2f}"
+def _array_line(estimate: Estimate, unit: str) -> str:
+    """A job array's whole figures in one line, its cost in the policy's unit."""
+    assert estimate.array is not None
+    return estimate.array.describe(format_seconds, lambda amount: cost(amount, unit))
 
 
 def _optional(seconds: float | None) -> str:
