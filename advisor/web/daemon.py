@@ -5,7 +5,7 @@ from __future__ import annotations
 from advisor.daemon.transport import Service, call
 from advisor.settings import CallerSettings
 from advisor.settings.validated import Settings
-from advisor.submit import trusted_uids
+from advisor.submit_ask import trusted_uids
 from advisor.web.pages import Ask
 
 
