@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from advisor.factory_table import table_for
+from advisor.factory_table import daemon_table, not_built_here, table_for
 from advisor.introspect import IntrospectionError, LayerKind
 from advisor.introspect.builders import MISSING
 from advisor.introspect.flops import attention
@@ -136,3 +136,25 @@ def test_a_token_model_without_a_length_and_a_missing_package_say_what_to_do(
     monkeypatch.setitem(sys.modules, "timm", None)
     with pytest.raises(IntrospectionError, match=f"^{MISSING.replace('[', '.').replace(']', '.')}$"):
         introspect("timm:resnet18", kwargs={"drop_rate": 0.5}, allow_factories=False)
+
+
+def test_without_transformers_an_hf_model_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In the user's process the build stops at one line; the daemon does not try, and says why."""
+    monkeypatch.setitem(sys.modules, "transformers", None)
+    with pytest.raises(IntrospectionError, match=f"^{MISSING.replace('[', '.').replace(']', '.')}$"):
+        introspect("hf:gpt2", kwargs={"n_layer": 3}, allow_factories=False, sequence_length=16)
+    description = JobDescription(model="hf:gpt2", global_batch=8, steps=10, sequence_length=16)
+    assert daemon_table(description, None) is None
+    assert not_built_here("hf:gpt2") == "hf:gpt2 needs advisor[models] beside the daemon, which lacks it"
+
+
+def test_the_daemon_builds_library_models_and_leaves_the_users_own_to_them(tmp_path: Path) -> None:
+    shipped = JobDescription(model="hf:gpt2", model_kwargs={"n_layer": 1}, global_batch=8, steps=1,
+                             sequence_length=16)  # fmt: skip
+    table = daemon_table(shipped, None)
+    assert table is not None and table.reference == "hf:gpt2" and not_built_here("hf:gpt2") is None
+    folder = JobDescription(model=f"hf:{tmp_path}", global_batch=8, steps=1, sequence_length=16)
+    assert daemon_table(folder, None) is None, "a user's folder is never read by the daemon"
+    assert "read in your own process" in (not_built_here(folder.model) or "")
+    assert not_built_here("lab.nets:lm") == "lab.nets:lm is your own code and was not run here"
+    assert not_built_here("resnet50") is None and not_built_here("timm:resnet50") is None
