@@ -1,6 +1,7 @@
 """The admin guide's install, followed line by line in a temporary root: the wheel built from the tree, the
 service host's venv and `advisor init-site`, `systemd-analyze verify` on the units it wrote (naming the
-installed `advisor`), and the login nodes' base install, which runs every user command.
+installed `advisor`), and the login nodes' base install, which runs every user command, `recommend`
+through a running daemon (on the sandbox) among them.
 
 Each line of the guide's block is one step this file knows how to follow; a line it does not know fails
 the test, so the guide cannot gain a step nobody ran. Two kinds are not run, because they change the host
@@ -11,12 +12,14 @@ need for the base install (the service's are then not importable), everything fo
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
 import shlex
 import shutil
+import sqlite3
 import subprocess
 import sys
 import sysconfig
@@ -28,7 +31,9 @@ from pathlib import Path
 
 import pytest
 
-from advisor.site.layout import CONFIG_DIR, UNIT_DIR, UNITS
+from advisor.sandbox.cluster import Sandbox
+from advisor.site.layout import CONFIG_DIR, UNIT_DIR, UNITS, PrefixError, checked_prefix, site_files
+from tests.daemon_support import SCRIPT, Daemon, started_daemon
 from tests.test_systemd_units import HOST_UNIT_DIRS, exposure, verify
 
 REPO = Path(__file__).resolve().parent.parent
@@ -236,6 +241,32 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+UNRUNNABLE = ["opt/advisor", "/a b", "/opt/%n", "/opt/$HOME", "/opt/../etc", "/opt//x", "/"]
+"""Prefixes a unit's `ExecStart=` would read otherwise, or that are not plain absolute paths."""
+
+
+@pytest.mark.parametrize("prefix", UNRUNNABLE)
+def test_a_prefix_the_units_cannot_run_is_refused(prefix: str) -> None:
+    with pytest.raises(PrefixError, match=re.escape(repr(prefix))):
+        checked_prefix(prefix)
+
+
+def test_init_site_writes_the_shipped_files_and_units_for_the_prefix_given() -> None:
+    shipped = REPO / "advisor" / "site" / "files"
+    files = site_files(lambda name: (shipped / name).read_text(), checked_prefix("/srv/a-1"))
+    units = {file.path.name: file.text for file in files if file.path.parent == UNIT_DIR}
+    assert sorted(units) == sorted(UNITS)
+    for name, text in units.items():
+        assert text == (REPO / "systemd" / name).read_text().replace(
+            "/opt/advisor/venv/bin/", "/srv/a-1/bin/"
+        )
+    execs = re.findall(r"^Exec\w+=[-@+!]*(\S+)", "".join(units.values()), flags=re.MULTILINE)
+    assert set(execs) == {"/srv/a-1/bin/advisor", "/bin/kill"}
+    others = {str(file.path): file.text for file in files if file.path.parent != UNIT_DIR}
+    assert others[f"{CONFIG_DIR}/policy.toml"] == (REPO / POLICY).read_text()
+    assert others[f"{CONFIG_DIR}/constraints.txt"] == (REPO / "requirements/constraints.txt").read_text()
+
+
 def test_the_login_nodes_base_install_runs_every_user_command(install: Install) -> None:
     client = install.under("/opt/advisor/client/bin")
     env = _env(install)
@@ -263,6 +294,11 @@ def test_the_login_nodes_base_install_runs_every_user_command(install: Install) 
     explained = advisor("explain", "7")
     said = " ".join((explained.stdout + explained.stderr).split())
     assert explained.returncode == 1 and "did not answer" in said and "service" not in said, said
+    # recommend asks the daemon here; with none, both reasons in one line.
+    recommended = advisor("recommend", str(EXAMPLES / "train-flag.sbatch"))
+    said = " ".join(recommended.stderr.split())
+    assert recommended.returncode == 1 and "did not answer" in said, said
+    assert "this install cannot recommend by itself" in said and "is not installed" in said, said
     status = advisor("status")
     assert status.returncode == 3, status.stderr
     assert "daemon: down" in status.stdout and "sqlite_utils is not installed" in status.stdout
@@ -277,3 +313,39 @@ def test_the_login_nodes_base_install_runs_every_user_command(install: Install) 
         assert refused.returncode == 1
         assert refused.stderr.startswith(f"advisor: error: advisor {words[0]} needs the service's packages: ")
         assert refused.stderr.endswith("is not installed (pip install 'advisor[service]')\n")
+
+
+@pytest.fixture(scope="module")
+def daemon(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    server = started_daemon(sandbox, tmp_path_factory.mktemp("daemon"))
+    yield server
+    if server.process is not None and server.process.poll() is None:
+        server.stop()
+
+
+def test_the_login_nodes_base_install_recommends_through_the_daemon(
+    install: Install, daemon: Daemon, tmp_path: Path
+) -> None:
+    """The daemon (the full install's) recommends a preview; the base install shows it; nothing is audited.
+    The sandbox's Slurm answers the daemon, as a cluster's would."""
+    base_advisor = install.under("/opt/advisor/client/bin/advisor")
+    script = tmp_path / "train.sbatch"
+    script.write_text(SCRIPT.format(name="base-recommend"), encoding="utf-8")
+    env = {key: value for key, value in daemon.env.items() if key != "ADVISOR_ALLOW_ROOT"}
+
+    def recommend(*words: str) -> subprocess.CompletedProcess[str]:
+        argv = [str(base_advisor), "recommend", *words, str(script)]
+        return subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+    answered = recommend("--json")
+    assert answered.returncode == 0, answered.stderr
+    assert "the daemon's recommendation" in answered.stderr and "is not installed here" in answered.stderr
+    result = json.loads(answered.stdout)
+    assert result["chosen"]["candidate"]["partition"] == "a100", "as the daemon advises it (test_daemon)"
+    assert {estimate["candidate"]["partition"] for estimate in result["candidates"]} >= {"a100", "t4"}
+    shown = recommend()
+    assert shown.returncode == 0, shown.stderr
+    assert "--partition=a100" in shown.stdout, shown.stdout
+    # A preview: the daemon kept no audit row of either.
+    with contextlib.closing(sqlite3.connect(daemon.root / "advisor.db")) as db:
+        assert db.execute("SELECT count(*) FROM audit").fetchone()[0] == 0
