@@ -9,7 +9,7 @@ import torch
 from advisor.bench.zoo import distinct_layers, layer_config
 from advisor.introspect import LayerKind, LayerTable
 from advisor.introspect.run import introspect
-from advisor.ops import OPS, Cost, known, layer_op, op_named, op_of
+from advisor.ops import OPS, Cost, known, layer_op, op_named, op_of, profiled_op
 from advisor.ops import costs as op_costs
 from advisor.ops.workloads import build
 from advisor.predict.features import layer_features, step_feature_names, step_features, timed_layers
@@ -219,3 +219,32 @@ def test_a_new_op_kind_is_one_registry_entry(every_op: LayerTable, monkeypatch: 
     features = step_features(every_op, 2, False, False, points)
     assert features.group_s["pooling"] == pytest.approx(2e-4)
     assert len(features.vector()) == len(names)
+
+
+def test_a_profilers_kernel_names_find_their_ops() -> None:
+    """What `advisor profile` splits a profiled step by: the registry's own kernel names."""
+    found = {
+        name: op.name if (op := profiled_op(name)) else None
+        for name in (
+            "aten::mkldnn_convolution",
+            "aten::convolution_backward",
+            "aten::_conv_depthwise2d",
+            "aten::addmm",
+            "aten::bmm",
+            "aten::_foreach_add_",
+            "aten::_fused_adamw_",
+            "aten::native_batch_norm",
+            "aten::_convert_indices_from_coo_to_csr",
+        )
+    }
+    assert found == {
+        "aten::mkldnn_convolution": "conv2d",
+        "aten::convolution_backward": "conv2d",
+        "aten::_conv_depthwise2d": "conv2d",
+        "aten::addmm": "linear",
+        "aten::bmm": "matmul",
+        "aten::_foreach_add_": "sgd_momentum",
+        "aten::_fused_adamw_": "adam",
+        "aten::native_batch_norm": None,
+        "aten::_convert_indices_from_coo_to_csr": None,
+    }

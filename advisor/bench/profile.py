@@ -1,8 +1,9 @@
 """A real training step of one model, profiled on this machine: where its time goes, in the step model's
 parts (`StepPart`), for `advisor profile`.
 
-torch.profiler's self CPU time per aten op: convolutions and matrix products are the layers the benchmarks
-time; the optimizer's update is every op under ``Optimizer.step``; every other aten op (norms,
+torch.profiler's self CPU time per aten op, by the op registry's families (`advisor.ops.profiled_op`):
+convolutions and matrix products are the layers the benchmarks time; the optimizer's update is every op
+under ``Optimizer.step`` and every update kernel; every other aten op (norms,
 activations, pooling, element-wise, copies) is memory-bound; what no op accounts for (autograd's engine,
 dispatch, Python, the loader's collation) counts as per-op dispatch. The profiler's own overhead lands there
 too, so that part is an upper bound.
@@ -17,20 +18,24 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from advisor.bench.training import start_training
+from advisor.ops import profiled_op
+from advisor.ops.op import Family
 from advisor.records import StepConfig, StepPart
 
-_MATRIX_PRODUCTS = frozenset({"aten::addmm", "aten::mm", "aten::bmm", "aten::baddbmm", "aten::matmul"})
+_PARTS: dict[Family, StepPart] = {
+    "convolution": StepPart.LAYERS,
+    "matrix": StepPart.LAYERS,
+    "update": StepPart.OPTIMIZER,
+}
 
 
 def op_part(name: str) -> StepPart | None:
-    """The part an aten op's self time belongs to; None for what is not an aten op (wrappers, engine)."""
+    """The part an aten op's self time belongs to, by its op's family in the registry (`profiled_op`);
+    memory-bound for every other aten op; None for what is not an aten op (wrappers, engine)."""
     if not name.startswith("aten::"):
         return None
-    if "conv" in name or name in _MATRIX_PRODUCTS:
-        return StepPart.LAYERS
-    if name.startswith("aten::_foreach"):
-        return StepPart.OPTIMIZER
-    return StepPart.MEMORY_BOUND
+    op = profiled_op(name)
+    return _PARTS.get(op.family, StepPart.MEMORY_BOUND) if op is not None else StepPart.MEMORY_BOUND
 
 
 def _in_optimizer(event: Any) -> bool:

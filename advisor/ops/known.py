@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from fnmatch import fnmatchcase
 from functools import partial
 
 from advisor.introspect import Layer
@@ -64,13 +65,17 @@ def _vector(name: str, rates: costs.VectorRates, kinds: tuple[str, ...], config:
 
 
 def _update(name: str, rates: costs.UpdateRates) -> Op:
-    return Op(name, "update", frozenset(), partial(costs.update, rates), f"{_BUILDERS}:{name}")
+    """Torch's optimizers update every parameter at once with ``_foreach`` (or fused) ops where they can;
+    on a CPU, SGD runs plain element-wise ops, which only the profile's ``Optimizer.step`` tells apart."""
+    aten = ("aten::_foreach_*", f"aten::_fused_{name.removesuffix('_momentum')}*")
+    return Op(name, "update", frozenset(), partial(costs.update, rates), f"{_BUILDERS}:{name}", aten=aten)
 
 
 _CONV = partial(configs.convolution, "conv2d")
 OPS: tuple[Op, ...] = (
     Op("conv2d", "convolution", frozenset({"conv"}), costs.convolution, f"{_BUILDERS}:convolution",
-       config=_CONV, covers=_dense, timed=True, group="dense", kernel_path=_pointwise),
+       config=_CONV, covers=_dense, timed=True, group="dense", kernel_path=_pointwise,
+       aten=("aten::*convolution*", "aten::*conv[123]d*", "aten::*conv_*")),
     Op("depthwise_conv2d", "convolution", frozenset({"conv"}), costs.convolution,
        f"{_BUILDERS}:convolution", config=_CONV, config_op="conv2d", covers=_depthwise, timed=True,
        group="depthwise", kernel_path=_pointwise),
@@ -80,9 +85,10 @@ OPS: tuple[Op, ...] = (
        f"{_BUILDERS}:transposed_convolution", config=partial(configs.convolution, "conv_transpose2d"),
        timed=True, group="dense"),
     Op("linear", "matrix", frozenset({"linear"}), costs.linear, f"{_BUILDERS}:linear",
-       config=partial(configs.rows, "linear"), timed=True, group="linear"),
+       config=partial(configs.rows, "linear"), timed=True, group="linear", aten=("aten::addmm", "aten::mm")),
     Op("matmul", "matrix", frozenset({"matmul"}), costs.matrix_product, f"{_BUILDERS}:matrix_product",
-       config=partial(configs.matrix_product, "matmul")),
+       config=partial(configs.matrix_product, "matmul"),
+       aten=("aten::bmm", "aten::baddbmm", "aten::matmul")),
     Op("attention", "matrix", frozenset({"attention"}), costs.attention, f"{_BUILDERS}:attention",
        config=partial(configs.attention, "attention")),
     _vector("batch_norm", costs.NORM, ("batch_norm",), partial(configs.channels, "batch_norm")),
@@ -135,6 +141,11 @@ def layer_op(
 
 def _candidates(kind: str, timed: bool) -> Iterator[Op]:
     return (op for op in OPS if kind in op.kinds and (op.timed or not timed))
+
+
+def profiled_op(name: str) -> Op | None:
+    """The op a profiler's kernel name belongs to (the first whose ``aten`` patterns match), else None."""
+    return next((op for op in OPS if any(fnmatchcase(name, pattern) for pattern in op.aten)), None)
 
 
 def timed_groups() -> tuple[str, ...]:

@@ -60,6 +60,9 @@ class Op:
     group: str = ""
     """The step feature its timed layers' seconds add to."""
     kernel_path: Callable[[LayerConfig], KernelPath] = _other_path
+    aten: tuple[str, ...] = ()
+    """The aten ops a profiler names for its kernels (``fnmatch`` patterns), for `advisor profile`; a
+    profile cannot tell dense, grouped and depthwise convolutions apart, so the first claims them all."""
 
     @property
     def config_name(self) -> str:
