@@ -8,9 +8,10 @@ sizes held out, and (oracle, simulated only) the same recommender fed the true s
 
 Modes: ``sim`` (the discrete-event replay of a cluster in real time, seconds per workload), ``slurm`` (sleep
 jobs on real sandbox Slurm clusters, one per arm side by side, in compressed time; each arrival decided as
-it comes, arm C's through the daemon's caches, and each arm's decision delay reported beside its JCT),
-``both`` (the real run and its simulated twin, which plans like the compressed cluster: whole-minute limits
-and the backfill window in compressed time; their agreement validates the simulator).
+it comes, arm C's by a running ``advisor daemon`` asked over its socket, and each arm's decision delay
+reported beside its JCT), ``both`` (the real run and its simulated twin, which plans like the compressed
+cluster: whole-minute limits and the backfill window in compressed time, each job submitted when and as the
+real run submitted it; their agreement validates the simulator).
 
     python benchmarks/replay.py saturn/workload-1.csv --mode both
     python benchmarks/replay.py 'saturn/*.csv'
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import statistics
 import sys
 import tempfile
 import time
@@ -40,6 +42,7 @@ from benchmarks.harness.experiment import (  # noqa: E402 (after the path set-up
     InventoryError,
     load_inventory,
     prepare,
+    redecided,
     run_real,
     run_simulated,
     run_twin,
@@ -170,31 +173,42 @@ def _replay(
             else run_simulated(experiment, inventory)
         )
         row["sim_s"] = time.monotonic() - began
-    for mode, outcomes in results.items():
-        compressed = [
-            f"1 s of Slurm = {args.compression:g} s of workload",
-            *_limits(),
-            "decision delay: arrival to submission in the real run (the arm's decision in real time, times "
-            "the compression; arm C's through the daemon's caches, decided concurrently as arrivals come); "
-            "the twin submits each job when the real run did",
-        ]
-        extra = {
-            "slurm": compressed,
-            "sim": [
-                "the simulated twin of the compressed real run: its scheduler, and each job submitted when"
-                " the real run submitted it",
-                *compressed,
-            ]
-            if args.mode == "both"
-            else ["simulated in real time: whole-minute limits, Slurm's default one-day backfill window"],
-        }[mode]
-        report = write_report(outcomes, args.out / name / mode, f"{name} ({mode})", notes + extra)
-        figures = json.loads((report.parent / "report.json").read_text(encoding="utf-8"))
-        row[mode] = figures
     if len(results) == 2:
         sim, real = results["sim"], results["slurm"]
         row["agreement"] = {arm: agreement(sim[arm], real[arm]) for arm in real}
+        anew = redecided(experiment, inventory, args.compression, real)
+        row["redecided"] = agreement(anew, real["advisor"])
+        mean_s = statistics.fmean(o.end_s - o.arrival_s for o in anew)
+        notes.append(
+            "arm C deciding anew in the twin, from the daemon's cache windows (not its real answers): mean "
+            f"JCT {mean_s:,.0f} s, {row['redecided']:+.1%} against the real run"
+        )
+    for mode, outcomes in results.items():
+        title, said = f"{name} ({mode})", notes + _notes(mode, args)
+        report = write_report(outcomes, args.out / name / mode, title, said)
+        row[mode] = json.loads((report.parent / "report.json").read_text(encoding="utf-8"))
     return row
+
+
+def _notes(mode: str, args: argparse.Namespace) -> list[str]:
+    """What a mode's report says of how it was run."""
+    if args.mode == "sim":
+        return ["simulated in real time: whole-minute limits, Slurm's default one-day backfill window"]
+    compressed = [
+        f"1 s of Slurm = {args.compression:g} s of workload",
+        *_limits(),
+        "decision delay: arrival to submission in the real run (the arm's decision in real time, times the "
+        "compression; arm C's by a running `advisor daemon`, asked over its socket as arrivals come, on the "
+        "sandbox's compressed clock: its caches keep a queue reading 5 real seconds, a `--test-only` answer "
+        "30)",
+    ]
+    if mode == "slurm":
+        return compressed
+    twin = (
+        "the simulated twin of the compressed real run: its scheduler, each job submitted when the real run "
+        "submitted it, arm C's as its daemon answered"
+    )
+    return [twin, *compressed]
 
 
 def _limits() -> list[str]:
@@ -227,6 +241,8 @@ def _summary(rows: list[dict[str, Any]], command: str, compression: float) -> st
             reductions = figures["reductions"]
             agree = row.get("agreement", {}) if mode == "slurm" else {}
             agreed = ", ".join(f"{arm} {value:+.1%}" for arm, value in agree.items()) or "-"
+            if mode == "slurm" and "redecided" in row:
+                agreed += f" (C deciding anew: {row['redecided']:+.1%})"
             wall = row.get(f"{mode}_s", 0.0)
             lines.append(
                 f"| {row['workload']} | {mode} | {jct} | {_delays(arms, compression)} | "

@@ -1,38 +1,45 @@
 """Arm C and the oracle are the product's recommender: the daemon's parser, candidates, limit rule and
-thresholds, with Sia's step times and the replayed queue at the seams."""
+thresholds, with Sia's step times (the daemon's ``--step-times`` file) and the replayed queue at the seams;
+on real Slurm arm C is a running daemon, on the sandbox's compressed clock."""
 
 from __future__ import annotations
 
+import getpass
 import math
+import sqlite3
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from advisor.comm.sync import Spread
+from advisor.daemon.step_times import MeasuredSteps, StepPoint, StepTimes
 from advisor.history.past import JobAsk
 from advisor.history.predictor import RunForecast
 from advisor.jobscript.rewrite import apply_advice
 from advisor.jobscript.submission import ParsedSubmission, parse_submission
+from advisor.policy.load import parse_policy
 from advisor.policy.schema import Policy
 from advisor.predict.types import Prediction
 from advisor.recommend.ask import Ask, Caller, PastRuns
 from advisor.recommend.choose import Recommendation
 from advisor.recommend.estimator import Context, StepPredictor, Sync
 from advisor.recommend.service import recommend
+from advisor.sandbox.cluster import Sandbox
 from benchmarks.harness.arms import habits_arm
-from benchmarks.harness.model import Decision, Job
+from benchmarks.harness.compressed import compressed_policy, compressed_times, policy_toml
+from benchmarks.harness.daemon import AdvisorDaemon
+from benchmarks.harness.model import Arrival, Decision, Inventory, Job, Pool
 from benchmarks.harness.predictor import StepModels, train_predictors
 from benchmarks.harness.product import (
     TRAINED_AT,
     USER,
     job_script,
-    learned_steps,
     partitions_of,
     product_arm,
     queue_estimator,
-    true_steps,
 )
+from benchmarks.harness.step_file import asked_batches, learned_times, true_times
 from benchmarks.harness.truth import StepTable
 from tests.replay_support import HOUR, INVENTORY, SetWaits, job, spiked_at, write_steps
 
@@ -55,14 +62,13 @@ def test_arm_c_makes_the_choice_the_daemons_recommender_makes_for_the_users_scri
 ) -> None:
     """The script goes through advise-submit's own parsing here, through the replay's there."""
     the_job = job()
-    steps = learned_steps(models, INVENTORY)
-    decision = product_arm(INVENTORY, REWRITE, steps, table)(the_job, SetWaits(BUSY_FAST))
+    decision = product_arm(INVENTORY, REWRITE, learned(models), table)(the_job, SetWaits(BUSY_FAST))
 
     script = tmp_path / "train.sbatch"
     script.write_text(job_script(the_job, INVENTORY.pools[0]))
     parsed = parse_submission(script, [], {})
     context = Context(REWRITE, partitions_of(INVENTORY), queue_estimator(SetWaits(BUSY_FAST)))
-    found = recommend(context, _ask(parsed), steps("toy"))
+    found = recommend(context, _ask(parsed), toy(learned(models)))
 
     assert found.apply and found.chosen is not None
     chosen = found.chosen.candidate
@@ -109,9 +115,7 @@ def test_a_shortened_limit_keeps_the_policys_share_of_the_users_own(
 
 
 def arm_c(policy: Policy, models: StepModels, table: StepTable, the_job: Job) -> Decision:
-    return product_arm(INVENTORY, policy, learned_steps(models, INVENTORY), table)(
-        the_job, SetWaits(BUSY_FAST)
-    )
+    return product_arm(INVENTORY, policy, learned(models), table)(the_job, SetWaits(BUSY_FAST))
 
 
 def test_the_oracle_sees_the_held_out_truth_that_arm_c_cannot(tmp_path: Path) -> None:
@@ -119,10 +123,8 @@ def test_the_oracle_sees_the_held_out_truth_that_arm_c_cannot(tmp_path: Path) ->
     truth = StepTable.load(write_steps(tmp_path / "steps.csv", spiked_at(64)))
     the_job = job()  # 4 A100s, global batch 256: micro-batch 64 as submitted
     idle = SetWaits({})
-    blind = product_arm(
-        INVENTORY, REWRITE, learned_steps(train_predictors(truth, {("toy", 64)}), INVENTORY), truth
-    )
-    sighted = product_arm(INVENTORY, REWRITE, true_steps(truth, INVENTORY), truth)
+    blind = product_arm(INVENTORY, REWRITE, learned(train_predictors(truth, {("toy", 64)})), truth)
+    sighted = product_arm(INVENTORY, REWRITE, true_times(truth, [job().arrival], TRAINED_AT), truth)
     kept, moved = blind(the_job, idle), sighted(the_job, SetWaits({}))
     as_users_run_it = habits_arm(INVENTORY, truth)(the_job, SetWaits({}))
     assert kept.model_copy(update={"advisor_wait_s": None}) == as_users_run_it
@@ -134,7 +136,7 @@ def test_an_advise_only_policy_leaves_every_job_as_its_user_runs_it(
     table: StepTable, models: StepModels
 ) -> None:
     advise = REWRITE.model_copy(update={"mode": "advise"})
-    arm = product_arm(INVENTORY, advise, learned_steps(models, INVENTORY), table)
+    arm = product_arm(INVENTORY, advise, learned(models), table)
     kept = arm(job(), SetWaits(BUSY_FAST))
     assert kept.advisor_wait_s == BUSY_FAST["fast"], "the job as is, with the advisor's own wait for it"
     assert kept.model_copy(update={"advisor_wait_s": None}) == habits_arm(INVENTORY, table)(
@@ -146,7 +148,7 @@ def test_a_multi_node_request_is_advised_over_every_spread_as_the_product_does(
     table: StepTable, models: StepModels
 ) -> None:
     eight_t4s = job(user_gpu_type="t4", gpus=8)  # two nodes of the 4-GPU partition
-    arm = product_arm(INVENTORY, REWRITE, learned_steps(models, INVENTORY), table)
+    arm = product_arm(INVENTORY, REWRITE, learned(models), table)
     kept = habits_arm(INVENTORY, table)(eight_t4s, SetWaits({"slow": 20 * HOUR}))
     assert kept.config.nodes == 2 and kept.partition == "slow"
     moved = arm(eight_t4s, SetWaits({"slow": 20 * HOUR}))
@@ -169,7 +171,7 @@ def test_start_up_and_each_epoch_add_the_policys_overhead_to_every_candidate(
     def run_times(overhead: dict[str, float]) -> dict[tuple[str, int, int], float]:
         policy = REWRITE.model_copy(update={"overhead": REWRITE.overhead.model_validate(overhead)})
         context = Context(policy, partitions_of(INVENTORY), queue_estimator(SetWaits({})))
-        found = recommend(context, _ask(parsed), learned_steps(models, INVENTORY)("toy"))
+        found = recommend(context, _ask(parsed), toy(learned(models)))
         return {
             (e.candidate.partition, e.candidate.gpus, e.candidate.micro_batch): e.run_s
             for e in found.candidates
@@ -186,7 +188,7 @@ def advise(tmp_path: Path, text: str, models: StepModels, waits: dict[str, float
     script.write_text(text)
     parsed = parse_submission(script, [], {})
     context = Context(REWRITE, partitions_of(INVENTORY), queue_estimator(SetWaits(waits)))
-    steps = learned_steps(models, INVENTORY)("toy")
+    steps = toy(learned(models))
     return recommend(context, _ask(parsed), steps)
 
 
@@ -258,7 +260,7 @@ def test_history_sets_the_level_of_predictions_the_model_is_not_sure_of(
     script.write_text(job_script(job(gpus=4, steps=60_000), INVENTORY.pools[0]))
     parsed = parse_submission(script, [], {})
     context = Context(REWRITE, partitions_of(INVENTORY), queue_estimator(SetWaits({})))
-    unsure = _Unsure(learned_steps(models, INVENTORY)("toy"))
+    unsure = _Unsure(toy(learned(models)))
     alone = recommend(context, _ask(parsed), unsure)
     assert alone.baseline is not None and alone.baseline.confidence == "low"
     predicted = alone.baseline.run_s
@@ -279,13 +281,105 @@ def test_history_sets_the_level_of_predictions_the_model_is_not_sure_of(
         in told.reasons
     )
     # A prediction the model is sure of keeps its own level; history is only cross-checked.
-    sure = learned_steps(models, INVENTORY)("toy")
+    sure = toy(learned(models))
     kept = recommend(context, _ask(parsed, PastRuns(ask, forecast)), sure)
     assert kept.baseline is not None and kept.baseline.confidence != "low"
     assert not any("scaled by" in reason for reason in kept.reasons)
     assert any(reason.startswith("history: your last 3 runs of train.sbatch took") for reason in kept.reasons)
 
 
+def learned(models: StepModels) -> StepTimes:
+    """Arm C's step times at every micro-batch the test jobs' candidates ask for (global batch 256)."""
+    return learned_times(models, [job().arrival], TRAINED_AT)
+
+
+def toy(times: StepTimes) -> StepPredictor:
+    """The daemon's predictor of the toy application over ``times``."""
+    return MeasuredSteps(times, "toy", partitions_of(INVENTORY))
+
+
 def _ask(parsed: ParsedSubmission, history: PastRuns | None = None) -> Ask:
     """A replayed submission, as the harness asks (`benchmarks.harness.product`)."""
     return Ask(parsed.request, parsed.description, Caller(USER), TRAINED_AT, history=history)
+
+
+def test_the_file_holds_every_micro_batch_a_candidate_can_ask_for() -> None:
+    twelve = Arrival(name="j", time_s=0, application="toy", gpus=4, global_batch=12)
+    # 12 samples over 1, 2, 3, 4, 6 or 12 devices, each split into micro-batches: the divisors, and 1.
+    assert asked_batches([twelve]) == {"toy": [1, 2, 3, 4, 6, 12]}
+
+
+def test_the_learned_curves_are_the_models_own_numbers_and_shrink_with_the_clock(models: StepModels) -> None:
+    times = learned(models)
+    point = at_64_on_four_a100s(times)
+    assert (point.step_s, point.step_p90_s) == models.predict("toy", "a100", 4, 1, 64)
+    shorter = at_64_on_four_a100s(compressed_times(times, 400))
+    assert (shorter.step_s, shorter.step_p90_s) == (point.step_s / 400, point.step_p90_s / 400)
+
+
+def at_64_on_four_a100s(times: StepTimes) -> StepPoint:
+    where = ("toy", "a100", 4, 1)
+    (curve,) = [c for c in times.curves if (c.model, c.gpu_type, c.gpus_per_node, c.nodes) == where]
+    (point,) = [p for p in curve.points if p.micro_batch == 64]
+    return point
+
+
+def test_the_daemons_policy_file_is_the_policy_on_the_compressed_clock() -> None:
+    policy = compressed_policy(REWRITE, 400)
+    assert policy.rewrite.min_gain_minutes * 60 == pytest.approx(1.5)  # 10 minutes of workload
+    assert policy.time_limit.margin_minutes * 60 == pytest.approx(2.25)  # 15 minutes
+    assert policy.overhead.startup_minutes * 60 == pytest.approx(0.3)  # 2 minutes
+    assert policy.rewrite.max_model_age_days == REWRITE.rewrite.max_model_age_days, "real days stay"
+    assert parse_policy(policy_toml(policy), "daemon.toml") == policy
+
+
+def test_on_the_compressed_clock_the_advice_is_the_same_and_its_limit_whole_real_minutes(
+    table: StepTable, models: StepModels
+) -> None:
+    times = learned(models)
+    busy = SetWaits({"fast": 20 * HOUR})
+    real_time = product_arm(INVENTORY, REWRITE, times, table)(job(steps=60_000), busy)
+    compressed = product_arm(INVENTORY, REWRITE, times, table, compression=400)(job(steps=60_000), busy)
+    assert (compressed.partition, compressed.config) == (real_time.partition, real_time.config)
+    assert compressed.predicted_run_s == pytest.approx(real_time.predicted_run_s)
+    assert compressed.time_limit_s % (60 * 400) == 0 and compressed.time_limit_s >= real_time.time_limit_s
+
+
+#: The session sandbox's GPU partitions (advisor/data/sandbox.toml), as a replay's inventory.
+SANDBOX = Inventory(
+    pools=[
+        Pool(partition="a100", gpu_type="a100", nodes=2, gpus_per_node=4),
+        Pool(partition="v100", gpu_type="v100", nodes=2, gpus_per_node=4),
+        Pool(partition="t4", gpu_type="t4", nodes=2, gpus_per_node=2),
+    ]
+)
+
+
+@pytest.mark.slurm
+def test_arm_c_is_advised_by_a_running_daemon_and_links_the_job_it_submits(
+    sandbox: Sandbox, tmp_path: Path, table: StepTable, models: StepModels
+) -> None:
+    """The daemon process the replay starts, asked over its socket as advise-submit asks it. Under a
+    policy that only advises, the job goes in as written whatever the session sandbox's queue."""
+    on_t4 = job(user_gpu_type="t4", gpus=2, steps=60_000)
+    times = learned_times(models, [on_t4.arrival], TRAINED_AT)
+    gpus_only = {getpass.getuser(): {"partitions": [pool.partition for pool in SANDBOX.pools]}}
+    advise = Policy.model_validate({**REWRITE.model_dump(), "mode": "advise", "users": gpus_only})
+    daemon = AdvisorDaemon(SANDBOX, advise, times, table, compression=60)
+    daemon.start(sandbox, tmp_path)
+    try:
+        decision = daemon.decide(on_t4, SetWaits({}))  # the view is never asked: the daemon reads Slurm
+        assert decision.request_id is not None and decision.predicted_run_s is None
+        assert (decision.partition, decision.config.gpus, decision.time_limit_s) == ("t4", 2, 6 * HOUR)
+        submitted = sandbox.client.submit("#!/bin/sh\nexit 0\n", ["--partition=t4", "--output=/dev/null"])
+        daemon.submitted(decision, submitted.job_id)
+    finally:
+        daemon.stop()
+    with sqlite3.connect(tmp_path / "advisor.db") as db:
+        audited = db.execute("SELECT request_id, job_id, applied FROM audit").fetchall()
+        linked = db.execute("SELECT job_id, partition, predicted_s FROM advised_jobs").fetchall()
+    assert audited == [(decision.request_id, submitted.job_id, 0)]
+    # The job as written, predicted on the compressed clock: 60,000 steps of 128 samples on each t4, and the
+    # policy's 2 minutes of start-up, each a 60th as long.
+    step_s, _ = models.predict("toy", "t4", 2, 1, 128)
+    assert linked == [(submitted.job_id, "t4", pytest.approx((60_000 * step_s + 120) / 60))]

@@ -22,7 +22,7 @@ from benchmarks.harness.model import (
     WaitQuery,
 )
 from benchmarks.harness.scheduler import Backfill
-from benchmarks.harness.simulate import SLURM_DEFAULTS, simulate
+from benchmarks.harness.simulate import SLURM_DEFAULTS, DaemonCaches, simulate
 
 
 @dataclass(frozen=True)
@@ -67,11 +67,31 @@ def planned_arm(asks: dict[str, Ask]) -> Arm:
 
 
 def run(
-    jobs: list[Job], asks: dict[str, Ask], nodes: int = 1, backfill: Backfill = SLURM_DEFAULTS
+    jobs: list[Job],
+    asks: dict[str, Ask],
+    nodes: int = 1,
+    backfill: Backfill = SLURM_DEFAULTS,
+    caches: DaemonCaches | None = None,
 ) -> dict[str, Outcome]:
     inventory = Inventory(pools=[Pool(partition="p", gpu_type="t4", nodes=nodes, gpus_per_node=4)])
-    outcomes = simulate(jobs, planned_arm(asks), "advisor", inventory, seconds_per_step, backfill=backfill)
+    arm = planned_arm(asks)
+    outcomes = simulate(jobs, arm, "advisor", inventory, seconds_per_step, backfill=backfill, caches=caches)
     return {outcome.name: outcome for outcome in outcomes}
+
+
+def test_through_the_daemons_caches_an_answer_is_as_old_as_its_window_lets_it_be() -> None:
+    """Windows of 5 s (the queue) and 30 s (``--test-only``) at compression 1: "c" asks 2 s after "b",
+    "d" 40 s after it. Slurm plans each behind a's limit (1000) and the 100-second limits queued before."""
+    jobs = [job("a", 0.0, 500), job("b", 10.0, 50), job("c", 12.0, 50), job("d", 50.0, 50)]
+    asks = {"a": Ask(gpus=4, limit_s=1000), **{name: Ask(gpus=4, limit_s=100) for name in "bcd"}}
+    fresh, cached = run(jobs, asks), run(jobs, asks, caches=DaemonCaches(1.0))
+    assert [fresh[name].decision.slurm_wait_s for name in "bcd"] == [990, 1088, 1150]
+    # c gets b's answer (a start at 1000, b not yet queued), d a fresh one.
+    assert [cached[name].decision.slurm_wait_s for name in "bcd"] == [990, 988, 1150]
+    # The queue c's own estimator replays is the one b's decision read: without b's 100 s ahead of it.
+    assert fresh["c"].decision.advisor_wait_s is not None
+    assert cached["c"].decision.advisor_wait_s == fresh["c"].decision.advisor_wait_s - 100
+    assert cached["d"].decision.advisor_wait_s == fresh["d"].decision.advisor_wait_s
 
 
 def test_a_job_that_fits_starts_at_arrival_and_runs_its_true_time() -> None:

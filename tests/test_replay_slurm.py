@@ -116,8 +116,7 @@ def test_a_simulated_limit_becomes_whole_real_minutes_rounded_up() -> None:
 def test_each_job_runs_its_true_time_after_arrival_and_a_killed_one_is_rerun(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    """Arm C's path (named "advisor": its queue asked through the daemon's caches), each arrival decided
-    as it comes: "short"'s slow decision holds back no job behind it."""
+    """Each arrival decided as it comes: "short"'s slow decision holds back no job behind it."""
     port = free_port_block(replay_spec(INVENTORY, base_port=19000).port_count())
     root = tmp_path_factory.mktemp("replay")
     outcomes = run_on_slurm(jobs(), habit_arm, "advisor", INVENTORY, truth, COMPRESSION, root, port)

@@ -28,9 +28,14 @@ def _as_user_runs_it(job: Job, pool: Pool, fits: Fits) -> Config:
     return config
 
 
+def user_config_on(job: Job, pool: Pool, table: StepTable) -> Config:
+    """The configuration the job's user runs on ``pool``."""
+    return _as_user_runs_it(job, pool, table.fits(job.arrival.application))
+
+
 def as_submitted(job: Job, pool: Pool, table: StepTable, view: QueueView) -> Decision:
     """The job as its user runs it: their partition, configuration and limit."""
-    return _habits_decision(job, pool, _as_user_runs_it(job, pool, table.fits(job.arrival.application)), view)
+    return _habits_decision(job, pool, user_config_on(job, pool, table), view)
 
 
 def _habits_decision(job: Job, pool: Pool, config: Config, view: QueueView) -> Decision:

@@ -1,8 +1,9 @@
 """One replay experiment from files to outcomes: the jobs of a workload, the arms, and either mode.
 
 Every arm sees the same jobs (seeded); arm C's predictors are trained with the workload's own batch sizes
-held out, so it predicts them as it would a job it never saw benchmarked. The oracle, the same recommender
-fed the truth, runs in the simulator only: it bounds what any predictor could reach.
+held out, so it predicts them as it would a job it never saw benchmarked, and their predictions are the
+step times its daemon is handed (`benchmarks.harness.step_file`). The oracle, the same recommender fed the
+truth, runs in the simulator only: it bounds what any predictor could reach.
 """
 
 from __future__ import annotations
@@ -14,15 +15,18 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from advisor.daemon.step_times import StepTimes
 from advisor.policy.schema import Policy
 from benchmarks.harness.arms import habits_arm, slurm_arm
+from benchmarks.harness.daemon import AdvisorDaemon
 from benchmarks.harness.live_queue import BACKFILL_WINDOW_MIN
-from benchmarks.harness.model import Arm, ArmName, Arrival, Inventory, Job, Outcome
+from benchmarks.harness.model import Arm, ArmName, Arrival, Decision, Inventory, Job, Outcome, QueueView
 from benchmarks.harness.predictor import HeldOutError, held_out_batches, held_out_error, train_predictors
-from benchmarks.harness.product import learned_steps, product_arm, true_steps
+from benchmarks.harness.product import TRAINED_AT, product_arm
 from benchmarks.harness.scheduler import Backfill
-from benchmarks.harness.simulate import simulate
+from benchmarks.harness.simulate import DaemonCaches, simulate
 from benchmarks.harness.slurm import run_arms_on_slurm
+from benchmarks.harness.step_file import learned_times, true_times
 from benchmarks.harness.truth import StepTable
 from benchmarks.harness.workload import Habits, load_durations, make_jobs
 
@@ -47,8 +51,23 @@ def load_inventory(path: Path) -> Inventory:
 class Experiment:
     table: StepTable
     jobs: list[Job]
-    arms: dict[ArmName, Arm]
+    inventory: Inventory
+    policy: Policy
+    learned: StepTimes
+    """Arm C's step times: its models' predictions, trained without the workload's own batch sizes."""
+    truth: StepTimes
+    """The oracle's: the measured truth."""
     predictor_error: HeldOutError
+
+    def arms(self, compression: float = 1.0) -> dict[ArmName, Arm]:
+        """Every arm, the advising ones deciding on a clock ``compression`` times faster (a real run's)."""
+        inventory, policy, table = self.inventory, self.policy, self.table
+        return {
+            "habits": habits_arm(inventory, table),
+            "slurm": slurm_arm(inventory, table),
+            "advisor": product_arm(inventory, policy, self.learned, table, compression),
+            "oracle": product_arm(inventory, policy, self.truth, table, compression),
+        }
 
 
 def prepare(
@@ -65,35 +84,75 @@ def prepare(
     jobs = make_jobs(arrivals, table, load_durations(data / "philly" / "jobs.csv"), habits or Habits(), seed)
     held_out = held_out_batches(arrivals)
     predictors = train_predictors(table, held_out)
-    arms: dict[ArmName, Arm] = {
-        "habits": habits_arm(inventory, table),
-        "slurm": slurm_arm(inventory, table),
-        "advisor": product_arm(inventory, policy, learned_steps(predictors, inventory), table),
-        "oracle": product_arm(inventory, policy, true_steps(table, inventory), table),
-    }
-    return Experiment(table, jobs, arms, held_out_error(predictors, table, held_out))
+    return Experiment(
+        table=table,
+        jobs=jobs,
+        inventory=inventory,
+        policy=policy,
+        learned=learned_times(predictors, arrivals, TRAINED_AT),
+        truth=true_times(table, arrivals, TRAINED_AT),
+        predictor_error=held_out_error(predictors, table, held_out),
+    )
 
 
 def run_simulated(experiment: Experiment, inventory: Inventory) -> dict[ArmName, list[Outcome]]:
     """Every arm on a simulated cluster in real time."""
-    return _simulate_arms(experiment, inventory, REAL_TIME, {})
+    return _simulate_arms(experiment, inventory, experiment.arms(), REAL_TIME, {})
 
 
 def run_twin(
     experiment: Experiment, inventory: Inventory, compression: float, real: dict[ArmName, list[Outcome]]
 ) -> dict[ArmName, list[Outcome]]:
-    """The simulated twin of a real run: its scheduler in compressed time, and each job submitted when the
-    real run submitted it (a decision's real second is ``compression`` workload seconds there)."""
-    submitted = {
+    """The simulated twin of a real run: its scheduler in compressed time, each job submitted when the real
+    run submitted it (a decision's real second is ``compression`` workload seconds there). Arm C submits
+    what its daemon answered in the real run: those answers rest on the daemon's caches, whose fill times
+    no simulator reproduces (`redecided`), so the twin checks the simulator's scheduling of the same jobs."""
+    arms = experiment.arms(compression)
+    arms["advisor"] = as_decided(real["advisor"])
+    return _simulate_arms(experiment, inventory, arms, matching_backfill(compression), _submitted(real))
+
+
+def redecided(
+    experiment: Experiment, inventory: Inventory, compression: float, real: dict[ArmName, list[Outcome]]
+) -> list[Outcome]:
+    """Arm C in the twin deciding anew, on the compressed clock, from the daemon's caches (`DaemonCaches`,
+    filled when the twin's decisions ask): how far stale answers alone move it."""
+    arm = experiment.arms(compression)["advisor"]
+    submitted = _submitted(real).get("advisor")
+    caches = DaemonCaches(compression)
+    return simulate(
+        experiment.jobs,
+        arm,
+        "advisor",
+        inventory,
+        experiment.table.true_run_s,
+        backfill=matching_backfill(compression),
+        submitted_at=submitted,
+        caches=caches,
+    )
+
+
+def as_decided(outcomes: Sequence[Outcome]) -> Arm:
+    """An arm that submits each job as a real run did (by job name)."""
+    decisions = {outcome.name: outcome.decision for outcome in outcomes}
+
+    def decide(job: Job, view: QueueView) -> Decision:
+        return decisions[job.arrival.name]
+
+    return decide
+
+
+def _submitted(real: dict[ArmName, list[Outcome]]) -> dict[ArmName, dict[str, float]]:
+    return {
         name: {o.name: o.submitted_s for o in outcomes if o.submitted_s is not None}
         for name, outcomes in real.items()
     }
-    return _simulate_arms(experiment, inventory, matching_backfill(compression), submitted)
 
 
 def _simulate_arms(
     experiment: Experiment,
     inventory: Inventory,
+    arms: dict[ArmName, Arm],
     backfill: Backfill,
     submitted: dict[ArmName, dict[str, float]],
 ) -> dict[ArmName, list[Outcome]]:
@@ -102,17 +161,24 @@ def _simulate_arms(
         name: simulate(
             experiment.jobs, arm, name, inventory, truth, backfill=backfill, submitted_at=submitted.get(name)
         )
-        for name, arm in experiment.arms.items()
+        for name, arm in arms.items()
     }
 
 
 def run_real(
     experiment: Experiment, inventory: Inventory, compression: float, root: Path, base_port: int
 ) -> dict[ArmName, list[Outcome]]:
-    """All arms but the oracle at once, each on a sandbox of its own."""
-    arms = [(name, arm) for name, arm in experiment.arms.items() if name != "oracle"]
+    """Arms A and B at once, each on a sandbox of its own, and arm C on its own through a running daemon
+    (`AdvisorDaemon`); the oracle runs in the simulator only."""
+    arms = experiment.arms(compression)
+    daemon = AdvisorDaemon(inventory, experiment.policy, experiment.learned, experiment.table, compression)
+    chosen: list[tuple[ArmName, Arm | AdvisorDaemon]] = [
+        ("habits", arms["habits"]),
+        ("slurm", arms["slurm"]),
+        ("advisor", daemon),
+    ]
     truth = experiment.table.true_run_s
-    return run_arms_on_slurm(experiment.jobs, arms, inventory, truth, compression, root, base_port)
+    return run_arms_on_slurm(experiment.jobs, chosen, inventory, truth, compression, root, base_port)
 
 
 REAL_TIME = Backfill(limit_resolution_s=60)

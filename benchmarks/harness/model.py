@@ -90,6 +90,8 @@ class Decision(_Frozen):
     """``--test-only``'s wait for the submitted request, asked at submission."""
     advisor_wait_s: float | None = None
     """The advisor's queue replay's wait for the submitted request, asked at submission."""
+    request_id: str | None = None
+    """The daemon's record of this advice (arm C on real Slurm), which the submitted job is linked to."""
 
     def query(self, time_limit_s: float | None = None) -> WaitQuery:
         """What the submission asks of its partition; ``time_limit_s`` for an attempt under another limit

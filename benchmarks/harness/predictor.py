@@ -113,6 +113,14 @@ class StepModels:
             self._memo[key] = (p50, p50 * machine.p90_factor)
         return self._memo[key]
 
+    def predict_all(self, gpu_type: str, rows: Sequence[_Key]) -> None:
+        """Predicts many (application, GPUs, nodes, micro-batch) of one GPU type in one booster call (a call
+        per row costs a matrix each), for `predict` to answer from."""
+        machine = self.machines[gpu_type]
+        for (application, gpus, nodes, batch), log_p50 in zip(rows, machine.log_predict(rows), strict=True):
+            p50 = math.exp(float(log_p50))
+            self._memo[(application, gpu_type, gpus, nodes, batch)] = (p50, p50 * machine.p90_factor)
+
     def batch_range(self, application: str, gpu_type: str, gpus: int, nodes: int) -> tuple[int, int] | None:
         """The local batches the advisor trusts for a placement: nothing larger fits, as far as it knows,
         and nothing smaller was measured. None: it never saw this placement."""

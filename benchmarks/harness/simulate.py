@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from advisor.recommend.cluster import SNAPSHOT_FRESH_FOR, TEST_ONLY_FRESH_FOR
 from advisor.wait.remaining import RatioTable, estimate_runtimes
 from advisor.wait.simulate import predict_starts
 from advisor.wait.snapshot import (
@@ -26,7 +27,16 @@ from advisor.wait.snapshot import (
     SlotRequest,
     SnapshotNode,
 )
-from benchmarks.harness.model import Arm, ArmName, Inventory, Job, Outcome, TrueRunTime, WaitQuery
+from benchmarks.harness.model import (
+    Arm,
+    ArmName,
+    Inventory,
+    Job,
+    Outcome,
+    QueueView,
+    TrueRunTime,
+    WaitQuery,
+)
 from benchmarks.harness.scheduler import Attempt, Backfill, Partition, per_node_gpus
 
 #: Where the simulated clock's second 0 falls, for the advisor's datetime-based queue replay.
@@ -48,11 +58,13 @@ def simulate(
     *,
     backfill: Backfill = SLURM_DEFAULTS,
     submitted_at: Mapping[str, float] | None = None,
+    caches: DaemonCaches | None = None,
 ) -> list[Outcome]:
     """Every job's outcome under one arm, in arrival order.
 
     ``submitted_at`` (by job name) delays a job's decision and submission past its arrival, as a real run's
-    decisions took real time: the twin of a real run submits each job when that run did.
+    decisions took real time: the twin of a real run submits each job when that run did. ``caches``: the
+    arm sees the queue through a daemon's caches, as old as they may be.
     """
     cluster = {pool.partition: Partition(pool, backfill) for pool in inventory.pools}
     delays = submitted_at or {}
@@ -92,7 +104,8 @@ def simulate(
         while position < len(arrivals) and submitted(arrivals[position]) == now:
             job = arrivals[position]
             position += 1
-            decision = arm(job, SimulatedQueue(cluster, now, backfill))
+            queue = SimulatedQueue(cluster, now, backfill)
+            decision = arm(job, queue if caches is None else caches.view(queue))
             partition = _partition(cluster, decision.partition)
             true_run_s = truth(job, decision.config)
             partition.submit(Attempt(next(orders), job, decision, decision.time_limit_s, now, true_run_s))
@@ -115,13 +128,55 @@ class SimulatedQueue:
     def advisor_waits(self, queries: Sequence[WaitQuery]) -> list[float | None]:
         """The advisor's own backfill replay on a snapshot of this instant, the same function the
         real-Slurm runner calls on a real snapshot."""
-        snapshot = snapshot_of(self.cluster, self.now, self.backfill)
+        return self.replayed(snapshot_of(self.cluster, self.now, self.backfill), queries)
+
+    def replayed(self, snapshot: QueueSnapshot, queries: Sequence[WaitQuery]) -> list[float | None]:
+        """The advisor's waits from ``snapshot`` (taken now or earlier), from now on."""
+        now = _clock(self.now)
         predictions = predictions_of(self.cluster, self.backfill.max_jobs)
-        runtimes = estimate_runtimes(snapshot, snapshot.taken_at, RatioTable(), predictions)
+        runtimes = estimate_runtimes(snapshot, now, RatioTable(), predictions)
         requests = [_request(query, self.backfill) for query in queries]
         window = timedelta(seconds=self.backfill.window_s)
-        starts = predict_starts(snapshot, runtimes, requests, snapshot.taken_at, window)
-        return [None if start is None else (start - snapshot.taken_at).total_seconds() for start in starts]
+        starts = predict_starts(snapshot, runtimes, requests, now, window)
+        return [None if start is None else (start - now).total_seconds() for start in starts]
+
+
+class DaemonCaches:
+    """The daemon's freshness windows (`advisor.recommend.cluster`) over the simulated queue: one queue
+    reading serves every decision for ``SNAPSHOT_FRESH_FOR``, each ``--test-only`` start every decision
+    asking the same resources for ``TEST_ONLY_FRESH_FOR``, in real seconds that are ``compression``
+    workload seconds each (a real run's daemon keeps them so)."""
+
+    def __init__(self, compression: float) -> None:
+        self.snapshot_s = SNAPSHOT_FRESH_FOR.total_seconds() * compression
+        self.test_only_s = TEST_ONLY_FRESH_FOR.total_seconds() * compression
+        self.starts: dict[WaitQuery, tuple[float, float | None]] = {}
+        """Query -> (when asked, the start it got)."""
+        self.snapshot: tuple[float, QueueSnapshot] | None = None
+
+    def view(self, queue: SimulatedQueue) -> QueueView:
+        return _Cached(self, queue)
+
+
+@dataclass(frozen=True, slots=True)
+class _Cached:
+    caches: DaemonCaches
+    queue: SimulatedQueue
+
+    def slurm_waits(self, queries: Sequence[WaitQuery]) -> list[float | None]:
+        """A start asked within the window stands, however the queue moved since (none before now)."""
+        now, starts, window = self.queue.now, self.caches.starts, self.caches.test_only_s
+        stale = [q for q in dict.fromkeys(queries) if q not in starts or now - starts[q][0] >= window]
+        for query, wait in zip(stale, self.queue.slurm_waits(stale), strict=True):
+            starts[query] = (now, None if wait is None else now + wait)
+        found = [starts[query][1] for query in queries]
+        return [None if start is None else max(start - now, 0.0) for start in found]
+
+    def advisor_waits(self, queries: Sequence[WaitQuery]) -> list[float | None]:
+        queue, kept = self.queue, self.caches.snapshot
+        if kept is None or queue.now - kept[0] >= self.caches.snapshot_s:
+            kept = self.caches.snapshot = (queue.now, snapshot_of(queue.cluster, queue.now, queue.backfill))
+        return queue.replayed(kept[1], queries)
 
 
 def snapshot_of(cluster: Cluster, now: float, backfill: Backfill) -> QueueSnapshot:

@@ -17,22 +17,21 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from advisor.recommend.cluster import ClusterView
 from advisor.sandbox.cluster import Sandbox
 from advisor.sandbox.spec import PartitionSpec, SandboxSpec, SchedulerSpec
 from advisor.slurm.models import FinishedJob
 from advisor.wait.estimate import sbatch_options
+from benchmarks.harness.daemon import AdvisorDaemon
 from benchmarks.harness.live_queue import (
     BACKFILL_WINDOW_MIN,
     JOB_MEMORY_MB,
     LiveQueue,
-    compressed_clock,
     job_request,
 )
 from benchmarks.harness.model import (
@@ -110,8 +109,8 @@ class SlurmReplay:
     """Replays one arm's decisions on a running sandbox; ``run`` returns once every job has ended.
 
     Each arrival is decided on a thread of its own as it comes, the way users' jobs reach the daemon: a
-    slow decision delays its own job, never the arrivals behind it. ``daemon_caches`` (arm C) asks the
-    queue through the daemon's `ClusterView` (`benchmarks.harness.live_queue`).
+    slow decision delays its own job, never the arrivals behind it. ``linked(decision, job_id)`` is told
+    each first submission (arm C's `AdvisorDaemon.submitted`).
     """
 
     def __init__(
@@ -122,7 +121,7 @@ class SlurmReplay:
         truth: TrueRunTime,
         compression: float,
         *,
-        daemon_caches: bool = False,
+        linked: Callable[[Decision, int], None] | None = None,
     ) -> None:
         self._client = sandbox.client
         self._scripts = sandbox.layout.root / "jobs"
@@ -131,8 +130,8 @@ class SlurmReplay:
         self._truth = truth
         self._compression = compression
         self._predicted_run_s: dict[int, float] = {}
-        daemon = ClusterView(self._client, compressed_clock(compression)) if daemon_caches else None
-        self.queue = LiveQueue(self._client, compression, self._predicted_run_s, daemon)
+        self._linked = linked
+        self.queue = LiveQueue(self._client, compression, self._predicted_run_s)
         self._submissions: list[Submission] = []
         self._live: dict[int, Submission] = {}
         self._lock = threading.Lock()
@@ -162,11 +161,14 @@ class SlurmReplay:
 
     def _arrive(self, job: Job) -> None:
         decision = self._arm(job, self.queue)
-        self._submit(job, decision, self._truth(job, decision.config), decision.time_limit_s, rerun_of=None)
+        true_run_s = self._truth(job, decision.config)
+        job_id = self._submit(job, decision, true_run_s, decision.time_limit_s, rerun_of=None)
+        if self._linked is not None:
+            self._linked(decision, job_id)
 
     def _submit(
         self, job: Job, decision: Decision, true_run_s: float, limit_s: float, rerun_of: int | None
-    ) -> None:
+    ) -> int:
         with self._lock:
             script = self._scripts / f"{len(self._submissions)}.sh"
             script.write_text(sleep_script(min(true_run_s, limit_s) / self._compression))
@@ -182,6 +184,7 @@ class SlurmReplay:
             self._live[job_id] = submission
             if decision.predicted_run_s is not None:
                 self._predicted_run_s[job_id] = decision.predicted_run_s
+        return job_id
 
     def _handle_ended(self) -> None:
         """Forget jobs that left the queue; a first run that hit its limit is rerun under the user's limit."""
@@ -264,7 +267,7 @@ def outcome(
 
 def run_on_slurm(
     jobs: Sequence[Job],
-    arm: Arm,
+    arm: Arm | AdvisorDaemon,
     arm_name: ArmName,
     inventory: Inventory,
     truth: TrueRunTime,
@@ -274,20 +277,27 @@ def run_on_slurm(
     *,
     keep_up: bool = False,
 ) -> list[Outcome]:
-    """Replay one arm on its own sandbox in ``root`` (ports from ``base_port``), then take it down."""
+    """Replay one arm on its own sandbox in ``root`` (ports from ``base_port``), then take it down; an
+    `AdvisorDaemon` is started beside the sandbox and decides."""
     sandbox = Sandbox(replay_spec(inventory, base_port), root)
     sandbox.up(timeout_s=300)
     try:
-        replay = SlurmReplay(sandbox, arm, arm_name, truth, compression, daemon_caches=arm_name == "advisor")
+        if isinstance(arm, AdvisorDaemon):
+            arm.start(sandbox, root / "daemon")
+            replay = SlurmReplay(sandbox, arm.decide, arm_name, truth, compression, linked=arm.submitted)
+        else:
+            replay = SlurmReplay(sandbox, arm, arm_name, truth, compression)
         return replay.run(jobs)
     finally:
+        if isinstance(arm, AdvisorDaemon):
+            arm.stop()
         if not keep_up:
             sandbox.down()
 
 
 def run_arms_on_slurm(
     jobs: Sequence[Job],
-    arms: Sequence[tuple[ArmName, Arm]],
+    arms: Sequence[tuple[ArmName, Arm | AdvisorDaemon]],
     inventory: Inventory,
     truth: TrueRunTime,
     compression: float,
