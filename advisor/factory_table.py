@@ -29,7 +29,7 @@ from advisor.jobscript.errors import ScriptError
 from advisor.submit_guard import sanitized
 
 if TYPE_CHECKING:
-    from advisor.introspect.table import LayerTable, Training
+    from advisor.introspect.table import LayerTable, TrainingSettings
     from advisor.jobscript.advisor_lines import JobDescription
     from advisor.jobscript.commands import Inferred
 
@@ -158,11 +158,11 @@ def table_for(
     return table.trained(training_of(description))
 
 
-def training_of(description: JobDescription) -> Training:
+def training_of(description: JobDescription) -> TrainingSettings:
     """What the job's script says of how it trains (LoRA, checkpointing, ZeRO, its optimizer)."""
-    from advisor.introspect.table import Training
+    from advisor.introspect.table import TrainingSettings
 
-    return Training(
+    return TrainingSettings(
         lora_rank=description.lora_rank,
         lora_targets=description.lora_targets,
         checkpointing=description.gradient_checkpointing,

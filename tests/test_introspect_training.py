@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from advisor.introspect import Layer, LayerKind, LayerTable, Optimizer, Scaling, TensorShape
 from advisor.introspect.memory import MemoryEstimate, estimate_peak_memory
 from advisor.introspect.run import introspect
-from advisor.introspect.table import Training
+from advisor.introspect.table import TrainingSettings
 from advisor.introspect.training import (
     adapter_parameters,
     kept_activation_bytes,
@@ -31,8 +31,8 @@ transformers = pytest.importorskip("transformers")
 TINY = {"model_type": "gpt2", "vocab_size": 512, "n_positions": 128, "n_embd": 128, "n_layer": 4,
         "n_head": 4, "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}  # fmt: skip
 BATCH, TOKENS, RANK = 8, 128, 8
-LORA = Training(lora_rank=RANK, lora_targets=("c_attn",))
-CHECKPOINTING = Training(checkpointing=True)
+LORA = TrainingSettings(lora_rank=RANK, lora_targets=("c_attn",))
+CHECKPOINTING = TrainingSettings(checkpointing=True)
 
 
 def _linear(index: int, name: str, d_in: int, d_out: int, rows: int = 1) -> Layer:
@@ -53,7 +53,7 @@ def _two_blocks() -> LayerTable:
 
 
 def test_lora_counted_by_hand() -> None:
-    table = _two_blocks().trained(Training(lora_rank=2, lora_targets=("fc",)))
+    table = _two_blocks().trained(TrainingSettings(lora_rank=2, lora_targets=("fc",)))
     assert adapter_parameters(table) == 2 * 2 * (10 + 20) == trainable_parameters(table)
     # A full step: forward 2*(2*2*10*20) + 2*2*20*5 = 1,600 + 400 = 2,000 a sample; backward twice: 6,000.
     # LoRA: each frozen weight's gradient (its forward) goes: -2,000; the adapters: 3 x 2*2*2*(10+20) x 2.
@@ -65,7 +65,7 @@ def test_lora_counted_by_hand() -> None:
 
 
 def test_checkpointing_and_zero_counted_by_hand() -> None:
-    table = _two_blocks().trained(Training(checkpointing=True, zero_stage=2, optimizer="adamw"))
+    table = _two_blocks().trained(TrainingSettings(checkpointing=True, zero_stage=2, optimizer="adamw"))
     assert training_time_factor(table, 1) == pytest.approx((6000 + 1600) / 6000), "each block's forward again"
     # Written a sample: 2 x 2*20*4 = 320 bytes inside the blocks of 320 + 2*5*4 = 360, so 8/9 of the 1,000
     # saved are the blocks': kept are both blocks' inputs (2 x 2*10*4 = 160), then the larger of the head's
@@ -78,7 +78,7 @@ def test_checkpointing_and_zero_counted_by_hand() -> None:
 
 def test_how_a_job_trains_is_part_of_its_hash_and_survives_validation() -> None:
     table = _two_blocks()
-    assert table.trained(Training()) == table and table.trained(None) == table
+    assert table.trained(TrainingSettings()) == table and table.trained(None) == table
     trained = table.trained(LORA)
     assert trained.architecture_hash != table.architecture_hash
     assert LayerTable.model_validate(trained.model_dump(mode="json")) == trained
@@ -102,7 +102,7 @@ class _Adapter(nn.Module):
         return out
 
 
-def _model(training: Training) -> nn.Module:
+def _model(training: TrainingSettings) -> nn.Module:
     torch.manual_seed(0)
     model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**TINY))
     if training.lora_rank:
@@ -174,7 +174,7 @@ def runs() -> Iterator[dict[str, tuple[float, int]]]:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     tokens = torch.randint(0, TINY["vocab_size"], (BATCH, TOKENS))  # type: ignore[arg-type]
-    variants = {"full": Training(), "lora": LORA, "checkpointing": CHECKPOINTING}
+    variants = {"full": TrainingSettings(), "lora": LORA, "checkpointing": CHECKPOINTING}
     models = {name: _model(training) for name, training in variants.items()}
     optimizers = {
         name: torch.optim.AdamW([p for p in model.parameters() if p.requires_grad])
@@ -188,7 +188,7 @@ def runs() -> Iterator[dict[str, tuple[float, int]]]:
     yield {name: (statistics.median(s for s, _ in got[1:]), got[-1][1]) for name, got in seen.items()}
 
 
-def _predicted(tmp_path: Path, training: Training) -> tuple[float, MemoryEstimate]:
+def _predicted(tmp_path: Path, training: TrainingSettings) -> tuple[float, MemoryEstimate]:
     (tmp_path / "config.json").write_text(json.dumps(TINY), encoding="utf-8")
     table = introspect(f"hf:{tmp_path}", allow_factories=True, sequence_length=TOKENS, task="causal-lm")
     trained = table.trained(training)
@@ -206,7 +206,7 @@ def test_lora_and_checkpointing_change_time_and_memory_as_measured(
 ) -> None:
     training = {"lora": LORA, "checkpointing": CHECKPOINTING}[setting]
     factor, memory = _predicted(tmp_path, training)
-    _, full = _predicted(tmp_path, Training())
+    _, full = _predicted(tmp_path, TrainingSettings())
     time_ratio, memory_ratio = runs[setting][0] / runs["full"][0], runs[setting][1] / runs["full"][1]
     predicted_memory = _bytes(memory) / _bytes(full)
     # One run here (measured, predicted): LoRA time 0.75, 0.73 and bytes 0.73, 0.70; checkpointing time

@@ -171,7 +171,7 @@ class Totals(Frozen):
         )
 
 
-class Training(Frozen):
+class TrainingSettings(Frozen):
     """How a step trains beyond its model, where that changes its time and memory (read from the job's
     script; `advisor.introspect.training`). Absent: every parameter trains, nothing is recomputed."""
 
@@ -192,7 +192,7 @@ def architecture_hash(
     input_shape: tuple[int, int, int],
     layers: tuple[Layer, ...],
     tokens: tuple[int, str] | None = None,
-    training: Training | None = None,
+    training: TrainingSettings | None = None,
 ) -> str:
     """Hash of what determines the computation (ops, shapes, geometry), not of names, weights or costs;
     ``tokens`` (sequence length, task) only for a token model and ``training`` only where given, so an
@@ -225,7 +225,7 @@ class LayerTable(Frozen):
     layers: tuple[Layer, ...] = Field(max_length=MAX_LAYERS)
     totals: Totals
     architecture_hash: str = Field(pattern=r"^[0-9a-f]{64}$")
-    training: Training | None = None
+    training: TrainingSettings | None = None
     """How the job trains it, where that is not every parameter with nothing recomputed (hashed then)."""
 
     @classmethod
@@ -264,9 +264,9 @@ class LayerTable(Frozen):
             raise ValueError("architecture hash does not match the layers")
         return self
 
-    def trained(self, training: Training | None) -> LayerTable:
+    def trained(self, training: TrainingSettings | None) -> LayerTable:
         """This table as a job trains it (its hash with ``training``; None or the default: as benchmarked)."""
-        kept = None if training is None or training == Training() else training
+        kept = None if training is None or training == TrainingSettings() else training
         tokens = _tokens(self.sequence_length, self.task)
         digest = architecture_hash(self.input_shape, self.layers, tokens, kept)
         return self.model_copy(update={"training": kept, "architecture_hash": digest})
