@@ -24,6 +24,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from advisor.introspect import LayerTable, Optimizer, estimate_peak_memory
+from advisor.introspect.training import training_time_factor
 from advisor.ops import KernelPath
 from advisor.precision import Precision
 from advisor.predict.bands import ClassBand, machine_band
@@ -186,14 +187,13 @@ class MachineModel(BaseModel):
         self._grid = tuple(sorted({config.batch for config, _ in self.measured_layers}))
 
     def exercise(self) -> None:
-        """Parses each booster and predicts one row with it: all xgboost's native code ever does with a
-        version file, done once in a check process (`advisor.predict.model_check`)."""
+        """Parses and runs each booster once: all xgboost's native code does with a file (`model_check`)."""
         for encoded in (self.layer_booster, self.step_booster):
             if encoded:
                 exercise_booster(encoded)
 
     def knows_layers(self, table: LayerTable) -> bool:
-        """Whether every convolution and linear of ``table`` was micro-benchmarked on this machine: its
+        """Whether every layer of a timed op in ``table`` was micro-benchmarked on this machine: its
         prediction then rests on its own parts, not on the layer booster's guesses."""
         configs = timed_layers(table, 1, False)
         return bool(configs) and all(_key(config) in self._polylines for config in configs)
@@ -215,9 +215,7 @@ class MachineModel(BaseModel):
         flat = [config for row in grid for config in row]
         ratios = apply_booster(self.layer_booster, [layer_features(c) for c in flat])
         seconds = iter(exp(r) * _layer_base_s(self.layer_base, c) for c, r in zip(flat, ratios, strict=True))
-        return {
-            key: tuple((c.batch, next(seconds)) for c in row) for key, row in zip(keys, grid, strict=True)
-        }
+        return dict(zip(keys, [tuple((c.batch, next(seconds)) for c in row) for row in grid], strict=True))
 
     def features(self, table: LayerTable, batch: int, amp: bool, channels_last: bool) -> StepFeatures:
         points = self._layer_points(timed_layers(table, batch, amp))
@@ -235,6 +233,7 @@ class MachineModel(BaseModel):
             (log_s,) = predict_steps(fit, [features])
             point_s = exp(log_s)
             evidence = "layers" if self.knows_layers(table) else "zoo"
+        point_s *= training_time_factor(table, batch)  # LoRA, checkpointing: 1 for a plain step
         band = self.band(evidence)
         return StepPrediction(
             step_p10_s=point_s * exp(band.p10),
