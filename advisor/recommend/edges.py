@@ -18,6 +18,7 @@ from advisor.comm.sync import DEFAULT_COMMUNICATION, Communication, Spread
 from advisor.history.past import JobAsk
 from advisor.history.service import RunHistory
 from advisor.introspect import LayerTable
+from advisor.introspect.training import trainable_parameters
 from advisor.jobscript.render import render_script
 from advisor.jobscript.request import JobRequest
 from advisor.jobscript.submission import ParsedSubmission
@@ -177,11 +178,11 @@ class StoredModels:
         return self._steps[key]
 
     def sync(self, partition: str, spread: Spread, micro_step_s: float) -> Sync:
-        """The partition's measured all-reduce of the float32 gradients (AMP keeps them so) over
-        ``spread``, less what the last backward hides (`advisor.comm.sync`); the stated default where
-        the partition never measured."""
+        """The partition's measured all-reduce of the float32 gradients (AMP keeps them so) of the
+        parameters the job trains (under LoRA, the adapters' alone) over ``spread``, less what the last
+        backward hides (`advisor.comm.sync`); the stated default where the partition never measured."""
         found = self.communication.get(partition, DEFAULT_COMMUNICATION)
-        gradient_bytes = self.table.totals.parameters * 4
+        gradient_bytes = trainable_parameters(self.table) * 4
         sync_s = found.sync_s(gradient_bytes, spread)
         return Sync(added_s=found.step_s(micro_step_s, sync_s) - micro_step_s, measured=found.measured)
 
