@@ -38,9 +38,9 @@ from advisor.daemon.links import Forbidden, JobLinks, user_name
 from advisor.daemon.metrics import Metrics
 from advisor.daemon.step_times import MeasuredSteps, StepTimes
 from advisor.daemon.transport import Peer
+from advisor.factory_table import daemon_table, not_built_here
 from advisor.history.service import RunHistory
 from advisor.introspect import LayerTable
-from advisor.introspect.run import introspect
 from advisor.jobscript.datasets import Dataset, shipped_datasets
 from advisor.jobscript.lexer import STDIN
 from advisor.jobscript.rewrite import AdviceError, Submission, apply_advice, unchanged
@@ -329,29 +329,20 @@ def _digest(request: AdviseRequest) -> str:
 
 
 def _table(parsed: ParsedSubmission, request: AdviseRequest) -> LayerTable | None:
-    """The job's layer table: sent with the request for a factory, which the daemon never imports (None
-    without it: `_unread`); introspected here for a torchvision name."""
+    """The job's layer table: the one sent (a factory's, a user's folder's: built in their process), else
+    one built here from library code (`daemon_table`); None without either (`_unread`)."""
     if parsed.description is None:
         return None
-    if request.table is not None:
-        return LayerTable.model_validate(request.table)
-    description = parsed.description
-    if ":" in description.model:
-        return None
-    return introspect(
-        description.model, description.input_shape, description.model_kwargs, allow_factories=False
-    )
+    return daemon_table(parsed.description, request.table)
 
 
 def _unread(parsed: ParsedSubmission, table: LayerTable | None) -> str | None:
-    """Why a described model gets no model advice: a factory came without its table (plain sbatch through
-    the cli_filter, which runs no user code), so the job is advised from its history as one without."""
+    """Why a described model gets no model advice: a factory or a user's folder came without its table
+    (plain sbatch through the cli_filter runs no user code), so the job is advised from its history."""
     if parsed.description is None or table is not None:
         return None
-    return (
-        f"{parsed.description.model} is your own code and was not run here: advice from the job's history "
-        "only (advise-submit advises on the model)"
-    )
+    why = not_built_here(parsed.description.model)
+    return f"{why}: advice from the job's history only (advise-submit advises on the model)"
 
 
 def _submission(
