@@ -320,3 +320,12 @@ def test_my_jobs_lists_the_callers_advised_jobs_with_what_was_predicted(
     status, refused = get(down, "/jobs")
     assert status == 503 and "the advisor could not answer: no daemon" in refused
     screenshot(ask, "jobs", "web-jobs.png", 500, tmp_path)
+
+
+@pytest.mark.slurm
+def test_a_pasted_array_shows_one_tasks_figures_beside_the_whole_arrays(daemon: Daemon) -> None:
+    text = SCRIPT.format(name="sweep").replace("#SBATCH --gres", "#SBATCH --array=0-19%4\n#SBATCH --gres")
+    status, page = post(asker(daemon), {"script": text, "script_name": "sweep.sbatch"})
+    assert status == 200, page
+    assert "<th>run p50 (each task)</th>" in page and "<th>all 20 tasks: cost</th>" in page
+    assert "all 20 array tasks, at most 4 at once (%4): " in page
