@@ -16,6 +16,9 @@ from advisor.policy.schema import Policy
 from advisor.settings.validated import Settings, SlurmSettings
 
 INVALID = 2
+CHECK_TIMEOUT_S = 10.0
+"""A Slurm that answers does so in a second; one that does not (scontrol retries a dead controller for a
+minute) must not hold an admin's check, or a script's, for long."""
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], settings: Settings) -> None:
@@ -64,10 +67,11 @@ def _check(args: argparse.Namespace, console: Console) -> int:
 def _cluster_partitions(slurm: SlurmSettings) -> tuple[list[str] | None, str | None]:
     """The cluster's partition names, or why they could not be had (no Slurm reachable from here)."""
     from advisor.slurm.client import SlurmClient
-    from advisor.slurm.runner import SlurmError
+    from advisor.slurm.runner import SlurmError, runner_for
 
     try:
-        return [partition.name for partition in SlurmClient.from_settings(slurm).partitions()], None
+        client = SlurmClient(runner_for(slurm), timeout_s=min(slurm.timeout_s, CHECK_TIMEOUT_S))
+        return [partition.name for partition in client.partitions()], None
     except (SlurmError, ModuleNotFoundError) as error:  # over SSH, without the service's packages
         return None, str(error)
 
