@@ -167,7 +167,7 @@ def training_of(description: JobDescription) -> TrainingSettings:
         lora_targets=description.lora_targets,
         checkpointing=description.gradient_checkpointing,
         zero_stage=description.zero_stage,
-        optimizer=description.optimizer,
+        optimizer=None if description.optimizer == "sgd" else description.optimizer,  # as benchmarked
     )
 
 

@@ -14,6 +14,7 @@ import pytest
 import torch
 from torch import Tensor, nn
 
+from advisor.factory_table import training_of
 from advisor.introspect import Layer, LayerKind, LayerTable, Optimizer, Scaling, TensorShape
 from advisor.introspect.memory import MemoryEstimate, estimate_peak_memory
 from advisor.introspect.run import introspect
@@ -24,6 +25,7 @@ from advisor.introspect.training import (
     trainable_parameters,
     training_time_factor,
 )
+from advisor.jobscript.advisor_lines import JobDescription
 from advisor.precision import Precision
 
 transformers = pytest.importorskip("transformers")
@@ -214,3 +216,24 @@ def test_lora_and_checkpointing_change_time_and_memory_as_measured(
     assert (factor < 1) == (time_ratio < 1) and predicted_memory < 1 and memory_ratio < 1
     assert factor == pytest.approx(time_ratio, rel=0.15), (factor, time_ratio)
     assert predicted_memory == pytest.approx(memory_ratio, rel=0.1), (predicted_memory, memory_ratio)
+
+
+def test_lora_on_every_linear_of_llama_32_1b_trains_peft_s_count() -> None:
+    """Each of 16 layers: q, o 2048 -> 2048; k, v 2048 -> 512; gate, up 2048 -> 8192; down 8192 -> 2048;
+    rank 32 adds 32 x (in + out) each: 1,409,024 a layer, 22,544,384 in all (the head is left alone)."""
+    llama = introspect("hf:meta-llama/Llama-3.2-1B", allow_factories=False, sequence_length=128)
+    per_layer = 32 * (2 * 4096 + 2 * 2560 + 3 * 10240)
+    assert per_layer == 1_409_024
+    lora = llama.trained(TrainingSettings(lora_rank=32, lora_targets=("all-linear",)))
+    assert trainable_parameters(lora) == 16 * per_layer == 22_544_384
+    defaults = llama.trained(TrainingSettings(lora_rank=8))  # PEFT's default for Llama: q_proj, v_proj
+    assert trainable_parameters(defaults) == 16 * 8 * (4096 + 2560)
+
+
+def test_a_job_trained_as_benchmarked_keeps_its_tables_hash() -> None:
+    """timm's SGD is the benchmarks' own: the table (and its measured curves, its calibration) stays."""
+    sgd = JobDescription(model="timm:resnet18", global_batch=8, steps=1, optimizer="sgd")
+    table = _two_blocks()
+    assert table.trained(training_of(sgd)) == table
+    adamw = JobDescription(model="hf:gpt2", global_batch=8, steps=1, sequence_length=8, optimizer="adamw")
+    assert table.trained(training_of(adamw)).training == TrainingSettings(optimizer="adamw")
