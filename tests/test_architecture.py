@@ -7,6 +7,7 @@ part to another is an edge, at any depth of the importing module (function-level
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -15,11 +16,17 @@ PACKAGE = Path(__file__).resolve().parent.parent / "advisor"
 VAGUE = {"model.py", "models.py", "utils.py", "helpers.py", "common.py", "misc.py"}
 
 
-def _modules() -> dict[str, ast.Module]:
-    return {
-        ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts): ast.parse(path.read_text("utf-8"))
+@functools.cache
+def _parsed() -> tuple[tuple[str, ast.Module], ...]:
+    """Every module of the package, parsed once for all the tests here (none changes a tree it is given)."""
+    return tuple(
+        (".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts), ast.parse(path.read_text("utf-8")))
         for path in sorted(PACKAGE.rglob("*.py"))
-    }
+    )
+
+
+def _modules() -> dict[str, ast.Module]:
+    return dict(_parsed())
 
 
 def _part(module: str) -> str:
@@ -209,21 +216,20 @@ def _all_imports(tree: ast.Module) -> set[str]:
     return found
 
 
-def _runtime_imports(tree: ast.AST) -> set[str]:
+def _runtime_imports(statements: list[ast.stmt]) -> set[str]:
     """What a module imports when it runs, at any depth (a function's import runs when it is called); not
-    what only a type checker reads (``if TYPE_CHECKING:``)."""
+    what only a type checker reads (``if TYPE_CHECKING:``). Imports are statements: only statement lists
+    are walked."""
     found: set[str] = set()
-    for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for other in node.orelse:
-                found |= _runtime_imports(other)
-            continue
+    for node in statements:
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.add(node.module)
             found.update(f"{node.module}.{alias.name}" for alias in node.names)
         elif isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
-        found |= _runtime_imports(node)
+        guarded = isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for field in ("orelse",) if guarded else ("body", "orelse", "finalbody", "handlers", "cases"):
+            found |= _runtime_imports(getattr(node, field, []))
     return found
 
 
@@ -241,8 +247,8 @@ def _loads(modules: dict[str, ast.Module]) -> dict[str, set[str]]:
     (importing ``advisor.slurm.models`` runs ``advisor/slurm/__init__.py`` first)."""
     loads: dict[str, set[str]] = {}
     for name, tree in modules.items():
-        found = set()
-        for target in _runtime_imports(tree):
+        found: set[str] = set()
+        for target in _runtime_imports(tree.body):
             parts = target.split(".")
             found.update(".".join(parts[:end]) for end in range(2, len(parts) + 1))
         loads[name] = {target for target in found if target in modules and target != name}
@@ -252,15 +258,16 @@ def _loads(modules: dict[str, ast.Module]) -> dict[str, set[str]]:
 def _own_offences(tree: ast.Module) -> list[str]:
     """What a module does itself that a pure one may not: import an I/O library, read the clock or the
     environment."""
-    imported = sorted({target for target in _runtime_imports(tree) if _in(target, IO_LIBRARIES)})
+    imported = sorted({target for target in _runtime_imports(tree.body) if _in(target, IO_LIBRARIES)})
     called = sorted(f"{owner}.{attr}" for owner, attr in _calls(tree) & (CLOCKS | {("os", "environ")}))
     return imported + called
 
 
 def impurities(modules: dict[str, ast.Module], core: tuple[str, ...]) -> dict[str, list[str]]:
     """For each pure module, every chain of imports that ends at an edge or at a module that does I/O
-    itself: ``a -> b -> advisor.store``, ``a -> b (imports subprocess)``."""
+    itself: ``a -> b -> advisor.store``, ``a -> b (subprocess)``."""
     loads = _loads(modules)
+    own = {name: _own_offences(tree) for name, tree in modules.items()}
     found: dict[str, list[str]] = {}
     for start in sorted(name for name in modules if _in(name, core) and not name.endswith(".cli")):
         came_from: dict[str, str | None] = {start: None}
@@ -274,8 +281,8 @@ def impurities(modules: dict[str, ast.Module], core: tuple[str, ...]) -> dict[st
             if _in(name, EDGES):
                 chains.append(chain)
                 continue
-            if offences := _own_offences(modules[name]):
-                chains.append(f"{chain} ({', '.join(offences)})")
+            if own[name]:
+                chains.append(f"{chain} ({', '.join(own[name])})")
             for after in sorted(loads[name] - came_from.keys()):
                 came_from[after] = name
                 queue.append(after)
