@@ -55,8 +55,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``pre FILE`` or ``post REQUEST JOBID APPLIED``; exit status 0 whatever happens (the Lua reads only
     the answer)."""
     words = list(sys.argv[1:] if argv is None else argv)
-    if words[:1] == ["pre"]:
-        return pre_submit(words[1:])
+    if words[:1] == ["pre"] and len(words) == 2:
+        return pre_submit(words[1])
     if words[:1] == ["post"]:
         return post_submit(words[1:])
     print(
@@ -66,19 +66,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def pre_submit(words: Sequence[str]) -> int:
+def pre_submit(path: str) -> int:
     """``pre FILE``: the option changes on stdout; never a failure sbatch would see."""
+    options: object = None
     try:
-        changes = _changes(Path(words[0]) if words else None)
+        options = json.loads(Path(path).read_text(encoding="utf-8"))
+        changes = _changes(options)
     except Exception as error:  # fail-open: the job goes in as written
         from advisor.submit_ask import reason
 
-        print(f"advisor: warning: {reason(error)}; submitting unchanged", file=sys.stderr)
+        print(f"advisor: warning: {reason(error)}; {_as_written(options)}", file=sys.stderr)  # one line
         changes = []
     for name, value in changes:
         print(f"{name}\t{value}")
     print("#end")
     return 0
+
+
+def _as_written(options: object) -> str:
+    """What sbatch does with the job as the user wrote it: submits it, or under ``--test-only`` asks Slurm
+    about it and submits nothing (either, where its options could not be read)."""
+    if not isinstance(options, dict):
+        return "sbatch gets the job as written"
+    if "test-only" in options:
+        return "asking Slurm about the job as written (sbatch --test-only submits nothing)"
+    return "submitting the job as written"
 
 
 def post_submit(words: Sequence[str]) -> int:
@@ -108,18 +120,15 @@ def sbatch_words(options: dict[str, Any]) -> list[str] | None:
     return [*words, *(str(word) for word in argv)]
 
 
-def _changes(path: Path | None) -> list[tuple[str, str]]:
+def _changes(options: object) -> list[tuple[str, str]]:
     from advisor.submit_ask import WRAP, advise, batch_flag, kill_warnings
     from advisor.submit_guard import UntrustedAdvice, UserJob
 
-    if path is None:  # the Lua itself leaves advise-submit's jobs and opted-out users alone
-        return []
-    options = json.loads(path.read_text(encoding="utf-8"))
     if not isinstance(options, dict):
         raise ValueError("sbatch's options are not a JSON object")
-    words = sbatch_words(options)
+    words, written = sbatch_words(options), _as_written(options)
     if words is None:
-        _say("a script on stdin is not advised here (advise-submit advises it); submitting it as written")
+        _say(f"a script on stdin is not advised here (advise-submit advises it); {written}")
         return []
     wrap = options.get("wrap") if not options["argv"] else None
     where = WRAP if wrap is not None else words[len(words) - len(options["argv"])]
@@ -129,7 +138,7 @@ def _changes(path: Path | None) -> list[tuple[str, str]]:
         return []
     job = UserJob(words, text, where, {}, batch_flag(text, where, []), wrap=wrap is not None)
     if job.hetjob:  # the Lua leaves command-line ones (``:``) alone before asking
-        _say("a heterogeneous job is not advised; submitting it as written")
+        _say(f"a heterogeneous job is not advised; {written}")
         return []
     # A factory is the user's own code and runs nowhere here: the daemon advises its job from history,
     # and its reasons (printed below) say so.
@@ -141,7 +150,7 @@ def _changes(path: Path | None) -> list[tuple[str, str]]:
         _say(str(reason))
     for warning in kill_warnings(answer.body):
         _say(f"warning: {warning}")
-    changes = _option_changes(job, answer.submission) if answer.submission.rewritten else []
+    changes = _option_changes(job, answer.submission, written) if answer.submission.rewritten else []
     if answer.request_id:  # "applied" is the Lua's to say, once it has set the options
         changes.append(("#request", f"{answer.request_id} {int(bool(changes))}"))
     return changes
@@ -164,14 +173,14 @@ def _width() -> int:
         return 120
 
 
-def _option_changes(job: UserJob, call: SbatchCall) -> list[tuple[str, str]]:
+def _option_changes(job: UserJob, call: SbatchCall, written: str) -> list[tuple[str, str]]:
     """What the rewrite added, as (option, value); its ``ADVISOR_*`` variables named in the job's own
     ``--export`` (``NONE`` stays ``NONE``, with them: sbatch takes ``NONE,NAME=VALUE``). A change sbatch's
     options cannot carry (a new batch size in the script, another option) is said, and nothing is set."""
     if call.stdin is not None and call.stdin != job.script:
         _say(
             f"the advice sets {job.batch_flag} in the script, which plain sbatch cannot; "
-            "submitting the job as written (advise-submit applies the whole advice)"
+            f"{written} (advise-submit applies the whole advice)"
         )
         return []
     kept = set(job.argv)
@@ -184,7 +193,7 @@ def _option_changes(job: UserJob, call: SbatchCall) -> list[tuple[str, str]]:
             if name not in SETTABLE:
                 _say(
                     f"the advice changes --{name}, which plain sbatch's filter cannot set; "
-                    "submitting the job as written (advise-submit applies the whole advice)"
+                    f"{written} (advise-submit applies the whole advice)"
                 )
                 return []
             changes.append((name, value))

@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from advisor import __version__
 from advisor.jobscript.advisor_words import split_command_line
 from advisor.jobscript.errors import ScriptError
 from advisor.jobscript.lexer import MAX_SCRIPT_BYTES, STDIN
@@ -43,8 +44,8 @@ from advisor.submit_ask import trusted_uids as trusted_uids  # advisor.web.daemo
 from advisor.submit_guard import SbatchCall, UserJob, added_words, sanitized
 
 OURS = ("--dry-run", "--json", "--yes", "--no-rewrite", "--explain")
-_SBATCH_ONLY = {"usage", "version"}
-"""sbatch options that print something and submit nothing: passed straight to sbatch."""
+_ANSWERED_HERE = {"-h": "help", "--help": "help", "-V": "version", "--version": "version"}
+"""sbatch's options the wrapper answers itself, by the name sbatch's option table gives them."""
 HELP = """usage: advise-submit [advisor options] [#ADVISOR options] [sbatch options] SCRIPT [ARGS...]
 
 sbatch, advised: the advisor predicts the job's run time on every partition it may use, shows the
@@ -57,6 +58,7 @@ advisor options (first):
   --yes          apply the advice without asking, on a terminal too
   --no-rewrite   submit the job unchanged, still advised
   --explain      show the candidates and reasons even when not on a terminal
+  --version      the advisor's version (sbatch --version: Slurm's)
 
 #ADVISOR options (as in the script's #ADVISOR lines; these win):
   --model=NAME | package.module:factory    --num-classes=N    --model-arg=KEY=VALUE
@@ -111,16 +113,14 @@ def _main(words: list[str]) -> int:
     try:
         options, operands = parse_options(sbatch_argv, "command line")[0], script_arguments(sbatch_argv)
     except ScriptError as error:  # sbatch says what is wrong with the line, in its words
-        if any(word in ("-h", "--help") for word in sbatch_argv):
-            print(HELP, end="")
-            return 0
-        _say(f"not advised: {error}")
+        if (answered := _answer_here({_ANSWERED_HERE.get(word, "") for word in sbatch_argv})) is not None:
+            return answered
+        _say(f"not advised: {error}; {_as_written(flags)}")
         return _sbatch(_dry(SbatchCall(argv=sbatch_argv), flags), capture=False).returncode
     names = {option.name for option in options}
-    if "help" in names:
-        print(HELP, end="")
-        return 0
-    if names & _SBATCH_ONLY:
+    if (answered := _answer_here(names)) is not None:
+        return answered
+    if "usage" in names:  # sbatch's own: it prints and submits nothing
         return _sbatch(_dry(SbatchCall(argv=rest), flags), capture=False).returncode
     if "test-only" in names:  # sbatch's own dry run: advised as one, never submitted
         flags = replace(flags, dry_run=True)
@@ -147,9 +147,19 @@ def _main(words: list[str]) -> int:
     except Exception as error:  # fail-open: nothing on the advisor's side may cost the user their job
         _say(f"warning: {reason(error)}; {_as_written(flags, 'unchanged')}")
         return _finish(job, job.unchanged(), flags, None)
-    if not shown:
-        _said(advice, job, flags, agreed)
+    _said(advice, job, flags, agreed, shown)
     return _finish(job, advice.submission if agreed else job.unchanged(), flags, advice)
+
+
+def _answer_here(names: set[str]) -> int | None:
+    """``--help`` and ``--version``, answered by the wrapper (the advisor's version); None: neither asked."""
+    if "help" in names:
+        print(HELP, end="")
+        return 0
+    if "version" in names:
+        print(f"advise-submit (advisor) {__version__}")
+        return 0
+    return None
 
 
 def _say(text: str) -> None:
@@ -165,13 +175,17 @@ def _as_written(flags: Flags, what: str = "it as written") -> str:
     return f"submitting {what}"
 
 
-def _said(advice: Answer, job: UserJob, flags: Flags, agreed: bool) -> None:
-    """Where no table was shown, one line on what the advice did to the job, or why it did nothing."""
+def _said(advice: Answer, job: UserJob, flags: Flags, agreed: bool, shown: bool) -> None:
+    """One line on what a rewrite did to the job, after the table too; where no table was shown, why the
+    advice left the job as written. (A rewrite declined at the prompt was said there.)"""
     call = advice.submission
-    if call.rewritten and (agreed or flags.no_rewrite):
-        verb = "not applied (--no-rewrite)" if not agreed else "would apply" if flags.dry_run else "applied"
+    if call.rewritten and agreed:
+        verb = "would apply" if flags.dry_run else "applied"
         _say(sanitized(f"{verb}: {' '.join(_changes(job, call))}", limit=1000))
-    elif not call.rewritten:
+    elif call.rewritten and flags.no_rewrite:
+        changes = " ".join(_changes(job, call))
+        _say(sanitized(f"not applied (--no-rewrite): {changes}; {_as_written(flags)}", limit=1000))
+    elif not call.rewritten and not shown:
         _say(sanitized(f"kept as written: {_why_unchanged(advice.body)}", limit=1000))
 
 
@@ -291,9 +305,10 @@ def _sbatch(submission: SbatchCall, capture: bool) -> subprocess.CompletedProces
     except KeyboardInterrupt:
         raise SbatchInterrupted from None
     except OSError as error:
-        return subprocess.CompletedProcess(
-            ["sbatch"], 127, "", f"advise-submit: error: cannot run sbatch: {error.strerror}\n"
-        )
+        said = f"advise-submit: error: cannot run sbatch: {error.strerror}\n"
+        if not capture:  # sbatch's own output would have gone straight to the terminal
+            sys.stderr.write(said)
+        return subprocess.CompletedProcess(["sbatch"], 127, "", said)
 
 
 def _job_id(stdout: str) -> int | None:

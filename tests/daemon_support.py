@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import pty
+import re
 import signal
 import socket
 import subprocess
@@ -117,6 +120,34 @@ def submit(
     return subprocess.run(
         argv, env={**daemon.env, **env}, cwd=tmp_path, capture_output=True, text=True, timeout=120
     )
+
+
+@contextmanager
+def on_a_terminal(
+    daemon: Daemon, tmp_path: Path, script: Path, stdout: int = subprocess.DEVNULL
+) -> Iterator[tuple[subprocess.Popen[str], int]]:
+    """advise-submit with ``script``, its stdin and stderr a terminal 160 columns wide: the process, and
+    the terminal's other end to read what it shows and to type into (both ends closed after)."""
+    main, side = pty.openpty()
+    try:
+        wrapper = subprocess.Popen(
+            [str(BIN / "advise-submit"), str(script)],
+            env={**daemon.env, "COLUMNS": "160"},
+            cwd=tmp_path,
+            stdin=side,
+            stderr=side,
+            stdout=stdout,
+            text=True,
+        )
+        yield wrapper, main
+    finally:
+        os.close(main)
+        os.close(side)
+
+
+def plain(shown: bytes) -> str:
+    """What a terminal showed, as text without its colours."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", shown.decode(errors="replace"))
 
 
 def jobs_named(slurm: SlurmClient, name: str) -> list[str]:

@@ -43,14 +43,27 @@ def filtered(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Path
 
 
 def _sbatch(
-    daemon: Daemon, conf: Path, tmp_path: Path, name: str, body: str = "sleep 600", **env: str
+    daemon: Daemon,
+    conf: Path,
+    tmp_path: Path,
+    name: str,
+    body: str = "sleep 600",
+    words: tuple[str, ...] = (),
+    **env: str,
 ) -> subprocess.CompletedProcess[str]:
     script = tmp_path / f"{name}.sbatch"
     script.write_text(SCRIPT.format(name=name).replace("sleep 600", body), encoding="utf-8")
     environment = {**daemon.env, "SLURM_CONF": str(conf), **env}
-    return subprocess.run(
-        ["sbatch", str(script)], env=environment, cwd=tmp_path, capture_output=True, text=True, timeout=120
-    )
+    argv = ["sbatch", *words, str(script)]
+    return subprocess.run(argv, env=environment, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+
+def _fake_helper(tmp_path: Path, body: str) -> Path:
+    """A helper on a fixed path that runs ``body``: faults the real one cannot be made to produce."""
+    helper = tmp_path / "fake-helper"
+    helper.write_text(f"#!/bin/sh\n{body}\n", encoding="utf-8")
+    helper.chmod(0o755)
+    return helper
 
 
 def _show(local_slurm: SlurmClient, job_id: int) -> dict[str, str]:
@@ -137,11 +150,9 @@ def test_every_fault_leaves_the_job_as_written_submitted_once(
         env = {"ADVISOR_SOCKET": str(tmp_path / "nobody.sock")}
     elif fault == "opted out":
         env = {"ADVISOR_OFF": "1"}
-    else:  # a fake helper on a fixed path: faults the real one cannot be made to produce
-        helper = tmp_path / "fake-helper"
+    else:
         lines = {"garbage": "echo 'partition\ta100'; echo 'rm -rf /'; echo '#end'", "crash": "exit 3"}
-        helper.write_text(f"#!/bin/sh\n{lines.get(fault, 'sleep 60')}\n", encoding="utf-8")
-        helper.chmod(0o755)
+        helper = _fake_helper(tmp_path, lines.get(fault, "sleep 60"))
         timeout_s = 1.0  # the Lua's own limit: this and the helper's start-up slack
     conf = _filtered_conf(sandbox, tmp_path, helper, timeout_s)
     name = f"fault-{fault.replace(' ', '-')}"
@@ -153,9 +164,29 @@ def test_every_fault_leaves_the_job_as_written_submitted_once(
     if fault == "opted out":
         assert "advisor" not in result.stderr
     else:
-        assert len(warnings) == 1 and "submitting unchanged" in warnings[0], result.stderr
+        assert len(warnings) == 1 and warnings[0].endswith("; submitting the job as written"), result.stderr
     if fault == "hang":
         assert time.monotonic() - began < 15, "the helper is cut at the timeout"
+
+
+@pytest.mark.parametrize("fault", ["no daemon", "crash"])
+def test_a_fault_under_test_only_says_slurm_is_asked_and_nothing_is_submitted(
+    daemon: Daemon, sandbox: Sandbox, local_slurm: SlurmClient, tmp_path: Path, fault: str
+) -> None:
+    """sbatch's own dry run: the warning says what sbatch does, the helper's (no daemon) as the Lua's."""
+    helper = BIN / "advisor-cli-filter" if fault == "no daemon" else _fake_helper(tmp_path, "exit 3")
+    conf = _filtered_conf(sandbox, tmp_path, helper)
+    name = f"test-only-{fault.replace(' ', '-')}"
+    result = _sbatch(
+        daemon, conf, tmp_path, name, words=("--test-only",), ADVISOR_SOCKET=str(tmp_path / "nobody.sock")
+    )
+    assert result.returncode == 0 and "to start at" in result.stderr, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "submitting" not in warnings[0], result.stderr
+    assert warnings[0].endswith(
+        "; asking Slurm about the job as written (sbatch --test-only submits nothing)"
+    )
+    assert jobs_named(local_slurm, name) == []
 
 
 def test_options_become_the_command_line_they_came_from() -> None:
@@ -173,6 +204,7 @@ def test_options_become_the_command_line_they_came_from() -> None:
         "[1, 2]",
         '{"argv": ["/nonexistent/job.sh"]}',
         '{"argv": ["JOB"], "bogus-option": "1"}',
+        '{"argv": ["JOB"], "test-only": "set"}',
     ],
 )
 def test_bad_input_to_the_helper_is_one_warning_and_no_change(
@@ -193,7 +225,12 @@ def test_bad_input_to_the_helper_is_one_warning_and_no_change(
     assert (
         len(err.strip().splitlines()) == 1 and err.startswith("advisor: warning: ") and "Traceback" not in err
     )
-    assert "submitting unchanged" in err
+    if options is None or not options.startswith("{"):
+        assert err.endswith("; sbatch gets the job as written\n"), "submitted, or under --test-only not"
+    elif "test-only" in options:
+        assert err.endswith("; asking Slurm about the job as written (sbatch --test-only submits nothing)\n")
+    else:
+        assert err.endswith("; submitting the job as written\n")
 
 
 FACTORY = """def build(num_classes=10):
@@ -333,7 +370,7 @@ def test_applied_is_said_only_of_what_the_lua_set(
     assert result.returncode == 0, result.stderr
     assert "applied" not in result.stderr, result.stderr
     warnings = [line for line in result.stderr.splitlines() if "warning" in line]
-    assert len(warnings) == 1 and "submitting unchanged" in warnings[0], result.stderr
+    assert len(warnings) == 1 and warnings[0].endswith("; submitting the job as written"), result.stderr
     assert jobs_named(local_slurm, "unapplied") == ["t4"]
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from advisor import __version__
 from advisor.sandbox.cluster import Sandbox
 from advisor.slurm.client import SlurmClient
 
@@ -304,6 +305,36 @@ def test_help_lists_the_wrappers_own_options_without_any_slurm(tmp_path: Path) -
             and "ADVISOR_TIMEOUT" in shown.stdout
         )
         assert shown.stdout.rstrip().endswith("see `sbatch --help`.")
+
+
+def test_version_is_the_advisors_without_any_slurm(tmp_path: Path) -> None:
+    for words in (["--version"], ["-V"], ["--dry-run", "--version", "job.sh"], ["--version", "--bogus"]):
+        shown = subprocess.run(
+            [str(BIN / "advise-submit"), *words],
+            env={"PATH": str(tmp_path)},  # no sbatch: sbatch --version would fail here
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert (shown.returncode, shown.stdout, shown.stderr) == (
+            0,
+            f"advise-submit (advisor) {__version__}\n",
+            "",
+        )
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_a_line_that_cannot_be_read_says_what_happens_to_the_job(tmp_path: Path, dry_run: bool) -> None:
+    """sbatch says what is wrong with the line (here: no sbatch at all); the wrapper says what it does."""
+    words = ["--dry-run"] * dry_run + ["--no-such-option", "job.sh"]
+    shown = subprocess.run(
+        [str(BIN / "advise-submit"), *words], env={"PATH": str(tmp_path)}, capture_output=True, text=True
+    )
+    said = shown.stderr.splitlines()[0]
+    assert said.startswith("advise-submit: not advised: ") and "--no-such-option" in said, shown.stderr
+    written = "asking Slurm about the job as written (sbatch --test-only; a dry run submits nothing)"
+    assert said.endswith(written if dry_run else "; submitting it as written"), said
+    assert "cannot run sbatch" in shown.stderr and shown.returncode == 127
 
 
 def test_a_hetjob_is_never_rewritten(env: dict[str, str], local_slurm: SlurmClient, tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ past 4x the user's), so each is likely killed too: the job goes in as written, o
 from __future__ import annotations
 
 import os
-import pty
 import re
 import select
 import subprocess
@@ -21,7 +20,7 @@ import pytest
 from advisor.sandbox.cluster import Sandbox
 from advisor.slurm.client import SlurmClient
 
-from .daemon_support import BIN, SCRIPT, Daemon, jobs_named, started_daemon, submit
+from .daemon_support import BIN, SCRIPT, Daemon, jobs_named, on_a_terminal, plain, started_daemon, submit
 
 SPAN = r"(\d+d \d\d:\d\d|\d\d:\d\d:\d\d)"
 """A span as people read it: HH:MM:SS, or days and HH:MM beyond a day."""
@@ -72,27 +71,14 @@ def test_on_a_terminal_advise_submit_ends_its_table_with_the_warning(
     daemon: Daemon, local_slurm: SlurmClient, tmp_path: Path
 ) -> None:
     script = short(tmp_path, "short-limit-tty")
-    main, side = pty.openpty()
-    try:
-        wrapper = subprocess.Popen(
-            [str(BIN / "advise-submit"), str(script)],
-            env={**daemon.env, "COLUMNS": "160"},
-            cwd=tmp_path,
-            stdin=side,
-            stderr=side,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
+    with on_a_terminal(daemon, tmp_path, script, stdout=subprocess.PIPE) as (wrapper, main):
         shown, deadline = b"", time.monotonic() + 120
         while wrapper.poll() is None or select.select([main], [], [], 0)[0]:
             assert time.monotonic() < deadline, shown.decode(errors="replace")
             if select.select([main], [], [], 0.2)[0]:
                 shown += os.read(main, 65536)
         stdout = wrapper.stdout.read() if wrapper.stdout else ""
-    finally:
-        os.close(main)
-        os.close(side)
-    text = re.sub(r"\x1b\[[0-9;]*m", "", shown.decode(errors="replace"))
+    text = plain(shown)
     assert wrapper.returncode == 0, text
     assert "candidates, best first" in text and "[Y/n]" not in text, "kept as written: nothing to agree to"
     assert WARNED.search(text), text

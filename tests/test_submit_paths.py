@@ -4,7 +4,6 @@ one line why not, a dry run never submits, and a rewrite says what it applied wh
 from __future__ import annotations
 
 import os
-import pty
 import re
 import select
 import sqlite3
@@ -18,7 +17,7 @@ import pytest
 from advisor.sandbox.cluster import Sandbox
 from advisor.slurm.client import SlurmClient
 
-from .daemon_support import BIN, SCRIPT, Daemon, jobs_named, started_daemon, submit
+from .daemon_support import BIN, SCRIPT, Daemon, jobs_named, on_a_terminal, plain, started_daemon, submit
 
 pytestmark = pytest.mark.slurm
 
@@ -49,6 +48,14 @@ def _ours(stderr: str) -> list[str]:
     """advise-submit's own lines, but for a kill warning (the job's 12-hour limit on t4)."""
     lines = stderr.splitlines()
     return [line for line in lines if line.startswith("advise-submit: ") and "likely killed" not in line]
+
+
+def _said_once(result: subprocess.CompletedProcess[str]) -> str:
+    """advise-submit's one line of its own, from a call that succeeded."""
+    assert result.returncode == 0, result.stderr
+    said = _ours(result.stderr)
+    assert len(said) == 1, result.stderr
+    return said[0]
 
 
 def test_a_dry_run_of_a_wrap_command_is_advised_and_submits_nothing(
@@ -131,26 +138,15 @@ def test_a_dry_run_without_a_daemon_says_nothing_is_submitted(
 def test_an_array_says_what_was_done_with_it(
     daemon: Daemon, local_slurm: SlurmClient, tmp_path: Path
 ) -> None:
-    result = submit(daemon, tmp_path, "--array=0-1", name="array")
-    assert result.returncode == 0, result.stderr
-    said = _ours(result.stderr)
-    assert len(said) == 1 and re.match(r"advise-submit: (applied|kept as written): \S", said[0]), said
+    said = _said_once(submit(daemon, tmp_path, "--array=0-1", name="array"))
+    assert re.match(r"advise-submit: (applied|kept as written): \S", said), said
     assert jobs_named(local_slurm, "array") == ["a100"], "one array, submitted once"
 
 
 def _terminal_session(tmp_path: Path, daemon: Daemon, name: str, answer: bytes) -> tuple[str, int]:
     script = tmp_path / f"{name}.sbatch"
     script.write_text(SCRIPT.format(name=name), encoding="utf-8")
-    main, side = pty.openpty()
-    try:
-        wrapper = subprocess.Popen(
-            [str(BIN / "advise-submit"), str(script)],
-            env={**daemon.env, "COLUMNS": "160"},
-            cwd=tmp_path,
-            stdin=side,
-            stderr=side,
-            stdout=subprocess.DEVNULL,
-        )
+    with on_a_terminal(daemon, tmp_path, script) as (wrapper, main):
         shown, deadline = b"", time.monotonic() + 120
         while b"[Y/n]" not in shown:
             assert wrapper.poll() is None and time.monotonic() < deadline, shown.decode(errors="replace")
@@ -162,10 +158,7 @@ def _terminal_session(tmp_path: Path, daemon: Daemon, name: str, answer: bytes) 
                 shown += os.read(main, 65536)
             except OSError:
                 break
-    finally:
-        os.close(main)
-        os.close(side)
-    return re.sub(r"\x1b\[[0-9;]*m", "", shown.decode(errors="replace")), code
+    return plain(shown), code
 
 
 def test_the_prompt_says_what_n_does_and_n_submits_the_job_as_written(
@@ -177,3 +170,22 @@ def test_the_prompt_says_what_n_does_and_n_submits_the_job_as_written(
     assert "n: submit the job as written" in text and "Ctrl-C: submit nothing" in text, prompt
     assert "advise-submit: submitting the job as written" in text, text
     assert jobs_named(local_slurm, "prompt-no") == ["t4"]
+
+
+def test_on_a_terminal_yes_says_what_was_applied_after_the_table(
+    daemon: Daemon, local_slurm: SlurmClient, tmp_path: Path
+) -> None:
+    text, code = _terminal_session(tmp_path, daemon, "prompt-yes", b"y\n")
+    assert code == 0, text
+    answered = text[text.index("[Y/n]") :]
+    assert re.search(r"^advise-submit: applied: --partition=a100 --time=\S+ ", answered, re.M), text
+    assert jobs_named(local_slurm, "prompt-yes") == ["a100"]
+
+
+def test_no_rewrite_says_what_was_not_applied_and_that_the_job_goes_in_as_written(
+    daemon: Daemon, local_slurm: SlurmClient, tmp_path: Path
+) -> None:
+    said = _said_once(submit(daemon, tmp_path, "--no-rewrite", name="no-rewrite"))
+    assert said.startswith("advise-submit: not applied (--no-rewrite): --partition=a100"), said
+    assert said.endswith("; submitting it as written"), said
+    assert jobs_named(local_slurm, "no-rewrite") == ["t4"]

@@ -5,8 +5,9 @@ The advisor's cli_filter: plain sbatch, advised. Installed beside slurm.conf by
 In slurm_cli_pre_submit, for sbatch only (not srun or salloc, not scrontab), sbatch's options go as JSON to
 the advisor's helper, which asks the daemon and answers with the option changes ("NAME<TAB>VALUE" lines,
 then "#end"). They are applied only if the whole answer is there and every name is one a rewrite may set;
-otherwise, and whenever anything fails or takes too long, the job goes in exactly as written, with one
-warning line; "applied" is said here, once the changes are set. A job advise-submit submits
+otherwise, and whenever anything fails or takes too long, the job goes to sbatch exactly as written, with
+one warning line that says what sbatch does with it (submits it; under --test-only asks Slurm about it and
+submits nothing); "applied" is said here, once the changes are set. A job advise-submit submits
 (ADVISOR_WRAPPED), a user opts out of (ADVISOR_OFF=1), or a hetjob is left alone. After the submission,
 slurm_cli_post_submit tells the daemon the job id.
 --]]
@@ -44,6 +45,14 @@ local function hetjob(words, offset)
     if words[index] == ":" then return true end
   end
   return false
+end
+
+-- What sbatch does with the job as the user wrote it (cli_filter.py's _as_written says the same).
+local function as_written(options)
+  if options["test-only"] == "set" then
+    return "asking Slurm about the job as written (sbatch --test-only submits nothing)"
+  end
+  return "submitting the job as written"
 end
 
 local function answer(json)
@@ -106,13 +115,13 @@ function slurm_cli_pre_submit(options, offset)
   end
   if hetjob(words, offset) then
     if offset == 0 then
-      slurm.log_info("advisor: a heterogeneous job is not advised; submitting it as written")
+      slurm.log_info("advisor: a heterogeneous job is not advised; %s", as_written(options))
     end
     return slurm.SUCCESS
   end
   local ok, why = pcall(advise, options, offset)
   if not ok then
-    slurm.log_info("advisor: warning: %s; submitting unchanged", tostring(why))
+    slurm.log_info("advisor: warning: %s; %s", tostring(why), as_written(options))
   end
   return slurm.SUCCESS
 end
