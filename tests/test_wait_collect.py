@@ -8,7 +8,8 @@ import pytest
 from pydantic import ValidationError
 
 from advisor.slurm.models import Gpus, Node, Partition, QueuedJob
-from advisor.wait.collect import build_snapshot, expand_hostlist
+from advisor.slurm.values import expand_hostlist
+from advisor.wait.collect import build_snapshot
 from advisor.wait.estimate import WaitEstimate, WaitRequest, sbatch_options
 from advisor.wait.snapshot import Allocation, SlotRequest
 
@@ -80,6 +81,17 @@ def test_hostlists_expand_ranges_lists_and_zero_padding() -> None:
     assert expand_hostlist("") == []
     with pytest.raises(ValueError, match="hostlist"):
         expand_hostlist("n[a-b]")
+
+
+def test_the_one_hostlist_parser_takes_both_parsers_rules() -> None:
+    """Spaces (the placement check's parser) and several brackets per name (the snapshot's) together."""
+    assert expand_hostlist("t4-1, r[1-2]-n[08-09]-ib") == [
+        "t4-1",
+        "r1-n08-ib",
+        "r1-n09-ib",
+        "r2-n08-ib",
+        "r2-n09-ib",
+    ]
 
 
 def test_a_snapshot_splits_running_jobs_over_their_nodes_and_orders_pending_jobs_by_submission() -> None:

@@ -12,28 +12,37 @@ from advisor.slurm.models import Gpus
 UNSET_WORDS = frozenset({"UNLIMITED", "INFINITE", "NONE", "N/A"})
 _DURATION = re.compile(r"(?:(?P<days>\d+)-)?(?P<clock>\d+(?::\d+){0,2})")
 _MEMORY = re.compile(r"(?P<value>\d+(?:\.\d+)?)(?P<unit>[KMGTP]?)B?", re.IGNORECASE)
-_HOSTLIST_ITEM = re.compile(r"[^,\[]+(?:\[[^\]]*\][^,\[]*)?")
-_HOSTLIST_PART = re.compile(r"([^\[]*)(?:\[([^\]]*)\])?(.*)")
+_HOSTLIST_BRACKETS = re.compile(r"\[([^\]]*)\]")
 _MEMORY_FACTOR = {"K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0**2, "P": 1024.0**3}
 
 
 def expand_hostlist(text: str) -> list[str]:
-    """``a100-[1-3,5],t4-1`` as names, in order: Slurm's hostlist syntax (one bracket per name, zero-padded
-    ranges kept as written)."""
+    """``a100-[1-3,5],t4-1`` or ``r[1-2]-n[01-02]`` as names, in Slurm's order: any number of brackets per
+    name (the first varies slowest), zero-padded ranges kept as written, spaces ignored."""
     names: list[str] = []
-    for item in _HOSTLIST_ITEM.findall(text.replace(" ", "")):
-        part = _HOSTLIST_PART.fullmatch(item)
-        assert part is not None  # every string matches: the bracket is optional
-        prefix, ranges, suffix = part.groups()
-        if ranges is None:
-            names.append(item)
-            continue
-        for piece in ranges.split(","):
-            low, _, high = piece.partition("-")
-            if not low.isdigit() or (high and not high.isdigit()):
-                raise ValueError(f"not a hostlist range: {piece!r} in {text!r}")
-            for number in range(int(low), int(high or low) + 1):
-                names.append(f"{prefix}{str(number).zfill(len(low))}{suffix}")
+    depth, start = 0, 0
+    flat = "".join(text.split())
+    for index, char in enumerate(flat + ","):
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            if flat[start:index]:
+                names.extend(_expand_one(flat[start:index]))
+            start = index + 1
+    return names
+
+
+def _expand_one(pattern: str) -> list[str]:
+    match = _HOSTLIST_BRACKETS.search(pattern)
+    if match is None:
+        return [pattern]
+    head, tail = pattern[: match.start()], pattern[match.end() :]
+    names: list[str] = []
+    for part in match[1].split(","):
+        low, _, high = part.partition("-")
+        if not low.isdigit() or (high and not high.isdigit()):
+            raise ValueError(f"not a hostlist range: {part!r} in {pattern!r}")
+        for number in range(int(low), int(high or low) + 1):
+            names.extend(_expand_one(f"{head}{number:0{len(low)}d}{tail}"))
     return names
 
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from datetime import datetime
 
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.models import Node, Partition, QueuedJob
-from advisor.slurm.values import parse_memory_mb
+from advisor.slurm.values import expand_hostlist, parse_memory_mb
 from advisor.wait.snapshot import (
     Allocation,
     PendingJob,
@@ -38,7 +37,6 @@ _NOT_WAITING_FOR_RESOURCES = frozenset(
         "InvalidQOS",
     }
 )
-_BRACKETS = re.compile(r"\[([^\]]*)\]")
 
 
 def take_snapshot(client: SlurmClient, now: datetime) -> QueueSnapshot:
@@ -68,34 +66,6 @@ def build_snapshot(
     return QueueSnapshot(
         taken_at=now, nodes=list(nodes.values()), partitions=members, running=running, pending=pending
     )
-
-
-def expand_hostlist(text: str) -> list[str]:
-    """Expand Slurm's hostlist syntax (``t4-[1-2],a100-01``), keeping zero padding."""
-    names: list[str] = []
-    depth, start = 0, 0
-    for index, char in enumerate(text + ","):
-        depth += {"[": 1, "]": -1}.get(char, 0)
-        if char == "," and depth == 0:
-            if text[start:index].strip():
-                names.extend(_expand_one(text[start:index].strip()))
-            start = index + 1
-    return names
-
-
-def _expand_one(pattern: str) -> list[str]:
-    match = _BRACKETS.search(pattern)
-    if match is None:
-        return [pattern]
-    head, tail = pattern[: match.start()], pattern[match.end() :]
-    names: list[str] = []
-    for part in match[1].split(","):
-        low, _, high = part.partition("-")
-        if not low.isdigit() or (high and not high.isdigit()):
-            raise ValueError(f"not a hostlist range: {part!r} in {pattern!r}")
-        for number in range(int(low), int(high or low) + 1):
-            names.extend(_expand_one(f"{head}{number:0{len(low)}d}{tail}"))
-    return names
 
 
 def _snapshot_node(node: Node) -> SnapshotNode:
