@@ -11,8 +11,8 @@ from pydantic import Field, field_validator
 from advisor.frozen import Frozen
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.models import FinishedJob
+from advisor.slurm.options import JobResources, resource_options
 from advisor.slurm.runner import SlurmError
-from advisor.slurm.values import format_duration
 from advisor.wait.accuracy import DEFAULT_ESTIMATOR, WaitRecord, WaitSource, preferred_estimators
 from advisor.wait.collect import take_snapshot
 from advisor.wait.remaining import estimate_runtimes, historical_ratios
@@ -60,24 +60,19 @@ class WaitEstimate(Frozen):
 
 
 def sbatch_options(request: SlotRequest) -> list[str]:
-    """The request as sbatch options: one task per node, holding all of that node's CPUs.
-
-    ``--ntasks`` rather than ``--ntasks-per-node`` so that it replaces a script's own task count, which
-    would otherwise contradict it.
-    """
-    options = [
-        f"--partition={request.partitions[0]}",
-        f"--nodes={request.nodes}",
-        f"--ntasks={request.nodes}",
-        f"--cpus-per-task={request.cpus_per_node}",
-    ]
-    if request.gpus_per_node:
-        options.append(f"--gres=gpu:{request.gpus_per_node}")
-    if request.memory_mb_per_node:
-        options.append(f"--mem={request.memory_mb_per_node}")
-    if request.time_limit is not None:
-        options.append(f"--time={format_duration(request.time_limit)}")
-    return options
+    """The request as sbatch options (`slurm/options.py`): one task per node, holding all of that node's
+    CPUs."""
+    memory = request.memory_mb_per_node
+    return resource_options(
+        JobResources(
+            partition=request.partitions[0],
+            nodes=request.nodes,
+            cpus_per_task=request.cpus_per_node,
+            gpus_per_node=request.gpus_per_node,
+            memory=str(memory) if memory else "",
+            time_limit=request.time_limit,
+        )
+    )
 
 
 SlurmStart = Callable[[WaitRequest], tuple[datetime | None, str | None]]
