@@ -9,11 +9,11 @@ from advisor.bench.plan import (
     Phase,
     Plan,
     PlanItem,
-    describe,
     full_plan,
     geometric,
     quick_plan,
 )
+from advisor.bench.plan_rows import describe
 from advisor.bench.zoo import CPU_MODELS, SMALL, ZOO, zoo_model
 from advisor.records import LayerConfig, StepConfig
 from tests.plan_support import fake_table

@@ -11,18 +11,9 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from advisor.bench.measuring import UNFINISHED, BenchJob, cancel_leftovers, wait_for_jobs
 from advisor.bench.results import read_jsonl
-from advisor.bench.submit import (
-    UNFINISHED,
-    BenchJob,
-    BenchRequest,
-    cancel_leftovers,
-    ingest_results,
-    job_options,
-    job_script,
-    submit_benchmarks,
-    wait_for_jobs,
-)
+from advisor.bench.submit import BenchRequest, ingest_results, job_options, job_script, submit_benchmarks
 from advisor.sandbox.cluster import Sandbox
 from advisor.settings.validated import BenchSettings
 from advisor.slurm.client import SlurmClient
@@ -164,7 +155,7 @@ def test_benchmark_jobs_ask_for_one_gpu_and_the_sites_terms_not_a_node() -> None
     )
     options = job_options(replace(night, site=site), t4, "stamp")
     assert "--exclusive" not in options and "--mem=0" not in options
-    assert {"--gpus=1", "--cpus-per-task=8", "--mem=32G", "--account=ops", "--qos=bench"} <= set(options)
+    assert {"--gres=gpu:1", "--cpus-per-task=8", "--mem=32G", "--account=ops", "--qos=bench"} <= set(options)
     assert {"--reservation=nightly", "--constraint=ib", "--time=00:50:00"} <= set(options)
     assert "--cpus-per-task=1" in job_options(night, cpu, "stamp"), "no more CPUs than its nodes have"
     assert "--device cuda" in job_script(night, t4, Path("/b/t4.jsonl")), "a GPU partition measures its GPU"

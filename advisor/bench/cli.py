@@ -16,17 +16,12 @@ from rich.table import Table
 
 from advisor.argtypes import input_shape
 from advisor.bench.architectures import Architectures, plan_tonight
+from advisor.bench.measuring import Night
 from advisor.bench.night import Tonight, architecture_night, describe_night
-from advisor.bench.plan import Plan, add_plan_choice, describe, loader_workers
+from advisor.bench.plan import Plan, add_plan_choice, loader_workers
+from advisor.bench.plan_rows import describe
 from advisor.bench.results import read_jsonl
-from advisor.bench.submit import (
-    BenchRequest,
-    cancel_leftovers,
-    device_kind,
-    ingest_results,
-    submit_benchmarks,
-    wait_for_jobs,
-)
+from advisor.bench.submit import BenchRequest, run_night
 from advisor.introspect import LayerTable
 from advisor.settings.validated import Settings
 from advisor.slurm.client import SlurmClient
@@ -275,15 +270,6 @@ def _submit(args: argparse.Namespace, console: Console) -> int:
             console.print(f"advisor: error: no such partition: {', '.join(unknown)}", highlight=False)
             return 1
         partitions = [p for p in partitions if p.name in args.partition]
-    site = args.settings.bench.model_copy(update={"cpu_only": args.cpu_only})
-    plans = {}
-    if not args.quick:
-        store, now = Store.open(args.db), datetime.now(UTC)
-        workers = loader_workers(site.cpus_per_job)
-        for partition in partitions:
-            kind = device_kind(partition, site)
-            budget_s = args.budget_minutes * 60
-            plans[partition.name] = plan_tonight(store, partition.name, kind, budget_s, now, workers=workers)
     request = BenchRequest(
         python=args.python,
         results_dir=args.results_dir,
@@ -291,25 +277,25 @@ def _submit(args: argparse.Namespace, console: Console) -> int:
         quick=args.quick,
         one_at_a_time=args.one_at_a_time,
         extra=tuple(args.job_arg),
-        site=site,
-        plans=plans,
+        site=args.settings.bench.model_copy(update={"cpu_only": args.cpu_only}),
     )
-    night = submit_benchmarks(client, partitions, request, datetime.now(UTC))
+    store, now = Store.open(args.db), datetime.now(UTC)
+    measured = run_night(
+        client, store, partitions, request, now, told=lambda night: _submitted(console, night)
+    )
+    for bench_job in measured.night.jobs:
+        state = measured.states[bench_job.job_id]
+        shown = "cancelled at the window's end" if bench_job.job_id in measured.cancelled else state
+        console.print(f"{bench_job.partition}: job {bench_job.job_id}: {shown}", highlight=False)
+    console.print(f"{measured.stored} new rows in {args.db}", highlight=False)
+    return 1 if measured.failed else 0
+
+
+def _submitted(console: Console, night: Night) -> None:
     for bench_job in night.jobs:
         console.print(f"{bench_job.partition}: job {bench_job.job_id}", highlight=False)
     for name, why in night.refused.items():
         console.print(f"{name}: not benchmarked, Slurm refused the job: {why}", highlight=False)
-    window = request.budget * len(night.jobs) + timedelta(minutes=30)
-    states = wait_for_jobs(client, night.jobs, timeout=window)
-    cancelled = set(cancel_leftovers(client, states))
-    stored = ingest_results(Store.open(args.db), night.jobs)
-    for bench_job in night.jobs:
-        state = states[bench_job.job_id]
-        shown = "cancelled at the window's end" if bench_job.job_id in cancelled else state
-        console.print(f"{bench_job.partition}: job {bench_job.job_id}: {shown}", highlight=False)
-    console.print(f"{stored} new rows in {args.db}", highlight=False)
-    failed = [job for job in night.jobs if states[job.job_id] != "COMPLETED"]
-    return 1 if night.refused or failed else 0
 
 
 def _ingest(args: argparse.Namespace, console: Console) -> int:

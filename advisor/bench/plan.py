@@ -248,7 +248,7 @@ def add_plan_choice(parser: argparse.ArgumentParser) -> argparse._MutuallyExclus
 def build_plan(grid: Grid, device: DeviceProfile, tables: TableSource) -> Plan:
     items = [
         *_steps(grid, device, tables, Phase.COARSE, grid.coarse, [(False, False, False)]),
-        *_layers(grid, device, tables, Phase.LAYERS, grid.layer_batches[:1], (False,), (True,)),
+        *_layers(grid, device, tables, Phase.LAYERS, grid.layer_batches[:1], [(False, True)]),
         *_steps(grid, device, tables, Phase.BATCHES, _rest(grid), [(False, False, False)]),
     ]
     varied: set[Phase] = set()
@@ -258,7 +258,8 @@ def build_plan(grid: Grid, device: DeviceProfile, tables: TableSource) -> Plan:
     layer_amp = (False, True) if Phase.AMP in grid.settings else (False,)
     # cudnn.benchmark exists only on CUDA; on a CPU the flag would only duplicate measurements.
     benchmark = (True, False) if device.kind == "cuda" else (True,)
-    items += _layers(grid, device, tables, Phase.LAYER_GRID, grid.layer_batches, layer_amp, benchmark)
+    settings = list(product(layer_amp, benchmark))
+    items += _layers(grid, device, tables, Phase.LAYER_GRID, grid.layer_batches, settings)
     return Plan(items=tuple(items), steps=grid.steps, warmup=grid.warmup, repeats=grid.repeats)
 
 
@@ -324,15 +325,15 @@ def _layers(
     tables: TableSource,
     phase: Phase,
     batches: Sequence[int],
-    amps: Sequence[bool],
-    benchmarks: Sequence[bool],
+    settings: Sequence[tuple[bool, bool]],
 ) -> Iterator[PlanItem]:
+    """Each distinct layer at each batch and each (amp, cudnn.benchmark) setting, batch-major."""
     layers: dict[LayerConfig, Layer] = {}
     for name, size in product(grid.layer_models, grid.sizes):
         if size in zoo_model(name).sizes:
             for config, layer in distinct_layers(tables(name, size)):
                 layers.setdefault(config, layer)
-    for batch, amp, benchmark in product(sorted(batches), amps, benchmarks):
+    for batch, (amp, benchmark) in product(sorted(batches), settings):
         for config, layer in layers.items():
             at = config.model_copy(update={"batch": batch, "amp": amp, "cudnn_benchmark": benchmark})
             costs = layer.at_batch(batch)
@@ -370,60 +371,3 @@ def layer_estimate(grid: Grid, device: DeviceProfile, layer: Layer, config: Laye
 
 def _in_layers_phase(grid: Grid, config: LayerConfig) -> bool:
     return config.batch == grid.layer_batches[0] and not config.amp and config.cudnn_benchmark
-
-
-class PlanRow(BaseModel):
-    """One phase of a plan as ``advisor bench plan`` shows it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    phase: Phase
-    kind: Literal["step", "layer"]
-    items: int
-    subjects: tuple[str, ...]
-    """Models for steps; layer ops (depthwise and grouped convolutions apart) for layers."""
-    sizes: tuple[int, ...]
-    batches: tuple[int, ...]
-    settings: tuple[str, ...]
-    estimate_s: float
-
-
-def describe(plan: Plan) -> list[PlanRow]:
-    rows: list[PlanRow] = []
-    for phase in Phase:
-        items = [item for item in plan.items if item.phase is phase]
-        if items:
-            rows.append(_row(phase, items))
-    return rows
-
-
-def _row(phase: Phase, items: list[PlanItem]) -> PlanRow:
-    subjects: dict[str, None] = {}
-    sizes: set[int] = set()
-    settings: set[str] = set()
-    for item in items:
-        config = item.config
-        if isinstance(config, StepConfig):
-            subjects[config.model] = None
-            sizes.add(config.input_size)
-            flags = {"amp": config.amp, "channels_last": config.channels_last, "pinned": config.pinned}
-        else:
-            subjects[_layer_op(config)] = None
-            flags = {"amp": config.amp, "cudnn_benchmark": config.cudnn_benchmark}
-        settings.update(f"{name}={'on' if value else 'off'}" for name, value in flags.items())
-    return PlanRow(
-        phase=phase,
-        kind="step" if isinstance(items[0].config, StepConfig) else "layer",
-        items=len(items),
-        subjects=tuple(subjects),
-        sizes=tuple(sorted(sizes)),
-        batches=tuple(sorted({item.config.batch for item in items})),
-        settings=tuple(sorted(settings)),
-        estimate_s=sum(item.estimate_s for item in items),
-    )
-
-
-def _layer_op(config: LayerConfig) -> str:
-    if config.depthwise:
-        return f"depthwise {config.op}"
-    return f"grouped {config.op}" if config.grouped else config.op

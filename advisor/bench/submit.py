@@ -1,4 +1,5 @@
-"""`advisor bench submit`: one benchmark job per partition through the Slurm adapter, then ingestion.
+"""The night (`run_night`, `advisor bench submit`): one benchmark job per partition through the Slurm
+adapter, then ingestion.
 
 Results travel as JSON lines in a folder that the login node and the compute nodes share; a job that
 dies (or is cancelled) leaves every line it finished, and ingesting them twice stores them once.
@@ -6,29 +7,28 @@ dies (or is cancelled) leaves every line it finished, and ingesting them twice s
 
 from __future__ import annotations
 
-import contextlib
 import shlex
-import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from pathlib import Path
 
+from advisor.bench.architectures import plan_tonight
+from advisor.bench.measuring import BenchJob as BenchJob  # first_sight imports it from here, until it moves
+from advisor.bench.measuring import JobToSubmit, Measured, Night, finish_jobs, submit_jobs
+from advisor.bench.measuring import wait_for_jobs as wait_for_jobs  # benchmarks/sandbox_speed.py, likewise
 from advisor.bench.night import Tonight
-from advisor.bench.plan import DeviceKind
+from advisor.bench.plan import DeviceKind, loader_workers
 from advisor.bench.results import read_jsonl
 from advisor.records import ResultLine
 from advisor.settings.validated import BenchSettings
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.models import Partition
-from advisor.slurm.runner import SlurmError
-from advisor.slurm.values import format_duration
+from advisor.slurm.options import JobResources, OwnJob, own_job_options
 from advisor.store import Store
 
 JOB_NAME = "advisor-bench"
-UNFINISHED = "UNFINISHED"
 _TIME_MARGIN = timedelta(minutes=5)
-_LONGEST_POLL_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -49,21 +49,6 @@ class BenchRequest:
     plans: Mapping[str, Tonight] = field(default_factory=dict)
     """Tonight's plan per partition (`bench/night.py`); a partition without one runs its device kind's grid
     (or the quick plan) in the budget."""
-
-
-@dataclass(frozen=True)
-class BenchJob:
-    partition: str
-    job_id: int
-    results: Path
-
-
-@dataclass(frozen=True)
-class Night:
-    """The jobs a night submitted, and the partitions Slurm refused one (with its words): the others go on."""
-
-    jobs: list[BenchJob]
-    refused: dict[str, str]
 
 
 def device_kind(partition: Partition, site: BenchSettings) -> DeviceKind:
@@ -95,45 +80,28 @@ def job_script(request: BenchRequest, partition: Partition, results: Path, plan:
 
 
 def job_options(request: BenchRequest, partition: Partition, stamp: str) -> list[str]:
-    """One GPU of the partition and a few CPUs, not a whole node, under the site's account, QOS,
-    reservation and constraint; a limit just above the budget."""
+    """One GPU of the partition and a few CPUs, not a whole node, under the site's terms
+    (`slurm/options.py`); a limit just above the budget."""
     site = request.site
-    cpus = min(site.cpus_per_job, partition.cpus_per_node or site.cpus_per_job)
-    options = [
-        f"--partition={partition.name}",
-        f"--job-name={JOB_NAME}",
-        f"--time={format_duration(request.budget + _TIME_MARGIN)}",
-        "--nodes=1",
-        "--ntasks=1",
-        f"--cpus-per-task={cpus}",
-        f"--output={request.results_dir / f'{stamp}-{partition.name}.log'}",
-    ]
-    for option, value in (
-        ("mem", site.memory),
-        ("account", site.account),
-        ("qos", site.qos),
-        ("reservation", site.reservation),
-        ("constraint", site.constraint),
-    ):
-        if value:
-            options.append(f"--{option}={value}")
-    if partition.gpus_per_node:
-        options.append("--gpus=1")
-    if request.nice:
-        options.append(f"--nice={request.nice}")
-    if request.one_at_a_time:
-        # Nodes that share hardware (the sandbox) would disturb each other's timings.
-        options.append("--dependency=singleton")
-    return options
+    resources = JobResources(
+        partition=partition.name,
+        cpus_per_task=min(site.cpus_per_job, partition.cpus_per_node or site.cpus_per_job),
+        gpus_per_node=1 if partition.gpus_per_node else 0,
+        time_limit=request.budget + _TIME_MARGIN,
+    )
+    log = request.results_dir / f"{stamp}-{partition.name}.log"
+    own = OwnJob(name=JOB_NAME, log=log, nice=request.nice, singleton=request.one_at_a_time)
+    return own_job_options(resources, site, own)
 
 
 def submit_benchmarks(
     client: SlurmClient, partitions: Sequence[Partition], request: BenchRequest, now: datetime
 ) -> Night:
-    """One job per partition not skipped; a partition Slurm refuses is reported, and the others go on."""
+    """One job per partition not skipped (`measuring.submit_jobs`); a partition Slurm refuses is reported,
+    and the others go on."""
     request.results_dir.mkdir(parents=True, exist_ok=True)
     stamp = request.tag + now.strftime("%Y%m%dT%H%M%S")
-    night = Night(jobs=[], refused={})
+    planned = []
     for partition in partitions:
         if partition.name in request.site.skip_partitions:
             continue
@@ -142,55 +110,43 @@ def submit_benchmarks(
         if partition.name in request.plans:
             plan = request.results_dir / f"{stamp}-{partition.name}.plan.json"
             plan.write_text(request.plans[partition.name].model_dump_json(), encoding="utf-8")
-        try:
-            submitted = client.submit(
-                job_script(request, partition, results, plan), job_options(request, partition, stamp)
-            )
-        except SlurmError as error:
-            night.refused[partition.name] = " ".join(error.stderr.split()) or str(error)
-            continue
-        night.jobs.append(BenchJob(partition=partition.name, job_id=submitted.job_id, results=results))
-    return night
+        script = job_script(request, partition, results, plan)
+        options = job_options(request, partition, stamp)
+        planned.append(JobToSubmit(partition=partition.name, script=script, options=options, results=results))
+    return submit_jobs(client, planned)
 
 
-def cancel_leftovers(client: SlurmClient, states: dict[int, str]) -> list[int]:
-    """The jobs still pending or running when the night's window closed: cancelled, so that none holds a
-    GPU into the day; what they measured so far is ingested like the rest."""
-    leftovers = [job_id for job_id, state in states.items() if state == UNFINISHED]
-    for job_id in leftovers:
-        with contextlib.suppress(SlurmError):  # it may have ended meanwhile
-            client.cancel(job_id)
-    return leftovers
-
-
-def wait_for_jobs(
+def run_night(
     client: SlurmClient,
-    jobs: Sequence[BenchJob],
-    timeout: timedelta,
-    *,
-    poll_s: float = 2.0,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
-) -> dict[int, str]:
-    """Final Slurm state per job; jobs still unfinished at the timeout say so. slurmctld's word while it
-    still lists the job, accounting's once it has forgotten it: slurmdbd hears of an end later than
-    slurmctld, and not at all while their connection is down.
+    store: Store,
+    partitions: Sequence[Partition],
+    request: BenchRequest,
+    now: datetime,
+    told: Callable[[Night], None] = lambda night: None,
+) -> Measured:
+    """The night (`advisor bench submit`): tonight's plan per partition (the quick plan: none), one job
+    each, ``told`` of what Slurm took, then the measuring jobs' end (`measuring.finish_jobs`): a window of
+    the budget per job and half an hour, the leftovers cancelled, every result ingested."""
+    if not request.quick:
+        request = replace(request, plans=tonights_plans(store, partitions, request, now))
+    night = submit_benchmarks(client, partitions, request, now)
+    told(night)
+    window = request.budget * len(night.jobs) + timedelta(minutes=30)
+    return finish_jobs(client, night, window, lambda jobs: ingest_results(store, jobs))
 
-    The first look comes after ``poll_s``, each later one after twice the wait before, up to a minute: a
-    short job is seen ending at once, and a night's hours read the whole queue about once a minute."""
-    since = datetime.now(UTC) - timedelta(days=1)
-    wanted = {job.job_id for job in jobs}
-    deadline = clock() + timeout.total_seconds()
-    states: dict[int, str] = {}
-    interval = poll_s
-    while True:
-        states |= {job.job_id: job.state for job in client.jobs() if job.job_id in wanted and job.ended}
-        if missing := sorted(wanted - set(states)):
-            states |= {record.job_id: record.state for record in client.history(since, job_ids=missing)}
-        if set(states) >= wanted or clock() >= deadline:
-            return {job_id: states.get(job_id, UNFINISHED) for job_id in sorted(wanted)}
-        sleep(min(interval, max(deadline - clock(), 0.0)))
-        interval = min(2 * interval, _LONGEST_POLL_S)
+
+def tonights_plans(
+    store: Store, partitions: Sequence[Partition], request: BenchRequest, now: datetime
+) -> dict[str, Tonight]:
+    """Each partition's plan for tonight, for its device kind, its budget and the site's CPUs."""
+    workers = loader_workers(request.site.cpus_per_job)
+    budget_s = request.budget.total_seconds()
+    return {
+        partition.name: plan_tonight(
+            store, partition.name, device_kind(partition, request.site), budget_s, now, workers=workers
+        )
+        for partition in partitions
+    }
 
 
 def ingest_results(store: Store, jobs: Sequence[BenchJob]) -> int:

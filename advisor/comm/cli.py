@@ -6,17 +6,19 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from advisor.bench.submit import BenchJob, cancel_leftovers, device_kind, wait_for_jobs
+from advisor.bench.measuring import BenchJob, JobToSubmit, finish_jobs, submit_jobs
+from advisor.bench.submit import device_kind
 from advisor.settings.validated import BenchSettings, Settings
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.models import Partition
-from advisor.slurm.runner import SlurmError
+from advisor.slurm.options import JobResources, OwnJob, own_job_options
 from advisor.store import Store
 
 JOB_NAME = "advisor-comm"
@@ -87,21 +89,16 @@ def job_script(python: str, partition: str, results: Path, cpu: bool, max_bytes:
 def job_options(
     partition: Partition, nodes: int, tasks: int, minutes: float, log: Path, site: BenchSettings
 ) -> list[str]:
-    options = [
-        f"--partition={partition.name}",
-        f"--job-name={JOB_NAME}",
-        f"--nodes={nodes}",
-        f"--ntasks-per-node={tasks}",
-        "--cpus-per-task=1",
-        f"--time={max(int(minutes), 1)}",
-        f"--output={log}",
-    ]
-    if partition.gpus_per_node:
-        options.append(f"--gpus-per-node={tasks}")
-    for name, value in (("account", site.account), ("qos", site.qos)):
-        if value:
-            options.append(f"--{name}={value}")
-    return options
+    """``tasks`` ranks on each of ``nodes`` nodes, a GPU each on a GPU partition, under the site's terms
+    (`slurm/options.py`)."""
+    resources = JobResources(
+        partition=partition.name,
+        nodes=nodes,
+        tasks_per_node=tasks,
+        gpus_per_node=tasks if partition.gpus_per_node else 0,
+        time_limit=timedelta(minutes=max(int(minutes), 1)),
+    )
+    return own_job_options(resources, site, OwnJob(name=JOB_NAME, log=log))
 
 
 def _measure(args: argparse.Namespace, console: Console) -> int:
@@ -118,33 +115,33 @@ def _measure(args: argparse.Namespace, console: Console) -> int:
         return 1
     args.results_dir.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
-    jobs, refused = [], 0
-    for name in names:
-        partition = known[name]
-        cpu = device_kind(partition, site) == "cpu"
-        tasks = args.tasks_per_node or partition.gpus_per_node or 1
-        max_bytes = args.max_bytes or (_CPU_MAX_BYTES if cpu else 2**30)
-        results = args.results_dir / f"{stamp}-{name}.comm.jsonl"
-        script = job_script(args.python, name, results, cpu, max_bytes, args.models)
-        log = args.results_dir / f"{stamp}-{name}.comm.log"
-        try:
-            submitted = client.submit(
-                script, job_options(partition, args.nodes, tasks, args.minutes, log, site)
-            )
-        except SlurmError as error:
-            console.print(f"{name}: not measured, Slurm refused the job: {error}", highlight=False)
-            refused += 1
-            continue
-        console.print(f"{name}: job {submitted.job_id}", highlight=False)
-        jobs.append(BenchJob(partition=name, job_id=submitted.job_id, results=results))
-    states = wait_for_jobs(client, jobs, timeout=timedelta(minutes=args.minutes + 10))
-    cancel_leftovers(client, states)
+    night = submit_jobs(client, [_job(args, known[name], site, stamp) for name in names])
+    for name, why in night.refused.items():
+        console.print(f"{name}: not measured, Slurm refused the job: {why}", highlight=False)
+    for job in night.jobs:
+        console.print(f"{job.partition}: job {job.job_id}", highlight=False)
     rows = CommunicationRows(Store.open(args.db))
-    stored = sum(rows.ingest(read_comm_lines(job.results)) for job in jobs if job.results.exists())
-    for job in jobs:
-        console.print(f"{job.partition}: job {job.job_id}: {states[job.job_id]}", highlight=False)
-    console.print(f"{stored} rows in {args.db}", highlight=False)
-    return 1 if refused or any(state != "COMPLETED" for state in states.values()) else 0
+
+    def ingest(jobs: Sequence[BenchJob]) -> int:
+        return sum(rows.ingest(read_comm_lines(job.results)) for job in jobs if job.results.exists())
+
+    measured = finish_jobs(client, night, timedelta(minutes=args.minutes + 10), ingest)
+    for job in night.jobs:
+        console.print(f"{job.partition}: job {job.job_id}: {measured.states[job.job_id]}", highlight=False)
+    console.print(f"{measured.stored} rows in {args.db}", highlight=False)
+    return 1 if measured.failed else 0
+
+
+def _job(args: argparse.Namespace, partition: Partition, site: BenchSettings, stamp: str) -> JobToSubmit:
+    """One partition's measuring job: every rank of it sweeps the all-reduce and steps the models."""
+    cpu = device_kind(partition, site) == "cpu"
+    tasks = args.tasks_per_node or partition.gpus_per_node or 1
+    max_bytes = args.max_bytes or (_CPU_MAX_BYTES if cpu else 2**30)
+    results = args.results_dir / f"{stamp}-{partition.name}.comm.jsonl"
+    script = job_script(args.python, partition.name, results, cpu, max_bytes, args.models)
+    log = args.results_dir / f"{stamp}-{partition.name}.comm.log"
+    options = job_options(partition, args.nodes, tasks, args.minutes, log, site)
+    return JobToSubmit(partition=partition.name, script=script, options=options, results=results)
 
 
 def _ingest(args: argparse.Namespace, console: Console) -> int:
