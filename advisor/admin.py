@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from advisor import readable
+from advisor import readable, terminal
 from advisor.api import Explanation, Health
 from advisor.daemon.transport import DaemonRefused, DaemonUnreachable, Service, call
 from advisor.settings.validated import Settings
@@ -94,8 +94,8 @@ def _status(args: argparse.Namespace, console: Console) -> int:
     if database_error is not None:
         console.print(f"database: {database_error}", highlight=False)
     for title, rows in stored.items():
-        console.print(_table(title, rows, _STATUS_COLUMNS[title]))
-    console.print(_table("queue", queue, {name: name for name in _QUEUE_COLUMNS}))
+        terminal.show(_table(title, rows, _STATUS_COLUMNS[title]), console)
+    terminal.show(_table("queue", queue, {name: name for name in _QUEUE_COLUMNS}), console)
     return 0 if health is not None else 3
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from advisor import terminal
 from advisor.machines import labelled, machine_names
 from advisor.predict.calibration import (
     AGREEING_SHARE,
@@ -71,7 +72,7 @@ def _report(args: argparse.Namespace, console: Console) -> int:
     if not outcomes:
         console.print("no advised job has finished yet", highlight=False)
         return 0
-    console.print(_table(partitions))
+    terminal.show(_table(partitions), console)
     for line in _notes(partitions, corrections.values(), _names(store)):
         console.print(line, highlight=False)
     return 0
@@ -130,8 +131,16 @@ def _notes(
 
 def _table(partitions: list[PartitionReport]) -> Table:
     table = Table(title="advised jobs: predicted against actual (comparable jobs)")
-    columns = ("partition", "finished", "not comparable", "completed", "timed out", "MAPE")
-    for column in (*columns, "after calibration", "actual/predicted", "under p10", "under p50", "under p90"):
+    columns = (
+        "partition",
+        "finished",
+        "not comparable",
+        "completed",
+        "timed out",
+        "MAPE",
+        "after calibration",
+    )
+    for column in (*columns, "actual / predicted", *(f"under p{q}" for q in (10, 50, 90))):
         table.add_column(column)
     for p in partitions:
         table.add_row(

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from advisor import argtypes, readable
+from advisor import argtypes, readable, terminal
 from advisor.machines import UnknownMachine, labelled, machine_names, partitions_of, resolve
 from advisor.predict.bands import RETRAIN
 from advisor.predict.jobtime import JobShape, job_time
@@ -178,7 +178,7 @@ def _list(args: argparse.Namespace, console: Console) -> int:
             f"{row['step_rows']:,}",
             f"{row['layer_rows']:,}",
         )
-    console.print(table)
+    terminal.show(table, console)
     for line in _list_notes(rows, names):
         console.print(line, highlight=False)
     return 0

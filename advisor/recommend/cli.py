@@ -13,7 +13,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from advisor import readable
+from advisor import readable, terminal
 from advisor.jobscript.advisor_words import split_command_line
 from advisor.jobscript.datasets import load_datasets
 from advisor.jobscript.rewrite import AdviceError, advice_environment, apply_advice
@@ -168,9 +168,6 @@ def candidates_table(result: Recommendation) -> Table:
         table.add_column(ARRAY_HEADERS.get(column, column) if array else column)
     for group in _shown(result):
         table.add_row(*_row(group, result))
-    for made in table.columns:  # no word cut: rich otherwise squeezes one column and spares the next
-        texts = [str(made.header), *map(str, made.cells)]
-        made.min_width = max(len(word) for text in texts for word in text.split() or [""])
     return table
 
 
@@ -178,8 +175,7 @@ def _print_candidates(result: Recommendation, console: Console) -> None:
     """The table where the terminal is wide enough for every column, else each row as two lines of
     ``header value`` pairs (a table squeezed below its columns' widths loses its last columns)."""
     table = candidates_table(result)
-    if _fits(table, console.width):
-        _widen_configuration(table, console.width)
+    if terminal.fit(table, console.width):
         console.print(table)
         return
     console.print(table.title, highlight=False)
@@ -189,27 +185,6 @@ def _print_candidates(result: Recommendation, console: Console) -> None:
         console.print(f"{mark or '-'}: {configuration}", highlight=False)
         pairs = [f"{label} {cell}" for label, cell in zip(labels[2:], figures, strict=True)]
         console.print("  " + "; ".join(pairs), highlight=False)
-
-
-def _fits(table: Table, width: int) -> bool:
-    """Whether every column gets its longest word at ``width``: wider, rich crops the last columns."""
-    padding = 2 * len(table.columns)
-    return sum(column.min_width or 0 for column in table.columns) + padding <= width
-
-
-def _widen_configuration(table: Table, width: int) -> None:
-    """The configuration column gets what the figures leave, the mark and the confidence folding to
-    their longest words (rich otherwise shares the squeeze and folds the configuration most)."""
-    natural = [
-        max(len(line) for text in [str(c.header), *map(str, c.cells)] for line in text.splitlines() or [""])
-        for c in table.columns
-    ]
-    folding = {0, 1, len(table.columns) - 1}  # the mark, the configuration, the confidence
-    taken = sum(c.min_width or 0 for i, c in enumerate(table.columns) if i in folding - {1})
-    taken += sum(natural[i] for i in range(len(table.columns)) if i not in folding)
-    configuration = table.columns[1]
-    left = width - 2 * len(table.columns) - taken
-    configuration.min_width = max(configuration.min_width or 0, min(natural[1], left))
 
 
 def _array_lines(result: Recommendation) -> list[str]:
