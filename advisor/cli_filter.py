@@ -210,15 +210,29 @@ HELPER_SLACK_S = 3.0
 """The helper's own start (Python, imports) on top of the daemon's timeout."""
 
 
-def install(conf_dir: Path, helper: Path, timeout_s: float) -> Path:
-    """Writes ``cli_filter.lua`` beside slurm.conf, naming ``helper`` by its absolute path (the Lua runs it
-    through a shell, so the path may hold no character a shell would read)."""
+FAST_START = (
+    "import sys; sys.path.append(sys.argv.pop(1)); from advisor.cli_filter import main; sys.exit(main())"
+)
+"""This module's `main`, run by ``python -I -S -c`` with the folder holding the ``advisor`` package."""
+
+
+def install(conf_dir: Path, helper: Path | None, timeout_s: float) -> Path:
+    """Writes ``cli_filter.lua`` beside slurm.conf. Its helper is this advisor's own, run by this Python as
+    ``python -I -S`` (no site: its .pth files and the packages' set-up are a third of an sbatch's wait, and
+    the helper needs the standard library alone; no ``PYTHON*`` variables of the user's), or the program
+    ``helper`` names. The Lua runs it through a shell, so each path may hold no character a shell reads."""
     from advisor.settings import package_data
 
-    if not helper.is_absolute() or not _SAFE_PATH.fullmatch(str(helper)):
-        raise ValueError(f"the helper's path {helper} must be absolute, of letters, digits and ._/+- only")
+    if helper is None:
+        python, packages = Path(sys.executable), Path(__file__).resolve().parent.parent
+        paths, command = [python, packages], f"{python} -I -S -c '{FAST_START}' {packages}"
+    else:
+        paths, command = [helper], str(helper)
+    for path in paths:
+        if not path.is_absolute() or not _SAFE_PATH.fullmatch(str(path)):
+            raise ValueError(f"the helper's path {path} must be absolute, of letters, digits and ._/+- only")
     text = package_data("cli_filter.lua").read_text(encoding="utf-8")
-    text = text.replace("@HELPER@", str(helper)).replace("@TIMEOUT_S@", f"{timeout_s + HELPER_SLACK_S:g}")
+    text = text.replace("@HELPER@", command).replace("@TIMEOUT_S@", f"{timeout_s + HELPER_SLACK_S:g}")
     target = conf_dir / "cli_filter.lua"
     target.write_text(text, encoding="utf-8")
     target.chmod(0o644)
@@ -236,8 +250,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
     install_parser.add_argument(
         "--helper",
         type=Path,
-        default=Path(sys.executable).parent / "advisor-cli-filter",
-        help="the helper the Lua runs (default: %(default)s)",
+        help="a program the Lua runs instead of this advisor's own helper (which it starts as python -I -S)",
     )
     install_parser.set_defaults(handler=_install)
 

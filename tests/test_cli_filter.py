@@ -29,8 +29,9 @@ def daemon(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         server.stop()
 
 
-def _filtered_conf(sandbox: Sandbox, folder: Path, helper: Path, timeout_s: float = 20) -> Path:
-    """The sandbox's slurm.conf with the filter enabled, beside its own cli_filter.lua: sbatch loads both."""
+def _filtered_conf(sandbox: Sandbox, folder: Path, helper: Path | None = None, timeout_s: float = 20) -> Path:
+    """The sandbox's slurm.conf with the filter enabled, beside its own cli_filter.lua: sbatch loads both.
+    The helper is the advisor's own, as installed by default, unless a fake one is given."""
     conf = Path(sandbox.client_env()["SLURM_CONF"]).read_text(encoding="utf-8")
     (folder / "slurm.conf").write_text(conf + "\nCliFilterPlugins=cli_filter/lua\n", encoding="utf-8")
     install(folder, helper, timeout_s)
@@ -39,7 +40,7 @@ def _filtered_conf(sandbox: Sandbox, folder: Path, helper: Path, timeout_s: floa
 
 @pytest.fixture(scope="module")
 def filtered(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _filtered_conf(sandbox, tmp_path_factory.mktemp("filter-conf"), BIN / "advisor-cli-filter")
+    return _filtered_conf(sandbox, tmp_path_factory.mktemp("filter-conf"))
 
 
 def _sbatch(
@@ -145,7 +146,7 @@ def test_a_job_likely_killed_at_its_limit_is_warned_of_and_goes_in_as_written(
 def test_every_fault_leaves_the_job_as_written_submitted_once(
     daemon: Daemon, sandbox: Sandbox, local_slurm: SlurmClient, tmp_path: Path, fault: str
 ) -> None:
-    helper, env, timeout_s = BIN / "advisor-cli-filter", {}, 20.0
+    helper, env, timeout_s = None, {}, 20.0
     if fault == "no daemon":
         env = {"ADVISOR_SOCKET": str(tmp_path / "nobody.sock")}
     elif fault == "opted out":
@@ -174,7 +175,7 @@ def test_a_fault_under_test_only_says_slurm_is_asked_and_nothing_is_submitted(
     daemon: Daemon, sandbox: Sandbox, local_slurm: SlurmClient, tmp_path: Path, fault: str
 ) -> None:
     """sbatch's own dry run: the warning says what sbatch does, the helper's (no daemon) as the Lua's."""
-    helper = BIN / "advisor-cli-filter" if fault == "no daemon" else _fake_helper(tmp_path, "exit 3")
+    helper = None if fault == "no daemon" else _fake_helper(tmp_path, "exit 3")
     conf = _filtered_conf(sandbox, tmp_path, helper)
     name = f"test-only-{fault.replace(' ', '-')}"
     result = _sbatch(
@@ -302,7 +303,7 @@ def _fake_sbatch(
     **env: str,
 ) -> subprocess.CompletedProcess[str]:
     """Plain sbatch through the real helper, with a fake daemon's answers."""
-    conf = _filtered_conf(sandbox, tmp_path, BIN / "advisor-cli-filter")
+    conf = _filtered_conf(sandbox, tmp_path)
     job = tmp_path / f"{name}.sbatch"
     job.write_text(SCRIPT.format(name=name).replace("sleep 600", body), encoding="utf-8")
     environment = {"PATH": f"{BIN}:/usr/bin:/bin", "SLURM_CONF": str(conf), **env}
@@ -379,7 +380,7 @@ def test_a_new_batch_size_in_the_script_is_said_in_words_and_the_job_goes_in_as_
 ) -> None:
     """The advice moves the script to stdin with another batch size (and names the job after its file, as
     advise-submit does): plain sbatch keeps reading the file, so it cannot apply that, and says so."""
-    conf = _filtered_conf(sandbox, tmp_path, BIN / "advisor-cli-filter")
+    conf = _filtered_conf(sandbox, tmp_path)
     job = tmp_path / "batch-flag.sbatch"
     text = SCRIPT.format(name="batch-flag").replace(
         "--steps=100000", "--steps=100000 --batch-flag=--batch-size"

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+from advisor.cli_filter import install
 
 NOT_IN_THE_HELPER = (
     "pydantic",
@@ -66,3 +69,23 @@ def test_the_helper_reports_a_job_with_the_standard_library_only(tmp_path: Path)
     answer, loaded, said = _loaded(tmp_path, "post", "ab12", "7", "1")
     assert answer == [] and "not recorded" in said, "asked, failed open"
     assert loaded == "[]"
+
+
+def test_the_lua_starts_the_advisors_helper_bare(tmp_path: Path) -> None:
+    """``python -I -S``: no site (the .pth files, the packages' own set-up), and no PYTHON* variable of the
+    user's reaches it: a PYTHONPATH with another ``advisor`` in it is not read."""
+    lua = install(tmp_path, None, timeout_s=2).read_text(encoding="utf-8")
+    helper = re.search(r'^local HELPER = "(.*)"$', lua, re.M)
+    assert helper is not None and f"{sys.executable} -I -S -c " in helper[1], lua
+    decoy = tmp_path / "decoy" / "advisor"
+    decoy.mkdir(parents=True)
+    (decoy / "__init__.py").write_text("raise SystemExit('the user's advisor was imported')\n")
+    options = tmp_path / "options.json"
+    options.write_text(json.dumps({"argv": [str(tmp_path / "job.sh")], "test-only": "set"}))
+    (tmp_path / "job.sh").write_text("#!/bin/sh\n#SBATCH --time=01:00:00\ntrue\n")
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(decoy.parent), "ADVISOR_SOCKET": str(tmp_path / "x")}
+    result = subprocess.run(
+        ["/bin/sh", "-c", f"{helper[1]} pre {options}"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert (result.returncode, result.stdout) == (0, "#end\n"), result.stderr
+    assert "did not answer" in result.stderr and "the user's advisor" not in result.stderr

@@ -12,6 +12,7 @@ submits nothing); "applied" is said here, once the changes are set. A job advise
 slurm_cli_post_submit tells the daemon the job id.
 --]]
 
+-- The helper's command line: this advisor's Python, started bare (python -I -S), or a site's own program.
 local HELPER = "@HELPER@"
 local TIMEOUT_S = "@TIMEOUT_S@"
 local SETTABLE = {
