@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from math import log
+from math import ceil, log
 
 import pytest
 
 from advisor.bench.tables import zoo_table
+from advisor.introspect.table import TrainingSettings
 from advisor.ops import KernelPath
 from advisor.predict.curves import batch_effects, through, through_weights
 from advisor.predict.features import step_feature_names, step_features, timed_layers
 from advisor.predict.jobtime import JobShape, job_time
 from advisor.predict.layout import FeatureLayout, current_layout, layout_problem, width_problem
 from advisor.predict.leastsquares import relative_least_squares
+from advisor.predict.machine import MEMORY_MARGIN, MachineModel
+from advisor.predict.peak_memory import MemoryFit
 from advisor.predict.scaling import DeviceSpec, match_spec, roofline_ratio
 
 
@@ -114,3 +117,19 @@ def test_a_feature_layout_difference_is_said_column_by_column() -> None:
         f"its boosters read {len(current.layer)} and 3 features, this advisor's layout has "
         f"{len(current.layer)} and {len(current.step)} (fitted before model files kept their feature layout)"
     )
+
+
+def test_zero_stage_3_keeps_a_share_of_a_jobs_state_on_each_gpu() -> None:
+    """Weights, gradients and SGD's momentum are 12 bytes a parameter on one GPU; ZeRO-3 over 4 GPUs keeps
+    a quarter of each on every one, so the predicted peak per GPU is 9 bytes a parameter lower."""
+    table = zoo_table("resnet18", 32).trained(TrainingSettings(zero_stage=3))
+    fit = MemoryFit()
+    whole, shard = (fit.predict(table, 8, False, devices) for devices in (1, 4))
+    assert whole - shard == 9 * table.totals.parameters
+    model = MachineModel(
+        machine="m", layer_booster="", measured_layers=(), step_base=(), step_booster="", p90_log_ratio=0.0,
+        heldout_mape=None, memory=fit, architectures=(),
+    )  # fmt: skip
+    capacity = ceil(fit.predict(table, 64, False, 4) * (1 + MEMORY_MARGIN))
+    assert model.largest_batch(table, False, capacity, devices=4) == 64
+    assert model.largest_batch(table, False, capacity) < 64

@@ -23,10 +23,9 @@ from math import exp, log
 import numpy as np
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
-from advisor.introspect import LayerTable, Optimizer, estimate_peak_memory
+from advisor.introspect import LayerTable
 from advisor.introspect.training import training_time_factor
 from advisor.ops import KernelPath
-from advisor.precision import Precision
 from advisor.predict.bands import ClassBand, machine_band
 from advisor.predict.boosters import (
     LAYER_PARAMS,
@@ -48,6 +47,7 @@ from advisor.predict.features import (
 )
 from advisor.predict.layout import FeatureLayout, current_layout
 from advisor.predict.leastsquares import relative_least_squares
+from advisor.predict.peak_memory import MemoryFit, memory_terms
 from advisor.predict.types import Evidence
 from advisor.records import LayerConfig, StepPart
 
@@ -90,24 +90,6 @@ class StepPrediction(BaseModel):
     peak_memory_bytes: int
     band: ClassBand
     """The evidence behind the prediction and the band it earns."""
-
-
-class MemoryFit(BaseModel):
-    """The measured peak as a weighted sum of introspection's terms: state, activations, a transient layer."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    coefficients: tuple[float, float, float, float] = (1.0, 1.0, 1.0, 0.0)
-
-    def predict(self, table: LayerTable, batch: int, amp: bool) -> float:
-        return float(np.dot(self.coefficients, memory_terms(table, batch, amp)))
-
-
-def memory_terms(table: LayerTable, batch: int, amp: bool) -> list[float]:
-    estimate = estimate_peak_memory(table, batch, Precision.BF16 if amp else Precision.FP32, Optimizer.SGD)
-    e = estimate
-    static = e.weights + e.gradients + e.optimizer_state + e.autocast_weight_copies
-    return [float(static), float(e.activations), float(e.transient), 1.0]
 
 
 def fit_memory(samples: Sequence[StepSample]) -> MemoryFit:
@@ -221,7 +203,10 @@ class MachineModel(BaseModel):
         points = self._layer_points(timed_layers(table, batch, amp))
         return step_features(table, batch, amp, channels_last, points)
 
-    def predict(self, table: LayerTable, batch: int, amp: bool, channels_last: bool) -> StepPrediction:
+    def predict(
+        self, table: LayerTable, batch: int, amp: bool, channels_last: bool, devices: int = 1
+    ) -> StepPrediction:
+        """The step's time, and its peak memory on one of ``devices`` GPUs (`MemoryFit.predict`)."""
         features = self.features(table, batch, amp, channels_last)
         fit = self.step_fit()
         own = self._measured_curve(table.architecture_hash, amp, channels_last)
@@ -239,7 +224,7 @@ class MachineModel(BaseModel):
             step_p10_s=point_s * exp(band.p10),
             step_s=point_s * exp(band.p50),
             step_p90_s=point_s * exp(band.p90),
-            peak_memory_bytes=round(self.memory.predict(table, batch, amp)),
+            peak_memory_bytes=round(self.memory.predict(table, batch, amp, devices)),
             band=band,
         )
 
@@ -272,11 +257,11 @@ class MachineModel(BaseModel):
             booster=self.step_booster,
         )
 
-    def largest_batch(self, table: LayerTable, amp: bool, capacity_bytes: int) -> int:
+    def largest_batch(self, table: LayerTable, amp: bool, capacity_bytes: int, devices: int = 1) -> int:
         """The largest micro-batch whose predicted peak, plus the margin, fits; 0 when none does."""
 
         def fits(batch: int) -> bool:
-            return self.memory.predict(table, batch, amp) * (1 + MEMORY_MARGIN) <= capacity_bytes
+            return self.memory.predict(table, batch, amp, devices) * (1 + MEMORY_MARGIN) <= capacity_bytes
 
         low, high = 0, _MAX_BATCH
         while low < high:
