@@ -33,7 +33,11 @@ _WHOLE_STEP_BATCH = 64
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], settings: Settings) -> None:
     bench = commands.add_parser("bench", help="measure training steps and layers on each partition")
     actions = bench.add_subparsers(required=True, metavar="ACTION")
+    for add in (_add_plan, _add_run, _add_submit, _add_ingest):
+        add(actions, settings)
 
+
+def _add_plan(actions: argparse._SubParsersAction[argparse.ArgumentParser], settings: Settings) -> None:
     plan = actions.add_parser(
         "plan",
         help="what tonight measures on a partition, why, and how much of the grid its machine has covered",
@@ -51,6 +55,8 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
     plan.add_argument("--db", type=Path, default=settings.database)
     plan.set_defaults(handler=_plan)
 
+
+def _add_run(actions: argparse._SubParsersAction[argparse.ArgumentParser], settings: Settings) -> None:
     run = actions.add_parser("run", help="measure this machine and store the results")
     add_plan_choice(run)
     run.add_argument(
@@ -86,6 +92,8 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
     run.add_argument("--db", type=Path, default=settings.database)
     run.set_defaults(handler=_run)
 
+
+def _add_submit(actions: argparse._SubParsersAction[argparse.ArgumentParser], settings: Settings) -> None:
     submit = actions.add_parser("submit", help="one Slurm job per partition, then ingest what they measured")
     submit.add_argument("--partition", action="append", help="repeatable; default: every partition")
     submit.add_argument(
@@ -108,6 +116,8 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
     submit.add_argument("--db", type=Path, default=settings.database)
     submit.set_defaults(handler=_submit)
 
+
+def _add_ingest(actions: argparse._SubParsersAction[argparse.ArgumentParser], settings: Settings) -> None:
     ingest = actions.add_parser("ingest", help="store results files (again: ingestion is idempotent)")
     ingest.add_argument("files", type=Path, nargs="+")
     ingest.add_argument("--db", type=Path, default=settings.database)

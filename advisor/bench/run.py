@@ -103,12 +103,7 @@ def run_plan(
                 status, error = "failed", f"{type(failure).__name__}: {failure}"
             else:
                 sink(
-                    ResultLine(
-                        run_id=run_id,
-                        fingerprint=machine,
-                        measured_at=now(),
-                        measurement=measurement,
-                    )
+                    ResultLine(run_id=run_id, fingerprint=machine, measured_at=now(), measurement=measurement)
                 )
                 status, error = (
                     ("measured", None) if measurement.fits else ("does not fit", measurement.error)
@@ -117,15 +112,19 @@ def run_plan(
                     failing[series] = min(item.config.batch, failing.get(series, sys.maxsize))
         counts["skipped: series" if status.startswith("skipped: a") else status] += 1
         report(Event(index, len(plan.items), status, describe_item(item), clock() - began, error))
+    return _summary(run_id, len(plan.items), counts, clock() - start)
+
+
+def _summary(run_id: str, planned: int, counts: dict[str, int], elapsed_s: float) -> RunSummary:
     return RunSummary(
         run_id=run_id,
-        planned=len(plan.items),
+        planned=planned,
         measured=counts["measured"],
         did_not_fit=counts["does not fit"],
         skipped_budget=counts["skipped: budget"],
         skipped_series=counts["skipped: series"],
         failed=counts["failed"],
-        elapsed_s=clock() - start,
+        elapsed_s=elapsed_s,
     )
 
 

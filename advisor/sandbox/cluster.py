@@ -5,7 +5,6 @@ from __future__ import annotations
 import getpass
 import os
 import secrets
-import shutil
 import socket
 import sys
 import time
@@ -16,6 +15,7 @@ from pydantic import BaseModel
 
 from advisor.cli_filter import install
 from advisor.sandbox import processes, speed
+from advisor.sandbox.preflight import busy_ports, missing_packages, port_open
 from advisor.sandbox.render import (
     Identity,
     Layout,
@@ -30,19 +30,6 @@ from advisor.settings import DEFAULT_TIMEOUT_S
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.models import Partition
 from advisor.slurm.runner import LocalRunner, SlurmError
-
-REQUIRED_TOOLS = {
-    "munged": "munge",
-    "mariadbd": "mariadb-server",
-    "mariadb-install-db": "mariadb-server",
-    "mariadb": "mariadb-client",
-    "slurmdbd": "slurmdbd",
-    "slurmctld": "slurmctld",
-    "slurmd": "slurmd",
-    "sacctmgr": "slurm-client",
-    "sinfo": "slurm-client",
-}
-
 
 _SERVING = frozenset({"IDLE", "MIXED", "ALLOCATED"})
 _UNSERVING_FLAGS = frozenset({"DRAIN", "DRAINING", "DRAINED", "NOT_RESPONDING", "FAIL", "POWERED_DOWN"})
@@ -171,7 +158,7 @@ class Sandbox:
             record,
             "slurmdbd",
             ["slurmdbd", "-D"],
-            ready=lambda: _port_open(self.spec.slurmdbd_port),
+            ready=lambda: port_open(self.spec.slurmdbd_port),
             deadline=deadline,
         )
         self._register_cluster()
@@ -179,7 +166,7 @@ class Sandbox:
             record,
             "slurmctld",
             ["slurmctld", "-D", "-f", str(layout.slurm_conf)],
-            ready=lambda: _port_open(self.spec.slurmctld_port),
+            ready=lambda: port_open(self.spec.slurmctld_port),
             deadline=deadline,
         )
         for node, port in self.spec.slurmd_ports().items():
@@ -188,7 +175,7 @@ class Sandbox:
                 record,
                 f"slurmd-{node}",
                 ["slurmd", "-D", "-f", str(layout.slurm_conf), "-N", node],
-                ready=lambda port=port: _port_open(port),  # type: ignore[misc]
+                ready=lambda port=port: port_open(port),  # type: ignore[misc]
                 deadline=deadline,
                 preexec=None if group is None else lambda group=group: speed.join(group),  # type: ignore[misc]
             )
@@ -248,7 +235,7 @@ class Sandbox:
                 "--innodb-buffer-pool-size=32M",
                 *(["--user=root"] if running_as_root else []),
             ],
-            ready=lambda: _port_open(self.spec.mariadb_port),
+            ready=lambda: port_open(self.spec.mariadb_port),
             deadline=deadline,
         )
         password = (layout.secrets / "db-password").read_text().strip()
@@ -364,8 +351,7 @@ class Sandbox:
             "mariadbd": self.spec.mariadb_port,
             **{f"slurmd-{node}": port for node, port in self.spec.slurmd_ports().items()},
         }
-        busy = [f"{port} ({name})" for name, port in ports.items() if _port_open(port)]
-        if busy:
+        if busy := busy_ports(ports):
             raise SandboxError(
                 f"ports already in use on 127.0.0.1: {', '.join(busy)}; choose another base_port"
             )
@@ -394,14 +380,7 @@ class Sandbox:
 
 
 def _check_tools() -> None:
-    missing = sorted({package for tool, package in REQUIRED_TOOLS.items() if shutil.which(tool) is None})
-    if missing:
+    if missing := missing_packages():
         raise SandboxError(
             f"missing programs; install Debian's {' '.join(missing)} (the README's set-up command does)"
         )
-
-
-def _port_open(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.settimeout(0.2)
-        return probe.connect_ex(("127.0.0.1", port)) == 0

@@ -31,26 +31,17 @@ def _pyplot() -> Any:
 def bars_svg(result: Recommendation) -> str:
     """Hours of wait and of run (p50, with the p90 as a whisker) per partition; the chosen one marked."""
     pyplot = _pyplot()
-    shown = best_per_partition(result)
+    chosen = result.chosen.candidate.partition if result.chosen is not None else None
+    # Text stays text (not glyph outlines): readable by screen readers, searchable, and testable.
+    with pyplot.rc_context({"svg.fonttype": "none"}):
+        return _drawn(pyplot, best_per_partition(result), chosen)
+
+
+def _drawn(pyplot: Any, shown: list[Estimate], chosen: str | None) -> str:
     names = [e.candidate.partition for e in shown]
     waits = [e.wait_s / 3600 for e in shown]
     runs = [e.run_s / 3600 for e in shown]
     spreads = [(e.run_p90_s - e.run_s) / 3600 for e in shown]
-    chosen = result.chosen.candidate.partition if result.chosen is not None else None
-    # Text stays text (not glyph outlines): readable by screen readers, searchable, and testable.
-    with pyplot.rc_context({"svg.fonttype": "none"}):
-        return _drawn(pyplot, shown, names, waits, runs, spreads, chosen)
-
-
-def _drawn(
-    pyplot: Any,
-    shown: list[Estimate],
-    names: list[str],
-    waits: list[float],
-    runs: list[float],
-    spreads: list[float],
-    chosen: str | None,
-) -> str:
     figure, axis = pyplot.subplots(figsize=(7, 0.6 + 0.5 * max(len(shown), 1)))
     try:
         rows = range(len(shown))
