@@ -3,6 +3,7 @@ digits its confidence cut needs, cells folded to the terminal's width rather tha
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 from rich.console import Console
@@ -11,6 +12,7 @@ from advisor import readable
 from advisor.recommend.candidates import Candidate
 from advisor.recommend.choose import Estimate, Recommendation
 from advisor.recommend.cli import alike, show
+from tests.test_outputs import UNREADABLE
 
 CPU_JOB = Candidate(
     partition="cpu", gpus=0, global_batch=64, micro_batch=64, accumulation=1, amp=False, channels_last=False
@@ -66,6 +68,9 @@ def test_candidates_that_differ_only_in_channels_last_and_are_predicted_alike_sh
     assert "cpu with CPU, micro-batch 64, channels_last either way (same prediction)" in rows[0]
     assert "p90 1.62x" in rows[0], "1.62 would read 1.6: the cut it crosses"
     assert "more candidates" not in text
+    for what, pattern in UNREADABLE.items():  # what advise-submit, explain and the demo show
+        assert not pattern.search(text), f"{what}:\n{text}"
+    assert not re.search(r"\b[0-9a-f]{16}\b", text), "a machine's hash"
     priced = asked.model_copy(update={"cost": 1234.5})
     console = Console(record=True, width=200)
     show(recommendation([priced], priced).model_copy(update={"cost_unit": "EUR"}), console)
