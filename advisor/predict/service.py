@@ -44,13 +44,15 @@ def load_specs(directory: Path) -> list[DeviceSpec]:
 @dataclass(frozen=True)
 class StepQuestion:
     """What a prediction answers: one device's step of a model (its layer table) at a micro-batch, with
-    these settings, on a partition."""
+    these settings, on a partition; ``devices``: the job's devices in all, among which ZeRO/FSDP shards
+    the state a device holds (`LayerTable.training`; no effect on a table without a ZeRO stage)."""
 
     partition: str
     table: LayerTable
     batch: int
     amp: bool
     channels_last: bool
+    devices: int = 1
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,8 @@ class Predictors:
     def answer(self, machine: str, question: StepQuestion, capacity: int | None) -> Prediction:
         """Machine ``machine``'s own prediction, unscaled and uncalibrated, computed once per question."""
         q = question
-        key = (machine, q.partition, q.table.architecture_hash, q.batch, q.amp, q.channels_last, capacity)
+        settings = (q.batch, q.amp, q.channels_last, q.devices)
+        key = (machine, q.partition, q.table.architecture_hash, settings, capacity)
         with self._lock:
             found = self._answers.get(key)
         if found is None:
@@ -145,8 +148,8 @@ def _capacity(fingerprint: Fingerprint) -> int | None:
 def _predict_once(
     question: StepQuestion, model: MachineModel, version: int, capacity: int | None
 ) -> Prediction:
-    table, amp = question.table, question.amp
-    step = model.predict(table, question.batch, amp, question.channels_last)
+    table, amp, devices = question.table, question.amp, question.devices
+    step = model.predict(table, question.batch, amp, question.channels_last, devices)
     return Prediction(
         partition=question.partition,
         machine=model.machine,
@@ -160,9 +163,7 @@ def _predict_once(
         peak_memory_bytes=step.peak_memory_bytes,
         memory_bytes=capacity,
         fits=capacity is None or step.peak_memory_bytes * (1 + MEMORY_MARGIN) <= capacity,
-        largest_batch=None
-        if capacity is None
-        else model.largest_batch(question.table, question.amp, capacity),
+        largest_batch=None if capacity is None else model.largest_batch(table, amp, capacity, devices),
         confidence=step.band.confidence,
         evidence=step.band.evidence,
         note=step.band.note(model.machine),
@@ -208,7 +209,8 @@ def _scaled(
         f"partition {partition!r} was never benchmarked: scaled from {base.name} to {target.name} by their "
         f"roofline (FP32 FLOP/s{', bandwidth' if base.bandwidth else ' only: a CPU has no bandwidth figure'})"
     )
-    largest = None if capacity is None else model.largest_batch(question.table, question.amp, capacity)
+    q = question
+    largest = None if capacity is None else model.largest_batch(q.table, q.amp, capacity, q.devices)
     return own.model_copy(
         update={
             "step_s": own.step_s * ratio,

@@ -163,17 +163,21 @@ class StoredModels:
         self.specs = specs
         self.table = table
         self.gpu_types = {p.name: p.gpu_type for p in partitions}
-        self._steps: dict[tuple[str, int, bool, bool], Prediction] = {}
+        training = table.training
+        self._sharded = training is not None and bool(training.zero_stage)
+        """ZeRO stage 1 or more: a device holds its share of the state, so the device count matters."""
+        self._steps: dict[tuple[str, int, bool, bool, int], Prediction] = {}
 
     def step(
         self, partition: str, gpus: int, nodes: int, micro_batch: int, amp: bool, channels_last: bool
     ) -> Prediction:
-        """One device's step, the same whatever ``gpus`` and ``nodes``: data parallelism adds the
-        all-reduce (`sync`), not device time; computed once per partition, micro-batch and settings, which
-        many candidates share."""
-        key = (partition, micro_batch, amp, channels_last)
+        """One device's step: data parallelism adds the all-reduce (`sync`), not device time; computed
+        once per partition, micro-batch and settings, which many candidates share. The same whatever
+        ``gpus`` and ``nodes``, but for ZeRO/FSDP's memory, sharded among all the job's devices."""
+        devices = gpus * max(nodes, 1) if self._sharded else 1
+        key = (partition, micro_batch, amp, channels_last, devices)
         if key not in self._steps:
-            question = StepQuestion(partition, self.table, micro_batch, amp, channels_last)
+            question = StepQuestion(partition, self.table, micro_batch, amp, channels_last, devices)
             self._steps[key] = predict(self.predictors, question, self.specs, self.gpu_types.get(partition))
         return self._steps[key]
 
