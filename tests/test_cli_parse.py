@@ -142,8 +142,8 @@ def test_predict_takes_a_token_model_s_sequence_task_and_constructor_keywords() 
     assert model_arg("activation=gelu_new") == ("activation", "gelu_new")
     words = ["predict", "--model=hf:gpt2", "--batch-size=4", "--partition=t4", "--sequence-length=128"]
     words += ["--task=causal-lm", "--model-arg", "n_layer=2", "--model-arg=n_head=4"]
-    args = _parser(load_settings({}, None), "predict").parse_args(words)
-    assert (args.sequence_length, args.task) == (128, "causal-lm")
+    args = _parser(load_settings({}, None), "predict").parse_args([*words, "--optimizer=adamw"])
+    assert (args.sequence_length, args.task, args.optimizer) == (128, "causal-lm", "adamw")
     assert dict(args.model_arg) == {"n_layer": 2, "n_head": 4}
     refused = subprocess.run(
         [ADVISOR, *words[:4], "--model-arg=2layers"], capture_output=True, text=True, timeout=60

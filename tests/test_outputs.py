@@ -9,6 +9,7 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,6 +28,12 @@ UNREADABLE = {
     "a timestamp with seconds and microseconds": re.compile(r"\d{2}:\d{2}:\d{2}\.\d+"),
     "a duration read as a date": re.compile(r"\b\d+-\d{2}:\d{2}:\d{2}\b"),
 }
+
+
+def _predicted(capsys: pytest.CaptureFixture[str], words: list[str]) -> dict[str, Any]:
+    assert main(words) == 0
+    answer: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return answer
 
 
 @pytest.fixture(scope="module")
@@ -93,5 +100,11 @@ def test_what_the_commands_print_is_readable(
         assert machine not in text, f"advisor {command}: the whole hash where its name and start do"
     assert len([line for line in shown["models list"].splitlines() if " t4 " in line]) == 10
     assert " t4 " in shown["status --db"] and "held-out MAPE" in shown["status --db"]
+    sgd, adamw = (
+        _predicted(capsys, [*predict, *db, "--json", *extra]) for extra in ([], ["--optimizer=adamw"])
+    )
+    # AdamW keeps two moments a parameter, SGD's momentum one: one more 4-byte state for resnet18's 11.2 M
+    # parameters is 45 MB; the estimate's peak moves by most of it (43 MB here).
+    assert 30e6 <= adamw["peak_memory_bytes"] - sgd["peak_memory_bytes"] <= 50e6
     assert re.search(r"step\s+│\s+[\d.,]+ (ms|s|µs)\s", shown["predict --model=resnet18"])
     assert re.search(r"job \(p90\)\s+│\s+[\d,]+d \d{2}:\d{2}\s", shown["predict --model=resnet18"])

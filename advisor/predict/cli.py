@@ -76,6 +76,11 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
     )
     predict.add_argument("--sequence-length", type=int, help="a token model's sequence (hf:, timm: text)")
     predict.add_argument("--task", help="a token model's loss: causal-lm, masked-lm, sequence-classification")
+    predict.add_argument(
+        "--optimizer",
+        choices=("sgd", "adam", "adamw"),
+        help="what trains the step (default: SGD with momentum, as benchmarked); Adam's moments count",
+    )
     predict.add_argument("--batch-size", type=int, required=True)
     predict.add_argument("--partition", required=True)
     predict.add_argument(
@@ -96,28 +101,18 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
 
 
 def _train(args: argparse.Namespace, console: Console) -> int:
-    from advisor.bench.architectures import measured_tables
-    from advisor.predict.machine import NotEnoughDataError
-    from advisor.predict.registry import machines, train_machine
+    from advisor.predict.retrain import retrain_all
 
     store = Store.existing(args.db)
     names = machine_names(store.fingerprints())
     began = time.monotonic()
     results: list[dict[str, Any]] = []
-    for machine in machines(store):
-        try:
-            trained = train_machine(
-                store,
-                machine,
-                args.models_dir,
-                measured_tables(store),
-                max_worse_mape=args.settings.models.max_worse_mape,
-            )
-        except NotEnoughDataError as error:
-            said = f"{_named_in(str(error), names)}: its active version, if any, stays"
-            results.append({"machine": machine, "name": names.get(machine), "error": said})
+    for outcome in retrain_all(store, args.models_dir, args.settings.models.max_worse_mape):
+        if outcome.trained is None:
+            said = f"{_named_in(str(outcome.error), names)}: its active version, if any, stays"
+            results.append({"machine": outcome.machine, "name": names.get(outcome.machine), "error": said})
             continue
-        results.append({**trained.model_dump(mode="json"), "name": names.get(machine)})
+        results.append({**outcome.trained.model_dump(mode="json"), "name": names.get(outcome.machine)})
     if args.json:
         print(json.dumps(results, indent=2))
     else:
@@ -310,6 +305,7 @@ def _plot(results: list[MachineEvaluation], path: Path) -> None:
 def _predict(args: argparse.Namespace, console: Console) -> int:
     from advisor.bench.zoo import zoo_model
     from advisor.introspect.run import introspect
+    from advisor.introspect.table import TrainingSettings
     from advisor.predict.service import Predictors, StepQuestion, load_specs, predict
     from advisor.predict.types import NoModelError
 
@@ -329,7 +325,7 @@ def _predict(args: argparse.Namespace, console: Console) -> int:
         allow_factories=True,
         sequence_length=args.sequence_length,
         task=args.task,
-    )
+    ).trained(None if args.optimizer is None else TrainingSettings(optimizer=args.optimizer))
     specs = load_specs(args.gpu_specs) if args.gpu_specs.is_dir() else []
     store = Store.existing(args.db)
     try:
