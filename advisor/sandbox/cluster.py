@@ -6,7 +6,6 @@ import getpass
 import os
 import secrets
 import socket
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -279,7 +278,7 @@ class Sandbox:
         layout.slurm_conf.write_text(slurm_conf)
         lua = layout.etc / "cli_filter.lua"
         if self.spec.cli_filter:
-            install(layout.etc, Path(sys.executable).parent / "advisor-cli-filter", DEFAULT_TIMEOUT_S)
+            install(layout.etc, None, DEFAULT_TIMEOUT_S)  # the advisor's own helper, started bare
         else:
             lua.unlink(missing_ok=True)
         (layout.etc / "gres.conf").write_text(render_gres_conf(self.spec, layout))
