@@ -102,12 +102,17 @@ def test_a_zero_3_job_too_big_for_one_gpu_fits_on_four(store: Store, stage: int 
     more than a t4's 155 MB; ZeRO-3 on the job's 4 GPUs leaves 50 MB of them on each."""
     table = _linears(8, 1024, 2048).trained(None if stage is None else TrainingSettings(zero_stage=stage))
     request = build_request("#!/bin/sh\n#SBATCH -p t4 --gres=gpu:4\ntrue\n", [], {}, "job.sh")
-    description = JobDescription.model_validate({"model": "lab.nets:stack", "global_batch": 32, "steps": 100})
+    described = {"model": "lab.nets:stack", "global_batch": 32, "steps": 100, "zero_stage": stage}
+    description = JobDescription.model_validate(described)
     ask = Ask(request, description, Caller("alice"), datetime(2026, 12, 4, tzinfo=UTC))
     waits = Waits(slurm_s=0.0, advisor_s=None, preferred="slurm")
     context = Context(parse_policy("", "p.toml"), [T4], lambda queries: [waits] * len(queries))
     predictors = Predictors.load(store)
-    found = recommend(context, ask, StoredModels(store, predictors, [], table, [T4], {})).baseline
+    result = recommend(context, ask, StoredModels(store, predictors, [], table, [T4], {}))
+    found = result.baseline
     assert found is not None and found.candidate.gpus == 4 and found.candidate.micro_batch == 8
     assert found.fits is (stage == 3)
     assert (found.peak_memory_bytes < MEMORY_MB["t4"] * 2**20) is (stage == 3), found.peak_memory_bytes
+    others = [e for e in result.candidates if e.candidate != found.candidate]
+    # Its micro-batches are sized on its own 4 GPUs: mixed precision, on 4 GPUs, is a candidate too.
+    assert any(e.fits and e.candidate.amp for e in others) is (stage == 3), result.candidates

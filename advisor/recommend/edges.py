@@ -174,7 +174,7 @@ class StoredModels:
         """One device's step: data parallelism adds the all-reduce (`sync`), not device time; computed
         once per partition, micro-batch and settings, which many candidates share. The same whatever
         ``gpus`` and ``nodes``, but for ZeRO/FSDP's memory, sharded among all the job's devices."""
-        devices = gpus * max(nodes, 1) if self._sharded else 1
+        devices = max(gpus, 1) * max(nodes, 1) if self._sharded else 1
         key = (partition, micro_batch, amp, channels_last, devices)
         if key not in self._steps:
             question = StepQuestion(partition, self.table, micro_batch, amp, channels_last, devices)

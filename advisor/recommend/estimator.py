@@ -134,9 +134,14 @@ class Estimator:
         """A job array's tasks and throttle: each candidate is then costed and waited as the whole array."""
 
     def largest_batch(self, partition: str, amp: bool) -> int | None:
-        """The largest micro-batch one device holds, as its smallest placement sees it."""
-        gpus = 1 if self.partitions[partition].gpus_per_node else 0
-        return self.predictor.step(partition, gpus, 1, 1, amp, False).largest_batch
+        """The largest micro-batch one device holds, as its smallest placement sees it; under ZeRO/FSDP,
+        which shares a device's state among all the job's devices, as the job's own spread sees it, so a
+        model too big for one GPU still gets candidates (a smaller spread's are then judged by their fit)."""
+        gpus, nodes = (1 if self.partitions[partition].gpus_per_node else 0), 1
+        if gpus and self.description.zero_stage:
+            nodes = self.request.nodes_min or 1
+            gpus = max(self.request.world_size // nodes, 1)
+        return self.predictor.step(partition, gpus, nodes, 1, amp, False).largest_batch
 
     def estimate(self, candidates: list[Candidate]) -> list[Estimate]:
         """The first candidate (the job as submitted) must be predicted; another that cannot be (a
