@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from advisor.comm.sync import Spread
 from advisor.introspect import Layer, LayerKind, LayerTable, Scaling, TensorShape
 from advisor.introspect.table import TrainingSettings
 from advisor.jobscript.advisor_lines import JobDescription
@@ -24,6 +25,7 @@ from advisor.store import Store
 
 from .recommend_support import MEMORY_MB, trained_store
 from .test_recommend_arrays import A100, node
+from .test_recommend_edges import APART, LORA, _one_linear
 
 
 @pytest.fixture(scope="module")
@@ -116,3 +118,23 @@ def test_a_zero_3_job_too_big_for_one_gpu_fits_on_four(store: Store, stage: int 
     others = [e for e in result.candidates if e.candidate != found.candidate]
     # Its micro-batches are sized on its own 4 GPUs: mixed precision, on 4 GPUs, is a candidate too.
     assert any(e.fits and e.candidate.amp for e in others) is (stage == 3), result.candidates
+
+
+@pytest.mark.parametrize(
+    ("training", "traffic"),
+    [
+        (TrainingSettings(zero_stage=2), 800),  # reduce-scatter and gather: one all-reduce of 200 floats
+        (TrainingSettings(zero_stage=3), 800 + 800 // 2),  # every weight gathered twice, gradients scattered
+        (LORA.model_copy(update={"zero_stage": 3}), (200 + 60) * 4 + 60 * 4 // 2),  # base and adapters
+    ],
+    ids=["stage-2", "stage-3", "stage-3-lora"],
+)
+def test_zero_3_moves_the_weights_besides_the_gradients(
+    store: Store, training: TrainingSettings, traffic: int
+) -> None:
+    """Four devices, one ring: 2 x 3/4 of the all-reduced bytes at a megabyte a second, nothing hidden;
+    a 10 -> 20 linear's 200 weights, under LoRA of rank 2 with 60 adapter weights besides."""
+    table = _one_linear().trained(training)
+    models = StoredModels(store, Predictors([], {}, {}), [], table, [], {"a100": APART})
+    added = models.sync("a100", Spread(devices=4, nodes=1), micro_step_s=0.5).added_s
+    assert added == pytest.approx(1.5 * traffic / 1e6)

@@ -18,7 +18,7 @@ from advisor.comm.sync import DEFAULT_COMMUNICATION, Communication, Spread
 from advisor.history.past import JobAsk
 from advisor.history.service import RunHistory
 from advisor.introspect import LayerTable
-from advisor.introspect.training import trainable_parameters
+from advisor.introspect.training import adapter_parameters, trainable_parameters
 from advisor.jobscript.render import render_script
 from advisor.jobscript.request import JobRequest
 from advisor.jobscript.submission import ParsedSubmission
@@ -164,8 +164,8 @@ class StoredModels:
         self.table = table
         self.gpu_types = {p.name: p.gpu_type for p in partitions}
         training = table.training
-        self._sharded = training is not None and bool(training.zero_stage)
-        """ZeRO stage 1 or more: a device holds its share of the state, so the device count matters."""
+        self._stage = 0 if training is None or training.zero_stage is None else training.zero_stage
+        """ZeRO's stage: from 1 on a device holds its share of the state, so the device count matters."""
         self._steps: dict[tuple[str, int, bool, bool, int], Prediction] = {}
 
     def step(
@@ -174,7 +174,7 @@ class StoredModels:
         """One device's step: data parallelism adds the all-reduce (`sync`), not device time; computed
         once per partition, micro-batch and settings, which many candidates share. The same whatever
         ``gpus`` and ``nodes``, but for ZeRO/FSDP's memory, sharded among all the job's devices."""
-        devices = max(gpus, 1) * max(nodes, 1) if self._sharded else 1
+        devices = max(gpus, 1) * max(nodes, 1) if self._stage else 1
         key = (partition, micro_batch, amp, channels_last, devices)
         if key not in self._steps:
             question = StepQuestion(partition, self.table, micro_batch, amp, channels_last, devices)
@@ -184,10 +184,15 @@ class StoredModels:
     def sync(self, partition: str, spread: Spread, micro_step_s: float) -> Sync:
         """The partition's measured all-reduce of the float32 gradients (AMP keeps them so) of the
         parameters the job trains (under LoRA, the adapters' alone) over ``spread``, less what the last
-        backward hides (`advisor.comm.sync`); the stated default where the partition never measured."""
+        backward hides (`advisor.comm.sync`); the stated default where the partition never measured.
+        ZeRO-3 gathers every weight twice (forward, backward) and reduce-scatters the gradients: each
+        moves half an all-reduce's bytes, so its traffic is the weights' bytes and half the gradients'.
+        Stages 1 and 2 move an all-reduce's."""
         found = self.communication.get(partition, DEFAULT_COMMUNICATION)
-        gradient_bytes = trainable_parameters(self.table) * 4
-        sync_s = found.sync_s(gradient_bytes, spread)
+        traffic = trainable_parameters(self.table) * 4
+        if self._stage == 3:
+            traffic = (self.table.totals.parameters + adapter_parameters(self.table)) * 4 + traffic // 2
+        sync_s = found.sync_s(traffic, spread)
         return Sync(added_s=found.step_s(micro_step_s, sync_s) - micro_step_s, measured=found.measured)
 
     def trained_at(self, machine: str, version: int) -> datetime | None:
