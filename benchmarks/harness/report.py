@@ -172,8 +172,8 @@ def agreement(sim: Sequence[Outcome], real: Sequence[Outcome]) -> float:
 def write_report(
     results: Mapping[ArmName, list[Outcome]], out_dir: Path, title: str, notes: list[str]
 ) -> Path:
-    """``report.md``, ``report.json``, ``completion_cdf.png`` and ``completion_bars.png`` in ``out_dir``;
-    returns the markdown's path."""
+    """``report.md``, ``report.json``, ``outcomes.json`` (every job of every arm, to compare runs job by job),
+    ``completion_cdf.png`` and ``completion_bars.png`` in ``out_dir``; returns the markdown's path."""
     out_dir.mkdir(parents=True, exist_ok=True)
     summaries = {arm: summarize(arm, outcomes) for arm, outcomes in results.items()}
     errors = {arm: wait_errors(outcomes) for arm, outcomes in results.items()}
@@ -190,6 +190,8 @@ def write_report(
         "notes": notes,
     }
     (out_dir / "report.json").write_text(json.dumps(payload, indent=2) + "\n")
+    every = {arm: [o.model_dump(mode="json") for o in outcomes] for arm, outcomes in results.items()}
+    (out_dir / "outcomes.json").write_text(json.dumps(every) + "\n")
     markdown = out_dir / "report.md"
     markdown.write_text(_markdown(title, summaries, reductions, errors, notes))
     return markdown
