@@ -11,7 +11,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from advisor.bench.measuring import UNFINISHED, BenchJob, cancel_leftovers, wait_for_jobs
+from advisor.bench.measuring import UNFINISHED, BenchJob, Pace, cancel_leftovers, wait_for_jobs
 from advisor.bench.results import read_jsonl
 from advisor.bench.submit import BenchRequest, ingest_results, job_options, job_script, submit_benchmarks
 from advisor.sandbox.cluster import Sandbox
@@ -138,10 +138,11 @@ def test_the_wait_looks_ever_less_often_up_to_once_a_minute_and_stops_at_its_tim
         now[0] += seconds
 
     running = [BenchJob(partition="cpu", job_id=2, results=tmp_path / "2.jsonl")]  # RUNNING when recorded
-    states = wait_for_jobs(
-        SlurmClient(runner), running, timedelta(minutes=4), clock=lambda: now[0], sleep=sleep
-    )
+    looks: list[dict[int, str]] = []
+    pace = Pace(clock=lambda: now[0], sleep=sleep)
+    states = wait_for_jobs(SlurmClient(runner), running, timedelta(minutes=4), pace=pace, polled=looks.append)
     assert states == {2: UNFINISHED}
+    assert looks == [{}] * (len(slept) + 1), "each look told, none ended yet"
     assert slept == [2, 4, 8, 16, 32, 60, 60, 58], "doubling from 2 s to a minute, the last up to the timeout"
     assert sum(call.argv[0] == "squeue" for call in runner.calls) == len(slept) + 1
 

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from advisor.argtypes import input_shape
 from advisor.bench.architectures import Architectures, plan_tonight
-from advisor.bench.measuring import Night
+from advisor.bench.measuring import Night, Watch
 from advisor.bench.night import Tonight, architecture_night, describe_night
 from advisor.bench.plan import Plan, add_plan_choice, loader_workers
 from advisor.bench.plan_rows import describe
@@ -291,7 +291,7 @@ def _submit(args: argparse.Namespace, console: Console) -> int:
     )
     store, now = Store.open(args.db), datetime.now(UTC)
     measured = run_night(
-        client, store, partitions, request, now, told=lambda night: _submitted(console, night)
+        client, store, partitions, request, now, Watch(submitted=lambda night: _submitted(console, night))
     )
     for bench_job in measured.night.jobs:
         state = measured.states[bench_job.job_id]

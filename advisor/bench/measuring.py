@@ -47,6 +47,26 @@ class Night:
 
 
 @dataclass(frozen=True)
+class Pace:
+    """How the wait tells time and sleeps: the real clock, or a test's."""
+
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+
+
+@dataclass(frozen=True)
+class Watch:
+    """What a command is told while its jobs go: what Slurm took (``submitted``), and each look at the
+    queue's states so far (``polled``: job id -> a final state, for those that ended), e.g. for progress."""
+
+    submitted: Callable[[Night], None] = lambda night: None
+    polled: Callable[[dict[int, str]], None] = lambda states: None
+
+
+UNWATCHED = Watch()
+
+
+@dataclass(frozen=True)
 class Measured:
     """How the night's jobs ended (`UNFINISHED` for those cancelled at the window's end) and the rows
     ingested."""
@@ -76,10 +96,14 @@ def submit_jobs(client: SlurmClient, planned: Sequence[JobToSubmit]) -> Night:
 
 
 def finish_jobs(
-    client: SlurmClient, night: Night, window: timedelta, ingest: Callable[[Sequence[BenchJob]], int]
+    client: SlurmClient,
+    night: Night,
+    window: timedelta,
+    ingest: Callable[[Sequence[BenchJob]], int],
+    watch: Watch = UNWATCHED,
 ) -> Measured:
     """Wait up to ``window``, cancel what still runs then, and ingest every job's results."""
-    states = wait_for_jobs(client, night.jobs, timeout=window)
+    states = wait_for_jobs(client, night.jobs, timeout=window, polled=watch.polled)
     cancelled = cancel_leftovers(client, states)
     return Measured(night=night, states=states, cancelled=cancelled, stored=ingest(night.jobs))
 
@@ -100,15 +124,17 @@ def wait_for_jobs(
     timeout: timedelta,
     *,
     poll_s: float = 2.0,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
+    pace: Pace = Pace(),
+    polled: Callable[[dict[int, str]], None] = lambda states: None,
 ) -> dict[int, str]:
     """Final Slurm state per job; jobs still unfinished at the timeout say so. slurmctld's word while it
     still lists the job, accounting's once it has forgotten it: slurmdbd hears of an end later than
     slurmctld, and not at all while their connection is down.
 
     The first look comes after ``poll_s``, each later one after twice the wait before, up to a minute: a
-    short job is seen ending at once, and a night's hours read the whole queue about once a minute."""
+    short job is seen ending at once, and a night's hours read the whole queue about once a minute; each
+    look's states so far go to ``polled``."""
+    clock, sleep = pace.clock, pace.sleep
     since = datetime.now(UTC) - timedelta(days=1)
     wanted = {job.job_id for job in jobs}
     deadline = clock() + timeout.total_seconds()
@@ -117,7 +143,9 @@ def wait_for_jobs(
     while True:
         states |= {job.job_id: job.state for job in client.jobs() if job.job_id in wanted and job.ended}
         if missing := sorted(wanted - set(states)):
-            states |= {record.job_id: record.state for record in client.history(since, job_ids=missing)}
+            found = client.history(since, job_ids=missing)
+            states |= {record.job_id: record.state for record in found if record.job_id in wanted}
+        polled(dict(states))
         if set(states) >= wanted or clock() >= deadline:
             return {job_id: states.get(job_id, UNFINISHED) for job_id in sorted(wanted)}
         sleep(min(interval, max(deadline - clock(), 0.0)))

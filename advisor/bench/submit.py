@@ -8,14 +8,14 @@ dies (or is cancelled) leaves every line it finished, and ingesting them twice s
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
 from advisor.bench.architectures import plan_tonight
+from advisor.bench.measuring import UNWATCHED, JobToSubmit, Measured, Night, Watch, finish_jobs, submit_jobs
 from advisor.bench.measuring import BenchJob as BenchJob  # first_sight imports it from here, until it moves
-from advisor.bench.measuring import JobToSubmit, Measured, Night, finish_jobs, submit_jobs
 from advisor.bench.measuring import wait_for_jobs as wait_for_jobs  # benchmarks/sandbox_speed.py, likewise
 from advisor.bench.night import Tonight
 from advisor.bench.plan import DeviceKind, loader_workers
@@ -122,17 +122,18 @@ def run_night(
     partitions: Sequence[Partition],
     request: BenchRequest,
     now: datetime,
-    told: Callable[[Night], None] = lambda night: None,
+    watch: Watch = UNWATCHED,
 ) -> Measured:
     """The night (`advisor bench submit`): tonight's plan per partition (the quick plan: none), one job
-    each, ``told`` of what Slurm took, then the measuring jobs' end (`measuring.finish_jobs`): a window of
-    the budget per job and half an hour, the leftovers cancelled, every result ingested."""
+    each, ``watch`` told what Slurm took and of each look at the queue, then the measuring jobs' end
+    (`measuring.finish_jobs`): a window of the budget per job and half an hour, the leftovers cancelled,
+    every result ingested."""
     if not request.quick:
         request = replace(request, plans=tonights_plans(store, partitions, request, now))
     night = submit_benchmarks(client, partitions, request, now)
-    told(night)
+    watch.submitted(night)
     window = request.budget * len(night.jobs) + timedelta(minutes=30)
-    return finish_jobs(client, night, window, lambda jobs: ingest_results(store, jobs))
+    return finish_jobs(client, night, window, lambda jobs: ingest_results(store, jobs), watch)
 
 
 def tonights_plans(
