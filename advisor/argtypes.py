@@ -25,3 +25,18 @@ def model_arg(text: str) -> tuple[str, int | float | bool | str]:
     except json.JSONDecodeError:
         return key, literal
     return key, parsed if isinstance(parsed, int | float | bool | str) else literal
+
+
+def model_options(parser: argparse.ArgumentParser) -> None:
+    """What builds the model besides its name, as `#ADVISOR` says it: the constructor's keywords, and a
+    token model's sequence and loss (`advisor predict` and `advisor inspect` alike)."""
+    parser.add_argument(
+        "--model-arg",
+        type=model_arg,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a keyword for the model's constructor, as #ADVISOR --model-arg (repeat for more)",
+    )
+    parser.add_argument("--sequence-length", type=int, help="a token model's sequence (hf:, timm: text)")
+    parser.add_argument("--task", help="a token model's loss: causal-lm, masked-lm, sequence-classification")

@@ -191,6 +191,7 @@ def _parser(settings: Settings, command: str | None = None) -> argparse.Argument
     )
     inspect.add_argument("--batch-size", type=int, default=1)
     inspect.add_argument("--num-classes", type=int, help="passed to the model's constructor")
+    argtypes.model_options(inspect)
     inspect.add_argument("--json", action="store_true", help="print the layer table as JSON")
     inspect.set_defaults(handler=_inspect)
     for module_name, names in COMMAND_MODULES:
@@ -264,8 +265,7 @@ def _inspect(args: argparse.Namespace, console: Console) -> int:
     # torch is imported only here: the other commands start without it.
     from advisor.inspection import inspect_command
 
-    kwargs = {} if args.num_classes is None else {"num_classes": args.num_classes}
-    return inspect_command(args.model, args.input_shape, args.batch_size, args.json, console, kwargs)
+    return inspect_command(args, console)
 
 
 def _parse_script(args: argparse.Namespace, console: Console) -> int:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import argparse
 
 from pydantic import JsonValue
 from rich.console import Console
 from rich.table import Table
 
+from advisor import readable, terminal
 from advisor.compress.estimate import render_savings
 from advisor.introspect.memory import Optimizer, estimate_peak_memory, optimizer_state_bytes
 from advisor.introspect.run import introspect
@@ -17,27 +18,27 @@ from advisor.precision import Precision
 _UNITS = ("", "K", "M", "G", "T", "P", "E")
 
 
-def inspect_command(
-    model: str,
-    input_shape: tuple[int, int, int],
-    batch_size: int,
-    as_json: bool,
-    console: Console,
-    kwargs: Mapping[str, JsonValue] | None = None,
-) -> int:
+def inspect_command(args: argparse.Namespace, console: Console) -> int:
     """Runs in the user's own process, so factory references are allowed; IntrospectionError escapes."""
-    table = introspect(model, input_shape, kwargs, allow_factories=True)
-    if as_json:
+    kwargs: dict[str, JsonValue] = {} if args.num_classes is None else {"num_classes": args.num_classes}
+    table = introspect(
+        args.model,
+        args.input_shape,
+        kwargs | dict(args.model_arg),
+        allow_factories=True,
+        sequence_length=args.sequence_length,
+        task=args.task,
+    )
+    if args.json:
         print(table.model_dump_json(indent=2))
     else:
-        render(table, batch_size, console)
+        render(table, args.batch_size, console)
     return 0
 
 
 def render(table: LayerTable, batch_size: int, console: Console) -> None:
     costs = table.at_batch(batch_size)
-    shape = "x".join(map(str, table.input_shape))
-    rows = Table(title=f"{table.reference} at {shape}, batch {batch_size}", title_justify="left")
+    rows = Table(title=f"{table.reference} at {_input(table)}, batch {batch_size}", title_justify="left")
     for header in ("#", "layer", "op", "kind", "input -> output", "window", "params"):
         rows.add_column(header, justify="right" if header in {"#", "params"} else "left")
     for header in ("fwd FLOPs", "bwd FLOPs", "read", "written"):
@@ -53,10 +54,10 @@ def render(table: LayerTable, batch_size: int, console: Console) -> None:
             _si(layer.parameters),
             _si(cost.forward_flops),
             _si(cost.backward_flops),
-            _si(cost.bytes_read, "B"),
-            _si(cost.bytes_written, "B"),
+            readable.size(cost.bytes_read),
+            readable.size(cost.bytes_written),
         )
-    console.print(rows)
+    terminal.show(rows, console)
 
     t = table.totals
     summary = Table(title="totals", show_header=False, title_justify="left")
@@ -64,10 +65,10 @@ def render(table: LayerTable, batch_size: int, console: Console) -> None:
     summary.add_column(justify="right")
     summary.add_row("parameters", f"{_si(t.parameters)} ({_si(t.unused_parameters)} unused)")
     summary.add_row("FLOPs per training step (fwd + bwd)", _si(costs.total.train_flops))
-    summary.add_row("activations kept for backward (fp32)", _si(costs.saved_activation_bytes, "B"))
+    summary.add_row("activations kept for backward (fp32)", readable.size(costs.saved_activation_bytes))
     for optimizer in Optimizer:
         summary.add_row(
-            f"optimizer state, {optimizer}", _si(optimizer_state_bytes(t.parameters, optimizer), "B")
+            f"optimizer state, {optimizer}", readable.size(optimizer_state_bytes(t.parameters, optimizer))
         )
     summary.add_row("architecture hash", table.architecture_hash[:16])
     console.print(summary)
@@ -78,9 +79,16 @@ def render(table: LayerTable, batch_size: int, console: Console) -> None:
         memory.add_column(str(optimizer), justify="right")
     for precision in Precision:
         estimates = (estimate_peak_memory(table, batch_size, precision, o).total for o in Optimizer)
-        memory.add_row(str(precision), *(_si(total, "B") for total in estimates))
+        memory.add_row(str(precision), *(readable.size(total) for total in estimates))
     console.print(memory)
     render_savings(table, console)
+
+
+def _input(table: LayerTable) -> str:
+    """An image's ``3x224x224``, or a token model's ``128 tokens (causal-lm)``."""
+    if table.sequence_length is None:
+        return "x".join(map(str, table.input_shape))
+    return f"{table.sequence_length} tokens" + ("" if table.task is None else f" ({table.task})")
 
 
 def _kind(layer: Layer) -> str:
@@ -91,7 +99,7 @@ def _kind(layer: Layer) -> str:
 
 
 def _shapes(shapes: tuple[TensorShape, ...], batch_size: int) -> str:
-    return ", ".join("x".join(map(str, s.at_batch(batch_size))) for s in shapes)
+    return ", ".join("x".join(map(str, s.at_batch(batch_size))) or "scalar" for s in shapes)
 
 
 def _window(layer: Layer) -> str:
@@ -106,9 +114,9 @@ def _dims(values: tuple[int, ...]) -> str:
     return str(values[0]) if len(set(values)) == 1 else "x".join(map(str, values))
 
 
-def _si(value: int, unit: str = "") -> str:
-    """Decimal prefixes for both FLOPs and bytes, so figures compare at a glance."""
+def _si(value: int) -> str:
+    """Decimal prefixes for counts (parameters, FLOPs); sizes read as `readable.size`."""
     scaled, exponent = float(value), 0
     while abs(scaled) >= 1000 and exponent < len(_UNITS) - 1:
         scaled, exponent = scaled / 1000, exponent + 1
-    return f"{value} {unit}".rstrip() if exponent == 0 else f"{scaled:.2f} {_UNITS[exponent]}{unit}"
+    return str(value) if exponent == 0 else f"{scaled:.2f} {_UNITS[exponent]}"

@@ -8,10 +8,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 
-from advisor import argtypes
+from advisor import argtypes, readable, terminal
+from advisor.machines import labelled, machine_names
 from advisor.settings.validated import Settings
 from advisor.store import Store
 
@@ -31,10 +33,48 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
     profile.add_argument("--partition", required=True)
     profile.add_argument("--steps", type=int, default=5, help="profiled steps (default 5)")
     profile.add_argument("--db", type=Path, default=settings.database)
+    profile.add_argument("--json", action="store_true", help="each part's seconds, as JSON")
     profile.set_defaults(handler=_profile)
 
 
+class ProfiledPart(BaseModel):
+    """One part of a training step: the seconds measured here and those predicted for the partition."""
+
+    part: str
+    measured_s: float
+    predicted_s: float
+
+
+class StepProfile(BaseModel):
+    """`advisor profile`'s answer: each part, then the whole step (``part`` "step")."""
+
+    model: str
+    batch_size: int
+    partition: str
+    machine: str
+    machine_name: str | None
+    version: int
+    parts: list[ProfiledPart]
+
+
 def _profile(args: argparse.Namespace, console: Console) -> int:
+    channels, height, width = args.input_shape
+    if channels != 3 or height != width:
+        console.print("advisor: error: a profiled step takes a square RGB input (3,H,H)", highlight=False)
+        return 2
+    answer = _profiled(args, height)
+    if answer is None:
+        console.print(f"advisor: error: partition {args.partition} has no trained predictor", highlight=False)
+        return 1
+    if args.json:
+        print(answer.model_dump_json(indent=2))
+    else:
+        show(answer, console)
+    return 0
+
+
+def _profiled(args: argparse.Namespace, height: int) -> StepProfile | None:
+    """The profile and the prediction's split side by side; None where the partition has no predictor."""
     import torch
 
     from advisor.bench.profile import profile_step
@@ -42,18 +82,13 @@ def _profile(args: argparse.Namespace, console: Console) -> int:
     from advisor.predict.service import Predictors
     from advisor.records import StepConfig
 
-    channels, height, width = args.input_shape
-    if channels != 3 or height != width:
-        console.print("advisor: error: a profiled step takes a square RGB input (3,H,H)", highlight=False)
-        return 2
     predictors = Predictors.load(Store.existing(args.db))
     own = sorted(
         {f.machine() for f in predictors.fingerprints if f.partition == args.partition}
         & set(predictors.models)
     )
     if not own:
-        console.print(f"advisor: error: partition {args.partition} has no trained predictor", highlight=False)
-        return 1
+        return None
     model, version = predictors.models[own[0]]
     table = model_table(args.model, height, allow_factories=True)
     predicted = model.parts(table, args.batch_size, False, False)
@@ -62,13 +97,33 @@ def _profile(args: argparse.Namespace, console: Console) -> int:
         pinned=False, workers=0,
     )  # fmt: skip
     measured = profile_step(config, torch.device("cpu"), args.steps, allow_factories=True)
-    title = f"{args.model} at batch {args.batch_size}: profiled here, predicted for {args.partition}"
-    out = Table(title=f"{title} (machine {own[0]}, version {version})", title_justify="left")
-    for column in ("part", "measured ms", "predicted ms", "predicted / measured"):
+    parts = [ProfiledPart(part=str(p), measured_s=s, predicted_s=predicted[p]) for p, s in measured.items()]
+    step = ProfiledPart(part="step", measured_s=sum(measured.values()), predicted_s=sum(predicted.values()))
+    return StepProfile(
+        model=args.model,
+        batch_size=args.batch_size,
+        partition=args.partition,
+        machine=own[0],
+        machine_name=machine_names(predictors.fingerprints).get(own[0]),
+        version=version,
+        parts=[*parts, step],
+    )
+
+
+def show(answer: StepProfile, console: Console) -> None:
+    """The parts as a table: times with their units, the prediction as a factor of the measurement."""
+    names = {} if answer.machine_name is None else {answer.machine: answer.machine_name}
+    console.print(
+        f"{answer.model} at batch {answer.batch_size}: profiled here, predicted for {answer.partition} "
+        f"(machine {labelled(answer.machine, names)}, version {answer.version})",
+        highlight=False,
+    )
+    out = Table()
+    for column in ("part", "measured", "predicted", "predicted / measured"):
         out.add_column(column, justify="left" if column == "part" else "right")
-    rows = [(str(part), seconds, predicted[part]) for part, seconds in measured.items()]
-    for name, seconds, guess in [*rows, ("step", sum(measured.values()), sum(predicted.values()))]:
-        ratio = f"{guess / seconds:.2f}" if seconds > 0 else "-"
-        out.add_row(name, f"{seconds * 1000:.2f}", f"{guess * 1000:.2f}", ratio)
-    console.print(out)
-    return 0
+    for row in answer.parts:
+        ratio = readable.ratio(row.predicted_s / row.measured_s) if row.measured_s > 0 else readable.NONE
+        out.add_row(
+            row.part, readable.short_time(row.measured_s), readable.short_time(row.predicted_s), ratio
+        )
+    terminal.show(out, console)

@@ -110,8 +110,8 @@ def test_parse_takes_json_before_the_script_and_shows_values_as_written() -> Non
 
 
 def test_the_commands_that_print_data_take_json() -> None:
-    """``--json`` where a command prints data (before: sandbox status/up, models train and recommend
-    before its script refused it)."""
+    """``--json`` where a command prints data (before: sandbox status/up, models train, history train,
+    profile, and recommend before its script refused it)."""
     from advisor.cli import _parser
 
     settings = load_settings({}, None)
@@ -127,6 +127,10 @@ def test_the_commands_that_print_data_take_json() -> None:
         ["explain", "7", "--json"],
         ["report", "--json"],
         ["policy", "check", "policy.toml", "--json"],
+        ["history", "train", "--json"],
+        ["history", "evaluate", "--json"],
+        ["profile", "resnet18", "--batch-size=8", "--partition=t4", "--json"],
+        ["inspect", "resnet18", "--json"],
     ):
         assert _parser(settings, words[0]).parse_args(words).json is True, words
 

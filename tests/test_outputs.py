@@ -108,3 +108,35 @@ def test_what_the_commands_print_is_readable(
     assert 30e6 <= adamw["peak_memory_bytes"] - sgd["peak_memory_bytes"] <= 50e6
     assert re.search(r"step\s+│\s+[\d.,]+ (ms|s|µs)\s", shown["predict --model=resnet18"])
     assert re.search(r"job \(p90\)\s+│\s+[\d,]+d \d{2}:\d{2}\s", shown["predict --model=resnet18"])
+
+
+def test_profile_and_inspect_read_in_units_and_say_as_json(
+    trained: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`advisor profile`: times with units and the machine by name (before: ``measured ms 12.34`` and the
+    machine's whole hash), its parts as JSON adding up to the step (before: no --json); `advisor inspect`
+    takes a token model's --sequence-length and --task, as `advisor predict` does (before: refused)."""
+    monkeypatch.setenv("COLUMNS", "200")
+    profile = ["profile", "resnet18", "--batch-size=4", "--partition=t4", "--steps=1"]
+    profile += ["--db", str(trained / "advisor.db")]
+    assert main(profile) == 0
+    shown = capsys.readouterr().out
+    for what, pattern in UNREADABLE.items():
+        assert not pattern.search(shown), f"advisor profile shows {what}:\n{shown}"
+    (machine,) = machine_names(Store.existing(trained / "advisor.db").fingerprints())
+    assert f"machine t4 ({machine[:8]})" in shown and machine not in shown, shown
+    assert re.search(r"step\s+│\s+[\d.,]+ (ms|s|µs)\s+│\s+[\d.,]+ (ms|s|µs)\s+│\s+[\d.]+x\s", shown), shown
+    answer = _predicted(capsys, [*profile, "--json"])
+    *parts, step = answer["parts"]
+    assert step["part"] == "step" and answer["machine_name"] == "t4"
+    for side in ("measured_s", "predicted_s"):
+        assert step[side] == pytest.approx(sum(part[side] for part in parts))
+    gpt2 = ["inspect", "hf:gpt2", "--sequence-length=16", "--task=causal-lm", "--batch-size=2"]
+    gpt2 += [f"--model-arg={arg}" for arg in ("n_layer=1", "n_embd=32", "n_head=2", "vocab_size=100")]
+    assert main(gpt2) == 0
+    shown = capsys.readouterr().out
+    assert "hf:gpt2 at 16 tokens (causal-lm), batch 2" in shown and "2x16 -> 2x16x32" in shown, shown
+    for what, pattern in UNREADABLE.items():
+        assert not pattern.search(shown), f"advisor inspect shows {what}:\n{shown}"
+    table = _predicted(capsys, [*gpt2, "--json"])
+    assert (table["sequence_length"], table["task"]) == (16, "causal-lm")

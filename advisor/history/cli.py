@@ -9,9 +9,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 
+from advisor import readable
 from advisor.settings.validated import Settings
 
 if TYPE_CHECKING:
@@ -39,6 +41,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
         "--since", type=span, default=timedelta(days=90), help="accounting to read (default 90d)"
     )
     train.add_argument("--models-dir", default=settings.models_dir, help="default: %(default)s")
+    train.add_argument("--json", action="store_true", help="what was trained, as JSON")
     train.set_defaults(handler=_train)
     evaluate = actions.add_parser(
         "evaluate",
@@ -55,6 +58,24 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
     evaluate.set_defaults(handler=_evaluate)
 
 
+class HistoryTraining(BaseModel):
+    """What `history train` did: the jobs accounting held since when, those the model learned from (None:
+    too few, Tsafrir's rule serves) and where the model was written."""
+
+    since: datetime
+    accounting_jobs: int
+    trained_jobs: int | None
+    path: str | None
+
+    def said(self) -> str:
+        """For a person, in one line."""
+        since = readable.timestamp(self.since)
+        if self.trained_jobs is None:
+            too_few = "too few to train on (Tsafrir's rule serves)"
+            return f"{self.accounting_jobs} jobs in accounting since {since}: {too_few}"
+        return f"history model trained on {self.trained_jobs} jobs since {since}: {self.path}"
+
+
 def _train(args: argparse.Namespace, console: Console) -> int:
     from advisor.history.service import MODEL_FILE, save_model, train_from_accounting
     from advisor.slurm.client import SlurmClient
@@ -62,12 +83,19 @@ def _train(args: argparse.Namespace, console: Console) -> int:
     now = datetime.now(UTC)
     finished = SlurmClient.from_settings(args.settings.slurm).history(now - args.since)
     model = train_from_accounting(finished, now)
-    if model is None:
-        console.print(f"{len(finished)} jobs in accounting: too few to train on (Tsafrir's rule serves)")
-        return 0
     path = Path(args.models_dir) / MODEL_FILE
-    save_model(path, model, now)
-    console.print(f"history model trained on {model.jobs} jobs: {path}", highlight=False)
+    if model is not None:
+        save_model(path, model, now)
+    outcome = HistoryTraining(
+        since=(now - args.since).replace(microsecond=0),
+        accounting_jobs=len(finished),
+        trained_jobs=None if model is None else model.jobs,
+        path=None if model is None else str(path),
+    )
+    if args.json:
+        print(outcome.model_dump_json(indent=2))
+    else:
+        console.print(outcome.said(), highlight=False)
     return 0
 
 

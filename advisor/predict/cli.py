@@ -66,16 +66,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
         "--input-shape", type=argtypes.input_shape, default=(3, 224, 224), help="C,H,W (default 3,224,224)"
     )
     predict.add_argument("--num-classes", type=int, help="default: the benchmark zoo's for this input size")
-    predict.add_argument(
-        "--model-arg",
-        type=argtypes.model_arg,
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a keyword for the model's constructor, as #ADVISOR --model-arg (repeat for more)",
-    )
-    predict.add_argument("--sequence-length", type=int, help="a token model's sequence (hf:, timm: text)")
-    predict.add_argument("--task", help="a token model's loss: causal-lm, masked-lm, sequence-classification")
+    argtypes.model_options(predict)
     predict.add_argument(
         "--optimizer",
         choices=("sgd", "adam", "adamw"),
