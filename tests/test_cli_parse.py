@@ -111,7 +111,8 @@ def test_parse_takes_json_before_the_script_and_shows_values_as_written() -> Non
 
 def test_the_commands_that_print_data_take_json() -> None:
     """``--json`` where a command prints data (before: sandbox status/up, models train, history train,
-    profile, and recommend before its script refused it)."""
+    profile, bench plan/run/submit/ingest, comm measure/ingest/show, and recommend before its script
+    refused it)."""
     from advisor.cli import _parser
 
     settings = load_settings({}, None)
@@ -131,6 +132,13 @@ def test_the_commands_that_print_data_take_json() -> None:
         ["history", "evaluate", "--json"],
         ["profile", "resnet18", "--batch-size=8", "--partition=t4", "--json"],
         ["inspect", "resnet18", "--json"],
+        ["bench", "plan", "--json"],
+        ["bench", "run", "--quick", "--json"],
+        ["bench", "submit", "--json"],
+        ["bench", "ingest", "results.jsonl", "--json"],
+        ["comm", "measure", "--json"],
+        ["comm", "ingest", "results.jsonl", "--json"],
+        ["comm", "show", "--json"],
     ):
         assert _parser(settings, words[0]).parse_args(words).json is True, words
 

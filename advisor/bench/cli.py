@@ -7,25 +7,33 @@ torch is imported only by the commands that measure or plan (introspecting the z
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import json
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
+from advisor import readable
 from advisor.argtypes import input_shape
 from advisor.bench.architectures import Architectures, plan_tonight
-from advisor.bench.measuring import Night, Watch
 from advisor.bench.night import Tonight, architecture_night, describe_night
 from advisor.bench.plan import Plan, add_plan_choice, loader_workers
 from advisor.bench.plan_rows import describe
 from advisor.bench.results import read_jsonl
 from advisor.bench.submit import BenchRequest, run_night
+from advisor.bench.watching import measured_json, progress_on, said_measured, said_submitted
 from advisor.introspect import LayerTable
 from advisor.settings.validated import Settings
 from advisor.slurm.client import SlurmClient
 from advisor.store import Store
+
+if TYPE_CHECKING:
+    from advisor.bench.run import RunSummary
 
 _WHOLE_STEP_BATCH = 64
 
@@ -53,6 +61,7 @@ def _add_plan(actions: argparse._SubParsersAction[argparse.ArgumentParser], sett
     )
     plan.add_argument("--budget-minutes", type=float, default=settings.bench.budget_minutes)
     plan.add_argument("--db", type=Path, default=settings.database)
+    _add_json(plan)
     plan.set_defaults(handler=_plan)
 
 
@@ -90,6 +99,7 @@ def _add_run(actions: argparse._SubParsersAction[argparse.ArgumentParser], setti
     run.add_argument("--partition", help="recorded in the fingerprint")
     run.add_argument("--out", type=Path, help="JSON-lines results file (default: in the state folder)")
     run.add_argument("--db", type=Path, default=settings.database)
+    _add_json(run)
     run.set_defaults(handler=_run)
 
 
@@ -114,6 +124,7 @@ def _add_submit(actions: argparse._SubParsersAction[argparse.ArgumentParser], se
         help="measure on the CPU even on GPU partitions (a cluster whose GPUs are not real: the sandbox)",
     )
     submit.add_argument("--db", type=Path, default=settings.database)
+    _add_json(submit)
     submit.set_defaults(handler=_submit)
 
 
@@ -121,7 +132,12 @@ def _add_ingest(actions: argparse._SubParsersAction[argparse.ArgumentParser], se
     ingest = actions.add_parser("ingest", help="store results files (again: ingestion is idempotent)")
     ingest.add_argument("files", type=Path, nargs="+")
     ingest.add_argument("--db", type=Path, default=settings.database)
+    _add_json(ingest)
     ingest.set_defaults(handler=_ingest)
+
+
+def _add_json(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--json", action="store_true", help="what it printed, as JSON")
 
 
 def _plan(args: argparse.Namespace, console: Console) -> int:
@@ -129,14 +145,23 @@ def _plan(args: argparse.Namespace, console: Console) -> int:
     from advisor.bench.tables import zoo_table
 
     profile = DeviceProfile.assumed(args.device)
+    if not (args.quick or args.check or args.grid):
+        night = _night(args)
+        if args.json:
+            print(_night_json(night))
+        else:
+            _show_night(console, night)
+        return 0
     if args.quick:
-        _show_plan(console, quick_plan(zoo_table, profile), f"quick plan on {args.device}")
+        plan, title = quick_plan(zoo_table, profile), f"quick plan on {args.device}"
     elif args.check:
-        _show_plan(console, check_plan(profile, zoo_table), f"check plan on {args.device}")
-    elif args.grid:
-        _show_plan(console, full_plan(profile, zoo_table), f"nightly grid on {args.device}")
+        plan, title = check_plan(profile, zoo_table), f"check plan on {args.device}"
     else:
-        _show_night(console, _night(args))
+        plan, title = full_plan(profile, zoo_table), f"nightly grid on {args.device}"
+    if args.json:
+        print(_plan_json(plan, title))
+    else:
+        _show_plan(console, plan, title)
     return 0
 
 
@@ -146,6 +171,27 @@ def _night(args: argparse.Namespace) -> Tonight:
     workers = loader_workers(args.settings.bench.cpus_per_job)
     budget_s, now = args.budget_minutes * 60, datetime.now(UTC)
     return plan_tonight(store, args.partition, args.device, budget_s, now, workers=workers)
+
+
+def _plan_json(plan: Plan, title: str) -> str:
+    rows = [row.model_dump(mode="json") for row in describe(plan)]
+    answer = {"plan": title, "rows": rows, "measurements": len(plan.items), "estimate_s": plan.estimate_s}
+    return json.dumps(answer, indent=2)
+
+
+def _night_json(night: Tonight) -> str:
+    return json.dumps(
+        {
+            "machine": night.machine,
+            "rows": [row.model_dump(mode="json") for row in describe_night(night)],
+            "measurements": len(night.entries),
+            "estimate_s": night.estimate_s,
+            "budget_s": night.budget_s,
+            "grid_covered": night.covered,
+            "grid_items": night.grid_items,
+        },
+        indent=2,
+    )
 
 
 def _show_plan(console: Console, plan: Plan, title: str) -> None:
@@ -161,10 +207,12 @@ def _show_plan(console: Console, plan: Plan, title: str) -> None:
             ", ".join(map(str, row.sizes)),
             ", ".join(map(str, row.batches)),
             ", ".join(row.settings) or "-",
-            _minutes(row.estimate_s),
+            readable.duration(row.estimate_s),
         )
     console.print(table)
-    console.print(f"{len(plan.items)} measurements, estimated {_minutes(plan.estimate_s)}", highlight=False)
+    console.print(
+        f"{len(plan.items)} measurements, estimated {readable.duration(plan.estimate_s)}", highlight=False
+    )
 
 
 def _show_night(console: Console, night: Tonight) -> None:
@@ -179,21 +227,19 @@ def _show_night(console: Console, night: Tonight) -> None:
             str(row.items),
             _subjects(row.subjects),
             ", ".join(map(str, row.batches)),
-            _minutes(row.estimate_s),
+            readable.duration(row.estimate_s),
         )
     console.print(table)
     share = night.covered / night.grid_items if night.grid_items else 0.0
     console.print(
-        f"{len(night.entries)} measurements, estimated {_minutes(night.estimate_s)} of the "
-        f"{_minutes(night.budget_s)} budget\nthe nightly grid: {night.covered} of its {night.grid_items} "
-        f"measurements made on earlier nights ({share:.0%})",
+        f"{len(night.entries)} measurements, estimated {readable.duration(night.estimate_s)} of the "
+        f"{readable.duration(night.budget_s)} budget\nthe nightly grid: {night.covered} of its "
+        f"{night.grid_items} measurements made on earlier nights ({share:.0%})",
         highlight=False,
     )
 
 
 def _run(args: argparse.Namespace, console: Console) -> int:
-    from advisor.bench import job
-
     now = datetime.now(UTC)
     out = args.out or args.settings.bench_dir / f"run-{now:%Y%m%dT%H%M%S}.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -216,22 +262,36 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         plan_file.write_text(night.model_dump_json(), encoding="utf-8")
         words += ["--plan", str(plan_file), "--allow-factories"]
         console.print(
-            f"{table.reference}: {len(night.entries)} measurements, estimated {_minutes(night.estimate_s)}",
+            f"{table.reference}: {len(night.entries)} measurements, "
+            f"estimated {readable.duration(night.estimate_s)}",
             highlight=False,
         )
     if args.budget_minutes is not None:
         words += ["--budget-minutes", str(args.budget_minutes)]
     if args.partition:
         words += ["--partition", args.partition]
-    if job.main(words) != 0:
+    summary = _measured_here(words)
+    if summary is None:
         return 2
     store = Store.open(args.db)
     if table is not None:
         # Training finds the factory's table here: it cannot import the factory itself.
         Architectures(store).record(table, now, requested=False)
     stored = store.ingest(read_jsonl(out))
-    console.print(f"{stored} new rows in {args.db} (results in {out})", highlight=False)
+    _said_stored(args, console, stored, out, summary)
     return 0
+
+
+def _measured_here(words: list[str]) -> RunSummary | None:
+    """The benchmark job (`advisor.bench.job`) in this process, its summary read from what it prints, to
+    be said with the rest; None where it failed (it said why on stderr)."""
+    from advisor.bench import job
+    from advisor.bench.run import RunSummary
+
+    said = io.StringIO()
+    with contextlib.redirect_stdout(said):
+        code = job.main(words)
+    return RunSummary.model_validate_json(said.getvalue().splitlines()[-1]) if code == 0 else None
 
 
 def _architecture_table(args: argparse.Namespace) -> LayerTable | None:
@@ -290,36 +350,49 @@ def _submit(args: argparse.Namespace, console: Console) -> int:
         site=args.settings.bench.model_copy(update={"cpu_only": args.cpu_only}),
     )
     store, now = Store.open(args.db), datetime.now(UTC)
-    measured = run_night(
-        client, store, partitions, request, now, Watch(submitted=lambda night: _submitted(console, night))
-    )
-    for bench_job in measured.night.jobs:
-        state = measured.states[bench_job.job_id]
-        shown = "cancelled at the window's end" if bench_job.job_id in measured.cancelled else state
-        console.print(f"{bench_job.partition}: job {bench_job.job_id}: {shown}", highlight=False)
-    console.print(f"{measured.stored} new rows in {args.db}", highlight=False)
+    with progress_on(
+        Console(stderr=True), "the benchmarks", said_submitted(console, "benchmarked", args.json)
+    ) as watch:
+        measured = run_night(client, store, partitions, request, now, watch)
+    if args.json:
+        print(measured_json(measured, args.db))
+    else:
+        said_measured(console, measured, args.db)
     return 1 if measured.failed else 0
-
-
-def _submitted(console: Console, night: Night) -> None:
-    for bench_job in night.jobs:
-        console.print(f"{bench_job.partition}: job {bench_job.job_id}", highlight=False)
-    for name, why in night.refused.items():
-        console.print(f"{name}: not benchmarked, Slurm refused the job: {why}", highlight=False)
 
 
 def _ingest(args: argparse.Namespace, console: Console) -> int:
     store = Store.open(args.db)
     stored = store.ingest(line for path in args.files for line in read_jsonl(path))
-    console.print(f"{stored} new rows in {args.db}", highlight=False)
+    _said_stored(args, console, stored)
     return 0
+
+
+def _said_stored(
+    args: argparse.Namespace,
+    console: Console,
+    stored: int,
+    results: Path | None = None,
+    run: RunSummary | None = None,
+) -> None:
+    """The rows a command stored, with where they came from (and how its run went), as lines or JSON."""
+    if args.json:
+        files = [str(results)] if results is not None else [str(path) for path in args.files]
+        answer = {"stored": stored, "db": str(args.db), "results": files}
+        print(json.dumps(answer | ({} if run is None else {"run": run.model_dump(mode="json")}), indent=2))
+        return
+    if run is not None:
+        skipped = run.skipped_budget + run.skipped_series
+        console.print(
+            f"measured {run.measured} of {run.planned} in {readable.duration(run.elapsed_s)}: "
+            f"{run.did_not_fit} did not fit, {skipped} skipped, {run.failed} failed",
+            highlight=False,
+        )
+    where = "" if results is None else f" (results in {results})"
+    console.print(f"{stored} new rows in {args.db}{where}", highlight=False)
 
 
 def _subjects(subjects: tuple[str, ...], shown: int = 3) -> str:
     if len(subjects) <= shown + 1:
         return ", ".join(subjects)
     return f"{', '.join(subjects[:shown])} and {len(subjects) - shown} more"
-
-
-def _minutes(seconds: float) -> str:
-    return f"{seconds / 60:.1f} min"

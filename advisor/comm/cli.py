@@ -4,6 +4,7 @@ nodes, stored, and shown as the links the recommender predicts with (scipy loads
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
 from collections.abc import Sequence
@@ -13,8 +14,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from advisor import readable, terminal
 from advisor.bench.measuring import BenchJob, JobToSubmit, finish_jobs, submit_jobs
 from advisor.bench.submit import device_kind
+from advisor.bench.watching import measured_json, progress_on, said_measured, said_submitted
 from advisor.settings.validated import BenchSettings, Settings
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.models import Partition
@@ -67,6 +70,8 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
     show.add_argument("--partition", action="append", help="repeatable; default: every partition")
     show.add_argument("--db", type=Path, default=settings.database)
     show.set_defaults(handler=_show)
+    for command in (measure, ingest, show):
+        command.add_argument("--json", action="store_true", help="what it printed, as JSON")
 
 
 def communicates(partition: Partition, nodes: int, site: BenchSettings) -> bool:
@@ -115,20 +120,21 @@ def _measure(args: argparse.Namespace, console: Console) -> int:
         return 1
     args.results_dir.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
-    night = submit_jobs(client, [_job(args, known[name], site, stamp) for name in names])
-    for name, why in night.refused.items():
-        console.print(f"{name}: not measured, Slurm refused the job: {why}", highlight=False)
-    for job in night.jobs:
-        console.print(f"{job.partition}: job {job.job_id}", highlight=False)
     rows = CommunicationRows(Store.open(args.db))
 
     def ingest(jobs: Sequence[BenchJob]) -> int:
         return sum(rows.ingest(read_comm_lines(job.results)) for job in jobs if job.results.exists())
 
-    measured = finish_jobs(client, night, timedelta(minutes=args.minutes + 10), ingest)
-    for job in night.jobs:
-        console.print(f"{job.partition}: job {job.job_id}: {measured.states[job.job_id]}", highlight=False)
-    console.print(f"{measured.stored} rows in {args.db}", highlight=False)
+    with progress_on(
+        Console(stderr=True), "the all-reduces", said_submitted(console, "measured", args.json)
+    ) as watch:
+        night = submit_jobs(client, [_job(args, known[name], site, stamp) for name in names])
+        watch.submitted(night)
+        measured = finish_jobs(client, night, timedelta(minutes=args.minutes + 10), ingest, watch)
+    if args.json:
+        print(measured_json(measured, args.db))
+    else:
+        said_measured(console, measured, args.db)
     return 1 if measured.failed else 0
 
 
@@ -154,7 +160,10 @@ def _ingest(args: argparse.Namespace, console: Console) -> int:
     except ValueError as error:
         console.print(f"advisor: error: {error}", highlight=False)
         return 1
-    console.print(f"{stored} rows in {args.db}", highlight=False)
+    if args.json:
+        print(json.dumps({"stored": stored, "db": str(args.db), "results": [str(p) for p in args.files]}))
+    else:
+        console.print(f"{stored} new rows in {args.db}", highlight=False)
     return 0
 
 
@@ -163,17 +172,19 @@ def _show(args: argparse.Namespace, console: Console) -> int:
 
     store = Store.open(args.db)
     rows = CommunicationRows(store)
-    names = args.partition or rows.partitions()
+    found = {name: rows.communication(name) for name in args.partition or rows.partitions()}
+    if args.json:
+        print(json.dumps({name: link.model_dump(mode="json") for name, link in found.items()}, indent=2))
+        return 0
     table = Table(title="communication per partition")
     for header in ("partition", "source", "within a node", "across nodes", "overlap"):
         table.add_column(header)
-    for name in names:
-        found = rows.communication(name)
-        source = "measured" if found.measured else "default (never measured)"
+    for name, communication in found.items():
+        source = "measured" if communication.measured else "default (never measured)"
         within, across = (
-            f"{link.latency_s * 1e6:.0f} us + {link.bus_bytes_s / 1e9:.2f} GB/s bus"
-            for link in (found.node, found.network)
+            f"{readable.short_time(link.latency_s)} + {link.bus_bytes_s / 1e9:.2f} GB/s bus"
+            for link in (communication.node, communication.network)
         )
-        table.add_row(name, source, within, across, f"{found.overlap:.2f}")
-    console.print(table)
+        table.add_row(name, source, within, across, readable.value(communication.overlap))
+    terminal.show(table, console)
     return 0
