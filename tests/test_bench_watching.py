@@ -89,3 +89,24 @@ def test_bench_ingest_plan_and_comm_show_say_it_as_json(
     assert main(["comm", "show", "--partition=a100", *db, "--json"]) == 0
     (link,) = json.loads(capsys.readouterr().out).values()
     assert link["measured"] is False and link["node"]["bus_bytes_s"] > 0
+
+
+def test_bench_run_json_is_the_only_thing_on_stdout_and_counts_what_it_stored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: the job's raw summary JSON, then a line, and no --json."""
+    run = [
+        "bench",
+        "run",
+        "--architecture=tests.factories.cnn:build",
+        "--input-shape=3,16,16",
+        "--layers-only",
+    ]
+    run += ["--budget-minutes=0.02", "--out", str(tmp_path / "run.jsonl"), "--db", str(tmp_path / "a.db")]
+    assert main([*run, "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    summary = answer["run"]
+    assert answer["stored"] == summary["measured"] > 0 and answer["results"] == [str(tmp_path / "run.jsonl")]
+    assert summary["planned"] == sum(
+        summary[key] for key in summary if key not in ("run_id", "planned", "elapsed_s")
+    )

@@ -240,6 +240,7 @@ def _show_night(console: Console, night: Tonight) -> None:
 
 
 def _run(args: argparse.Namespace, console: Console) -> int:
+    console = Console(stderr=True) if args.json else console  # stdout: the JSON alone
     now = datetime.now(UTC)
     out = args.out or args.settings.bench_dir / f"run-{now:%Y%m%dT%H%M%S}.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
