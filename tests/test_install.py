@@ -306,7 +306,15 @@ def test_the_login_nodes_base_install_runs_every_user_command(install: Install) 
     conf.mkdir()
     installed = advisor("cli-filter", "install", "--slurm-conf-dir", str(conf))
     assert installed.returncode == 0, installed.stderr
-    assert str(client / "advisor-cli-filter") in (conf / "cli_filter.lua").read_text()
+    # The Lua starts the base install's helper bare (python -I -S), and it answers from there.
+    lua = (conf / "cli_filter.lua").read_text()
+    helper = re.search(r'^local HELPER = "(.*)"$', lua, flags=re.MULTILINE)
+    assert helper is not None and helper[1].startswith(f"{client / 'python'} -I -S -c "), lua
+    options = install.root / "options.json"
+    options.write_text(json.dumps({"argv": [str(EXAMPLES / "train-flag.sbatch")]}))
+    command = f"{helper[1]} pre {options}"
+    answered = subprocess.run(["/bin/sh", "-c", command], env=env, capture_output=True, text=True, timeout=60)
+    assert answered.stdout == "#end\n" and "did not answer" in answered.stderr, answered.stderr
     # A command of the service's says so, alone, whatever words it is given.
     for words in (("bench", "--help"), ("daemon",), ("report", "--json")):
         refused = advisor(*words)
