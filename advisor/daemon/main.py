@@ -276,25 +276,15 @@ class _Retrainer:
         self.seen: int | None = None
 
     def __call__(self) -> None:
-        from advisor.bench.architectures import measured_tables
-        from advisor.predict.machine import NotEnoughDataError
-        from advisor.predict.registry import machines, train_machine
+        from advisor.predict.retrain import retrain_all
 
         store = Store.open(self.database)
         rows = store.count()
         if self.seen is not None and rows > self.seen:
-            for machine in machines(store):
-                try:
-                    trained = train_machine(
-                        store,
-                        machine,
-                        self.models_dir,
-                        measured_tables(store),
-                        max_worse_mape=self.max_worse_mape,
-                    )
-                except NotEnoughDataError as error:
-                    log.warning("%s", error)
+            for outcome in retrain_all(store, self.models_dir, self.max_worse_mape):
+                if outcome.trained is None:
+                    log.warning("%s", outcome.error)
                     continue
-                verb = "activated" if trained.activated else "held back by the quality gate"
-                log.info("retrained %s: version %d, %s", machine, trained.version, verb)
+                verb = "activated" if outcome.trained.activated else "held back by the quality gate"
+                log.info("retrained %s: version %d, %s", outcome.machine, outcome.trained.version, verb)
         self.seen = rows
