@@ -6,7 +6,7 @@
 ``--max_steps``, the sequence length (``--block_size``, ``--max_seq_length``, ``--max_length``,
 ``--max_source_length``), ``--bf16``/``--fp16`` (or accelerate's ``mixed_precision``, DeepSpeed's
 ``bf16.enabled``), ``--gradient_checkpointing``, ``--use_peft``/``--lora_r``/``--lora_target_modules``,
-ZeRO's stage, ``--optim`` (AdamW unless named); the task from
+ZeRO's stage (FSDP's sharding as the stage it matches), ``--optim`` (AdamW unless named); the task from
 the program (``run_clm`` causal LM, ``run_mlm`` masked LM, ``run_glue`` classification,
 ``run_translation`` seq2seq, ``trl sft`` causal LM). ``lightning``: ``--model.*``, ``--data.batch_size``,
 ``--trainer.max_steps``/``max_epochs``, ``--trainer.precision``, ``--trainer.accumulate_grad_batches``,
@@ -154,8 +154,10 @@ def _common(
 def _settings(flags: Mapping[str, str], amp: bool, accumulation: str) -> dict[str, Any]:
     """What the script fixes for itself (it follows its own flags, not the advice's variables)."""
     peft = flags.get("use-peft", "false").lower() not in _FALSE or "lora-r" in flags
-    stage = flags.get("deepspeed.zero-optimization.stage") or flags.get(
-        "accelerate.deepspeed-config.zero-stage"
+    stage = (
+        flags.get("deepspeed.zero-optimization.stage")
+        or flags.get("accelerate.deepspeed-config.zero-stage")
+        or _fsdp_stage(flags)
     )
     checkpointing = flags.get("gradient-checkpointing", "false").lower() not in _FALSE
     settings: dict[str, Any] = {"gradient_checkpointing": checkpointing}
@@ -167,6 +169,22 @@ def _settings(flags: Mapping[str, str], amp: bool, accumulation: str) -> dict[st
         settings["zero_stage"] = stage
     own = {"own_amp": amp, "own_accumulation": accumulation}
     return settings | own | {"allow_amp": False, "allow_grad_accum": False, "follows_advice": False}
+
+
+_FSDP_STAGES = {"full-shard": "3", "1": "3", "shard-grad-op": "2", "2": "2", "no-shard": "0", "3": "0"}
+"""FSDP's sharding strategies (by name, or accelerate's number) as the ZeRO stage that shards the same state.
+Hybrid sharding (within a node only) is not read: counting all the job's devices would overstate it."""
+
+
+def _fsdp_stage(flags: Mapping[str, str]) -> str | None:
+    """HF Trainer's ``--fsdp "full_shard auto_wrap"``, else accelerate's ``fsdp_config`` (its strategy;
+    FULL_SHARD, accelerate's default, where an FSDP file names none)."""
+    strategy = flags.get("accelerate.fsdp-config.fsdp-sharding-strategy")
+    if strategy is None and flags.get("accelerate.distributed-type", "").upper() == "FSDP":
+        strategy = "full-shard"
+    words = [*flags.get("fsdp", "").split(), strategy or ""]
+    found = [_FSDP_STAGES.get(word.strip().lower().replace("_", "-")) for word in words]
+    return next((stage for stage in found if stage is not None), None)
 
 
 def _length(
