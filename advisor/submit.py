@@ -30,9 +30,8 @@ import os
 import subprocess
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from advisor import __version__
 from advisor.jobscript.advisor_words import split_command_line
@@ -40,7 +39,6 @@ from advisor.jobscript.errors import ScriptError
 from advisor.jobscript.lexer import MAX_SCRIPT_BYTES, STDIN
 from advisor.jobscript.options import parse_options, script_arguments
 from advisor.submit_ask import WRAP, Answer, advise, ask, batch_flag, kill_warnings, reason
-from advisor.submit_ask import trusted_uids as trusted_uids  # advisor.web.daemon's import
 from advisor.submit_guard import SbatchCall, UserJob, added_words, sanitized
 
 OURS = ("--dry-run", "--json", "--yes", "--no-rewrite", "--explain")
@@ -80,8 +78,7 @@ WRAPPED = "ADVISOR_WRAPPED"
 (`advisor.cli_filter`), so a job is never advised twice."""
 
 
-@dataclass(frozen=True)
-class Flags:
+class Flags(NamedTuple):
     dry_run: bool = False
     json: bool = False
     yes: bool = False
@@ -123,7 +120,7 @@ def _main(words: list[str]) -> int:
     if "usage" in names:  # sbatch's own: it prints and submits nothing
         return _sbatch(_dry(SbatchCall(argv=rest), flags), capture=False).returncode
     if "test-only" in names:  # sbatch's own dry run: advised as one, never submitted
-        flags = replace(flags, dry_run=True)
+        flags = flags._replace(dry_run=True)
     wrap = next((option.value for option in reversed(options) if option.name == "wrap"), None)
     script = None
     if wrap is not None and not operands:  # sbatch's own script for a --wrap command
@@ -286,7 +283,7 @@ def _finish(job: UserJob, submission: SbatchCall, flags: Flags, response: Answer
 
 
 def _dry(submission: SbatchCall, flags: Flags) -> SbatchCall:
-    return replace(submission, argv=["--test-only", *submission.argv]) if flags.dry_run else submission
+    return submission._replace(argv=["--test-only", *submission.argv]) if flags.dry_run else submission
 
 
 def _sbatch(submission: SbatchCall, capture: bool) -> subprocess.CompletedProcess[str]:

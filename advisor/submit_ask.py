@@ -12,8 +12,7 @@ import contextlib
 import json
 import os
 import pwd
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from advisor.daemon.transport import DaemonRefused, DaemonUnreachable, Service, call
 from advisor.jobscript.advisor_words import description_values
@@ -29,8 +28,7 @@ class AdvisorUnavailable(RuntimeError):
     """Anything that keeps the advice from arriving; the job then goes to sbatch unchanged."""
 
 
-@dataclass(frozen=True)
-class Answer:
+class Answer(NamedTuple):
     """The daemon's answer: the request id to report the job under, the checked submission, the whole body."""
 
     request_id: str

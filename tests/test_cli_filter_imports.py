@@ -25,13 +25,16 @@ NOT_IN_THE_HELPER = (
     "email",
     "subprocess",
     "tempfile",
+    "dataclasses",
+    "inspect",
     "advisor.submit",
     "advisor.factory_table",
     "advisor.daemon.munge",
 )
 """The models' and the tables' packages, the service's, argparse (only `cli-filter install` parses),
 http.client and what it loads (ssl, email: the transport speaks HTTP itself), tempfile (importlib.resources
-loads it: package data is not read here), and subprocess with the modules that need it: advise-submit's
+loads it: package data is not read here), dataclasses and the inspect it loads (the records on this path
+are NamedTuples), and subprocess with the modules that need it: advise-submit's
 own (sbatch), the factory child's, MUNGE's (the service over TCP)."""
 
 
