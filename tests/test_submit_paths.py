@@ -140,7 +140,10 @@ def test_an_array_says_what_was_done_with_it(
 ) -> None:
     said = _said_once(submit(daemon, tmp_path, "--array=0-1", name="array"))
     assert re.match(r"advise-submit: (applied|kept as written): \S", said), said
-    assert jobs_named(local_slurm, "array") == ["a100"], "one array, submitted once"
+    # Once its tasks start, squeue lists each task apart: one array is one array job id.
+    tasks = [job for job in local_slurm.jobs() if job.name == "array"]
+    assert {job.array_job_id or job.job_id for job in tasks} == {tasks[0].array_job_id}, "submitted once"
+    assert {job.partition for job in tasks} == {"a100"}
 
 
 def _terminal_session(tmp_path: Path, daemon: Daemon, name: str, answer: bytes) -> tuple[str, int]:
