@@ -16,8 +16,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from advisor.bench.measuring import wait_for_jobs  # noqa: E402
 from advisor.bench.results import read_jsonl  # noqa: E402 (after the path set-up)
-from advisor.bench.submit import BenchRequest, submit_benchmarks, wait_for_jobs  # noqa: E402
+from advisor.bench.submit import BenchRequest, submit_benchmarks  # noqa: E402
 from advisor.records import StepMeasurement  # noqa: E402
 from advisor.sandbox.cluster import Sandbox  # noqa: E402
 from advisor.sandbox.spec import load_spec  # noqa: E402

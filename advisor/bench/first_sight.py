@@ -16,10 +16,11 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from advisor.bench.architectures import Architectures, measured_geometries
+from advisor.bench.measuring import BenchJob
 from advisor.bench.night import SubmittedArchitecture, Tonight, architecture_night, step_batches
 from advisor.bench.plan import DeviceProfile, loader_workers, nightly_grid
 from advisor.bench.results import read_jsonl
-from advisor.bench.submit import BenchJob, BenchRequest, device_kind, submit_benchmarks
+from advisor.bench.submit import BenchRequest, device_kind, submit_benchmarks
 from advisor.bench.zoo import distinct_layers
 from advisor.policy.schema import FirstSightRules
 from advisor.settings.validated import BenchSettings

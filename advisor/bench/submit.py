@@ -14,9 +14,16 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from advisor.bench.architectures import plan_tonight
-from advisor.bench.measuring import UNWATCHED, JobToSubmit, Measured, Night, Watch, finish_jobs, submit_jobs
-from advisor.bench.measuring import BenchJob as BenchJob  # first_sight imports it from here, until it moves
-from advisor.bench.measuring import wait_for_jobs as wait_for_jobs  # benchmarks/sandbox_speed.py, likewise
+from advisor.bench.measuring import (
+    UNWATCHED,
+    BenchJob,
+    JobToSubmit,
+    Measured,
+    Night,
+    Watch,
+    finish_jobs,
+    submit_jobs,
+)
 from advisor.bench.night import Tonight
 from advisor.bench.plan import DeviceKind, loader_workers
 from advisor.bench.results import read_jsonl
