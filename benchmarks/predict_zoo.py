@@ -36,7 +36,7 @@ import torch
 
 from advisor.bench.plan import DeviceProfile, build_plan, nightly_grid
 from advisor.bench.results import jsonl_sink, read_jsonl
-from advisor.bench.run import run_plan, terminal_reporter
+from advisor.bench.run import RunOn, run_plan, terminal_reporter
 from advisor.bench.tables import zoo_table
 from advisor.store import Store
 
@@ -108,8 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with terminal_reporter(len(plan.items), sys.stderr) as progress:
             summary = run_plan(
                 plan,
-                device=torch.device("cpu"),
-                partition="cpu",
+                RunOn(torch.device("cpu"), "cpu"),
                 budget_s=args.budget_minutes * 60,
                 sink=jsonl_sink(args.out),
                 progress=progress,

@@ -17,7 +17,7 @@ import pytest
 from advisor.bench.night import NightItem
 from advisor.bench.plan import Phase, Plan, PlanItem
 from advisor.bench.results import read_jsonl
-from advisor.bench.run import Event, run_plan
+from advisor.bench.run import Clocks, Event, RunOn, run_plan
 from advisor.records import LayerConfig, ResultLine, StepMeasurement
 
 from .bench_support import CPU, TINY, one_thread  # noqa: F401 (an autouse fixture)
@@ -37,12 +37,11 @@ def test_each_result_reaches_the_sink_at_once() -> None:
     when = datetime(2026, 12, 1, 3, tzinfo=UTC)
     summary = run_plan(
         _plan(2),
-        device=CPU,
-        partition="p",
+        RunOn(CPU, "p"),
         budget_s=600,
         sink=lines.append,
-        now=lambda: when,
         progress=events.append,
+        clocks=Clocks(dates=lambda: when),
     )
     assert summary.measured == 1 and len(lines) == 1
     assert lines[0].fingerprint.partition == "p" and lines[0].run_id == summary.run_id
@@ -53,7 +52,7 @@ def test_each_result_reaches_the_sink_at_once() -> None:
 def test_larger_batches_of_a_series_are_skipped_once_one_does_not_fit() -> None:
     lines: list[ResultLine] = []
     summary = run_plan(
-        _plan(2, 4, 8), device=CPU, partition=None, budget_s=600, sink=lines.append, memory_limit_bytes=1
+        _plan(2, 4, 8), RunOn(CPU, None, memory_limit_bytes=1), budget_s=600, sink=lines.append
     )
     assert (summary.did_not_fit, summary.skipped_series) == (1, 2)
     assert [line.measurement.fits for line in lines] == [False]
@@ -63,11 +62,10 @@ def test_items_whose_estimate_exceeds_the_remaining_budget_are_skipped() -> None
     ticks: Iterator[float] = iter(range(0, 1000, 10))
     summary = run_plan(
         _plan(2, 4, estimate_s=50),
-        device=CPU,
-        partition=None,
+        RunOn(CPU, None),
         budget_s=30,
         sink=lambda _line: None,
-        clock=lambda: float(next(ticks)),
+        clocks=Clocks(budget=lambda: float(next(ticks))),
     )
     assert summary.skipped_budget == 2 and summary.measured == 0
 

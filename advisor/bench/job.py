@@ -27,7 +27,7 @@ from advisor.bench.plan import (
     quick_plan,
 )
 from advisor.bench.results import jsonl_sink
-from advisor.bench.run import run_plan, terminal_reporter
+from advisor.bench.run import RunOn, run_plan, terminal_reporter
 from advisor.bench.tables import zoo_table
 from advisor.introspect.table_cache import keep_tables_in
 from advisor.settings import SettingsError, load_settings
@@ -65,16 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         plan = plan.first(args.plan_limit)
     minutes = args.budget_minutes or default
     with terminal_reporter(len(plan.items), sys.stderr) as progress:
-        summary = run_plan(
-            plan,
-            device=device,
-            partition=args.partition,
-            budget_s=minutes * 60,
-            sink=jsonl_sink(args.out),
-            progress=progress,
-            memory_limit_bytes=limit,
-            allow_factories=args.allow_factories,
-        )
+        on = RunOn(device, args.partition, memory_limit_bytes=limit, allow_factories=args.allow_factories)
+        summary = run_plan(plan, on, budget_s=minutes * 60, sink=jsonl_sink(args.out), progress=progress)
     print(summary.model_dump_json())
     return 0
 

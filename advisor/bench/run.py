@@ -60,28 +60,44 @@ class RunSummary(BaseModel):
     elapsed_s: float
 
 
+@dataclass(frozen=True)
+class RunOn:
+    """Where a plan's items are measured: the device, the partition its fingerprint records, a memory cap
+    (CPUs have none of their own), and whether a factory's model may be imported (only in a job the user's
+    own process started)."""
+
+    device: torch.device
+    partition: str | None
+    memory_limit_bytes: int | None = None
+    allow_factories: bool = False
+
+
+@dataclass(frozen=True)
+class Clocks:
+    """``budget`` times the budget, ``dates`` dates each result: apart, so that a test sets either."""
+
+    budget: Callable[[], float] = time.monotonic
+    dates: Callable[[], datetime] = lambda: datetime.now(UTC)
+
+
 def run_plan(
     plan: Plan,
+    on: RunOn,
     *,
-    device: torch.device,
-    partition: str | None,
     budget_s: float,
     sink: Sink,
-    clock: Callable[[], float] = time.monotonic,
-    now: Callable[[], datetime] = lambda: datetime.now(UTC),
     progress: Reporter | None = None,
-    memory_limit_bytes: int | None = None,
-    allow_factories: bool = False,
+    clocks: Clocks = Clocks(),
 ) -> RunSummary:
-    """Measures the plan's items in order while the budget lasts (``clock`` times the budget, ``now`` dates
-    each result).
+    """Measures the plan's items in order while the budget lasts.
 
     An item whose estimate exceeds what is left is skipped (a later, cheaper one may still fit). Once a
     batch of a series (a configuration but for its batch) does not fit, larger batches of it are skipped.
     Errors other than running out of memory are reported and the run goes on: one broken model must not
     cost a night.
     """
-    machine = fingerprint(partition)
+    clock, now = clocks.budget, clocks.dates
+    machine = fingerprint(on.partition)
     run_id = uuid.uuid4().hex
     report = progress or (lambda _event: None)
     start = clock()
@@ -98,7 +114,7 @@ def run_plan(
             status = "skipped: a smaller batch did not fit"
         else:
             try:
-                measurement = _measure(item, plan, device, memory_limit_bytes, allow_factories)
+                measurement = _measure(item, plan, on)
             except Exception as failure:
                 status, error = "failed", f"{type(failure).__name__}: {failure}"
             else:
@@ -128,15 +144,18 @@ def _summary(run_id: str, planned: int, counts: dict[str, int], elapsed_s: float
     )
 
 
-def _measure(
-    item: PlanItem, plan: Plan, device: torch.device, memory_limit_bytes: int | None, allow_factories: bool
-) -> StepMeasurement | LayerMeasurement:
+def _measure(item: PlanItem, plan: Plan, on: RunOn) -> StepMeasurement | LayerMeasurement:
     config = item.config
     if isinstance(config, StepConfig):
         return measure_step(
-            config, device, plan.steps, plan.warmup, memory_limit_bytes, allow_factories=allow_factories
+            config,
+            on.device,
+            plan.steps,
+            plan.warmup,
+            on.memory_limit_bytes,
+            allow_factories=on.allow_factories,
         )
-    return measure_layer(config, device, plan.repeats, plan.warmup)
+    return measure_layer(config, on.device, plan.repeats, plan.warmup)
 
 
 def describe_item(item: PlanItem) -> str:
