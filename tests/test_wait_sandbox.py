@@ -9,7 +9,7 @@ from advisor.sandbox.cluster import Sandbox
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.runner import LocalRunner
 from advisor.wait.collect import take_snapshot
-from advisor.wait.estimate import WaitRequest, estimate_waits
+from advisor.wait.estimate import QueueReading, WaitRequest, estimate_waits
 from advisor.wait.snapshot import SlotRequest
 
 SLEEP = "#!/bin/sh\nsleep 600\n"
@@ -57,7 +57,11 @@ def test_a_full_partition_waits_for_its_jobs_and_an_idle_one_starts_now(sandbox:
         # A script's own task layout gives way to the candidate's.
         scripted = candidate("a100", "#!/bin/sh\n#SBATCH --ntasks=4\n#SBATCH -N 2\ntrue\n")
         t4, a100, own = estimate_waits(
-            slurm, [candidate("t4"), candidate("a100"), scripted], now, predictions, history
+            [candidate("t4"), candidate("a100"), scripted],
+            now,
+            predictions,
+            history,
+            QueueReading.now(slurm, now),
         )
         assert own.slurm_error is None
         assert (a100.partition, a100.slurm_error, a100.advisor_wait_s) == ("a100", None, 0)

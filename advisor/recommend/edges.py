@@ -36,7 +36,7 @@ from advisor.recommend.screen import asked_partition
 from advisor.recommend.service import recommend
 from advisor.slurm.models import Partition
 from advisor.store import AdvisedJobs, Store
-from advisor.wait.estimate import PLACEHOLDER_SCRIPT, WaitRequest, estimate_waits
+from advisor.wait.estimate import PLACEHOLDER_SCRIPT, QueueReading, WaitRequest, estimate_waits
 from advisor.wait.snapshot import SlotRequest
 
 
@@ -227,15 +227,9 @@ def queue_waits(
     snapshot = cluster.snapshot(now)
     if run_history is not None:
         predicted = run_history.queue_runs(cluster.history(), snapshot) | predicted
+    queue = QueueReading(snapshot, lambda candidate: cluster.start_estimate(candidate, request.account))
     estimates = estimate_waits(
-        cluster.client,
-        _wait_requests(request, queries),
-        now,
-        predicted,
-        cluster.history(),
-        records=advised.wait_records(),
-        snapshot=snapshot,
-        start_estimate=lambda candidate: cluster.start_estimate(candidate, request.account),
+        _wait_requests(request, queries), now, predicted, cluster.history(), queue, advised.wait_records()
     )
     return [
         Waits(slurm_s=e.slurm_wait_s, advisor_s=e.advisor_wait_s, preferred=e.preferred) for e in estimates

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import datetime
 
 from pydantic import Field, field_validator
 
@@ -79,35 +80,39 @@ SlurmStart = Callable[[WaitRequest], tuple[datetime | None, str | None]]
 """Slurm's start estimate for one candidate, or why it has none."""
 
 
+@dataclass(frozen=True)
+class QueueReading:
+    """The queue as one estimate sees it: its snapshot, and Slurm's start answer for one candidate; the
+    daemon shares both between requests (`ClusterView`)."""
+
+    snapshot: QueueSnapshot
+    start_estimate: SlurmStart
+
+    @classmethod
+    def now(cls, client: SlurmClient, now: datetime) -> QueueReading:
+        """The queue read now, each candidate asked with ``--test-only``."""
+        return cls(take_snapshot(client, now), lambda candidate: ask_test_only(client, candidate))
+
+
 def estimate_waits(
-    client: SlurmClient,
     candidates: Sequence[WaitRequest],
     now: datetime,
     advisor_predictions: Mapping[int, float],
     history: Sequence[FinishedJob],
-    *,
+    queue: QueueReading,
     records: Sequence[WaitRecord] = (),
-    window: timedelta = BACKFILL_WINDOW,
-    snapshot: QueueSnapshot | None = None,
-    start_estimate: SlurmStart | None = None,
 ) -> list[WaitEstimate]:
     """One estimate per candidate, in order.
 
     ``advisor_predictions`` maps job ids the advisor advised to their predicted run time in seconds;
     ``history`` (finished jobs) calibrates everyone else's; ``records`` choose the preferred estimator.
-    ``snapshot`` and ``start_estimate`` let a caller share the queue and Slurm's answers between requests
-    (the daemon's `ClusterView`); by default the queue is read now and each candidate asked with
-    ``--test-only``.
     """
-    snapshot = snapshot or take_snapshot(client, now)
-    runtimes = estimate_runtimes(snapshot, now, historical_ratios(history), advisor_predictions)
+    runtimes = estimate_runtimes(queue.snapshot, now, historical_ratios(history), advisor_predictions)
     advisor_starts = predict_starts(
-        snapshot, runtimes, [candidate.request for candidate in candidates], now, window
+        queue.snapshot, runtimes, [candidate.request for candidate in candidates], now, BACKFILL_WINDOW
     )
     choice = preferred_estimators(records)
-    answers = slurm_start_estimates(
-        start_estimate or (lambda candidate: ask_test_only(client, candidate)), candidates
-    )
+    answers = slurm_start_estimates(queue.start_estimate, candidates)
     estimates: list[WaitEstimate] = []
     for candidate, advisor_start, (slurm_start, slurm_error) in zip(
         candidates, advisor_starts, answers, strict=True
