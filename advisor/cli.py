@@ -150,6 +150,19 @@ def _parser(settings: Settings, command: str | None = None) -> argparse.Argument
     )
     parser.set_defaults(settings=settings)
     commands = parser.add_subparsers(required=True, metavar="COMMAND", dest="command")
+    _add_sandbox(commands, settings)
+    _add_parse_and_inspect(commands)
+    for module_name, names in COMMAND_MODULES:
+        if command in names:
+            _add_module(commands, module_name, names, settings)
+        else:
+            for name in names:
+                commands.add_parser(name, help=SUMMARIES.get(name), add_help=False)
+    return parser
+
+
+def _add_sandbox(commands: argparse._SubParsersAction[argparse.ArgumentParser], settings: Settings) -> None:
+    """`advisor sandbox up|down|status`: the real Slurm cluster on this machine."""
     sandbox = commands.add_parser("sandbox", help="a real Slurm cluster on this machine")
     actions = sandbox.add_subparsers(required=True, metavar="ACTION")
     for name, handler, help_text in (
@@ -175,6 +188,10 @@ def _parser(settings: Settings, command: str | None = None) -> argparse.Argument
         if name != "down":
             action.add_argument("--json", action="store_true", help="the daemons and partitions as JSON")
         action.set_defaults(handler=handler)
+
+
+def _add_parse_and_inspect(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`advisor parse` and `advisor inspect`: both work without a daemon."""
     parse = commands.add_parser(
         "parse",
         help="show how a batch script and sbatch options are understood, without a daemon",
@@ -194,13 +211,6 @@ def _parser(settings: Settings, command: str | None = None) -> argparse.Argument
     argtypes.model_options(inspect)
     inspect.add_argument("--json", action="store_true", help="print the layer table as JSON")
     inspect.set_defaults(handler=_inspect)
-    for module_name, names in COMMAND_MODULES:
-        if command in names:
-            _add_module(commands, module_name, names, settings)
-        else:
-            for name in names:
-                commands.add_parser(name, help=SUMMARIES.get(name), add_help=False)
-    return parser
 
 
 def every_command(settings: Settings) -> argparse.ArgumentParser:
