@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from advisor.introspect import Layer, LayerKind, LayerTable, Scaling, TensorShape
-from advisor.introspect.table import Window
+from advisor.introspect.table import Probe, Window
 
 
 def fake_table(name: str, size: int) -> LayerTable:
@@ -37,4 +37,4 @@ def fake_table(name: str, size: int) -> LayerTable:
         bytes_written=Scaling(per_sample=40),
     )
     saved = Scaling(per_sample=8 * channels * size * size)
-    return LayerTable.build(name, {}, (3, size, size), (conv, linear), 37 * channels, saved)
+    return LayerTable.build(name, {}, (3, size, size), Probe((conv, linear), 37 * channels, saved))

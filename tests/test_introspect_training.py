@@ -18,7 +18,7 @@ from advisor.factory_table import training_of
 from advisor.introspect import Layer, LayerKind, LayerTable, Optimizer, Scaling, TensorShape
 from advisor.introspect.memory import MemoryEstimate, estimate_peak_memory
 from advisor.introspect.run import introspect
-from advisor.introspect.table import TrainingSettings
+from advisor.introspect.table import Probe, TrainingSettings
 from advisor.introspect.training import (
     adapter_parameters,
     kept_activation_bytes,
@@ -51,7 +51,7 @@ def _linear(index: int, name: str, d_in: int, d_out: int, rows: int = 1) -> Laye
 def _two_blocks() -> LayerTable:
     """Two blocks of one 10 -> 20 linear (2 rows a sample), then a 20 -> 5 head outside them."""
     layers = (_linear(0, "h.0.fc", 10, 20, 2), _linear(1, "h.1.fc", 10, 20, 2), _linear(2, "head", 20, 5, 2))
-    return LayerTable.build("lab.nets:two", {}, (3, 8, 8), layers, 500, Scaling(per_sample=1000))
+    return LayerTable.build("lab.nets:two", {}, (3, 8, 8), Probe(layers, 500, Scaling(per_sample=1000)))
 
 
 def test_lora_counted_by_hand() -> None:

@@ -8,7 +8,7 @@ import pytest
 from advisor.bench.night import architecture_night, step_measurable
 from advisor.bench.plan import DeviceProfile, nightly_grid
 from advisor.introspect import LayerTable
-from advisor.introspect.table import Task
+from advisor.introspect.table import Probe, Task
 from advisor.records import LayerConfig, StepConfig
 from tests.plan_support import fake_table
 
@@ -20,10 +20,8 @@ def _as(reference: str, sequence_length: int | None) -> LayerTable:
     image = fake_table("model", 32)
     totals = image.totals
     task = None if sequence_length is None else Task.CAUSAL_LM
-    return LayerTable.build(
-        reference, {}, image.input_shape, image.layers, totals.parameters,
-        totals.saved_activation_bytes, sequence_length, task,
-    )  # fmt: skip
+    probe = Probe(image.layers, totals.parameters, totals.saved_activation_bytes)
+    return LayerTable.build(reference, {}, image.input_shape, probe, sequence_length, task)
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import pytest
 
 from advisor.comm.sync import Communication, Link, Spread
 from advisor.introspect import Layer, LayerKind, LayerTable, Scaling, TensorShape
-from advisor.introspect.table import TrainingSettings
+from advisor.introspect.table import Probe, TrainingSettings
 from advisor.predict.service import Predictors
 from advisor.recommend.edges import StoredModels
 from advisor.store import Store
@@ -28,7 +28,7 @@ def _one_linear() -> LayerTable:
         parameters=200, forward_flops=Scaling(per_sample=flops), backward_flops=Scaling(per_sample=2 * flops),
         bytes_read=Scaling(), bytes_written=Scaling(),
     )  # fmt: skip
-    return LayerTable.build("lab.nets:one", {}, (3, 8, 8), (layer,), 200, Scaling(per_sample=80))
+    return LayerTable.build("lab.nets:one", {}, (3, 8, 8), Probe((layer,), 200, Scaling(per_sample=80)))
 
 
 LORA = TrainingSettings(lora_rank=2, lora_targets=("fc",))

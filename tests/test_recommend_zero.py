@@ -10,7 +10,7 @@ import pytest
 
 from advisor.comm.sync import Spread
 from advisor.introspect import Layer, LayerKind, LayerTable, Scaling, TensorShape
-from advisor.introspect.table import TrainingSettings
+from advisor.introspect.table import Probe, TrainingSettings
 from advisor.jobscript.advisor_lines import JobDescription
 from advisor.jobscript.request import build_request
 from advisor.policy.load import parse_policy
@@ -53,7 +53,7 @@ def _linears(depth: int, inputs: int, outputs: int) -> LayerTable:
     backward."""
     layers = tuple(_linear(i, inputs, outputs) for i in range(depth))
     saved = Scaling(per_sample=4 * inputs * depth)
-    return LayerTable.build("lab.nets:stack", {}, (3, 8, 8), layers, depth * inputs * outputs, saved)
+    return LayerTable.build("lab.nets:stack", {}, (3, 8, 8), Probe(layers, depth * inputs * outputs, saved))
 
 
 H100 = DeviceSpec(name="H100", flops=67e12, bandwidth=3.35e12, memory_bytes=80 * 10**9)

@@ -27,7 +27,7 @@ from advisor.introspect import batch, flops
 from advisor.introspect.attention import AttentionScope
 from advisor.introspect.errors import IntrospectionError
 from advisor.introspect.memo import MetaMemo, storage
-from advisor.introspect.table import Layer, LayerKind, Scaling, TensorShape, Window
+from advisor.introspect.table import Layer, LayerKind, Probe, Scaling, TensorShape, Window
 
 aten = torch.ops.aten
 _NORM_MODULES = re.compile(r"(RMS|Layer)Norm\d*$", re.IGNORECASE)
@@ -125,13 +125,6 @@ class RawLayer:
             bytes_read=self.bytes_read,
             bytes_written=self.bytes_written,
         )
-
-
-@dataclass(frozen=True)
-class Probe:
-    layers: tuple[Layer, ...]
-    parameters: int
-    saved_activation_bytes: Scaling
 
 
 def run_probe(

@@ -105,16 +105,7 @@ def _built(reference: str, kwargs_json: str, inputs: _Inputs, allow_factories: b
     except Exception as error:
         given = f"of {tokens} tokens" if tokens else "shape " + "x".join(map(str, inputs.shape))
         raise IntrospectionError(f"{reference!r} rejects input {given}: {summary(error)}") from error
-    return LayerTable.build(
-        reference,
-        kwargs,
-        inputs.shape,
-        probe.layers,
-        probe.parameters,
-        probe.saved_activation_bytes,
-        tokens,
-        task,
-    )
+    return LayerTable.build(reference, kwargs, inputs.shape, probe, tokens, task)
 
 
 def clear_cache() -> None:

@@ -212,6 +212,15 @@ def architecture_hash(
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+@dataclass(frozen=True)
+class Probe:
+    """What one recorded training step found: its layers, the model's parameters and saved activations."""
+
+    layers: tuple[Layer, ...]
+    parameters: int
+    saved_activation_bytes: Scaling
+
+
 class LayerTable(Frozen):
     """Every executed leaf operation of one model at one input shape, with totals and a hash to check them."""
 
@@ -234,12 +243,11 @@ class LayerTable(Frozen):
         reference: str,
         model_kwargs: dict[str, JsonValue],
         input_shape: tuple[int, int, int],
-        layers: tuple[Layer, ...],
-        parameters: int,
-        saved_activation_bytes: Scaling,
+        probe: Probe,
         sequence_length: int | None = None,
         task: Task | None = None,
     ) -> LayerTable:
+        layers = probe.layers
         return cls(
             reference=reference,
             model_kwargs=model_kwargs,
@@ -247,7 +255,7 @@ class LayerTable(Frozen):
             sequence_length=sequence_length,
             task=task,
             layers=layers,
-            totals=Totals.of(layers, parameters, saved_activation_bytes),
+            totals=Totals.of(layers, probe.parameters, probe.saved_activation_bytes),
             architecture_hash=architecture_hash(input_shape, layers, _tokens(sequence_length, task)),
         )
 
