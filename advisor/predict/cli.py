@@ -27,6 +27,12 @@ if TYPE_CHECKING:
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], settings: Settings) -> None:
+    _add_models(commands, settings)
+    _add_predict(commands, settings)
+
+
+def _add_models(commands: argparse._SubParsersAction[argparse.ArgumentParser], settings: Settings) -> None:
+    """`advisor models train|list|activate|evaluate`."""
     models = commands.add_parser("models", help="train and evaluate the per-machine predictors")
     actions = models.add_subparsers(required=True, metavar="ACTION")
 
@@ -56,6 +62,9 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
     evaluate.add_argument("--plot", type=Path, help="PNG of predicted against measured step times")
     evaluate.set_defaults(handler=_evaluate)
 
+
+def _add_predict(commands: argparse._SubParsersAction[argparse.ArgumentParser], settings: Settings) -> None:
+    """`advisor predict`: one model's step time and peak memory on a partition."""
     predict = commands.add_parser("predict", help="a model's step time and peak memory on a partition")
     predict.add_argument(
         "--model",
