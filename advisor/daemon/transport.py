@@ -286,12 +286,11 @@ def call(
     the two errors above (`UntrustedDaemon` is a `DaemonUnreachable` cause). Over TCP the request carries
     a MUNGE credential of this process, and only an answer signed by a trusted uid is read."""
     service = service if isinstance(service, Service) else Service(service)
-    headers = {"Content-Type": "application/json", BUDGET_HEADER: str(round(timeout * 1000))}
     if service.address is None:
         connection = UnixHTTPConnection(service.socket, timeout=timeout, trusted_uids=trusted_uids)
-        response = _exchange(service, connection, method, path, body, headers)
+        response = _exchange(service, connection, method, path, body, _headers(timeout))
     else:
-        response = _signed_exchange(service, method, path, body, headers, timeout, trusted_uids)
+        response = _signed_exchange(service, method, path, body, timeout, trusted_uids)
     if response.status != 200:
         try:
             detail = json.loads(response.body)["error"]
@@ -299,6 +298,11 @@ def call(
             detail = response.body[:200].decode("utf-8", "replace")
         raise DaemonRefused(str(detail), response.status)
     return response.body
+
+
+def _headers(timeout: float) -> dict[str, str]:
+    """Every request's headers: a JSON body, and how long the caller waits for the answer."""
+    return {"Content-Type": "application/json", BUDGET_HEADER: str(round(timeout * 1000))}
 
 
 def _exchange(
@@ -326,7 +330,6 @@ def _signed_exchange(
     method: str,
     path: str,
     body: bytes | None,
-    headers: dict[str, str],
     timeout: float,
     trusted_uids: Collection[int] | None,
 ) -> Response:
@@ -339,7 +342,7 @@ def _signed_exchange(
     connection = TcpHTTPConnection(*service.address, timeout=timeout)  # the deadline counts munge's time too
     digest = munge.request_digest(method, path, body or b"")
     try:
-        headers = {**headers, munge.HEADER: munge.encode(digest, service.munge_socket)}
+        headers = {**_headers(timeout), munge.HEADER: munge.encode(digest, service.munge_socket)}
     except munge.MungeError as error:
         raise DaemonUnreachable(f"no MUNGE credential for the advisor service ({error})") from error
     response = _exchange(service, connection, method, path, body, headers)
