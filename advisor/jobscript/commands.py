@@ -69,6 +69,23 @@ class Inferred:
 
 
 @dataclass(frozen=True)
+class CommandReading:
+    """What a training command is read with: the dataset table its data names are looked up in, and in the
+    user's own process a reader for the files it names (None: the daemon reads none)."""
+
+    datasets: Mapping[str, Dataset]
+    read: Read | None = None
+
+
+@dataclass(frozen=True)
+class _Processes:
+    """The processes the command starts in all, and the nodes they run on."""
+
+    world: int
+    nodes: int
+
+
+@dataclass(frozen=True)
 class _Line:
     number: int
     text: str
@@ -79,9 +96,8 @@ def infer_description(
     where: str,
     world_size: int,
     nodes: int,
-    datasets: Mapping[str, Dataset],
+    reading: CommandReading,
     style: str | None = None,
-    read: Read | None = None,
 ) -> Inferred | None:
     """The first training command the script runs, read in ``style`` (default: recognised by its flags);
     None where no command says enough (a model the advisor can build, a batch size, a length)."""
@@ -97,13 +113,14 @@ def infer_description(
         if launch is None:
             continue
         flags, positional = _options(launch.arguments)
-        recipe = recipe_flags(flags, positional, launch.launcher, read)
+        recipe = recipe_flags(flags, positional, launch.launcher, reading.read)
         merged = {**recipe.values, **flags}
         chosen = style or _style(merged, positional)
         if chosen is None:
             continue
         try:
-            values = _read(chosen, launch, merged, positional, _world(launch, world_size), nodes, datasets)
+            processes = _Processes(_world(launch, world_size), nodes)
+            values = _read(chosen, launch, merged, positional, processes, reading.datasets)
         except _Unknown:
             values = None
         if values is not None:
@@ -261,10 +278,10 @@ def _read(
     launch: Launch,
     flags: Mapping[str, str],
     positional: Sequence[str],
-    world: int,
-    nodes: int,
+    processes: _Processes,
     datasets: Mapping[str, Dataset],
 ) -> dict[str, Any] | None:
+    world = processes.world
     if any(UNKNOWN in value for value in flags.values() if value):
         known = {key: value for key, value in flags.items() if UNKNOWN not in value}
         if style in ("hf", "lightning") and _unknown_matters(flags, known):
@@ -275,7 +292,8 @@ def _read(
     if style == "lightning":
         return read_lightning(flags, world, datasets)
     convention = _CONVENTIONS[style]
-    return _read_images(convention, flags, positional, nodes if convention.per_node else world, datasets)
+    scale = processes.nodes if convention.per_node else world
+    return _read_images(convention, flags, positional, scale, datasets)
 
 
 def _unknown_matters(flags: Mapping[str, str], known: Mapping[str, str]) -> bool:

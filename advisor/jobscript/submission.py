@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict
 
 from advisor.jobscript.advisor_lines import JobDescription, describe_job
 from advisor.jobscript.advisor_words import split_command_line
-from advisor.jobscript.commands import Inferred, infer_description
+from advisor.jobscript.commands import CommandReading, Inferred, infer_description
 from advisor.jobscript.datasets import Dataset, shipped_datasets
 from advisor.jobscript.errors import ScriptError
 from advisor.jobscript.lexer import STDIN, check_script
@@ -51,7 +51,8 @@ def parse_job(
 
     def infer(style: str | None) -> Inferred | None:
         world, nodes = request.world_size, request.nodes_min or 1
-        return infer_description(script, where, world, nodes, datasets or shipped_datasets(), style, read)
+        reading = CommandReading(datasets or shipped_datasets(), read)
+        return infer_description(script, where, world, nodes, reading, style)
 
     description, inferred = describe_job(script, where, description_args, infer)
     name = request.job_name or (Path(where).name if where != STDIN else "sbatch")
