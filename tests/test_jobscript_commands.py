@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from advisor.jobscript.commands import CommandReading
 from advisor.jobscript.datasets import DatasetsFileError, load_datasets, shipped_datasets
 from advisor.jobscript.errors import ScriptError
 from advisor.jobscript.submission import parse_job
@@ -131,7 +132,7 @@ def test_a_sites_datasets_table_is_read_over_the_shipped_one(tmp_path: Path) -> 
     text = TORCHVISION.replace("/datasets/imagenet", "/datasets/iNat2021/train")
     script = tmp_path / "job.sh"
     assert parse_job(text.encode(), str(script), [str(script)], {}).description is None
-    parsed = parse_job(text.encode(), str(script), [str(script)], {}, (), site)
+    parsed = parse_job(text.encode(), str(script), [str(script)], {}, (), CommandReading(site))
     assert parsed.description is not None and parsed.description.dataset_size == 2686843
     assert parsed.description.model_kwargs == {"num_classes": 10000}
     table.write_text("[inat2021]\nsamples = 2686843\nclasses = 0\nside = 224\n")

@@ -41,6 +41,7 @@ from advisor.daemon.transport import Peer
 from advisor.factory_table import daemon_table, not_built_here
 from advisor.history.service import RunHistory
 from advisor.introspect import LayerTable
+from advisor.jobscript.commands import CommandReading
 from advisor.jobscript.datasets import Dataset, shipped_datasets
 from advisor.jobscript.lexer import STDIN
 from advisor.jobscript.rewrite import AdviceError, Submission, apply_advice, unchanged
@@ -245,7 +246,7 @@ class AdviceService:
             request.sbatch_argv,
             request.environ,
             request.description_args,
-            self.inputs.datasets,
+            CommandReading(self.inputs.datasets),
         )
         steps = self._given_steps(parsed)
         table = None if steps is not None else _table(parsed, request)

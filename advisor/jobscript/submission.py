@@ -13,7 +13,6 @@ from advisor.jobscript.commands import CommandReading, Inferred, infer_descripti
 from advisor.jobscript.datasets import Dataset, shipped_datasets
 from advisor.jobscript.errors import ScriptError
 from advisor.jobscript.lexer import STDIN, check_script
-from advisor.jobscript.recipes import Read
 from advisor.jobscript.request import JobRequest, build_request
 
 _MAX_RECIPE_BYTES = 2**20
@@ -40,19 +39,19 @@ def parse_job(
     sbatch_argv: Sequence[str],
     environ: Mapping[str, str],
     description_args: Sequence[str] = (),
-    datasets: Mapping[str, Dataset] | None = None,
-    read: Read | None = None,
+    reading: CommandReading | None = None,
 ) -> ParsedSubmission:
     """Everything sbatch would refuse is refused here first, with sbatch's reason and the place;
-    ``datasets`` is the site's table (`load_datasets`), else the shipped one; ``read`` reads the files
-    the training command names (the user's process only)."""
+    ``reading``'s datasets are the site's table (`load_datasets`; empty or None: the shipped one), its
+    ``read`` reads the files the training command names (the user's process only)."""
+    given = reading or CommandReading({})
     script = check_script(data, where)
     request = build_request(script, sbatch_argv, environ, where)
 
     def infer(style: str | None) -> Inferred | None:
         world, nodes = request.world_size, request.nodes_min or 1
-        reading = CommandReading(datasets or shipped_datasets(), read)
-        return infer_description(script, where, world, nodes, reading, style)
+        with_table = CommandReading(given.datasets or shipped_datasets(), given.read)
+        return infer_description(script, where, world, nodes, with_table, style)
 
     description, inferred = describe_job(script, where, description_args, infer)
     name = request.job_name or (Path(where).name if where != STDIN else "sbatch")
@@ -82,7 +81,7 @@ def parse_submission(
     except OSError as exc:
         raise ScriptError(str(script), f"cannot read: {exc.strerror}") from None
     argv = [*sbatch_options, str(script)]
-    return parse_job(data, str(script), argv, environ, ours, datasets, read_named_file)
+    return parse_job(data, str(script), argv, environ, ours, CommandReading(datasets or {}, read_named_file))
 
 
 def read_named_file(name: str) -> str | None:
