@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from advisor.introspect.hub import shipped_architecture
@@ -74,7 +75,7 @@ def read_hf(
     )
     precision = [flags.get("bf16"), flags.get("fp16")]
     amp = any(value is not None and value.lower() not in _FALSE for value in precision) or _accelerated(flags)
-    common = _common(flags, name, task, batch or "8", accumulation or "1", world, amp)
+    common = _common(flags, name, task, _Batching(batch or "8", accumulation or "1", world), amp)
     if common is None:
         return None
     optimizer = optimizer_named(flags.get("optim", "adamw_torch"))  # TrainingArguments' default
@@ -97,7 +98,8 @@ def read_lightning(
     batch = flags.get("data.batch-size")
     accumulation = flags.get("trainer.accumulate-grad-batches", "1")
     amp = precision.startswith(("16", "bf16"))
-    common = _common(_prefixed(flags), name, flags.get("model.task"), batch, accumulation, world, amp)
+    batching = _Batching(batch, accumulation, world)
+    common = _common(_prefixed(flags), name, flags.get("model.task"), batching, amp)
     if common is None:
         return None
     steps, epochs = flags.get("trainer.max-steps"), flags.get("trainer.max-epochs") or "1000"
@@ -124,15 +126,20 @@ def _accelerated(flags: Mapping[str, str]) -> bool:
     return mixed or any(value.lower() == "true" for value in speed)
 
 
+@dataclass(frozen=True)
+class _Batching:
+    """What the global batch is made of: the batch flag's samples per process, the accumulation flag,
+    and the processes."""
+
+    batch: str | None
+    accumulation: str
+    world: int
+
+
 def _common(
-    flags: Mapping[str, str],
-    name: str | None,
-    task: str | None,
-    batch: str | None,
-    accumulation: str,
-    world: int,
-    amp: bool,
+    flags: Mapping[str, str], name: str | None, task: str | None, batching: _Batching, amp: bool
 ) -> dict[str, Any] | None:
+    batch, accumulation, world = batching.batch, batching.accumulation, batching.world
     if not name or not batch or not batch.isdigit() or not accumulation.isdigit():
         return None
     model = model_reference(name)
