@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from advisor.bench.night import Priority, SubmittedArchitecture, Tonight, describe_night, tonight
+from advisor.bench.night import MeasuredOn, Priority, SubmittedArchitecture, Tonight, describe_night, tonight
 from advisor.bench.plan import DeviceProfile, Phase, build_plan, nightly_grid
 from advisor.records import LayerConfig, StepConfig
 from tests.plan_support import fake_table
@@ -21,7 +21,7 @@ FULL = build_plan(GRID, DEVICE, fake_table)
 def _night(
     measured: dict[str, datetime], submitted: list[SubmittedArchitecture], budget_s: float = BUDGET_S
 ) -> Tonight:
-    return tonight(GRID, DEVICE, fake_table, measured, submitted, budget_s, machine="m1")
+    return tonight(GRID, DEVICE, fake_table, MeasuredOn("m1", measured), submitted, budget_s)
 
 
 def _submitted(model: str, requests: int = 1, batch: int = 64) -> SubmittedArchitecture:

@@ -7,7 +7,7 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
-from advisor.bench.night import SubmittedArchitecture, Tonight, tonight
+from advisor.bench.night import MeasuredOn, SubmittedArchitecture, Tonight, tonight
 from advisor.bench.plan import DeviceKind, DeviceProfile, TableSource, nightly_grid
 from advisor.bench.tables import model_table, zoo_table
 from advisor.bench.zoo import zoo_sized
@@ -135,4 +135,4 @@ def plan_tonight(
     profile = DeviceProfile.assumed(kind, min(memory) * 2**20 if memory else None)
     submitted = Architectures(store).since(now - SUBMITTED_WITHIN) if store is not None else []
     grid = nightly_grid(kind, workers=workers)
-    return tonight(grid, profile, tables, measured, submitted, budget_s, machine=machine)
+    return tonight(grid, profile, tables, MeasuredOn(machine, measured), submitted, budget_s)

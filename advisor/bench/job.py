@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from advisor.bench.fingerprint import fingerprint, threads_for_job
-from advisor.bench.night import Tonight, tonight
+from advisor.bench.night import MeasuredOn, Tonight, tonight
 from advisor.bench.plan import (
     DeviceProfile,
     Plan,
@@ -84,7 +84,7 @@ def _tonight(path: Path, profile: DeviceProfile, threads: int, partition: str | 
     here = fingerprint(partition).machine()
     if night.machine is not None and night.machine != here:
         grid = nightly_grid(profile.kind, workers=loader_workers(threads))
-        night = tonight(grid, profile, zoo_table, {}, [], night.budget_s, machine=here)
+        night = tonight(grid, profile, zoo_table, MeasuredOn(here, {}), [], night.budget_s)
     return night.plan(), night.budget_s / 60
 
 

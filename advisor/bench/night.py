@@ -117,17 +117,24 @@ class Tonight(BaseModel):
         return Plan(items=items, steps=self.steps, warmup=self.warmup, repeats=self.repeats)
 
 
+@dataclass(frozen=True)
+class MeasuredOn:
+    """One machine (None: not fingerprinted yet) and when it last measured each configuration, by its key."""
+
+    machine: str | None
+    measured: Mapping[str, datetime]
+
+
 def tonight(
     grid: Grid,
     device: DeviceProfile,
     tables: TableSource,
-    measured: Mapping[str, datetime],
+    history: MeasuredOn,
     submitted: Sequence[SubmittedArchitecture],
     budget_s: float,
-    *,
-    machine: str | None,
 ) -> Tonight:
-    """``measured``: when this machine last measured each configuration, by its key."""
+    """The night of ``history``'s machine: what it has not measured first, then the oldest it has."""
+    machine, measured = history.machine, history.measured
     full = _grid_plan(grid, device, tables)
     keys = [item.config.key() for item in full.items]
     coarse = [
