@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from advisor.bench.architectures import Architectures, measured_at, measured_tables, plan_tonight
+from advisor.bench.architectures import Architectures, NightOn, measured_at, measured_tables, plan_tonight
 from advisor.bench.night import Priority, Tonight
 from advisor.records import (
     Fingerprint,
@@ -63,7 +63,7 @@ def _measured(night: Tonight, at: datetime, fingerprint: Fingerprint = GPU) -> l
 
 
 def _night(store: Store, at: datetime, partition: str = "a100") -> Tonight:
-    return plan_tonight(store, partition, "cuda", 20 * 60, at, workers=4, tables=fake_table)
+    return plan_tonight(store, NightOn(partition, "cuda", 4), 20 * 60, at, fake_table)
 
 
 def test_a_submission_is_recorded_once_per_architecture_with_its_batches(tmp_path: Path) -> None:

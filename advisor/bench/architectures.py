@@ -4,6 +4,7 @@ measured when; and the layer table of any model a measurement names, for the pre
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -116,23 +117,27 @@ def measured_tables(store: Store) -> TableSource:
     return table
 
 
+@dataclass(frozen=True)
+class NightOn:
+    """Where a night's benchmark job runs: its partition (None: none named), that partition's device kind,
+    and the data-loader workers its CPUs allow."""
+
+    partition: str | None
+    kind: DeviceKind
+    workers: int
+
+
 def plan_tonight(
-    store: Store | None,
-    partition: str | None,
-    kind: DeviceKind,
-    budget_s: float,
-    now: datetime,
-    *,
-    workers: int,
-    tables: TableSource = zoo_table,
+    store: Store | None, on: NightOn, budget_s: float, now: datetime, tables: TableSource = zoo_table
 ) -> Tonight:
-    """Tonight's plan for ``partition``'s machine as its latest benchmark found it (a partition never
+    """Tonight's plan for ``on.partition``'s machine as its latest benchmark found it (a partition never
     benchmarked, or none named: a new machine's first night; no store: nothing submitted either)."""
+    partition, kind = on.partition, on.kind
     machine = None if store is None or partition is None else store.latest_machines().get(partition)
     measured = measured_at(store, machine) if store is not None and machine else {}
     fingerprints = store.fingerprints() if store is not None else []
     memory = [f.gpu_memory_mb for f in fingerprints if f.machine() == machine and f.gpu_memory_mb]
     profile = DeviceProfile.assumed(kind, min(memory) * 2**20 if memory else None)
     submitted = Architectures(store).since(now - SUBMITTED_WITHIN) if store is not None else []
-    grid = nightly_grid(kind, workers=workers)
+    grid = nightly_grid(kind, workers=on.workers)
     return tonight(grid, profile, tables, MeasuredOn(machine, measured), submitted, budget_s)

@@ -20,7 +20,7 @@ from rich.table import Table
 
 from advisor import readable
 from advisor.argtypes import input_shape
-from advisor.bench.architectures import Architectures, plan_tonight
+from advisor.bench.architectures import Architectures, NightOn, plan_tonight
 from advisor.bench.night import Tonight, architecture_night, describe_night
 from advisor.bench.plan import Plan, add_plan_choice, loader_workers
 from advisor.bench.plan_rows import describe
@@ -170,7 +170,7 @@ def _night(args: argparse.Namespace) -> Tonight:
     store = Store.existing(args.db) if args.partition or args.db.is_file() else None
     workers = loader_workers(args.settings.bench.cpus_per_job)
     budget_s, now = args.budget_minutes * 60, datetime.now(UTC)
-    return plan_tonight(store, args.partition, args.device, budget_s, now, workers=workers)
+    return plan_tonight(store, NightOn(args.partition, args.device, workers), budget_s, now)
 
 
 def _plan_json(plan: Plan, title: str) -> str:

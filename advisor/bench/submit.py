@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from advisor.bench.architectures import plan_tonight
+from advisor.bench.architectures import NightOn, plan_tonight
 from advisor.bench.measuring import (
     UNWATCHED,
     BenchJob,
@@ -151,7 +151,7 @@ def tonights_plans(
     budget_s = request.budget.total_seconds()
     return {
         partition.name: plan_tonight(
-            store, partition.name, device_kind(partition, request.site), budget_s, now, workers=workers
+            store, NightOn(partition.name, device_kind(partition, request.site), workers), budget_s, now
         )
         for partition in partitions
     }

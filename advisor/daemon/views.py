@@ -23,7 +23,7 @@ from advisor.api import (
     Overview,
     QueueRow,
 )
-from advisor.bench.architectures import plan_tonight
+from advisor.bench.architectures import NightOn, plan_tonight
 from advisor.bench.plan import loader_workers
 from advisor.bench.submit import device_kind
 from advisor.machines import machine_names
@@ -124,7 +124,7 @@ def nights(
 def _night(store: Store, partition: Partition, bench: BenchSettings, now: datetime) -> NightPlan:
     budget_s = bench.budget_minutes * 60
     kind, workers = device_kind(partition, bench), loader_workers(bench.cpus_per_job)
-    night = plan_tonight(store, partition.name, kind, budget_s, now, workers=workers)
+    night = plan_tonight(store, NightOn(partition.name, kind, workers), budget_s, now)
     names = machine_names(store.fingerprints())
     return NightPlan(
         partition=partition.name,
