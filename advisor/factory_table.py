@@ -143,7 +143,7 @@ def table_for(
     """The layer table of the model a job description names, on its input (an image, or token ids);
     ``environ`` (the user's, in their own process) says where their Hugging Face cache is."""
     from advisor.introspect.hub import cache_folder
-    from advisor.introspect.run import introspect
+    from advisor.introspect.run import TaskInput, introspect
 
     cache = cache_folder(environ) if environ is not None else None
     table = introspect(
@@ -151,9 +151,7 @@ def table_for(
         description.input_shape,
         description.model_kwargs,
         allow_factories=allow_factories,
-        sequence_length=description.sequence_length,
-        task=description.task,
-        target_length=description.target_length,
+        given=TaskInput(description.sequence_length, description.task, description.target_length),
         places=() if cache is None else (cache,),
     )
     return table.trained(training_of(description))

@@ -11,7 +11,7 @@ from rich.table import Table
 from advisor import readable, terminal
 from advisor.compress.estimate import render_savings
 from advisor.introspect.memory import Optimizer, estimate_peak_memory, optimizer_state_bytes
-from advisor.introspect.run import introspect
+from advisor.introspect.run import TaskInput, introspect
 from advisor.introspect.table import Layer, LayerTable, TensorShape
 from advisor.precision import Precision
 
@@ -26,8 +26,7 @@ def inspect_command(args: argparse.Namespace, console: Console) -> int:
         args.input_shape,
         kwargs | dict(args.model_arg),
         allow_factories=True,
-        sequence_length=args.sequence_length,
-        task=args.task,
+        given=TaskInput(args.sequence_length, args.task),
     )
     if args.json:
         print(table.model_dump_json(indent=2))

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from advisor.factory_table import training_of
 from advisor.introspect import Layer, LayerKind, LayerTable, Optimizer, Scaling, TensorShape
 from advisor.introspect.memory import MemoryEstimate, estimate_peak_memory
-from advisor.introspect.run import introspect
+from advisor.introspect.run import TaskInput, introspect
 from advisor.introspect.table import Probe, TrainingSettings
 from advisor.introspect.training import (
     adapter_parameters,
@@ -192,7 +192,7 @@ def runs() -> Iterator[dict[str, tuple[float, int]]]:
 
 def _predicted(tmp_path: Path, training: TrainingSettings) -> tuple[float, MemoryEstimate]:
     (tmp_path / "config.json").write_text(json.dumps(TINY), encoding="utf-8")
-    table = introspect(f"hf:{tmp_path}", allow_factories=True, sequence_length=TOKENS, task="causal-lm")
+    table = introspect(f"hf:{tmp_path}", allow_factories=True, given=TaskInput(TOKENS, "causal-lm"))
     trained = table.trained(training)
     memory = estimate_peak_memory(trained, BATCH, Precision.FP32, Optimizer.ADAMW)
     return training_time_factor(trained, BATCH), memory
@@ -221,7 +221,7 @@ def test_lora_and_checkpointing_change_time_and_memory_as_measured(
 def test_lora_on_every_linear_of_llama_32_1b_trains_peft_s_count() -> None:
     """Each of 16 layers: q, o 2048 -> 2048; k, v 2048 -> 512; gate, up 2048 -> 8192; down 8192 -> 2048;
     rank 32 adds 32 x (in + out) each: 1,409,024 a layer, 22,544,384 in all (the head is left alone)."""
-    llama = introspect("hf:meta-llama/Llama-3.2-1B", allow_factories=False, sequence_length=128)
+    llama = introspect("hf:meta-llama/Llama-3.2-1B", allow_factories=False, given=TaskInput(128))
     per_layer = 32 * (2 * 4096 + 2 * 2560 + 3 * 10240)
     assert per_layer == 1_409_024
     lora = llama.trained(TrainingSettings(lora_rank=32, lora_targets=("all-linear",)))

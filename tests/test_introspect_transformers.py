@@ -18,7 +18,7 @@ from advisor.introspect import IntrospectionError, LayerKind
 from advisor.introspect.builders import MISSING
 from advisor.introspect.flops import attention
 from advisor.introspect.probe import run_probe
-from advisor.introspect.run import introspect
+from advisor.introspect.run import TaskInput, introspect
 from advisor.jobscript.advisor_lines import JobDescription
 
 TINY_GPT2 = {"n_layer": 2, "n_embd": 64, "n_head": 4, "vocab_size": 101, "n_positions": 64}
@@ -82,7 +82,7 @@ def gpt2_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_a_folder_with_a_config_json_is_built_with_its_task_and_token_inputs(gpt2_folder: Path) -> None:
-    table = introspect(f"hf:{gpt2_folder}", kwargs={}, allow_factories=True, sequence_length=16)
+    table = introspect(f"hf:{gpt2_folder}", kwargs={}, allow_factories=True, given=TaskInput(16))
     assert table.task == "causal-lm" and table.sequence_length == 16
     # wte 101x64 + wpe 64x64 + 2 blocks of (2 LN + qkv 64x192+192 + proj 64x64+64 + fc 64x256+256
     # + proj 256x64+64) + final LN; the head is tied to wte
@@ -107,7 +107,7 @@ def test_the_users_cache_is_found_from_their_environment(gpt2_folder: Path, tmp_
 
 def test_the_daemon_reads_no_users_folder_only_the_shipped_table(gpt2_folder: Path) -> None:
     with pytest.raises(IntrospectionError, match="table of well-known architectures"):
-        introspect(f"hf:{gpt2_folder}", allow_factories=False, sequence_length=16)
+        introspect(f"hf:{gpt2_folder}", allow_factories=False, given=TaskInput(16))
 
 
 def test_shipped_architectures_have_their_published_sizes_and_nothing_touches_the_network(
@@ -118,9 +118,9 @@ def test_shipped_architectures_have_their_published_sizes_and_nothing_touches_th
 
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket, "getaddrinfo", refuse)
-    gpt2 = introspect("hf:gpt2", allow_factories=False, sequence_length=128)
+    gpt2 = introspect("hf:gpt2", allow_factories=False, given=TaskInput(128))
     assert gpt2.totals.parameters == 124_439_808
-    llama = introspect("hf:meta-llama/Llama-3.2-1B", allow_factories=False, sequence_length=128)
+    llama = introspect("hf:meta-llama/Llama-3.2-1B", allow_factories=False, given=TaskInput(128))
     assert llama.totals.parameters == 1_235_814_400
     norms = [layer for layer in llama.layers if layer.kind is LayerKind.LAYER_NORM]
     assert len(norms) == 2 * 16 + 1 and norms[0].op == "LlamaRMSNorm", "RMSNorm is a norm, not a pooling"
@@ -142,7 +142,7 @@ def test_without_transformers_an_hf_model_says_what_to_install(monkeypatch: pyte
     """In the user's process the build stops at one line; the daemon does not try, and says why."""
     monkeypatch.setitem(sys.modules, "transformers", None)
     with pytest.raises(IntrospectionError, match=f"^{MISSING.replace('[', '.').replace(']', '.')}$"):
-        introspect("hf:gpt2", kwargs={"n_layer": 3}, allow_factories=False, sequence_length=16)
+        introspect("hf:gpt2", kwargs={"n_layer": 3}, allow_factories=False, given=TaskInput(16))
     description = JobDescription(model="hf:gpt2", global_batch=8, steps=10, sequence_length=16)
     assert daemon_table(description, None) is None
     assert not_built_here("hf:gpt2") == "hf:gpt2 needs advisor[models] beside the daemon, which lacks it"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from advisor.factory_table import table_for
-from advisor.introspect.run import introspect
+from advisor.introspect.run import TaskInput, introspect
 from advisor.introspect.table import TrainingSettings
 from advisor.introspect.training import training_time_factor
 from advisor.policy.load import parse_policy
@@ -60,7 +60,7 @@ def test_each_machines_predictor_applies_how_the_job_trains(
     """The stored predictors, asked about a tiny GPT-2 as trained in full and with the setting: the step
     moves by the counted work (`training_time_factor`), the memory as `estimate_peak_memory` says."""
     (tmp_path / "config.json").write_text(json.dumps(TINY), encoding="utf-8")
-    full = introspect(f"hf:{tmp_path}", allow_factories=True, sequence_length=TOKENS, task="causal-lm")
+    full = introspect(f"hf:{tmp_path}", allow_factories=True, given=TaskInput(TOKENS, "causal-lm"))
     trained = full.trained(training)
     for model, _version in active_models(store).values():
         plain, changed = (model.predict(table, 8, False, False) for table in (full, trained))

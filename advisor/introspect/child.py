@@ -30,7 +30,7 @@ def main() -> int:
     limit = int(request["memory_bytes"])
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     from advisor.introspect.errors import IntrospectionError
-    from advisor.introspect.run import introspect
+    from advisor.introspect.run import TaskInput, introspect
 
     sys.path.extend(str(place) for place in request.get("search_path", []))
     channels, height, width = request["input_shape"]
@@ -40,9 +40,9 @@ def main() -> int:
             (channels, height, width),
             request["model_kwargs"],
             allow_factories=True,
-            sequence_length=request.get("sequence_length"),
-            task=request.get("task"),
-            target_length=request.get("target_length"),
+            given=TaskInput(
+                request.get("sequence_length"), request.get("task"), request.get("target_length")
+            ),
             places=[Path(place) for place in request.get("places", [])],
         )
     except IntrospectionError as error:

@@ -29,6 +29,16 @@ CACHE_SIZE = 128
 
 
 @dataclass(frozen=True)
+class TaskInput:
+    """What a step computes its loss on (None: the model's own task) and, for a token model, the token ids'
+    length and a seq2seq model's target length (None: an image)."""
+
+    sequence_length: int | None = None
+    task: Task | str | None = None
+    target_length: int | None = None
+
+
+@dataclass(frozen=True)
 class _Inputs:
     """What one sample is, beyond the model: hashable, so the process cache can key on it."""
 
@@ -46,19 +56,18 @@ def introspect(
     kwargs: Mapping[str, JsonValue] | None = None,
     *,
     allow_factories: bool,
-    sequence_length: int | None = None,
-    task: Task | str | None = None,
-    target_length: int | None = None,
+    given: TaskInput = TaskInput(),
     places: Sequence[Path] = (),
 ) -> LayerTable:
     """The layer table of ``reference`` built with ``kwargs``, for one sample of ``input_shape`` (C, H, W),
-    or of ``sequence_length`` token ids.
+    or of ``given.sequence_length`` token ids.
 
     ``allow_factories`` is the security boundary: False (the daemon) accepts torchvision classification
     model names, ``timm:NAME`` and ``hf:NAME`` of the shipped architectures only; True (the user's own
     process) also imports ``package.module:factory`` and reads ``hf:`` folders and the caches in
     ``places``.
     """
+    sequence_length, task, target_length = given.sequence_length, given.task, given.target_length
     shape = tuple(input_shape)
     if len(shape) != 3 or not all(isinstance(side, int) and 0 < side <= _MAX_SIDE for side in shape):
         raise IntrospectionError(f"input shape must be three positive sizes (C, H, W), not {input_shape}")

@@ -304,7 +304,7 @@ def _plot(results: list[MachineEvaluation], path: Path) -> None:
 
 def _predict(args: argparse.Namespace, console: Console) -> int:
     from advisor.bench.zoo import zoo_model
-    from advisor.introspect.run import introspect
+    from advisor.introspect.run import TaskInput, introspect
     from advisor.introspect.table import TrainingSettings
     from advisor.predict.service import Predictors, StepQuestion, load_specs, predict
     from advisor.predict.types import NoModelError
@@ -323,8 +323,7 @@ def _predict(args: argparse.Namespace, console: Console) -> int:
         args.input_shape,
         kwargs,
         allow_factories=True,
-        sequence_length=args.sequence_length,
-        task=args.task,
+        given=TaskInput(args.sequence_length, args.task),
     ).trained(None if args.optimizer is None else TrainingSettings(optimizer=args.optimizer))
     specs = load_specs(args.gpu_specs) if args.gpu_specs.is_dir() else []
     store = Store.existing(args.db)
