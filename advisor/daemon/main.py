@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from advisor.daemon.limits import Limits
+from advisor.daemon.schedule import start_jobs  # APScheduler and the store: a base install says so at once
 from advisor.daemon.transport import UnsafeSocketDirectory
 from advisor.jobscript.datasets import DatasetsFileError, load_datasets
 from advisor.settings.validated import Settings
@@ -104,7 +105,6 @@ def _daemon(args: argparse.Namespace, console: Console) -> int:
         return 1
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     # The service needs torch (introspection) and xgboost (predictors); other commands start without them.
-    from advisor.daemon.schedule import start_jobs
     from advisor.daemon.server import Listen, serve
 
     inputs = _inputs(args, console)
