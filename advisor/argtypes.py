@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 
 def input_shape(text: str) -> tuple[int, int, int]:
@@ -17,14 +16,13 @@ def input_shape(text: str) -> tuple[int, int, int]:
 def model_arg(text: str) -> tuple[str, int | float | bool | str]:
     """KEY=VALUE for the model's constructor, as `#ADVISOR --model-arg` takes it: a JSON number or boolean,
     otherwise the text itself."""
-    key, has_value, literal = text.partition("=")
+    # Imported where the option is given, so that `advisor --help` stays light.
+    from advisor.jobscript.advisor_words import keyword_value
+
+    key, has_value, value = text.partition("=")
     if not has_value or not key.isidentifier():
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE such as dropout=0.1, not {text!r}")
-    try:
-        parsed = json.loads(literal)
-    except json.JSONDecodeError:
-        return key, literal
-    return key, parsed if isinstance(parsed, int | float | bool | str) else literal
+    return key, keyword_value(value)
 
 
 def model_options(parser: argparse.ArgumentParser) -> None:

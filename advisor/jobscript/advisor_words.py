@@ -107,12 +107,12 @@ def _apply(args: Sequence[str], place: str, values: dict[str, Any], origin: dict
 
 def _store(name: str, field: str, value: str, values: dict[str, Any]) -> None:
     if name == "--num-classes":
-        values.setdefault(field, {})["num_classes"] = _literal(value)
+        values.setdefault(field, {})["num_classes"] = keyword_value(value)
     elif name == "--model-arg":
         key, has_value, literal = value.partition("=")
         if not has_value or not key.isidentifier():
             raise ValueError(f"expected KEY=VALUE, not {value!r}")
-        values.setdefault(field, {})[key] = _literal(literal)
+        values.setdefault(field, {})[key] = keyword_value(literal)
     elif name == "--input-shape":
         values[field] = _shape(value)
     elif name == "--batch-range":
@@ -123,8 +123,9 @@ def _store(name: str, field: str, value: str, values: dict[str, Any]) -> None:
         values[field] = value
 
 
-def _literal(text: str) -> int | float | bool | str:
-    """A keyword argument's value: a JSON number or boolean, otherwise the text itself."""
+def keyword_value(text: str) -> int | float | bool | str:
+    """A keyword argument's value: a JSON number or boolean, otherwise the text itself (`#ADVISOR --model-arg`
+    and the commands' `--model-arg` alike)."""
     try:
         parsed = json.loads(text)
     except json.JSONDecodeError:
