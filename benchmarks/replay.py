@@ -47,7 +47,7 @@ from benchmarks.harness.experiment import (  # noqa: E402 (after the path set-up
     run_simulated,
     run_twin,
 )
-from benchmarks.harness.model import ArmName, Arrival, Inventory, Outcome  # noqa: E402
+from benchmarks.harness.model import ArmName, Arrival, Inventory, ReplayOutcome  # noqa: E402
 from benchmarks.harness.philly import load_philly_arrivals  # noqa: E402
 from benchmarks.harness.report import agreement, write_report  # noqa: E402
 from benchmarks.harness.slurm import __doc__ as COMPRESSION_LIMITS  # noqa: E402
@@ -159,7 +159,7 @@ def _replay(
         f"{error.rows} rows, {error.within_p90:.0%} within p90",
     ]
     row: dict[str, Any] = {"workload": name, "prepare_s": time.monotonic() - began}
-    results: dict[str, dict[ArmName, list[Outcome]]] = {}
+    results: dict[str, dict[ArmName, list[ReplayOutcome]]] = {}
     if args.mode in ("slurm", "both"):
         began = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="advisor-replay-") as root:

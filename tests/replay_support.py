@@ -6,7 +6,7 @@ import csv
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
-from benchmarks.harness.model import Arrival, Inventory, Job, Pool, WaitQuery
+from benchmarks.harness.model import Arrival, Inventory, Job, Pool, ReplayQuery
 
 STEP_COLUMNS = [
     "application",
@@ -114,14 +114,14 @@ class SetWaits:
     def __init__(self, slurm: Mapping[str, float | None], advisor: Mapping[str, float | None] | None = None):
         self.slurm = slurm
         self.advisor = advisor if advisor is not None else slurm
-        self.slurm_asked: list[WaitQuery] = []
-        self.advisor_asked: list[WaitQuery] = []
+        self.slurm_asked: list[ReplayQuery] = []
+        self.advisor_asked: list[ReplayQuery] = []
 
-    def slurm_waits(self, queries: Sequence[WaitQuery]) -> list[float | None]:
+    def slurm_waits(self, queries: Sequence[ReplayQuery]) -> list[float | None]:
         self.slurm_asked.extend(queries)
         return [self.slurm.get(q.partition, 0.0) for q in queries]
 
-    def advisor_waits(self, queries: Sequence[WaitQuery]) -> list[float | None]:
+    def advisor_waits(self, queries: Sequence[ReplayQuery]) -> list[float | None]:
         self.advisor_asked.extend(queries)
         return [self.advisor.get(q.partition, 0.0) for q in queries]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.harness.model import Arrival, Config, Job
+from benchmarks.harness.model import Arrival, Job, ReplayConfig
 from benchmarks.harness.predictor import held_out_batches, held_out_error, train_predictors
 from benchmarks.harness.truth import StepTable, feasible_configs, user_config
 from benchmarks.harness.workload import Habits, WorkloadError, load_arrivals, load_durations, make_jobs
@@ -75,7 +75,7 @@ def test_a_bad_step_row_is_named_by_file_and_line(tmp_path: Path) -> None:
 def test_accumulation_multiplies_the_micro_step_and_the_run_is_steps_times_that(table: StepTable) -> None:
     micro = table.micro_step_s("toy", "a100", 4, 1, 32)
     assert micro is not None
-    config = Config(gpu_type="a100", gpus=4, nodes=1, micro_batch=32, accumulation=3)
+    config = ReplayConfig(gpu_type="a100", gpus=4, nodes=1, micro_batch=32, accumulation=3)
     assert table.optimizer_step_s("toy", config) == pytest.approx(3 * micro)
     job = Job(arrival=arrival(), steps=1000, user_gpu_type="a100", user_limit_s=3600)
     assert table.true_run_s(job, config) == pytest.approx(3000 * micro)
@@ -98,8 +98,8 @@ def test_the_user_accumulates_only_as_much_as_memory_forces(table: StepTable) ->
     job = arrival(gpus=2, global_batch=512)
     on_a100 = user_config(job, "a100", 8, table.fits("toy"))
     on_t4 = user_config(job, "t4", 4, table.fits("toy"))
-    assert on_a100 == Config(gpu_type="a100", gpus=2, nodes=1, micro_batch=256, accumulation=1)
-    assert on_t4 == Config(gpu_type="t4", gpus=2, nodes=1, micro_batch=128, accumulation=2)
+    assert on_a100 == ReplayConfig(gpu_type="a100", gpus=2, nodes=1, micro_batch=256, accumulation=1)
+    assert on_t4 == ReplayConfig(gpu_type="t4", gpus=2, nodes=1, micro_batch=128, accumulation=2)
     assert user_config(arrival(gpus=3), "t4", 4, table.fits("toy")) is None
 
 

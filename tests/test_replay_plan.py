@@ -10,15 +10,15 @@ from advisor.wait.profile import INF, Profile
 from benchmarks.harness.model import (
     Arm,
     Arrival,
-    Config,
-    Decision,
     Inventory,
     Job,
     Pool,
     QueueView,
-    WaitQuery,
+    ReplayConfig,
+    ReplayDecision,
+    ReplayQuery,
 )
-from benchmarks.harness.scheduler import Backfill, Partition, per_node_gpus
+from benchmarks.harness.scheduler import Backfill, SimPartition, per_node_gpus
 from benchmarks.harness.simulate import SimulatedQueue, simulate
 
 POOL = Pool(partition="p", gpu_type="t4", nodes=3, gpus_per_node=4)
@@ -26,7 +26,7 @@ POOL = Pool(partition="p", gpu_type="t4", nodes=3, gpus_per_node=4)
 SHAPES = [(1, 1), (2, 1), (3, 1), (4, 1), (2, 2), (6, 2), (8, 2)]
 
 
-def scratch_plan(partition: Partition, now: float) -> Profile:
+def scratch_plan(partition: SimPartition, now: float) -> Profile:
     """The straightforward plan: running jobs held to their limits, the first pending jobs reserved in
     order, each from ``now``."""
     backfill, nodes = partition.backfill, range(POOL.nodes)
@@ -46,7 +46,7 @@ def scratch_plan(partition: Partition, now: float) -> Profile:
     return profile
 
 
-def scratch_test_only(partition: Partition, query: WaitQuery, now: float) -> float | None:
+def scratch_test_only(partition: SimPartition, query: ReplayQuery, now: float) -> float | None:
     profile = scratch_plan(partition, now)
     count, gpus = query.nodes, per_node_gpus(query.gpus, query.nodes)
     floors = [now] * POOL.nodes
@@ -58,19 +58,19 @@ def scratch_test_only(partition: Partition, query: WaitQuery, now: float) -> flo
 def checking_arm(shapes: dict[str, tuple[int, int, float]], checked: list[int]) -> Arm:
     """Submits each job as drawn; first checks the kept plan against the plan from scratch."""
 
-    def decide(job: Job, view: QueueView) -> Decision:
+    def decide(job: Job, view: QueueView) -> ReplayDecision:
         assert isinstance(view, SimulatedQueue)
         partition = view.cluster["p"]
         queries = [
-            WaitQuery(partition="p", gpus=gpus, nodes=nodes, time_limit_s=limit)
+            ReplayQuery(partition="p", gpus=gpus, nodes=nodes, time_limit_s=limit)
             for gpus, nodes in SHAPES
             for limit in (15.0, 90.0)
         ]
         assert view.slurm_waits(queries) == [scratch_test_only(partition, q, view.now) for q in queries]
         checked.append(1)
         gpus, nodes, limit = shapes[job.arrival.name]
-        config = Config(gpu_type="t4", gpus=gpus, nodes=nodes, micro_batch=8, accumulation=1)
-        return Decision(partition="p", config=config, time_limit_s=limit)
+        config = ReplayConfig(gpu_type="t4", gpus=gpus, nodes=nodes, micro_batch=8, accumulation=1)
+        return ReplayDecision(partition="p", config=config, time_limit_s=limit)
 
     return decide
 

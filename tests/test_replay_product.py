@@ -29,7 +29,7 @@ from advisor.sandbox.cluster import Sandbox
 from benchmarks.harness.arms import habits_arm
 from benchmarks.harness.compressed import compressed_policy, compressed_times, policy_toml
 from benchmarks.harness.daemon import AdvisorDaemon
-from benchmarks.harness.model import Arrival, Decision, Inventory, Job, Pool
+from benchmarks.harness.model import Arrival, Inventory, Job, Pool, ReplayDecision
 from benchmarks.harness.predictor import StepModels, train_predictors
 from benchmarks.harness.product import (
     TRAINED_AT,
@@ -114,7 +114,7 @@ def test_a_shortened_limit_keeps_the_policys_share_of_the_users_own(
     assert arm_c(unfloored, models, table, the_job).time_limit_s < decision.time_limit_s / 2
 
 
-def arm_c(policy: Policy, models: StepModels, table: StepTable, the_job: Job) -> Decision:
+def arm_c(policy: Policy, models: StepModels, table: StepTable, the_job: Job) -> ReplayDecision:
     return product_arm(INVENTORY, policy, learned(models), table)(the_job, SetWaits(BUSY_FAST))
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.harness.model import ArmName, Config, Decision, Outcome
+from benchmarks.harness.model import ArmName, ReplayConfig, ReplayDecision, ReplayOutcome
 from benchmarks.harness.report import ArmSummary, agreement, compare, summarize, wait_errors, write_report
 
 
@@ -22,15 +22,15 @@ def outcome(
     limit: float = 200.0,
     slurm_wait: float | None = None,
     advisor_wait: float | None = None,
-) -> Outcome:
-    decision = Decision(
+) -> ReplayOutcome:
+    decision = ReplayDecision(
         partition="v100",
-        config=Config(gpu_type="v100", gpus=2, nodes=1, micro_batch=32, accumulation=1),
+        config=ReplayConfig(gpu_type="v100", gpus=2, nodes=1, micro_batch=32, accumulation=1),
         time_limit_s=limit,
         slurm_wait_s=slurm_wait,
         advisor_wait_s=advisor_wait,
     )
-    return Outcome(
+    return ReplayOutcome(
         name=name,
         arm=arm,
         arrival_s=arrival,
@@ -43,7 +43,7 @@ def outcome(
     )
 
 
-def three_jobs(arm: ArmName = "advisor", shift: float = 0.0) -> list[Outcome]:
+def three_jobs(arm: ArmName = "advisor", shift: float = 0.0) -> list[ReplayOutcome]:
     """JCTs 100, 100 and 190 (+ shift); the third was killed after 30 s and reran from 110."""
     return [
         outcome("a", 0, 0, 100 + shift, arm=arm, slurm_wait=10, advisor_wait=0),
@@ -96,7 +96,7 @@ def test_agreement_is_the_relative_difference_of_mean_completion() -> None:
 
 
 def test_write_report_writes_markdown_json_and_plots_with_the_figures(tmp_path: Path) -> None:
-    results: dict[ArmName, list[Outcome]] = {
+    results: dict[ArmName, list[ReplayOutcome]] = {
         "habits": three_jobs("habits", shift=60),
         "slurm": three_jobs("slurm", shift=30),
         "advisor": three_jobs(),
@@ -128,14 +128,14 @@ def test_decision_delay_is_shown_beside_jct_and_flagged_above_five_percent_of_th
 ) -> None:
     """Waits 0, 40, 90 (median 40): a 1 s mean delay is within 5% of it (2 s), a 10 s one is an artefact."""
 
-    def delayed(arm: ArmName, delay: float) -> list[Outcome]:
+    def delayed(arm: ArmName, delay: float) -> list[ReplayOutcome]:
         return [o.model_copy(update={"submitted_s": o.arrival_s + delay}) for o in three_jobs(arm)]
 
     prompt, slow = summarize("advisor", delayed("advisor", 1)), summarize("habits", delayed("habits", 10))
     assert (prompt.median_wait_s, prompt.mean_decision_delay_s) == (40, 1)
     assert not prompt.delay_is_artefact and slow.delay_is_artefact
     assert summarize("slurm", three_jobs("slurm")).mean_decision_delay_s is None  # simulated: no delay
-    results: dict[ArmName, list[Outcome]] = {
+    results: dict[ArmName, list[ReplayOutcome]] = {
         "habits": delayed("habits", 10),
         "advisor": delayed("advisor", 1),
     }
@@ -151,7 +151,7 @@ def test_advised_jobs_whose_p90_outruns_their_limit_and_those_killed_are_counted
     """a: p90 within its limit; c: p90 beyond it, and killed; b: not advised (no prediction)."""
     a, b, c = three_jobs()
 
-    def advised(outcome: Outcome, p90: float) -> Outcome:
+    def advised(outcome: ReplayOutcome, p90: float) -> ReplayOutcome:
         decision = outcome.decision.model_copy(update={"predicted_run_s": p90 / 2, "predicted_p90_s": p90})
         return outcome.model_copy(update={"decision": decision})
 

@@ -12,14 +12,14 @@ import pytest
 from benchmarks.harness.model import (
     Arm,
     Arrival,
-    Config,
-    Decision,
     Inventory,
     Job,
-    Outcome,
     Pool,
     QueueView,
-    WaitQuery,
+    ReplayConfig,
+    ReplayDecision,
+    ReplayOutcome,
+    ReplayQuery,
 )
 from benchmarks.harness.scheduler import Backfill
 from benchmarks.harness.simulate import SLURM_DEFAULTS, DaemonCaches, simulate
@@ -44,19 +44,19 @@ def job(name: str, at: float, run_s: int, user_limit_s: float = 1000.0) -> Job:
     )
 
 
-def seconds_per_step(job: Job, config: Config) -> float:
+def seconds_per_step(job: Job, config: ReplayConfig) -> float:
     return float(job.steps)
 
 
 def planned_arm(asks: dict[str, Ask]) -> Arm:
     """Submits each job as ``asks`` says, recording both estimators' waits for that request."""
 
-    def decide(job: Job, queue: QueueView) -> Decision:
+    def decide(job: Job, queue: QueueView) -> ReplayDecision:
         ask = asks[job.arrival.name]
-        query = WaitQuery(partition="p", gpus=ask.gpus, nodes=ask.nodes, time_limit_s=ask.limit_s)
-        return Decision(
+        query = ReplayQuery(partition="p", gpus=ask.gpus, nodes=ask.nodes, time_limit_s=ask.limit_s)
+        return ReplayDecision(
             partition="p",
-            config=Config(gpu_type="t4", gpus=ask.gpus, nodes=ask.nodes, micro_batch=8, accumulation=1),
+            config=ReplayConfig(gpu_type="t4", gpus=ask.gpus, nodes=ask.nodes, micro_batch=8, accumulation=1),
             time_limit_s=ask.limit_s,
             predicted_run_s=ask.predicted_run_s,
             slurm_wait_s=queue.slurm_waits([query])[0],
@@ -72,7 +72,7 @@ def run(
     nodes: int = 1,
     backfill: Backfill = SLURM_DEFAULTS,
     caches: DaemonCaches | None = None,
-) -> dict[str, Outcome]:
+) -> dict[str, ReplayOutcome]:
     inventory = Inventory(pools=[Pool(partition="p", gpu_type="t4", nodes=nodes, gpus_per_node=4)])
     arm = planned_arm(asks)
     outcomes = simulate(jobs, arm, "advisor", inventory, seconds_per_step, backfill=backfill, caches=caches)

@@ -12,14 +12,14 @@ from advisor.sandbox.render import Identity, Layout, render_slurm_conf
 from benchmarks.harness.live_queue import real_limit, simulated_wait
 from benchmarks.harness.model import (
     Arrival,
-    Config,
-    Decision,
     Inventory,
     Job,
-    Outcome,
     Pool,
     QueueView,
-    WaitQuery,
+    ReplayConfig,
+    ReplayDecision,
+    ReplayOutcome,
+    ReplayQuery,
 )
 from benchmarks.harness.slurm import replay_spec, run_on_slurm
 
@@ -48,7 +48,7 @@ ARM_LIMITS = {"short": 300.0}
 SLOW_DECISION_S = 8.0
 
 
-def truth(job: Job, config: Config) -> float:
+def truth(job: Job, config: ReplayConfig) -> float:
     return job.steps * SECONDS_PER_STEP[config.gpu_type]
 
 
@@ -64,18 +64,18 @@ def jobs() -> list[Job]:
     ]
 
 
-def habit_arm(job: Job, queue: QueueView) -> Decision:
+def habit_arm(job: Job, queue: QueueView) -> ReplayDecision:
     """The user's partition and request, a known run time, and what both estimators said of it; slow to
     decide "short"."""
     if job.arrival.name == "short":
         time.sleep(SLOW_DECISION_S)
     _, gpus, nodes, _, _ = WORKLOAD[job.arrival.name]
-    config = Config(gpu_type=job.user_gpu_type, gpus=gpus, nodes=nodes, micro_batch=32, accumulation=1)
+    config = ReplayConfig(gpu_type=job.user_gpu_type, gpus=gpus, nodes=nodes, micro_batch=32, accumulation=1)
     limit_s = ARM_LIMITS.get(job.arrival.name, job.user_limit_s)
-    query = WaitQuery(partition=job.user_gpu_type, gpus=gpus, nodes=nodes, time_limit_s=limit_s)
+    query = ReplayQuery(partition=job.user_gpu_type, gpus=gpus, nodes=nodes, time_limit_s=limit_s)
     (slurm_wait,) = queue.slurm_waits([query])
     (advisor_wait,) = queue.advisor_waits([query])
-    return Decision(
+    return ReplayDecision(
         partition=job.user_gpu_type,
         config=config,
         time_limit_s=limit_s,
@@ -149,7 +149,7 @@ def test_each_job_runs_its_true_time_after_arrival_and_a_killed_one_is_rerun(
     assert not Layout(root).record.exists(), "the sandbox was taken down"
 
 
-def assert_estimates(first: Outcome, queued: Outcome) -> None:
+def assert_estimates(first: ReplayOutcome, queued: ReplayOutcome) -> None:
     """On an idle cluster both estimators say now; behind "first" Slurm waits for its limit, the advisor
     for its predicted end."""
     assert first.decision.slurm_wait_s is not None and first.decision.slurm_wait_s <= 2 * COMPRESSION

@@ -6,7 +6,16 @@ user's own configuration (the user knows what fits their GPU: the step table's m
 
 from __future__ import annotations
 
-from benchmarks.harness.model import Arm, Config, Decision, Inventory, Job, Pool, QueueView, WaitQuery
+from benchmarks.harness.model import (
+    Arm,
+    Inventory,
+    Job,
+    Pool,
+    QueueView,
+    ReplayConfig,
+    ReplayDecision,
+    ReplayQuery,
+)
 from benchmarks.harness.truth import Fits, StepTable, user_config
 
 
@@ -17,36 +26,38 @@ def user_pool(inventory: Inventory, job: Job) -> Pool:
     raise ValueError(f"{job.arrival.name}: the inventory has no {job.user_gpu_type} pool")
 
 
-def _query(pool: Pool, config: Config, limit_s: float) -> WaitQuery:
-    return WaitQuery(partition=pool.partition, gpus=config.gpus, nodes=config.nodes, time_limit_s=limit_s)
+def _query(pool: Pool, config: ReplayConfig, limit_s: float) -> ReplayQuery:
+    return ReplayQuery(partition=pool.partition, gpus=config.gpus, nodes=config.nodes, time_limit_s=limit_s)
 
 
-def _as_user_runs_it(job: Job, pool: Pool, fits: Fits) -> Config:
+def _as_user_runs_it(job: Job, pool: Pool, fits: Fits) -> ReplayConfig:
     config = user_config(job.arrival, pool.gpu_type, pool.gpus_per_node, fits)
     if config is None:
         raise ValueError(f"{job.arrival.name}: the user's configuration does not fit {pool.partition}")
     return config
 
 
-def user_config_on(job: Job, pool: Pool, table: StepTable) -> Config:
+def user_config_on(job: Job, pool: Pool, table: StepTable) -> ReplayConfig:
     """The configuration the job's user runs on ``pool``."""
     return _as_user_runs_it(job, pool, table.fits(job.arrival.application))
 
 
-def as_submitted(job: Job, pool: Pool, table: StepTable, view: QueueView) -> Decision:
+def as_submitted(job: Job, pool: Pool, table: StepTable, view: QueueView) -> ReplayDecision:
     """The job as its user runs it: their partition, configuration and limit."""
     return _habits_decision(job, pool, user_config_on(job, pool, table), view)
 
 
-def _habits_decision(job: Job, pool: Pool, config: Config, view: QueueView) -> Decision:
+def _habits_decision(job: Job, pool: Pool, config: ReplayConfig, view: QueueView) -> ReplayDecision:
     (wait,) = view.slurm_waits([_query(pool, config, job.user_limit_s)])
-    return Decision(partition=pool.partition, config=config, time_limit_s=job.user_limit_s, slurm_wait_s=wait)
+    return ReplayDecision(
+        partition=pool.partition, config=config, time_limit_s=job.user_limit_s, slurm_wait_s=wait
+    )
 
 
 def habits_arm(inventory: Inventory, table: StepTable) -> Arm:
     """(A) The partition the user always asks for, their configuration and their habitual limit."""
 
-    def decide(job: Job, view: QueueView) -> Decision:
+    def decide(job: Job, view: QueueView) -> ReplayDecision:
         return as_submitted(job, user_pool(inventory, job), table, view)
 
     return decide
@@ -56,7 +67,7 @@ def slurm_arm(inventory: Inventory, table: StepTable) -> Arm:
     """(B) The user's configuration and limit, on the partition where ``--test-only`` starts it first
     (ties: the user's own GPU type, then inventory order)."""
 
-    def decide(job: Job, view: QueueView) -> Decision:
+    def decide(job: Job, view: QueueView) -> ReplayDecision:
         fits = table.fits(job.arrival.application)
         options = [
             (pool, config)
@@ -72,7 +83,7 @@ def slurm_arm(inventory: Inventory, table: StepTable) -> Arm:
         if not ranked:
             return as_submitted(job, user_pool(inventory, job), table, view)
         wait, _, _, pool, config = min(ranked, key=lambda option: option[:3])
-        return Decision(
+        return ReplayDecision(
             partition=pool.partition, config=config, time_limit_s=job.user_limit_s, slurm_wait_s=wait
         )
 

@@ -25,7 +25,7 @@ from advisor.policy.schema import Policy
 from advisor.sandbox.cluster import Sandbox
 from benchmarks.harness.arms import user_pool
 from benchmarks.harness.compressed import compressed_policy, compressed_times, policy_toml
-from benchmarks.harness.model import Decision, Inventory, Job, QueueView
+from benchmarks.harness.model import Inventory, Job, QueueView, ReplayDecision
 from benchmarks.harness.product import decision_of, job_script
 from benchmarks.harness.truth import StepTable
 
@@ -35,7 +35,7 @@ ASK_TIMEOUT_S = 120.0
 START_TIMEOUT_S = 120.0
 
 
-class DaemonError(RuntimeError):
+class ReplayDaemonError(RuntimeError):
     """The daemon did not start or did not answer; the message points at its log."""
 
 
@@ -95,7 +95,7 @@ class AdvisorDaemon:
                 return
             except DaemonUnreachable:
                 if self._process.poll() is not None or time.monotonic() > deadline:
-                    raise DaemonError(f"advisor daemon did not start: see {self._log()}") from None
+                    raise ReplayDaemonError(f"advisor daemon did not start: see {self._log()}") from None
                 time.sleep(0.2)
 
     def stop(self) -> None:
@@ -107,7 +107,7 @@ class AdvisorDaemon:
         assert self.root is not None
         return self.root / "daemon.log"
 
-    def decide(self, job: Job, view: QueueView) -> Decision:
+    def decide(self, job: Job, view: QueueView) -> ReplayDecision:
         """Arm C: the daemon's advice for the job's script (``view`` is not asked: the daemon reads the
         queue itself), in workload seconds; the request id goes with it, to link the job."""
         pool = user_pool(self.inventory, job)
@@ -118,7 +118,7 @@ class AdvisorDaemon:
         decision = decision_of(answer.recommendation, job, self.inventory, self.table, self.compression)
         return decision.model_copy(update={"request_id": answer.request_id or None})
 
-    def submitted(self, decision: Decision, job_id: int) -> None:
+    def submitted(self, decision: ReplayDecision, job_id: int) -> None:
         """What ``advise-submit`` tells the daemon once sbatch printed the job's id."""
         if decision.request_id is None:
             return
@@ -130,4 +130,4 @@ class AdvisorDaemon:
         try:
             return call(self.socket, "POST", path, body.encode(), timeout=ASK_TIMEOUT_S)
         except (DaemonUnreachable, DaemonRefused) as error:
-            raise DaemonError(f"{error}; its log: {self._log()}") from error
+            raise ReplayDaemonError(f"{error}; its log: {self._log()}") from error

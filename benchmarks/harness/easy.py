@@ -72,7 +72,7 @@ def shaken(jobs: Sequence[Replayed], shift_s: float, seed: int) -> list[Replayed
 
 
 @dataclass
-class _Running:
+class _EasyRunning:
     start: float
     job: Replayed
 
@@ -85,7 +85,7 @@ def easy(jobs: Sequence[Replayed], processors: int) -> Schedule:
     """Every job of ``jobs`` (in submission order) through EASY on ``processors``."""
     order = sorted(range(len(jobs)), key=lambda index: jobs[index].submit_s)
     ends: list[tuple[float, int]] = []
-    running: dict[int, _Running] = {}
+    running: dict[int, _EasyRunning] = {}
     queue: list[int] = []
     waits = [0.0] * len(jobs)
     free, arrived, killed = processors, 0, 0
@@ -94,7 +94,7 @@ def easy(jobs: Sequence[Replayed], processors: int) -> Schedule:
         nonlocal free
         job = jobs[index]
         free -= job.procs
-        running[index] = _Running(now, job)
+        running[index] = _EasyRunning(now, job)
         waits[index] = now - job.submit_s
         heapq.heappush(ends, (now + min(job.run_s, job.limit_s), index))
 
@@ -128,7 +128,7 @@ def easy(jobs: Sequence[Replayed], processors: int) -> Schedule:
 def _backfill(
     queue: list[int],
     jobs: Sequence[Replayed],
-    running: dict[int, _Running],
+    running: dict[int, _EasyRunning],
     free: int,
     now: float,
     start: Callable[[int, float], None],

@@ -20,7 +20,16 @@ from advisor.policy.schema import Policy
 from benchmarks.harness.arms import habits_arm, slurm_arm
 from benchmarks.harness.daemon import AdvisorDaemon
 from benchmarks.harness.live_queue import BACKFILL_WINDOW_MIN
-from benchmarks.harness.model import Arm, ArmName, Arrival, Decision, Inventory, Job, Outcome, QueueView
+from benchmarks.harness.model import (
+    Arm,
+    ArmName,
+    Arrival,
+    Inventory,
+    Job,
+    QueueView,
+    ReplayDecision,
+    ReplayOutcome,
+)
 from benchmarks.harness.predictor import HeldOutError, held_out_batches, held_out_error, train_predictors
 from benchmarks.harness.product import TRAINED_AT, product_arm
 from benchmarks.harness.scheduler import Backfill
@@ -95,14 +104,14 @@ def prepare(
     )
 
 
-def run_simulated(experiment: Experiment, inventory: Inventory) -> dict[ArmName, list[Outcome]]:
+def run_simulated(experiment: Experiment, inventory: Inventory) -> dict[ArmName, list[ReplayOutcome]]:
     """Every arm on a simulated cluster in real time."""
     return _simulate_arms(experiment, inventory, experiment.arms(), REAL_TIME, {})
 
 
 def run_twin(
-    experiment: Experiment, inventory: Inventory, compression: float, real: dict[ArmName, list[Outcome]]
-) -> dict[ArmName, list[Outcome]]:
+    experiment: Experiment, inventory: Inventory, compression: float, real: dict[ArmName, list[ReplayOutcome]]
+) -> dict[ArmName, list[ReplayOutcome]]:
     """The simulated twin of a real run: its scheduler in compressed time, each job submitted when the real
     run submitted it (a decision's real second is ``compression`` workload seconds there). Arm C submits
     what its daemon answered in the real run: those answers rest on the daemon's caches, whose fill times
@@ -113,8 +122,8 @@ def run_twin(
 
 
 def redecided(
-    experiment: Experiment, inventory: Inventory, compression: float, real: dict[ArmName, list[Outcome]]
-) -> list[Outcome]:
+    experiment: Experiment, inventory: Inventory, compression: float, real: dict[ArmName, list[ReplayOutcome]]
+) -> list[ReplayOutcome]:
     """Arm C in the twin deciding anew, on the compressed clock, from the daemon's caches (`DaemonCaches`,
     filled when the twin's decisions ask): how far stale answers alone move it."""
     arm = experiment.arms(compression)["advisor"]
@@ -132,17 +141,17 @@ def redecided(
     )
 
 
-def as_decided(outcomes: Sequence[Outcome]) -> Arm:
+def as_decided(outcomes: Sequence[ReplayOutcome]) -> Arm:
     """An arm that submits each job as a real run did (by job name)."""
     decisions = {outcome.name: outcome.decision for outcome in outcomes}
 
-    def decide(job: Job, view: QueueView) -> Decision:
+    def decide(job: Job, view: QueueView) -> ReplayDecision:
         return decisions[job.arrival.name]
 
     return decide
 
 
-def _submitted(real: dict[ArmName, list[Outcome]]) -> dict[ArmName, dict[str, float]]:
+def _submitted(real: dict[ArmName, list[ReplayOutcome]]) -> dict[ArmName, dict[str, float]]:
     return {
         name: {o.name: o.submitted_s for o in outcomes if o.submitted_s is not None}
         for name, outcomes in real.items()
@@ -155,7 +164,7 @@ def _simulate_arms(
     arms: dict[ArmName, Arm],
     backfill: Backfill,
     submitted: dict[ArmName, dict[str, float]],
-) -> dict[ArmName, list[Outcome]]:
+) -> dict[ArmName, list[ReplayOutcome]]:
     truth = experiment.table.true_run_s
     return {
         name: simulate(
@@ -167,7 +176,7 @@ def _simulate_arms(
 
 def run_real(
     experiment: Experiment, inventory: Inventory, compression: float, root: Path, base_port: int
-) -> dict[ArmName, list[Outcome]]:
+) -> dict[ArmName, list[ReplayOutcome]]:
     """Arms A and B at once, each on a sandbox of its own, and arm C on its own through a running daemon
     (`AdvisorDaemon`); the oracle runs in the simulator only."""
     arms = experiment.arms(compression)

@@ -12,11 +12,11 @@ from datetime import UTC, datetime, timedelta
 
 from advisor.slurm.client import SlurmClient
 from advisor.wait.collect import take_snapshot
-from advisor.wait.estimate import WaitRequest, ask_test_only, slurm_start_estimates
+from advisor.wait.estimate import ask_test_only, slurm_start_estimates
 from advisor.wait.remaining import MIN_REMAINING_S, RatioTable, estimate_runtimes
 from advisor.wait.simulate import predict_starts
 from advisor.wait.snapshot import SlotRequest
-from benchmarks.harness.model import WaitQuery
+from benchmarks.harness.model import ReplayQuery
 
 #: Real minutes the backfill scheduler (and the advisor's replay of it) looks ahead: a real day.
 BACKFILL_WINDOW_MIN = 1440
@@ -30,7 +30,7 @@ def real_limit(limit_s: float, compression: float) -> timedelta:
     return timedelta(minutes=max(1, math.ceil(limit_s / compression / 60)))
 
 
-def job_request(query: WaitQuery, compression: float) -> SlotRequest:
+def job_request(query: ReplayQuery, compression: float) -> SlotRequest:
     """What a replayed job asks Slurm for: GPUs spread evenly over its nodes, one CPU and a little memory."""
     return SlotRequest(
         partitions=[query.partition],
@@ -65,13 +65,13 @@ class LiveQueue:
         self._compression = compression
         self._predicted_run_s = predicted_run_s
 
-    def slurm_waits(self, queries: Sequence[WaitQuery]) -> list[float | None]:
+    def slurm_waits(self, queries: Sequence[ReplayQuery]) -> list[float | None]:
         now = datetime.now(UTC)
-        candidates = [WaitRequest(request=job_request(query, self._compression)) for query in queries]
+        candidates = [job_request(query, self._compression) for query in queries]
         answers = slurm_start_estimates(lambda candidate: ask_test_only(self._client, candidate), candidates)
         return [simulated_wait(start, now, self._compression) for start, _ in answers]
 
-    def advisor_waits(self, queries: Sequence[WaitQuery]) -> list[float | None]:
+    def advisor_waits(self, queries: Sequence[ReplayQuery]) -> list[float | None]:
         now = datetime.now(UTC)
         snapshot = take_snapshot(self._client, now)
         predictions = {

@@ -15,11 +15,11 @@ ArmName = Literal["habits", "slurm", "advisor", "oracle"]
 oracle: the same advisor fed the true step times, the bound any predictor could reach."""
 
 
-class _Frozen(BaseModel):
+class _ReplayFrozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class Arrival(_Frozen):
+class Arrival(_ReplayFrozen):
     """One row of a Sia workload: when the job arrives and what the user asked for."""
 
     name: str
@@ -32,7 +32,7 @@ class Arrival(_Frozen):
     duration is drawn."""
 
 
-class Job(_Frozen):
+class Job(_ReplayFrozen):
     """An arrival with what the workload does not say, fixed (seeded) before any arm decides."""
 
     arrival: Arrival
@@ -44,7 +44,7 @@ class Job(_Frozen):
     """The time limit the user habitually writes (arms A and B keep it)."""
 
 
-class Config(_Frozen):
+class ReplayConfig(_ReplayFrozen):
     """How a job runs: GPU type, GPUs over how many nodes, micro-batch per GPU and accumulation."""
 
     gpu_type: str
@@ -54,7 +54,7 @@ class Config(_Frozen):
     accumulation: int = Field(ge=1)
 
 
-class Pool(_Frozen):
+class Pool(_ReplayFrozen):
     """One partition of the replayed cluster: identical nodes of one GPU type."""
 
     partition: str
@@ -63,11 +63,11 @@ class Pool(_Frozen):
     gpus_per_node: int = Field(ge=1)
 
 
-class Inventory(_Frozen):
+class Inventory(_ReplayFrozen):
     pools: list[Pool] = Field(min_length=1)
 
 
-class WaitQuery(_Frozen):
+class ReplayQuery(_ReplayFrozen):
     """What a job would ask Slurm for in one partition, which is all its queue wait depends on."""
 
     partition: str
@@ -76,11 +76,11 @@ class WaitQuery(_Frozen):
     time_limit_s: float
 
 
-class Decision(_Frozen):
+class ReplayDecision(_ReplayFrozen):
     """What an arm submits for a job, and what the estimators said at that moment (for the report)."""
 
     partition: str
-    config: Config
+    config: ReplayConfig
     time_limit_s: float
     predicted_run_s: float | None = None
     """The run time the arm expected (the advisor's prediction; None for arms that do not predict)."""
@@ -93,21 +93,21 @@ class Decision(_Frozen):
     request_id: str | None = None
     """The daemon's record of this advice (arm C on real Slurm), which the submitted job is linked to."""
 
-    def query(self, time_limit_s: float | None = None) -> WaitQuery:
+    def query(self, time_limit_s: float | None = None) -> ReplayQuery:
         """What the submission asks of its partition; ``time_limit_s`` for an attempt under another limit
         (a rerun runs under the user's own)."""
         limit = self.time_limit_s if time_limit_s is None else time_limit_s
         config = self.config
-        return WaitQuery(partition=self.partition, gpus=config.gpus, nodes=config.nodes, time_limit_s=limit)
+        return ReplayQuery(partition=self.partition, gpus=config.gpus, nodes=config.nodes, time_limit_s=limit)
 
 
-class Outcome(_Frozen):
+class ReplayOutcome(_ReplayFrozen):
     name: str
     arm: ArmName
     arrival_s: float
     start_s: float
     end_s: float
-    decision: Decision
+    decision: ReplayDecision
     true_run_s: float
     timed_out: bool
     """Killed by its time limit; the report counts these apart."""
@@ -122,13 +122,13 @@ class Outcome(_Frozen):
 class QueueView(Protocol):
     """The queue as an arm sees it at a submission: both wait estimators, seconds from now (None: never)."""
 
-    def slurm_waits(self, queries: Sequence[WaitQuery]) -> list[float | None]: ...
+    def slurm_waits(self, queries: Sequence[ReplayQuery]) -> list[float | None]: ...
 
-    def advisor_waits(self, queries: Sequence[WaitQuery]) -> list[float | None]: ...
+    def advisor_waits(self, queries: Sequence[ReplayQuery]) -> list[float | None]: ...
 
 
-Arm = Callable[[Job, QueueView], Decision]
+Arm = Callable[[Job, QueueView], ReplayDecision]
 """An arm's decision for one arriving job, given the queue at that moment."""
 
-TrueRunTime = Callable[[Job, Config], float]
+TrueRunTime = Callable[[Job, ReplayConfig], float]
 """Ground truth: how long the job really runs in that configuration (steps x measured step time)."""

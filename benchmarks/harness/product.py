@@ -24,15 +24,24 @@ from advisor.jobscript.submission import parse_job
 from advisor.policy.schema import Policy
 from advisor.recommend.ask import Ask, Caller
 from advisor.recommend.choose import Estimate, Recommendation
-from advisor.recommend.estimator import Context, WaitEstimator, Waits
-from advisor.recommend.estimator import WaitQuery as CandidateQuery
+from advisor.recommend.estimator import Context, WaitEstimator
 from advisor.recommend.service import recommend
 from advisor.slurm.models import Gpus, Node, Partition
 from advisor.slurm.values import format_duration
-from advisor.wait.accuracy import DEFAULT_ESTIMATOR
+from advisor.wait.accuracy import DEFAULT_ESTIMATOR, WaitEstimate
+from advisor.wait.snapshot import SlotRequest
 from benchmarks.harness.arms import user_config_on, user_pool
 from benchmarks.harness.compressed import compressed_policy, compressed_times, shrunk, stretched
-from benchmarks.harness.model import Arm, Config, Decision, Inventory, Job, Pool, QueueView, WaitQuery
+from benchmarks.harness.model import (
+    Arm,
+    Inventory,
+    Job,
+    Pool,
+    QueueView,
+    ReplayConfig,
+    ReplayDecision,
+    ReplayQuery,
+)
 from benchmarks.harness.truth import StepTable, nodes_for
 
 MAX_TIME = timedelta(days=1)
@@ -58,7 +67,7 @@ def product_arm(
     times = compressed_times(times, compression)
     steps = {model: MeasuredSteps(times, model, partitions) for model in times.models()}
 
-    def decide(job: Job, view: QueueView) -> Decision:
+    def decide(job: Job, view: QueueView) -> ReplayDecision:
         pool = user_pool(inventory, job)
         where = f"{job.arrival.name}.sbatch"
         parsed = parse_job(job_script(job, pool, compression).encode(), where, [where], {})
@@ -74,7 +83,7 @@ def product_arm(
 
 def decision_of(
     found: Recommendation, job: Job, inventory: Inventory, table: StepTable, compression: float
-) -> Decision:
+) -> ReplayDecision:
     """What the job goes in with: the advice where the policy applies it, else the job as its user runs it
     (with what the advisor said of that, as ``advise-submit --explain`` shows it); in workload seconds."""
     chosen = found.chosen if found.apply else None
@@ -82,14 +91,14 @@ def decision_of(
         return _kept(job, user_pool(inventory, job), table, found.baseline, compression)
     candidate = chosen.candidate
     pools = {pool.partition: pool for pool in inventory.pools}
-    config = Config(
+    config = ReplayConfig(
         gpu_type=pools[candidate.partition].gpu_type,
         gpus=candidate.gpus * candidate.nodes,
         nodes=candidate.nodes,
         micro_batch=candidate.micro_batch,
         accumulation=candidate.accumulation,
     )
-    return Decision(
+    return ReplayDecision(
         partition=candidate.partition,
         config=config,
         time_limit_s=chosen.time_limit.total_seconds() * compression,
@@ -100,8 +109,10 @@ def decision_of(
     )
 
 
-def _kept(job: Job, pool: Pool, table: StepTable, baseline: Estimate | None, compression: float) -> Decision:
-    return Decision(
+def _kept(
+    job: Job, pool: Pool, table: StepTable, baseline: Estimate | None, compression: float
+) -> ReplayDecision:
+    return ReplayDecision(
         partition=pool.partition,
         config=user_config_on(job, pool, table),
         time_limit_s=job.user_limit_s,
@@ -137,20 +148,22 @@ def queue_estimator(view: QueueView, compression: float = 1.0) -> WaitEstimator:
     With no finished jobs to compare them on, the daemon prefers its default (Slurm's), and so does this.
     The candidates' limits and the waits are on the compressed clock, the view's in workload seconds."""
 
-    def waits(queries: Sequence[CandidateQuery]) -> list[Waits]:
+    def waits(queries: Sequence[SlotRequest]) -> list[WaitEstimate]:
         asked = [
-            WaitQuery(
-                partition=query.partition,
-                gpus=query.gpus * query.nodes,
+            ReplayQuery(
+                partition=query.partitions[0],
+                gpus=query.gpus_per_node * query.nodes,
                 nodes=query.nodes,
-                time_limit_s=query.time_limit.total_seconds() * compression,
+                time_limit_s=(query.time_limit or timedelta.max).total_seconds() * compression,
             )
             for query in queries
         ]
         pairs = zip(view.slurm_waits(asked), view.advisor_waits(asked), strict=True)
         preferred = DEFAULT_ESTIMATOR
         return [
-            Waits(slurm_s=shrunk(s, compression), advisor_s=shrunk(a, compression), preferred=preferred)
+            WaitEstimate(
+                slurm_wait_s=shrunk(s, compression), advisor_wait_s=shrunk(a, compression), preferred=preferred
+            )
             for s, a in pairs
         ]
 

@@ -16,7 +16,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, computed_field
 
-from benchmarks.harness.model import ArmName, Outcome
+from benchmarks.harness.model import ArmName, ReplayOutcome
 from benchmarks.harness.scheduler import per_node_gpus
 
 Estimator = Literal["slurm", "advisor"]
@@ -29,11 +29,11 @@ TARGET_WAIT_ERROR_RATIO = 0.5
 ARTEFACT_SHARE = 0.05
 
 
-class _Frozen(BaseModel):
+class _ReportFrozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class ArmSummary(_Frozen):
+class ArmSummary(_ReportFrozen):
     arm: ArmName
     jobs: int
     mean_jct_s: float
@@ -63,7 +63,7 @@ class ArmSummary(_Frozen):
         return delay is not None and delay > ARTEFACT_SHARE * self.median_wait_s
 
 
-class WaitError(_Frozen):
+class WaitError(_ReportFrozen):
     """How far one estimator's waits, asked at submission, were from the actual ones.
 
     On a cluster with room most jobs start at once and both estimators say so, which makes every median
@@ -77,7 +77,7 @@ class WaitError(_Frozen):
     queued_median_abs_error_s: float | None
 
 
-class Reductions(_Frozen):
+class Reductions(_ReportFrozen):
     """Relative reduction of the advisor arm's mean JCT against each other arm (None: arm missing)."""
 
     vs_habits: float | None
@@ -86,7 +86,7 @@ class Reductions(_Frozen):
     """Negative: how much longer than the same recommender fed the true step times the advisor's jobs took."""
 
 
-def summarize(arm: ArmName, outcomes: Sequence[Outcome]) -> ArmSummary:
+def summarize(arm: ArmName, outcomes: Sequence[ReplayOutcome]) -> ArmSummary:
     if not outcomes:
         raise ValueError(f"arm {arm} has no outcomes to summarize")
     jcts = [outcome.end_s - outcome.arrival_s for outcome in outcomes]
@@ -109,12 +109,12 @@ def summarize(arm: ArmName, outcomes: Sequence[Outcome]) -> ArmSummary:
     )
 
 
-def _p90_over_limit(outcome: Outcome) -> bool:
+def _p90_over_limit(outcome: ReplayOutcome) -> bool:
     p90 = outcome.decision.predicted_p90_s
     return p90 is not None and p90 > outcome.decision.time_limit_s
 
 
-def wait_errors(outcomes: Sequence[Outcome]) -> dict[Estimator, WaitError]:
+def wait_errors(outcomes: Sequence[ReplayOutcome]) -> dict[Estimator, WaitError]:
     """Each estimator's absolute errors over the jobs it gave an estimate for."""
     queued = [o for o in outcomes if max(_first_wait(o), *_estimates(o).values()) > 0]
     errors: dict[Estimator, WaitError] = {}
@@ -131,7 +131,7 @@ def wait_errors(outcomes: Sequence[Outcome]) -> dict[Estimator, WaitError]:
     return errors
 
 
-def _estimates(outcome: Outcome) -> dict[Estimator, float]:
+def _estimates(outcome: ReplayOutcome) -> dict[Estimator, float]:
     found: dict[Estimator, float | None] = {
         "slurm": outcome.decision.slurm_wait_s,
         "advisor": outcome.decision.advisor_wait_s,
@@ -139,7 +139,7 @@ def _estimates(outcome: Outcome) -> dict[Estimator, float]:
     return {estimator: wait for estimator, wait in found.items() if wait is not None}
 
 
-def _misses(outcomes: Sequence[Outcome], estimator: Estimator) -> list[float]:
+def _misses(outcomes: Sequence[ReplayOutcome], estimator: Estimator) -> list[float]:
     return [
         abs(estimate - _first_wait(o))
         for o in outcomes
@@ -162,7 +162,7 @@ def compare(summaries: Mapping[ArmName, ArmSummary]) -> Reductions:
     )
 
 
-def agreement(sim: Sequence[Outcome], real: Sequence[Outcome]) -> float:
+def agreement(sim: Sequence[ReplayOutcome], real: Sequence[ReplayOutcome]) -> float:
     """Relative difference of the simulated run's mean JCT from the real-Slurm run's, same arm and
     workload; the fast mode is trusted where this stays within 10%."""
     real_mean = statistics.fmean(o.end_s - o.arrival_s for o in real)
@@ -170,7 +170,7 @@ def agreement(sim: Sequence[Outcome], real: Sequence[Outcome]) -> float:
 
 
 def write_report(
-    results: Mapping[ArmName, list[Outcome]], out_dir: Path, title: str, notes: list[str]
+    results: Mapping[ArmName, list[ReplayOutcome]], out_dir: Path, title: str, notes: list[str]
 ) -> Path:
     """``report.md``, ``report.json``, ``outcomes.json`` (every job of every arm, to compare runs job by job),
     ``completion_cdf.png`` and ``completion_bars.png`` in ``out_dir``; returns the markdown's path."""
@@ -197,14 +197,14 @@ def write_report(
     return markdown
 
 
-def _gpu_seconds(outcome: Outcome) -> float:
+def _gpu_seconds(outcome: ReplayOutcome) -> float:
     config = outcome.decision.config
     held = config.nodes * per_node_gpus(config.gpus, config.nodes)
     killed = outcome.decision.time_limit_s if outcome.killed_start_s is not None else 0.0
     return held * (outcome.end_s - outcome.start_s + killed)
 
 
-def _first_wait(outcome: Outcome) -> float:
+def _first_wait(outcome: ReplayOutcome) -> float:
     first_start = outcome.start_s if outcome.killed_start_s is None else outcome.killed_start_s
     return first_start - outcome.arrival_s
 
@@ -335,7 +335,7 @@ def _percent(value: float | None) -> str:
 
 
 def _plot(
-    results: Mapping[ArmName, list[Outcome]], summaries: Mapping[ArmName, ArmSummary], out_dir: Path
+    results: Mapping[ArmName, list[ReplayOutcome]], summaries: Mapping[ArmName, ArmSummary], out_dir: Path
 ) -> None:
     """The CDF of completion times, and mean and p90 bars, per arm."""
     import matplotlib

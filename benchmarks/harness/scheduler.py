@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.wait.profile import INF, Amount, Profile
 from advisor.wait.simulate import BACKFILL_WINDOW
-from benchmarks.harness.model import Decision, Job, Pool, WaitQuery
+from benchmarks.harness.model import Job, Pool, ReplayDecision, ReplayQuery
 
 
 class Backfill(BaseModel):
@@ -55,7 +55,7 @@ class Attempt:
     order: int
     """Submission sequence over the whole cluster: the job's priority (lower goes first)."""
     job: Job
-    decision: Decision
+    decision: ReplayDecision
     limit_s: float
     submitted_s: float
     true_run_s: float
@@ -71,7 +71,7 @@ class Attempt:
         self.ask = config.nodes, per_node_gpus(config.gpus, config.nodes)
 
     @property
-    def query(self) -> WaitQuery:
+    def query(self) -> ReplayQuery:
         """What the attempt asks of its partition."""
         return self.decision.query(self.limit_s)
 
@@ -86,7 +86,7 @@ class Attempt:
         return self.start_s + min(self.true_run_s, self.limit_s)
 
 
-class Partition:
+class SimPartition:
     """One pool's nodes, its running attempts and its queue.
 
     A pass and ``--test-only`` read the same plan: the slots of the first ``max_jobs`` pending attempts.
@@ -140,7 +140,7 @@ class Partition:
             plan.starting = []
         return started
 
-    def test_only(self, query: WaitQuery, now: float) -> float | None:
+    def test_only(self, query: ReplayQuery, now: float) -> float | None:
         """The start ``sbatch --test-only`` reports: after the slots of the pending jobs a pass plans,
         planned on limits; None when the request never fits the partition."""
         profile = self._plan_at(now).profile

@@ -32,12 +32,12 @@ from benchmarks.harness.model import (
     ArmName,
     Inventory,
     Job,
-    Outcome,
     QueueView,
+    ReplayOutcome,
+    ReplayQuery,
     TrueRunTime,
-    WaitQuery,
 )
-from benchmarks.harness.scheduler import Attempt, Backfill, Partition, per_node_gpus
+from benchmarks.harness.scheduler import Attempt, Backfill, SimPartition, per_node_gpus
 
 #: Where the simulated clock's second 0 falls, for the advisor's datetime-based queue replay.
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
@@ -45,7 +45,7 @@ EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 #: Slurm's own backfill settings.
 SLURM_DEFAULTS = Backfill()
 
-Cluster = Mapping[str, Partition]
+Cluster = Mapping[str, SimPartition]
 """Partition name -> its state."""
 
 
@@ -59,14 +59,14 @@ def simulate(
     backfill: Backfill = SLURM_DEFAULTS,
     submitted_at: Mapping[str, float] | None = None,
     caches: DaemonCaches | None = None,
-) -> list[Outcome]:
+) -> list[ReplayOutcome]:
     """Every job's outcome under one arm, in arrival order.
 
     ``submitted_at`` (by job name) delays a job's decision and submission past its arrival, as a real run's
     decisions took real time: the twin of a real run submits each job when that run did. ``caches``: the
     arm sees the queue through a daemon's caches, as old as they may be.
     """
-    cluster = {pool.partition: Partition(pool, backfill) for pool in inventory.pools}
+    cluster = {pool.partition: SimPartition(pool, backfill) for pool in inventory.pools}
     delays = submitted_at or {}
     if delays and len({job.arrival.name for job in jobs}) < len(jobs):
         raise ValueError("submission times are given by job name, and the names repeat")
@@ -77,9 +77,9 @@ def simulate(
     arrivals = sorted(jobs, key=submitted)
     orders = itertools.count()
     ends: list[tuple[float, int, Attempt]] = []
-    outcomes: dict[int, Outcome] = {}  # by id of the job: names need not be unique
+    outcomes: dict[int, ReplayOutcome] = {}  # by id of the job: names need not be unique
 
-    def run_pass(partition: Partition, now: float) -> None:
+    def run_pass(partition: SimPartition, now: float) -> None:
         for attempt in partition.schedule(now):
             heapq.heappush(ends, (attempt.end_s, attempt.order, attempt))
 
@@ -89,7 +89,7 @@ def simulate(
             ends[0][0] if ends else math.inf,
             submitted(arrivals[position]) if position < len(arrivals) else math.inf,
         )
-        touched: dict[str, Partition] = {}
+        touched: dict[str, SimPartition] = {}
         while ends and ends[0][0] == now:
             attempt = heapq.heappop(ends)[2]
             partition = cluster[attempt.decision.partition]
@@ -121,16 +121,16 @@ class SimulatedQueue:
     now: float
     backfill: Backfill
 
-    def slurm_waits(self, queries: Sequence[WaitQuery]) -> list[float | None]:
+    def slurm_waits(self, queries: Sequence[ReplayQuery]) -> list[float | None]:
         starts = [_partition(self.cluster, query.partition).test_only(query, self.now) for query in queries]
         return [None if start is None else start - self.now for start in starts]
 
-    def advisor_waits(self, queries: Sequence[WaitQuery]) -> list[float | None]:
+    def advisor_waits(self, queries: Sequence[ReplayQuery]) -> list[float | None]:
         """The advisor's own backfill replay on a snapshot of this instant, the same function the
         real-Slurm runner calls on a real snapshot."""
         return self.replayed(snapshot_of(self.cluster, self.now, self.backfill), queries)
 
-    def replayed(self, snapshot: QueueSnapshot, queries: Sequence[WaitQuery]) -> list[float | None]:
+    def replayed(self, snapshot: QueueSnapshot, queries: Sequence[ReplayQuery]) -> list[float | None]:
         """The advisor's waits from ``snapshot`` (taken now or earlier), from now on."""
         now = _clock(self.now)
         predictions = predictions_of(self.cluster, self.backfill.max_jobs)
@@ -150,7 +150,7 @@ class DaemonCaches:
     def __init__(self, compression: float) -> None:
         self.snapshot_s = SNAPSHOT_FRESH_FOR.total_seconds() * compression
         self.test_only_s = TEST_ONLY_FRESH_FOR.total_seconds() * compression
-        self.starts: dict[WaitQuery, tuple[float, float | None]] = {}
+        self.starts: dict[ReplayQuery, tuple[float, float | None]] = {}
         """Query -> (when asked, the start it got)."""
         self.snapshot: tuple[float, QueueSnapshot] | None = None
 
@@ -163,7 +163,7 @@ class _Cached:
     caches: DaemonCaches
     queue: SimulatedQueue
 
-    def slurm_waits(self, queries: Sequence[WaitQuery]) -> list[float | None]:
+    def slurm_waits(self, queries: Sequence[ReplayQuery]) -> list[float | None]:
         """A start asked within the window stands, however the queue moved since (none before now)."""
         now, starts, window = self.queue.now, self.caches.starts, self.caches.test_only_s
         stale = [q for q in dict.fromkeys(queries) if q not in starts or now - starts[q][0] >= window]
@@ -172,7 +172,7 @@ class _Cached:
         found = [starts[query][1] for query in queries]
         return [None if start is None else max(start - now, 0.0) for start in found]
 
-    def advisor_waits(self, queries: Sequence[WaitQuery]) -> list[float | None]:
+    def advisor_waits(self, queries: Sequence[ReplayQuery]) -> list[float | None]:
         queue, kept = self.queue, self.caches.snapshot
         if kept is None or queue.now - kept[0] >= self.caches.snapshot_s:
             kept = self.caches.snapshot = (queue.now, snapshot_of(queue.cluster, queue.now, queue.backfill))
@@ -228,7 +228,7 @@ def predictions_of(cluster: Cluster, depth: int) -> dict[int, float]:
     }
 
 
-def _node_names(partition: Partition) -> list[str]:
+def _node_names(partition: SimPartition) -> list[str]:
     return [f"{partition.pool.partition}-{index}" for index in range(partition.pool.nodes)]
 
 
@@ -248,7 +248,7 @@ def _running(attempt: Attempt, backfill: Backfill) -> RunningJob:
     )
 
 
-def _request(query: WaitQuery, backfill: Backfill) -> SlotRequest:
+def _request(query: ReplayQuery, backfill: Backfill) -> SlotRequest:
     return SlotRequest(
         partitions=[query.partition],
         nodes=query.nodes,
@@ -257,7 +257,7 @@ def _request(query: WaitQuery, backfill: Backfill) -> SlotRequest:
     )
 
 
-def _partition(cluster: Cluster, name: str) -> Partition:
+def _partition(cluster: Cluster, name: str) -> SimPartition:
     if name not in cluster:
         raise ValueError(f"no partition {name!r} in the inventory ({', '.join(cluster)})")
     return cluster[name]
@@ -276,9 +276,9 @@ def _rerun(killed: Attempt, order: int, now: float) -> Attempt:
     )
 
 
-def _outcome(attempt: Attempt, arm_name: ArmName) -> Outcome:
+def _outcome(attempt: Attempt, arm_name: ArmName) -> ReplayOutcome:
     assert attempt.start_s is not None
-    return Outcome(
+    return ReplayOutcome(
         name=attempt.job.arrival.name,
         arm=arm_name,
         arrival_s=attempt.job.arrival.time_s,

@@ -37,10 +37,10 @@ from benchmarks.harness.live_queue import (
 from benchmarks.harness.model import (
     Arm,
     ArmName,
-    Decision,
     Inventory,
     Job,
-    Outcome,
+    ReplayDecision,
+    ReplayOutcome,
     TrueRunTime,
 )
 
@@ -89,11 +89,11 @@ def sleep_script(real_s: float) -> str:
 
 
 @dataclass(frozen=True)
-class Submission:
+class ReplaySubmission:
     """One sbatch of a job: its first run, or the user's rerun after the first hit its time limit."""
 
     job: Job
-    decision: Decision
+    decision: ReplayDecision
     true_run_s: float
     limit_s: float
     job_id: int
@@ -121,7 +121,7 @@ class SlurmReplay:
         truth: TrueRunTime,
         compression: float,
         *,
-        linked: Callable[[Decision, int], None] | None = None,
+        linked: Callable[[ReplayDecision, int], None] | None = None,
     ) -> None:
         self._client = sandbox.client
         self._scripts = sandbox.layout.root / "jobs"
@@ -132,11 +132,11 @@ class SlurmReplay:
         self._predicted_run_s: dict[int, float] = {}
         self._linked = linked
         self.queue = LiveQueue(self._client, compression, self._predicted_run_s)
-        self._submissions: list[Submission] = []
-        self._live: dict[int, Submission] = {}
+        self._submissions: list[ReplaySubmission] = []
+        self._live: dict[int, ReplaySubmission] = {}
         self._lock = threading.Lock()
 
-    def run(self, jobs: Sequence[Job]) -> list[Outcome]:
+    def run(self, jobs: Sequence[Job]) -> list[ReplayOutcome]:
         """Submit each job once decided, deciding from its compressed arrival time on; rerun the timed-out
         ones; wait for all."""
         self._scripts.mkdir(parents=True, exist_ok=True)
@@ -167,7 +167,7 @@ class SlurmReplay:
             self._linked(decision, job_id)
 
     def _submit(
-        self, job: Job, decision: Decision, true_run_s: float, limit_s: float, rerun_of: int | None
+        self, job: Job, decision: ReplayDecision, true_run_s: float, limit_s: float, rerun_of: int | None
     ) -> int:
         with self._lock:
             script = self._scripts / f"{len(self._submissions)}.sh"
@@ -179,7 +179,7 @@ class SlurmReplay:
                 *sbatch_options(job_request(query, self._compression)),
             ]
             job_id = self._client.submit(None, options, script_path=str(script), parsable=True).job_id
-            submission = Submission(job, decision, true_run_s, limit_s, job_id, rerun_of)
+            submission = ReplaySubmission(job, decision, true_run_s, limit_s, job_id, rerun_of)
             self._submissions.append(submission)
             self._live[job_id] = submission
             if decision.predicted_run_s is not None:
@@ -200,7 +200,7 @@ class SlurmReplay:
                     first.job, first.decision, first.true_run_s, first.job.user_limit_s, rerun_of=first.job_id
                 )
 
-    def _outcomes(self, started: datetime, timeout_s: float = 60.0) -> list[Outcome]:
+    def _outcomes(self, started: datetime, timeout_s: float = 60.0) -> list[ReplayOutcome]:
         records = self._accounting(started, timeout_s)
         last_run = {s.rerun_of: s.job_id for s in self._submissions if s.rerun_of is not None}
         return [
@@ -236,12 +236,12 @@ class SlurmReplay:
 
 def outcome(
     arm_name: ArmName,
-    first: Submission,
+    first: ReplaySubmission,
     first_record: FinishedJob,
     last_record: FinishedJob,
     started: datetime,
     compression: float,
-) -> Outcome:
+) -> ReplayOutcome:
     """A job in simulated seconds; a rerun job starts with its rerun, and its killed run is kept apart."""
 
     def simulated(when: datetime | None) -> float:
@@ -251,7 +251,7 @@ def outcome(
         return ((when - started).total_seconds() + 0.5) * compression
 
     rerun = last_record is not first_record
-    return Outcome(
+    return ReplayOutcome(
         name=first.job.arrival.name,
         arm=arm_name,
         arrival_s=first.job.arrival.time_s,
@@ -276,7 +276,7 @@ def run_on_slurm(
     base_port: int,
     *,
     keep_up: bool = False,
-) -> list[Outcome]:
+) -> list[ReplayOutcome]:
     """Replay one arm on its own sandbox in ``root`` (ports from ``base_port``), then take it down; an
     `AdvisorDaemon` is started beside the sandbox and decides."""
     sandbox = Sandbox(replay_spec(inventory, base_port), root)
@@ -303,7 +303,7 @@ def run_arms_on_slurm(
     compression: float,
     root: Path,
     base_port: int,
-) -> dict[ArmName, list[Outcome]]:
+) -> dict[ArmName, list[ReplayOutcome]]:
     """Replay every arm at once, each on its own sandbox (``root/NAME``, consecutive port blocks).
 
     The arms run in threads of this process, so an arm's models must tolerate being called concurrently.

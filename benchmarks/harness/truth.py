@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 
-from benchmarks.harness.model import Arrival, Config, Job
+from benchmarks.harness.model import Arrival, Job, ReplayConfig
 
 CLUSTER_TYPES = {"aws": "t4", "azure": "v100", "dgx-ext": "a100", "rtx": "rtx"}
 """Sia's cluster names -> the GPU types a replay uses. ``dgx`` is a subset of ``dgx-ext`` (same A100s, fewer
@@ -28,7 +28,7 @@ MAX_ACCUMULATION = 8
 BATCH_TOLERANCE = 0.05
 """A configuration keeps the user's global batch when GPUs x accumulation x micro-batch is within 5% of it."""
 
-Fits = Callable[[Config], bool]
+Fits = Callable[[ReplayConfig], bool]
 """Whether a configuration can run: the truth's view (measured) or the advisor's (what it has seen)."""
 
 _Curve = tuple[tuple[int, ...], tuple[float, ...]]
@@ -105,12 +105,12 @@ class StepTable:
         share = (batch - batches[index - 1]) / (batches[index] - batches[index - 1])
         return times[index - 1] + share * (times[index] - times[index - 1])
 
-    def optimizer_step_s(self, application: str, config: Config) -> float | None:
+    def optimizer_step_s(self, application: str, config: ReplayConfig) -> float | None:
         """Accumulation k is k micro-steps (the all-reduce counted in each: a slight overestimate)."""
         micro = self.micro_step_s(application, config.gpu_type, config.gpus, config.nodes, config.micro_batch)
         return None if micro is None else micro * config.accumulation
 
-    def true_run_s(self, job: Job, config: Config) -> float:
+    def true_run_s(self, job: Job, config: ReplayConfig) -> float:
         """The job's run time in ``config``: a ``TrueRunTime``. An unmeasured configuration is an error."""
         step = self.optimizer_step_s(job.arrival.application, config)
         if step is None:
@@ -153,13 +153,13 @@ def batch_splits(global_batch: int, gpus: int) -> Iterator[tuple[int, int]]:
 
 def configs_for(
     arrival: Arrival, gpu_type: str, gpus_per_node: int, gpu_counts: Sequence[int], fits: Fits
-) -> list[Config]:
+) -> list[ReplayConfig]:
     """Every configuration on these GPU counts that keeps the arrival's global batch and fits."""
     found = []
     for gpus in gpu_counts:
         nodes = nodes_for(gpus, gpus_per_node)
         for micro, accumulation in batch_splits(arrival.global_batch, gpus):
-            config = Config(
+            config = ReplayConfig(
                 gpu_type=gpu_type, gpus=gpus, nodes=nodes, micro_batch=micro, accumulation=accumulation
             )
             if fits(config):
@@ -167,13 +167,15 @@ def configs_for(
     return found
 
 
-def user_config(arrival: Arrival, gpu_type: str, gpus_per_node: int, fits: Fits) -> Config | None:
+def user_config(arrival: Arrival, gpu_type: str, gpus_per_node: int, fits: Fits) -> ReplayConfig | None:
     """What the user runs: their GPU count and global batch, accumulating only as much as memory forces."""
     configs = configs_for(arrival, gpu_type, gpus_per_node, [arrival.gpus], fits)
     return configs[0] if configs else None
 
 
-def feasible_configs(table: StepTable, arrival: Arrival, gpu_type: str, gpus_per_node: int) -> list[Config]:
+def feasible_configs(
+    table: StepTable, arrival: Arrival, gpu_type: str, gpus_per_node: int
+) -> list[ReplayConfig]:
     """The truth's view: every measured configuration of the arrival's application on a GPU type."""
     counts = sorted(
         gpus
