@@ -6,7 +6,6 @@ import argparse
 import importlib
 import os
 import sys
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,8 +16,6 @@ from advisor.settings.validated import Settings
 
 if TYPE_CHECKING:
     from rich.console import Console
-
-    from advisor.sandbox.cluster import Sandbox, SandboxStatus
 
 COMMAND_MODULES = (
     ("advisor.bench.cli", ("bench",)),
@@ -36,6 +33,7 @@ COMMAND_MODULES = (
     ("advisor.web.cli", ("web",)),
     ("advisor.site.cli", ("init-site",)),
     ("advisor.manual", ("completion", "man")),
+    ("advisor.sandbox.cli", ("sandbox",)),
 )
 """The modules that add commands, with the commands each adds: only the module of the command given is
 imported (`advisor --help` imports none), and on a base install (no service extra) a module that cannot
@@ -60,9 +58,13 @@ SUMMARIES = {
     "init-site": "write the settings template, the policies, pip's constraints and the systemd units",
     "completion": 'bash completion: eval "$(advisor completion bash)"',
     "man": "the manual page (troff), from the parser: advisor man | man -l -",
+    "sandbox": "a real Slurm cluster on this machine",
 }
 """Each command's line in `advisor --help`, which lists them without importing their modules (a test
 checks each against the module's own)."""
+EXTRAS = {"compress": "compress", "decompress": "compress", "sandbox": "sandbox"}
+"""The tools beside the product, each an extra of its own: the extra a command's missing package comes with
+(every other command's comes with the service)."""
 REPORTED = frozenset(
     {
         "advisor.sandbox.cluster.SandboxError",
@@ -100,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from advisor.remote_advice import recommend_by_daemon
 
             return recommend_by_daemon(args, Console(), missing)
-        return _unavailable(_needs_service(args.command, missing))
+        return _unavailable(_needs_extra(args.command, missing))
     except Exception as exc:
         if not _reported(exc):
             raise
@@ -150,7 +152,6 @@ def _parser(settings: Settings, command: str | None = None) -> argparse.Argument
     )
     parser.set_defaults(settings=settings)
     commands = parser.add_subparsers(required=True, metavar="COMMAND", dest="command")
-    _add_sandbox(commands, settings)
     _add_parse_and_inspect(commands)
     for module_name, names in COMMAND_MODULES:
         if command in names:
@@ -159,35 +160,6 @@ def _parser(settings: Settings, command: str | None = None) -> argparse.Argument
             for name in names:
                 commands.add_parser(name, help=SUMMARIES.get(name), add_help=False)
     return parser
-
-
-def _add_sandbox(commands: argparse._SubParsersAction[argparse.ArgumentParser], settings: Settings) -> None:
-    """`advisor sandbox up|down|status`: the real Slurm cluster on this machine."""
-    sandbox = commands.add_parser("sandbox", help="a real Slurm cluster on this machine")
-    actions = sandbox.add_subparsers(required=True, metavar="ACTION")
-    for name, handler, help_text in (
-        ("up", _sandbox_up, "start the cluster (idempotent) and wait until every node serves jobs"),
-        ("down", _sandbox_down, "stop the processes that `up` started"),
-        ("status", _sandbox_status, "say what runs"),
-    ):
-        action = actions.add_parser(name, help=help_text)
-        action.add_argument(
-            "--dir",
-            type=Path,
-            default=settings.sandbox_dir,
-            help="folder for all of the cluster's state (default: %(default)s; $ADVISOR_SANDBOX_DIR)",
-        )
-        action.add_argument(
-            "--config",
-            type=Path,
-            default=settings.sandbox_config,
-            help="cluster description (default: %(default)s, or $ADVISOR_SANDBOX_CONFIG)",
-        )
-        if name == "up":
-            action.add_argument("--timeout", type=float, default=120.0, help="seconds to wait (default 120)")
-        if name != "down":
-            action.add_argument("--json", action="store_true", help="the daemons and partitions as JSON")
-        action.set_defaults(handler=handler)
 
 
 def _add_parse_and_inspect(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -246,10 +218,12 @@ def _is_ours(missing: ModuleNotFoundError) -> bool:
     return (missing.name or "advisor").split(".")[0] == "advisor"
 
 
-def _needs_service(command: str, missing: ModuleNotFoundError) -> str:
+def _needs_extra(command: str, missing: ModuleNotFoundError) -> str:
+    extra = EXTRAS.get(command, "service")
+    owner = "the service" if extra == "service" else f"advisor[{extra}]"
     return (
-        f"advisor {command} needs the service's packages: {missing.name} is not installed "
-        "(pip install 'advisor[service]')"
+        f"advisor {command} needs {owner}'s packages: {missing.name} is not installed "
+        f"(pip install 'advisor[{extra}]')"
     )
 
 
@@ -257,10 +231,13 @@ def _add_unavailable(
     commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, missing: ModuleNotFoundError
 ) -> None:
     """The command stays in ``--help``; run (with any words, ``--help`` among them), it says what it needs."""
-    text = _needs_service(name, missing)
+    text = _needs_extra(name, missing)
     # No option prefix: every word, ``-h`` too, is an argument, so the command always reaches its handler.
     stub = commands.add_parser(
-        name, help=f"{SUMMARIES.get(name, name)} (needs advisor[service])", add_help=False, prefix_chars="\0"
+        name,
+        help=f"{SUMMARIES.get(name, name)} (needs advisor[{EXTRAS.get(name, 'service')}])",
+        add_help=False,
+        prefix_chars="\0",
     )
     stub.add_argument("words", nargs=argparse.REMAINDER)
     stub.set_defaults(handler=lambda _args, _console: _unavailable(text))
@@ -311,74 +288,3 @@ def _parsed_value(name: str, value: object) -> str:
     if name.endswith("_mb") and isinstance(value, int):
         return readable.size_mb(value)
     return readable.value(value)
-
-
-def _sandbox(args: argparse.Namespace) -> Sandbox:
-    from advisor.sandbox.cluster import Sandbox
-    from advisor.sandbox.spec import load_spec
-
-    return Sandbox(load_spec(args.config), args.dir)
-
-
-def _sandbox_up(args: argparse.Namespace, console: Console) -> int:
-    sandbox = _sandbox(args)
-    status = sandbox.up(timeout_s=args.timeout)
-    if args.json:
-        print(status.model_dump_json(indent=2))
-        return 0
-    _print_status(console, status)
-    console.print(f"\nUse it: export SLURM_CONF={sandbox.layout.slurm_conf}", highlight=False)
-    return 0
-
-
-def _sandbox_down(args: argparse.Namespace, console: Console) -> int:
-    stopped = _sandbox(args).down()
-    console.print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running", highlight=False)
-    return 0
-
-
-def _sandbox_status(args: argparse.Namespace, console: Console) -> int:
-    status = _sandbox(args).status()
-    if args.json:
-        print(status.model_dump_json(indent=2))
-    else:
-        _print_status(console, status)
-    return 0 if status.running else 3
-
-
-def _print_status(console: Console, status: SandboxStatus) -> None:
-    from rich.table import Table
-
-    if not status.daemons:
-        console.print(f"no sandbox runs in {status.root}", highlight=False)
-        return
-    for note in status.notes:
-        console.print(f"note: {note}", highlight=False)
-    daemons = Table(title=f"sandbox in {status.root}")
-    for column in ("daemon", "pid", "state"):
-        daemons.add_column(column)
-    for daemon in status.daemons:
-        daemons.add_row(daemon.name, str(daemon.pid), "running" if daemon.running else "stopped")
-    console.print(daemons)
-    partitions = Table(title="partitions")
-    for column in (
-        "partition",
-        "nodes",
-        "GPUs per node",
-        "CPUs per node",
-        "memory per node",
-        "max time",
-    ):
-        partitions.add_column(column)
-    for part in status.partitions:
-        states = Counter(node.state for node in part.nodes)
-        gpus = f"{part.gpus_per_node} x {part.gpu_type or 'gpu'}" if part.gpus_per_node else "-"
-        partitions.add_row(
-            part.name + ("*" if part.is_default else ""),
-            ", ".join(f"{count} {state}" for state, count in sorted(states.items())),
-            gpus,
-            str(part.cpus_per_node),
-            readable.size_mb(part.memory_per_node_mb),
-            "unlimited" if part.max_time is None else readable.duration(part.max_time),
-        )
-    console.print(partitions)

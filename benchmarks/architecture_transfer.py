@@ -12,7 +12,7 @@ with the product's own commands, and the product's predictor is asked at ``--bat
 Truth: the architecture's steps at ``--batches``, measured by ``advisor bench run --architecture REF
 --batch-sizes ...`` into a scratch database, each as its ratio to the pace step times the zoo database's
 pace (the unit the predictors are trained in, whatever the CPU's speed at the time). Measure everything
-with the same threads, e.g. pinned to one core: ``taskset -c 1 python benchmarks/architecture_transfer.py``.
+with the same threads, e.g. pinned to one core: ``taskset -c 1 python -m benchmarks.architecture_transfer``.
 """
 
 from __future__ import annotations
@@ -26,14 +26,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # the factories in benchmarks/harness are imported by reference
-
-from advisor.argtypes import input_shape  # noqa: E402
-from advisor.cli import main as advisor  # noqa: E402
-from advisor.introspect.run import introspect  # noqa: E402
-from advisor.predict.service import Predictors, StepQuestion, predict  # noqa: E402
-from advisor.store import Store  # noqa: E402
+from advisor.argtypes import input_shape
+from advisor.cli import main as advisor
+from advisor.introspect.run import introspect
+from advisor.predict.service import Predictors, StepQuestion, predict
+from advisor.store import Store
 
 ARMS = (("zoo only", None), ("own layers", ["--layers-only"]), ("+ whole steps", []))
 DEFAULT = (

@@ -3,7 +3,7 @@
 Trains an MLP and a small CNN (fixed seed, CPU, one thread), then for each pruning threshold and index
 width compresses the chosen layers, loads the file back into the model and measures test accuracy.
 
-    python benchmarks/compress_digits.py --plot /tmp/compress_digits.png
+    python -m benchmarks.compress_digits --plot /tmp/compress_digits.png
 """
 
 from __future__ import annotations

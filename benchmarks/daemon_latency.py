@@ -19,7 +19,7 @@
 The daemon runs with 1024 file descriptors, the default a unit without LimitNOFILE gets.
 
 Predictors come from the test suite's relabelled CPU measurements (`tests/recommend_support.py`).
-Run from the repository root: ``python benchmarks/daemon_latency.py [--runs N] [--clients 50] [--only filter]
+Run from the repository root: ``python -m benchmarks.daemon_latency [--runs N] [--clients 50] [--only filter]
 [--before TREE]``.
 """
 
@@ -37,15 +37,12 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from advisor.api import AdviseRequest  # noqa: E402 (after the path set-up)
-from advisor.daemon.transport import UnixHTTPConnection  # noqa: E402
-from advisor.sandbox.cluster import Sandbox  # noqa: E402
-from benchmarks.filter_latency import filter_overhead, timed  # noqa: E402
-from tests.conftest import sandbox_spec  # noqa: E402
-from tests.recommend_support import trained_store  # noqa: E402
+from advisor.api import AdviseRequest
+from advisor.daemon.transport import UnixHTTPConnection
+from advisor.sandbox.cluster import Sandbox
+from benchmarks.filter_latency import filter_overhead, timed
+from tests.conftest import sandbox_spec
+from tests.recommend_support import trained_store
 
 BIN = Path(sys.executable).parent
 SCRIPT = """#!/bin/sh

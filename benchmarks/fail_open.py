@@ -7,7 +7,7 @@
 2. One call per hostile answer of a fake daemon (`tests/fake_daemon.py`): each must leave exactly one job,
    unchanged (goal: all 20).
 
-Run from the repository root: ``python benchmarks/fail_open.py [--kills 50]``.
+Run from the repository root: ``python -m benchmarks.fail_open [--kills 50]``.
 """
 
 from __future__ import annotations
@@ -25,15 +25,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from advisor.sandbox.cluster import Sandbox  # noqa: E402 (after the path set-up)
-from advisor.slurm.client import SlurmClient  # noqa: E402
-from advisor.slurm.runner import LocalRunner  # noqa: E402
-from tests.conftest import sandbox_spec  # noqa: E402
-from tests.daemon_support import SCRIPT, Daemon, started_daemon  # noqa: E402
-from tests.fake_daemon import Script, serving  # noqa: E402
+from advisor.sandbox.cluster import Sandbox
+from advisor.slurm.client import SlurmClient
+from advisor.slurm.runner import LocalRunner
+from tests.conftest import sandbox_spec
+from tests.daemon_support import SCRIPT, Daemon, started_daemon
+from tests.fake_daemon import Script, serving
 
 BIN = Path(sys.executable).parent
 HOSTILE: list[dict[str, Any]] = [

@@ -56,7 +56,7 @@ WITHIN = (1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 8.0, 10.0, 20.0)
 Group = tuple[object, ...]
 
 
-class Limits(Frozen):
+class RuleLimits(Frozen):
     """One way of making limits, over a log's completed jobs."""
 
     killed: float
@@ -74,7 +74,7 @@ class Bound(Frozen):
     rules: int
     """Rules each group chooses from: its request, or a base times a factor."""
     floor: float
-    arms: dict[str, Limits]
+    arms: dict[str, RuleLimits]
 
 
 def group(forecast: RunForecast, request_s: float | None) -> Group:
@@ -151,17 +151,17 @@ def least_median(groups: Mapping[Group, np.ndarray], kill_rate: float) -> float:
     return high
 
 
-def as_limits(pairs: Sequence[tuple[float | None, float]]) -> Limits:
+def as_limits(pairs: Sequence[tuple[float | None, float]]) -> RuleLimits:
     """``(limit, run)`` pairs made some other way; no limit counts as none reached."""
     known = [(limit, run) for limit, run in pairs if limit is not None]
-    return Limits(
+    return RuleLimits(
         killed=sum(limit < run for limit, run in known) / max(len(pairs), 1),
         median=statistics.median(limit / run for limit, run in known) if known else math.inf,
         within={f"{r:g}": sum(limit <= r * run for limit, run in known) / max(len(pairs), 1) for r in WITHIN},
     )
 
 
-def online(jobs: Sequence[Judged], within: float, penalty: float) -> Limits:
+def online(jobs: Sequence[Judged], within: float, penalty: float) -> RuleLimits:
     """The same groups and rules as a deployment could choose them: each job gets the rule that did best on
     its group's jobs ended by its submission (jobs brought to at most ``within`` x their run, less
     ``penalty`` per job killed), and its request until `LEAST_ENDED` of them had ended."""
@@ -194,7 +194,7 @@ def bound(
     for p in done:
         limit = history_limit(rule, p.forecast, p.job.ask, rule.history_factor)
         advised.append((p.job.ask.limit_s if limit is None else limit.total_seconds(), p.job.run_s))
-    best = Limits(
+    best = RuleLimits(
         killed=kill_rate,
         median=least_median(groups, kill_rate),
         within={f"{r:g}": best_share(groups, r, kill_rate) for r in WITHIN},

@@ -1,6 +1,6 @@
 """Median time to introspect a model on the meta device, uncached and cached.
 
-Run: python benchmarks/introspect_speed.py [--model resnet50] [--runs 7]
+Run: python -m benchmarks.introspect_speed [--model resnet50] [--runs 7]
 Targets on a 2-core machine: at most 0.5 s uncached, at most 5 ms cached, for resnet50 at 224x224.
 """
 

@@ -29,7 +29,7 @@ against
 
 Prints the error of each (mean absolute percentage, ``|predicted / measured - 1|``), per group and overall;
 ``--json`` for the rows. Run from the repository root:
-``python benchmarks/public_gpu.py [--data ../shared/data] [--section layers|batches|roofline] [--json]``.
+``python -m benchmarks.public_gpu [--data ../shared/data] [--section layers|batches|roofline] [--json]``.
 """
 
 from __future__ import annotations
@@ -50,18 +50,17 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from advisor.introspect.run import introspect
+from advisor.predict.curves import interpolate
+from advisor.predict.features import layer_flops
+from advisor.predict.machine import LayerSample, fit_layers
+from advisor.predict.scaling import match_spec, roofline_ratio
+from advisor.predict.service import load_specs
+from advisor.records import LayerConfig
+from advisor.settings import load_settings
+from benchmarks.harness.truth import StepTable
 
-from advisor.introspect.run import introspect  # noqa: E402 (after the path set-up)
-from advisor.predict.curves import interpolate  # noqa: E402
-from advisor.predict.features import layer_flops  # noqa: E402
-from advisor.predict.machine import LayerSample, fit_layers  # noqa: E402
-from advisor.predict.scaling import match_spec, roofline_ratio  # noqa: E402
-from advisor.predict.service import load_specs  # noqa: E402
-from advisor.records import LayerConfig  # noqa: E402
-from advisor.settings import load_settings  # noqa: E402
-from benchmarks.harness.truth import StepTable  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 GPU = {"aws": "T4", "azure": "V100", "dgx": "A100-SXM4-40GB"}
 """Sia's clusters for the roofline pairs (the product's specifications name these GPUs)."""

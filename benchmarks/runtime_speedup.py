@@ -1,6 +1,6 @@
 """Step time of one optimizer step under gradient accumulation, AMP and pinned memory, alone and together.
 
-Run: python benchmarks/runtime_speedup.py [--models resnet18,mobilenet_v3_small,shufflenet_v2_x1_0]
+Run: python -m benchmarks.runtime_speedup [--models resnet18,mobilenet_v3_small,shufflenet_v2_x1_0]
      [--global-batch 64] [--accum 4] [--steps 8] [--threads 1] [--device cpu|cuda] [--size 32]
 
 Every configuration trains the same global batch through `advisor.runtime` from an in-memory DataLoader
@@ -29,7 +29,7 @@ from advisor.runtime import AccumulatingStep, Amp, RuntimeSettings, micro_batche
 
 
 @dataclass(frozen=True)
-class Config:
+class KnobSet:
     name: str
     accumulate: bool
     amp: Amp
@@ -37,18 +37,18 @@ class Config:
 
 
 CONFIGS = [
-    Config("baseline", accumulate=False, amp="off", pinned=False),
-    Config("accumulation", accumulate=True, amp="off", pinned=False),
-    Config("amp bf16", accumulate=False, amp="bf16", pinned=False),
-    Config("amp fp16", accumulate=False, amp="fp16", pinned=False),
-    Config("pinned memory", accumulate=False, amp="off", pinned=True),
-    Config("all together", accumulate=True, amp="bf16", pinned=True),
+    KnobSet("baseline", accumulate=False, amp="off", pinned=False),
+    KnobSet("accumulation", accumulate=True, amp="off", pinned=False),
+    KnobSet("amp bf16", accumulate=False, amp="bf16", pinned=False),
+    KnobSet("amp fp16", accumulate=False, amp="fp16", pinned=False),
+    KnobSet("pinned memory", accumulate=False, amp="off", pinned=True),
+    KnobSet("all together", accumulate=True, amp="bf16", pinned=True),
 ]
 
 
 def step_time(
     model_name: str,
-    config: Config,
+    config: KnobSet,
     global_batch: int,
     accum: int,
     steps: int,

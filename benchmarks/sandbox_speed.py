@@ -2,7 +2,7 @@
 1.0), v100 (0.7) and t4 (0.4), one benchmark job at a time, in rounds; step medians relative to a100.
 
 Run from the repository root as root (the CPU controller is the kernel's):
-``python benchmarks/sandbox_speed.py [--rounds 2] [--plan-limit 4] [--dir DIR]``.
+``python -m benchmarks.sandbox_speed [--rounds 2] [--plan-limit 4] [--dir DIR]``.
 """
 
 from __future__ import annotations
@@ -13,17 +13,14 @@ import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from advisor.bench.measuring import wait_for_jobs  # noqa: E402
-from advisor.bench.results import read_jsonl  # noqa: E402 (after the path set-up)
-from advisor.bench.submit import BenchRequest, submit_benchmarks  # noqa: E402
-from advisor.records import StepMeasurement  # noqa: E402
-from advisor.sandbox.cluster import Sandbox  # noqa: E402
-from advisor.sandbox.spec import load_spec  # noqa: E402
-from advisor.settings import package_data  # noqa: E402
-from advisor.settings.validated import BenchSettings  # noqa: E402
+from advisor.bench.measuring import wait_for_jobs
+from advisor.bench.results import read_jsonl
+from advisor.bench.submit import BenchRequest, submit_benchmarks
+from advisor.records import StepMeasurement
+from advisor.sandbox.cluster import Sandbox
+from advisor.sandbox.spec import load_spec
+from advisor.settings import package_data
+from advisor.settings.validated import BenchSettings
 
 PARTITIONS = ("a100", "v100", "t4")
 
