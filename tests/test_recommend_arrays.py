@@ -23,8 +23,9 @@ from advisor.recommend.arrays import (
 from advisor.recommend.ask import Ask, Caller
 from advisor.recommend.candidates import Offer, baseline
 from advisor.recommend.choose import Estimate
-from advisor.recommend.estimator import Context, Estimator, Sync, Waits
+from advisor.recommend.estimator import Context, Estimator, Sync
 from advisor.slurm.models import Gpus, Node, Partition
+from advisor.wait.accuracy import WaitEstimate
 
 
 @pytest.mark.parametrize(
@@ -160,7 +161,9 @@ def estimated(array: str | None) -> Estimate:
     context = Context(
         policy,
         [A100],
-        lambda queries: [Waits(slurm_s=600.0, advisor_s=None, preferred="slurm")] * len(queries),
+        lambda queries: (
+            [WaitEstimate(slurm_wait_s=600.0, advisor_wait_s=None, preferred="slurm")] * len(queries)
+        ),
     )
     now = datetime(2026, 12, 4, tzinfo=UTC)
     ask = Ask(request=request, description=description, caller=Caller("alice"), now=now)

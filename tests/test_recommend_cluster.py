@@ -10,7 +10,6 @@ from pathlib import Path
 from advisor.recommend.cluster import SNAPSHOT_FRESH_FOR, TEST_ONLY_FRESH_FOR, ClusterView
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.testing import RecordedRunner
-from advisor.wait.estimate import WaitRequest
 from advisor.wait.snapshot import SlotRequest
 
 RECORDING = Path(__file__).parent / "data" / "slurm" / "sandbox-22.05.recording.json"
@@ -33,9 +32,11 @@ def asked(runner: RecordedRunner, command: str) -> int:
     return sum(command in words for words in runner.commands())
 
 
-def candidate(partition: str, gpus: int, script: str = "#!/bin/sh\ntrue\n") -> WaitRequest:
-    slots = SlotRequest(partitions=[partition], gpus_per_node=gpus, time_limit=timedelta(hours=2))
-    return WaitRequest(request=slots, script=script)
+PLAIN = "#!/bin/sh\ntrue\n"
+
+
+def candidate(partition: str, gpus: int) -> SlotRequest:
+    return SlotRequest(partitions=[partition], gpus_per_node=gpus, time_limit=timedelta(hours=2))
 
 
 def test_one_queue_read_serves_every_request_for_a_few_seconds() -> None:
@@ -50,15 +51,15 @@ def test_one_queue_read_serves_every_request_for_a_few_seconds() -> None:
 
 def test_slurms_estimate_is_shared_by_requests_for_the_same_resources_and_account() -> None:
     cluster, runner, clock = view()
-    alice = cluster.start_estimate(candidate("t4", 1, "#!/bin/sh\n#SBATCH --job-name=a\n"), "physics")
-    bob = cluster.start_estimate(candidate("t4", 1, "#!/bin/sh\n#SBATCH --job-name=b\n"), "physics")
+    alice = cluster.start_estimate(candidate("t4", 1), "#!/bin/sh\n#SBATCH --job-name=a\n", "physics")
+    bob = cluster.start_estimate(candidate("t4", 1), "#!/bin/sh\n#SBATCH --job-name=b\n", "physics")
     assert alice == bob and alice[0] is not None
     assert asked(runner, "sbatch") == 1
-    cluster.start_estimate(candidate("t4", 2), "physics")
-    cluster.start_estimate(candidate("t4", 1), "chemistry")
+    cluster.start_estimate(candidate("t4", 2), PLAIN, "physics")
+    cluster.start_estimate(candidate("t4", 1), PLAIN, "chemistry")
     assert asked(runner, "sbatch") == 3, "other resources, another account: asked anew"
     clock.now += TEST_ONLY_FRESH_FOR
-    cluster.start_estimate(candidate("t4", 1), "physics")
+    cluster.start_estimate(candidate("t4", 1), PLAIN, "physics")
     assert asked(runner, "sbatch") == 4
 
 

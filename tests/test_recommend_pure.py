@@ -18,11 +18,12 @@ from advisor.recommend.candidates import Candidate, Offer, baseline, job_candida
 from advisor.recommend.choose import Criteria, Decision, Estimate, Recommendation, choose
 from advisor.recommend.choose import describe as describe_candidate
 from advisor.recommend.cli import HEADERS, candidates_table, show
-from advisor.recommend.estimator import Context, Waits
+from advisor.recommend.estimator import Context
 from advisor.recommend.explain import choice
 from advisor.recommend.kills import Run, kill_warnings
 from advisor.recommend.service import recommend
 from advisor.submit_guard import added_words
+from advisor.wait.accuracy import WaitEstimate
 
 from .test_recommend_arrays import A100 as PARTITION
 from .test_recommend_arrays import FixedSteps
@@ -427,7 +428,7 @@ def test_the_terminal_ends_with_the_kill_warning() -> None:
 def test_the_policys_cost_unit_reaches_the_recommendation() -> None:
     """Whether the job gets candidates or passes through, the costs are said in the policy's unit."""
     policy = parse_policy('cost_unit = "EUR"\n[partitions.a100]\nprice_per_gpu_hour = 3.0\n', "p.toml")
-    waits = Waits(slurm_s=0.0, advisor_s=None, preferred="slurm")
+    waits = WaitEstimate(slurm_wait_s=0.0, advisor_wait_s=None, preferred="slurm")
     context = Context(policy, [PARTITION], lambda queries: [waits] * len(queries))
     request = build_request("#!/bin/sh\n#SBATCH -p a100 --gres=gpu:1\ntrue\n", [], {}, "job.sh")
     ask = Ask(request, describe(), Caller("alice"), datetime(2026, 12, 4, tzinfo=UTC))

@@ -19,9 +19,10 @@ from advisor.predict.scaling import DeviceSpec
 from advisor.predict.service import Predictors
 from advisor.recommend.ask import Ask, Caller
 from advisor.recommend.edges import StoredModels
-from advisor.recommend.estimator import Context, Waits
+from advisor.recommend.estimator import Context
 from advisor.recommend.service import recommend
 from advisor.store import Store
+from advisor.wait.accuracy import WaitEstimate
 
 from .recommend_support import MEMORY_MB, trained_store
 from .test_recommend_arrays import A100, node
@@ -107,7 +108,7 @@ def test_a_zero_3_job_too_big_for_one_gpu_fits_on_four(store: Store, stage: int 
     described = {"model": "lab.nets:stack", "global_batch": 32, "steps": 100, "zero_stage": stage}
     description = JobDescription.model_validate(described)
     ask = Ask(request, description, Caller("alice"), datetime(2026, 12, 4, tzinfo=UTC))
-    waits = Waits(slurm_s=0.0, advisor_s=None, preferred="slurm")
+    waits = WaitEstimate(slurm_wait_s=0.0, advisor_wait_s=None, preferred="slurm")
     context = Context(parse_policy("", "p.toml"), [T4], lambda queries: [waits] * len(queries))
     predictors = Predictors.load(store)
     result = recommend(context, ask, StoredModels(store, predictors, [], table, [T4], {}))

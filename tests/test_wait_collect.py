@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from pydantic import ValidationError
 
 from advisor.slurm.models import Gpus, Node, Partition, QueuedJob
 from advisor.slurm.values import expand_hostlist
+from advisor.wait.accuracy import WaitEstimate
 from advisor.wait.collect import build_snapshot
-from advisor.wait.estimate import WaitEstimate, WaitRequest, sbatch_options
-from advisor.wait.snapshot import Allocation, SlotRequest
+from advisor.wait.estimate import QueueReading, estimate_waits, sbatch_options
+from advisor.wait.snapshot import Allocation, QueueSnapshot, SlotRequest
 
 NOW = datetime(2030, 1, 1, 12, tzinfo=UTC)
 
@@ -163,20 +163,18 @@ def test_a_candidate_becomes_sbatch_options_for_one_task_per_node() -> None:
         "--ntasks=1",
         "--cpus-per-task=1",
     ]
-    with pytest.raises(ValidationError, match="exactly one partition"):
-        WaitRequest(request=request.model_copy(update={"partitions": ["t4", "v100"]}))
+
+
+def test_a_wait_is_estimated_in_one_partition() -> None:
+    empty = QueueSnapshot(taken_at=NOW, nodes=[], partitions={}, running=[], pending=[])
+    queue = QueueReading(empty, lambda candidate: (None, "not asked"))
+    both = SlotRequest(partitions=["t4", "v100"], time_limit=None)
+    with pytest.raises(ValueError, match="exactly one partition"):
+        estimate_waits([both], NOW, {}, [], queue)
 
 
 def test_the_preferred_estimators_wait_is_shown_first_and_the_other_fills_in() -> None:
-    estimate = WaitEstimate(
-        partition="t4",
-        slurm_start=NOW + timedelta(minutes=10),
-        slurm_error=None,
-        advisor_start=NOW + timedelta(minutes=4),
-        slurm_wait_s=600,
-        advisor_wait_s=240,
-        preferred="advisor",
-    )
+    estimate = WaitEstimate(slurm_wait_s=600, advisor_wait_s=240, preferred="advisor")
     assert estimate.wait_s == 240
     assert estimate.model_copy(update={"preferred": "slurm"}).wait_s == 600
     assert estimate.model_copy(update={"advisor_wait_s": None}).wait_s == 600

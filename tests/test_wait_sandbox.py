@@ -9,10 +9,12 @@ from advisor.sandbox.cluster import Sandbox
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.runner import LocalRunner
 from advisor.wait.collect import take_snapshot
-from advisor.wait.estimate import QueueReading, WaitRequest, estimate_waits
+from advisor.wait.estimate import QueueReading, ask_test_only, estimate_waits
 from advisor.wait.snapshot import SlotRequest
 
 SLEEP = "#!/bin/sh\nsleep 600\n"
+#: A script whose own task layout the candidate's resources override.
+LAYOUT = "#!/bin/sh\n#SBATCH --ntasks=4\n#SBATCH -N 2\ntrue\n"
 # t4 has two nodes of two GPUs: two ten-minute jobs of two GPUs fill it, and a third waits.
 T4_JOB = ["--partition=t4", "--gres=gpu:2", "--mem=100", "--time=10", "--job-name=wait-blocker"]
 
@@ -24,11 +26,10 @@ def states(slurm: SlurmClient, job_ids: list[int], wanted: list[str], timeout_s:
         time.sleep(0.2)
 
 
-def candidate(partition: str, script: str | None = None) -> WaitRequest:
-    request = SlotRequest(
+def candidate(partition: str) -> SlotRequest:
+    return SlotRequest(
         partitions=[partition], gpus_per_node=1, memory_mb_per_node=100, time_limit=timedelta(minutes=5)
     )
-    return WaitRequest(request=request) if script is None else WaitRequest(request=request, script=script)
 
 
 def test_a_full_partition_waits_for_its_jobs_and_an_idle_one_starts_now(sandbox: Sandbox) -> None:
@@ -54,24 +55,24 @@ def test_a_full_partition_waits_for_its_jobs_and_an_idle_one_starts_now(sandbox:
         # The advisor predicted its jobs: the first ends two minutes after it started, the second after
         # ten; the waiting one will start then and take five more, and only then is a GPU free again.
         predictions = {jobs[0]: 120.0, jobs[1]: 600.0, jobs[2]: 300.0}
+        queue = QueueReading.now(slurm, now)
+        t4, a100 = estimate_waits([candidate("t4"), candidate("a100")], now, predictions, history, queue)
         # A script's own task layout gives way to the candidate's.
-        scripted = candidate("a100", "#!/bin/sh\n#SBATCH --ntasks=4\n#SBATCH -N 2\ntrue\n")
-        t4, a100, own = estimate_waits(
-            [candidate("t4"), candidate("a100"), scripted],
-            now,
-            predictions,
-            history,
-            QueueReading.now(slurm, now),
-        )
+        scripted = QueueReading(queue.snapshot, lambda request: ask_test_only(slurm, request, LAYOUT))
+        (own,) = estimate_waits([candidate("a100")], now, predictions, history, scripted)
         assert own.slurm_error is None
-        assert (a100.partition, a100.slurm_error, a100.advisor_wait_s) == ("a100", None, 0)
+        assert (a100.slurm_error, a100.advisor_wait_s) == (None, 0)
         assert a100.slurm_wait_s is not None and a100.slurm_wait_s < 5
-        assert t4.advisor_start is not None and t4.slurm_start is not None
-        assert abs((t4.advisor_start - (first.start_time + timedelta(seconds=420))).total_seconds()) < 1
+        assert t4.advisor_wait_s is not None and t4.slurm_wait_s is not None
+        advisor_start, slurm_start = (
+            now + timedelta(seconds=t4.advisor_wait_s),
+            now + timedelta(seconds=t4.slurm_wait_s),
+        )
+        assert abs((advisor_start - (first.start_time + timedelta(seconds=420))).total_seconds()) < 1
         # Slurm plans with time limits: the waiting job takes the first node when its job's limit is up,
         # and the candidate gets the second node when that one's is.
-        assert t4.slurm_start >= first.start_time + timedelta(minutes=9)
-        assert t4.slurm_start > t4.advisor_start
+        assert slurm_start >= first.start_time + timedelta(minutes=9)
+        assert slurm_start > advisor_start
         assert t4.advisor_wait_s is not None and t4.advisor_wait_s > a100.advisor_wait_s + 60
         assert t4.slurm_wait_s is not None and t4.slurm_wait_s > a100.slurm_wait_s + 60
         assert (t4.preferred, a100.preferred) == ("slurm", "slurm")

@@ -20,8 +20,8 @@ from typing import TypeVar, cast
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.models import Association, FinishedJob, Partition
 from advisor.wait.collect import take_snapshot
-from advisor.wait.estimate import WaitRequest, ask_test_only
-from advisor.wait.snapshot import QueueSnapshot
+from advisor.wait.estimate import ask_test_only
+from advisor.wait.snapshot import QueueSnapshot, SlotRequest
 
 HISTORY = timedelta(days=14)
 """How far back finished jobs inform the actual/limit ratios of jobs the advisor did not predict."""
@@ -74,14 +74,12 @@ class ClusterView:
         return self.cached("snapshot", SNAPSHOT_FRESH_FOR, lambda: take_snapshot(self.client, now))
 
     def start_estimate(
-        self, candidate: WaitRequest, account: str | None
+        self, candidate: SlotRequest, script: str, account: str | None
     ) -> tuple[datetime | None, str | None]:
-        """Slurm's ``--test-only`` start for these resources under this account, shared across requests
-        (the script and the job's name do not move the start; its resources and account do)."""
-        key = "test-only:" + json.dumps(
-            [candidate.request.model_dump(mode="json"), candidate.options, account], sort_keys=True
-        )
-        return self.cached(key, TEST_ONLY_FRESH_FOR, lambda: ask_test_only(self.client, candidate))
+        """Slurm's ``--test-only`` start for these resources in ``script`` under this account, shared across
+        requests (the script and the job's name do not move the start; its resources and account do)."""
+        key = "test-only:" + json.dumps([candidate.model_dump(mode="json"), account], sort_keys=True)
+        return self.cached(key, TEST_ONLY_FRESH_FOR, lambda: ask_test_only(self.client, candidate, script))
 
     def default_account(self, user: str) -> str | None:
         return self.cached(

@@ -30,13 +30,14 @@ from advisor.predict.types import Prediction
 from advisor.recommend.ask import Ask, Caller, PastRuns
 from advisor.recommend.choose import Recommendation
 from advisor.recommend.cluster import ClusterView
-from advisor.recommend.estimator import Context, StepPredictor, Sync, WaitQuery, Waits
+from advisor.recommend.estimator import Context, StepPredictor, Sync
 from advisor.recommend.placement import Standing, cpus_per_node
 from advisor.recommend.screen import asked_partition
 from advisor.recommend.service import recommend
 from advisor.slurm.models import Partition
 from advisor.store import AdvisedJobs, Store
-from advisor.wait.estimate import PLACEHOLDER_SCRIPT, QueueReading, WaitRequest, estimate_waits
+from advisor.wait.accuracy import WaitEstimate
+from advisor.wait.estimate import PLACEHOLDER_SCRIPT, QueueReading, estimate_waits
 from advisor.wait.snapshot import SlotRequest
 
 
@@ -205,7 +206,7 @@ WAITS_FRESH_FOR = timedelta(seconds=10)
 """A burst of identical submissions (an array of sweeps, a retry) sees one queue, not one each."""
 
 
-def _wait_key(request: JobRequest, queries: Sequence[WaitQuery]) -> str:
+def _wait_key(request: JobRequest, queries: Sequence[SlotRequest]) -> str:
     options = json.dumps(request.options, sort_keys=True)
     asked = json.dumps([query.model_dump(mode="json") for query in queries])
     return "waits:" + hashlib.sha256((options + asked).encode()).hexdigest()
@@ -215,10 +216,10 @@ def queue_waits(
     cluster: ClusterView,
     store: Store,
     request: JobRequest,
-    queries: Sequence[WaitQuery],
+    queries: Sequence[SlotRequest],
     now: datetime,
     run_history: RunHistory | None = None,
-) -> list[Waits]:
+) -> list[WaitEstimate]:
     """Slurm's ``--test-only`` start and the advisor's replay of the queue, for each query; the replay
     plans each queued job by the advisor's prediction where it advised it, else by its user's history
     (``run_history``), else by its limit scaled as similar jobs used theirs."""
@@ -227,33 +228,17 @@ def queue_waits(
     snapshot = cluster.snapshot(now)
     if run_history is not None:
         predicted = run_history.queue_runs(cluster.history(), snapshot) | predicted
-    queue = QueueReading(snapshot, lambda candidate: cluster.start_estimate(candidate, request.account))
-    estimates = estimate_waits(
-        _wait_requests(request, queries), now, predicted, cluster.history(), queue, advised.wait_records()
+    script = _directives(request)
+    queue = QueueReading(
+        snapshot, lambda candidate: cluster.start_estimate(candidate, script, request.account)
     )
-    return [
-        Waits(slurm_s=e.slurm_wait_s, advisor_s=e.advisor_wait_s, preferred=e.preferred) for e in estimates
-    ]
+    return estimate_waits(queries, now, predicted, cluster.history(), queue, advised.wait_records())
 
 
-def _wait_requests(request: JobRequest, queries: Sequence[WaitQuery]) -> list[WaitRequest]:
-    """Each query as both estimators ask it: the candidate's resources, with the user's other options
-    (account, QOS...) as the script's directives; the candidate's resources win."""
+def _directives(request: JobRequest) -> str:
+    """The script Slurm judges each candidate in: the user's other options (account, QOS...) as its
+    directives; the candidate's resources, given after them, win."""
     try:
-        script = render_script(request)
+        return render_script(request)
     except ValueError:
-        script = PLACEHOLDER_SCRIPT
-    cpus = cpus_per_node(request)
-    return [
-        WaitRequest(
-            request=SlotRequest(
-                partitions=[query.partition],
-                gpus_per_node=query.gpus,
-                cpus_per_node=cpus,
-                nodes=query.nodes,
-                time_limit=query.time_limit,
-            ),
-            script=script,
-        )
-        for query in queries
-    ]
+        return PLACEHOLDER_SCRIPT

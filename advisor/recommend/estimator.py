@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from pydantic import BaseModel, ConfigDict
-
 from advisor.comm.sync import Spread
 from advisor.jobscript.advisor_lines import JobDescription
 from advisor.policy.resolve import Effective
@@ -26,8 +24,10 @@ from advisor.recommend.ask import Ask
 from advisor.recommend.candidates import Candidate, epochs, optimizer_steps
 from advisor.recommend.choose import Estimate
 from advisor.recommend.kills import likely_killed, outlasts
+from advisor.recommend.placement import cpus_per_node
 from advisor.slurm.models import Partition
-from advisor.wait.accuracy import WaitSource
+from advisor.wait.accuracy import WaitEstimate
+from advisor.wait.snapshot import SlotRequest
 
 
 class StepPredictor(Protocol):
@@ -61,30 +61,8 @@ class Sync:
     """False: the partition never measured its communication, and the stated default was assumed."""
 
 
-class WaitQuery(BaseModel):
-    """The resources a candidate asks Slurm for, which is all its queue wait depends on."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    partition: str
-    gpus: int
-    """On each node."""
-    nodes: int = 1
-    gpu_type: str | None
-    time_limit: timedelta
-
-
-class Waits(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    slurm_s: float | None
-    advisor_s: float | None
-    preferred: WaitSource
-    """The estimator with the smaller measured error on this partition."""
-
-
-WaitEstimator = Callable[[Sequence[WaitQuery]], list[Waits]]
-"""Both estimators' waits for each query, in order; None where one could not say."""
+WaitEstimator = Callable[[Sequence[SlotRequest]], list[WaitEstimate]]
+"""Both sources' waits for each candidate's resources, in order."""
 
 
 @dataclass(frozen=True)
@@ -100,7 +78,7 @@ class _Run:
     prediction: Prediction
     run_s: float
     p90_s: float
-    query: WaitQuery
+    limit: timedelta
     p10_s: float | None
 
 
@@ -151,11 +129,21 @@ class Estimator:
         for candidate in others:
             with contextlib.suppress(NoModelError):
                 runs.append(self._run(candidate))
-        unique = sorted(
-            {run.query for run in runs}, key=lambda q: (q.partition, q.gpus, q.nodes, q.time_limit)
+        asked = {_resources(run): run for run in runs}
+        keys = sorted(asked)
+        waits = dict(zip(keys, self.context.waits([self._slots(asked[key]) for key in keys]), strict=True))
+        return [self._estimate(run, waits[_resources(run)], self._efficiency(run)) for run in runs]
+
+    def _slots(self, run: _Run) -> SlotRequest:
+        """The resources the run's wait is asked for: the job's CPUs on each of the candidate's nodes."""
+        candidate = run.candidate
+        return SlotRequest(
+            partitions=[candidate.partition],
+            nodes=candidate.nodes,
+            gpus_per_node=candidate.gpus,
+            cpus_per_node=cpus_per_node(self.request),
+            time_limit=run.limit,
         )
-        waits = dict(zip(unique, self.context.waits(unique), strict=True))
-        return [self._estimate(run, waits[run.query], self._efficiency(run)) for run in runs]
 
     def _efficiency(self, run: _Run) -> float | None:
         """The same micro-steps on one device (accumulated), over the devices times this run's steps."""
@@ -193,15 +181,7 @@ class Estimator:
         low = prediction.step_p10_s
         p10_s = None if low is None else (job_time(low, low, length).p50_s + besides_s) * self.scale
         limit = self._time_limit(candidate, p90_s)
-        gpu_type = self.partitions[candidate.partition].gpu_type
-        query = WaitQuery(
-            partition=candidate.partition,
-            gpus=candidate.gpus,
-            nodes=candidate.nodes,
-            gpu_type=gpu_type,
-            time_limit=limit,
-        )
-        return _Run(candidate, prediction, p50_s, p90_s, query, p10_s)
+        return _Run(candidate, prediction, p50_s, p90_s, limit, p10_s)
 
     def predicted(self, candidate: Candidate) -> tuple[float, str]:
         """The candidate's predicted run (unscaled) and its confidence; no wait asked."""
@@ -211,7 +191,7 @@ class Estimator:
     def runs_on(self, candidate: Candidate) -> timedelta | None:
         """The time limit ``candidate`` needs, or None where its micro-batch does not fit; no wait asked."""
         run = self._run(candidate)
-        return run.query.time_limit if run.prediction.fits else None
+        return run.limit if run.prediction.fits else None
 
     def _time_limit(self, candidate: Candidate, p90_s: float) -> timedelta:
         partition = self.partitions[candidate.partition]
@@ -221,8 +201,8 @@ class Estimator:
             limit = requested or partition.default_time or partition.max_time or timedelta(days=1)
         return limit if partition.max_time is None else min(limit, partition.max_time)
 
-    def _estimate(self, run: _Run, waits: Waits, efficiency: float | None) -> Estimate:
-        candidate, prediction, limit = run.candidate, run.prediction, run.query.time_limit
+    def _estimate(self, run: _Run, waits: WaitEstimate, efficiency: float | None) -> Estimate:
+        candidate, prediction, limit = run.candidate, run.prediction, run.limit
         terms = self.effective.partitions.get(candidate.partition)
         cpus = self.request.cpus_per_task or 1
         cpus_held = cpus if candidate.gpus == 0 else 0
@@ -245,8 +225,8 @@ class Estimator:
             machine=prediction.machine,
             model_version=prediction.model_version,
             model_age=self.now - (created or self.now),
-            slurm_wait_s=waits.slurm_s,
-            advisor_wait_s=waits.advisor_s,
+            slurm_wait_s=waits.slurm_wait_s,
+            advisor_wait_s=waits.advisor_wait_s,
             wait_source=waits.preferred,
             cost=cost,
             time_limit=limit,
@@ -268,6 +248,12 @@ class Estimator:
         fits = side_by_side(nodes, candidate.gpus, candidate.nodes, self.request.cpus_per_task or 1)
         whole = array_figures(shape, estimate.run_s, estimate.wait_s, estimate.cost, fits)
         return estimate.model_copy(update={"array": whole})
+
+
+def _resources(run: _Run) -> tuple[str, int, int, timedelta]:
+    """What tells one candidate's wait from another's (the job's CPUs are the same in all), in the order
+    the waits are asked."""
+    return run.candidate.partition, run.candidate.gpus, run.candidate.nodes, run.limit
 
 
 def _array_shape(text: str | None) -> ArrayShape | None:

@@ -1,4 +1,5 @@
-"""Which wait estimator to trust, per partition, judged by how far each has been from real starts."""
+"""A candidate's wait as both sources estimate it, and which source to trust per partition, judged by how far
+each has been from real starts."""
 
 from __future__ import annotations
 
@@ -16,6 +17,29 @@ WaitSource = Literal["slurm", "advisor"]
 DEFAULT_ESTIMATOR: WaitSource = "slurm"
 #: Fewer records than this per estimator and partition say too little to switch away from the default.
 MIN_RECORDS = 5
+
+
+class WaitEstimate(Frozen):
+    """Both sources' waits for one candidate (None: that source could not say) and the one that has been
+    right more often on its partition; ``slurm_error`` says why Slurm gave none."""
+
+    slurm_wait_s: float | None
+    advisor_wait_s: float | None
+    preferred: WaitSource
+    slurm_error: str | None = None
+
+    @property
+    def wait_s(self) -> float | None:
+        """The preferred source's wait, or the other's where it has none."""
+        return preferred_wait(self.slurm_wait_s, self.advisor_wait_s, self.preferred)
+
+
+def preferred_wait(
+    slurm_wait_s: float | None, advisor_wait_s: float | None, preferred: WaitSource
+) -> float | None:
+    """The ``preferred`` source's wait, or the other's where it has none: the rule every wait shown keeps."""
+    first, second = (slurm_wait_s, advisor_wait_s) if preferred == "slurm" else (advisor_wait_s, slurm_wait_s)
+    return first if first is not None else second
 
 
 class WaitRecord(Frozen):

@@ -162,7 +162,9 @@ def queue_estimator(view: QueueView, compression: float = 1.0) -> WaitEstimator:
         preferred = DEFAULT_ESTIMATOR
         return [
             WaitEstimate(
-                slurm_wait_s=shrunk(s, compression), advisor_wait_s=shrunk(a, compression), preferred=preferred
+                slurm_wait_s=shrunk(s, compression),
+                advisor_wait_s=shrunk(a, compression),
+                preferred=preferred,
             )
             for s, a in pairs
         ]
