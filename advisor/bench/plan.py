@@ -18,6 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from advisor.bench.sweeps import CPU_SWEEPS, CUDA_SWEEPS, NO_SWEEPS, Sweeps, sweep_seconds, swept
 from advisor.bench.zoo import (
     CHECK_MODELS,
     CPU_MODELS,
@@ -40,6 +41,9 @@ TableSource = Callable[[str, int], LayerTable]
 class Phase(StrEnum):
     COARSE = "coarse"
     LAYERS = "layers"
+    BANDWIDTH = "bandwidth"
+    LAUNCHES = "launches"
+    UPDATES = "updates"
     BATCHES = "batches"
     AMP = "amp"
     CHANNELS_LAST = "channels_last"
@@ -65,6 +69,10 @@ class DeviceProfile:
     """Building the model and the optimizer, starting DataLoader workers."""
     layer_overhead_s: float
     layer_item_overhead_s: float
+    bytes_per_s: float
+    """What a memory-bound op moves per second, forward and backward."""
+    launch_s: float
+    """One op's launch and dispatch."""
 
     @classmethod
     def assumed(cls, kind: DeviceKind, memory_bytes: int | None = None) -> DeviceProfile:
@@ -74,8 +82,8 @@ class DeviceProfile:
 # The CPU figures were measured on a shared 2-core x86 VM without native bf16 (autocast is emulated
 # there, hence slower); the GPU's are a data-centre GPU's dense throughput at realistic utilisation.
 _ASSUMED = {
-    "cpu": DeviceProfile("cpu", None, 5e9, 0.1, 0.15, 1.0, 0.05, 0.1),
-    "cuda": DeviceProfile("cuda", None, 40e12, 2.0, 0.005, 1.5, 0.0002, 0.05),
+    "cpu": DeviceProfile("cpu", None, 5e9, 0.1, 0.15, 1.0, 0.05, 0.1, 5e9, 2e-5),
+    "cuda": DeviceProfile("cuda", None, 40e12, 2.0, 0.005, 1.5, 0.0002, 0.05, 2e12, 1e-5),
 }
 
 
@@ -132,6 +140,8 @@ class Grid:
     steps: int
     warmup: int
     repeats: int
+    sweeps: Sweeps = NO_SWEEPS
+    """What is not compute (`advisor.bench.sweeps`): measured after the layers phase."""
 
 
 def quick_plan(tables: TableSource, device: DeviceProfile | None = None) -> Plan:
@@ -180,6 +190,7 @@ def nightly_grid(kind: DeviceKind, *, workers: int = 4) -> Grid:
             steps=3,
             warmup=1,
             repeats=3,
+            sweeps=CPU_SWEEPS,
         )
     batches = geometric(4096)
     return Grid(
@@ -195,6 +206,7 @@ def nightly_grid(kind: DeviceKind, *, workers: int = 4) -> Grid:
         steps=20,
         warmup=5,
         repeats=20,
+        sweeps=CUDA_SWEEPS,
     )
 
 
@@ -228,6 +240,7 @@ def check_plan(device: DeviceProfile, tables: TableSource, *, workers: int = 4) 
         steps=5,
         warmup=2,
         repeats=3,
+        sweeps=grid.sweeps.thin(),
     )
     return build_plan(thin, device, tables)
 
@@ -249,6 +262,7 @@ def build_plan(grid: Grid, device: DeviceProfile, tables: TableSource) -> Plan:
     items = [
         *_steps(grid, device, tables, Phase.COARSE, grid.coarse, [(False, False, False)]),
         *_layers(grid, device, tables, Phase.LAYERS, grid.layer_batches[:1], [(False, True)]),
+        *_swept(grid, device),
         *_steps(grid, device, tables, Phase.BATCHES, _rest(grid), [(False, False, False)]),
     ]
     varied: set[Phase] = set()
@@ -344,6 +358,15 @@ def _layers(
             if too_big or (phase is Phase.LAYER_GRID and _in_layers_phase(grid, at)):
                 continue
             yield PlanItem(phase=phase, config=at, estimate_s=layer_estimate(grid, device, layer, at))
+
+
+def _swept(grid: Grid, device: DeviceProfile) -> Iterator[PlanItem]:
+    """What is not compute (`advisor.bench.sweeps`), each item every warm-up and timed repeat."""
+    speeds = (device.flops_per_s, device.bytes_per_s, device.launch_s)
+    for phase, config in swept(grid.sweeps):
+        per_repeat = sweep_seconds(config, *speeds) + device.layer_overhead_s
+        estimate = device.layer_item_overhead_s + (grid.warmup + grid.repeats) * per_repeat
+        yield PlanItem(phase=Phase(phase), config=config, estimate_s=estimate)
 
 
 def _fits(device: DeviceProfile, table: LayerTable, batch: int, amp: bool) -> bool:

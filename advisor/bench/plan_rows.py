@@ -1,4 +1,4 @@
-"""A plan as ``advisor bench plan`` shows it: one row per phase, what it measures and how long."""
+"""A plan as ``advisor bench plan`` shows it: one row per phase, what it measures, how long, and its share."""
 
 from __future__ import annotations
 
@@ -16,14 +16,31 @@ class PlanRow(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     phase: Phase
-    kind: Literal["step", "layer"]
+    kind: Literal["step", "layer", "sweep"]
     items: int
     subjects: tuple[str, ...]
-    """Models for steps; layer ops (depthwise and grouped convolutions apart) for layers."""
+    """Models for steps; layer ops (depthwise and grouped convolutions apart) for layers and sweeps."""
     sizes: tuple[int, ...]
+    """Input sides for steps; for sweeps, what is swept (`sweep_size`); none for layers."""
     batches: tuple[int, ...]
     settings: tuple[str, ...]
     estimate_s: float
+    share: float
+    """Of the plan's estimated seconds."""
+
+
+SWEPT = (Phase.BANDWIDTH, Phase.LAUNCHES, Phase.UPDATES)
+"""The phases that measure what is not compute (`advisor.bench.sweeps`)."""
+
+
+def sweep_size(phase: Phase, config: LayerConfig) -> int:
+    """What a sweep varies: a memory-bound op's tensor elements, the launch chain's length, the update's
+    parameters."""
+    if phase is Phase.LAUNCHES:
+        return config.height
+    if phase is Phase.UPDATES:
+        return config.height * config.width
+    return config.in_channels * config.height * config.width
 
 
 def describe(plan: Plan) -> list[PlanRow]:
@@ -31,11 +48,11 @@ def describe(plan: Plan) -> list[PlanRow]:
     for phase in Phase:
         items = [item for item in plan.items if item.phase is phase]
         if items:
-            rows.append(_row(phase, items))
+            rows.append(_row(phase, items, plan.estimate_s))
     return rows
 
 
-def _row(phase: Phase, items: list[PlanItem]) -> PlanRow:
+def _row(phase: Phase, items: list[PlanItem], total_s: float) -> PlanRow:
     subjects: dict[str, None] = {}
     sizes: set[int] = set()
     settings: set[str] = set()
@@ -47,17 +64,21 @@ def _row(phase: Phase, items: list[PlanItem]) -> PlanRow:
             flags = {"amp": config.amp, "channels_last": config.channels_last, "pinned": config.pinned}
         else:
             subjects[_layer_op(config)] = None
+            if phase in SWEPT:
+                sizes.add(sweep_size(phase, config))
             flags = {"amp": config.amp, "cudnn_benchmark": config.cudnn_benchmark}
         settings.update(f"{name}={'on' if value else 'off'}" for name, value in flags.items())
+    estimate_s = sum(item.estimate_s for item in items)
     return PlanRow(
         phase=phase,
-        kind="step" if isinstance(items[0].config, StepConfig) else "layer",
+        kind="step" if isinstance(items[0].config, StepConfig) else "sweep" if phase in SWEPT else "layer",
         items=len(items),
         subjects=tuple(subjects),
         sizes=tuple(sorted(sizes)),
         batches=tuple(sorted({item.config.batch for item in items})),
         settings=tuple(sorted(settings)),
-        estimate_s=sum(item.estimate_s for item in items),
+        estimate_s=estimate_s,
+        share=estimate_s / total_s if total_s else 0.0,
     )
 
 

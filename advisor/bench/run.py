@@ -21,6 +21,7 @@ from advisor.bench.fingerprint import fingerprint
 from advisor.bench.measure import measure_layer, measure_step
 from advisor.bench.plan import Plan, PlanItem
 from advisor.bench.results import Sink
+from advisor.ops import op_of
 from advisor.records import (
     LayerConfig,
     LayerMeasurement,
@@ -164,6 +165,13 @@ def describe_item(item: PlanItem) -> str:
         flags = [name for name in ("amp", "channels_last", "pinned") if getattr(config, name)]
         return " ".join([config.model, f"{config.input_size}px", f"batch {config.batch}", *flags])
     c = config
+    family = op_of(c).family
+    if family == "update":
+        return f"{c.op} {c.height * c.width:,} parameters in {c.width} tensors"
+    if family == "launch":
+        return f"{c.op} {c.height} ops of {c.width} values"
+    if family == "vector":
+        return f"{c.op} {c.in_channels * c.height * c.width:,} values batch {c.batch}"
     geometry = f"{c.in_channels}->{c.out_channels} k{c.kernel[0]}x{c.kernel[1]} s{c.stride[0]} g{c.groups}"
     flags = [name for name in ("amp", "cudnn_benchmark") if getattr(config, name)]
     return " ".join([c.op, geometry, f"{c.height}x{c.width}", f"batch {c.batch}", *flags])

@@ -6,7 +6,7 @@ A layer that does not have the shape its op needs gets None: it is not benchmark
 
 from __future__ import annotations
 
-from math import prod
+from math import isqrt, prod
 
 from advisor.introspect import Layer
 from advisor.records import LayerConfig
@@ -130,3 +130,59 @@ def embedding(op: str, layer: Layer, batch: int, amp: bool) -> LayerConfig | Non
         return None
     tokens = prod(layer.inputs[0].dims)
     return _config(op, batch, amp, in_channels=rows_in_table, out_channels=width, height=tokens, width=1)
+
+
+SWEPT_CHANNELS = 64
+"""Channels of a swept channel op (batch norm, pooling): a CNN's early maps."""
+SWEPT_ROW = 256
+"""Row length of a swept row op (layer and RMS norm, softmax): a transformer's narrow width."""
+
+
+def swept_flat(op: str, elements: int) -> LayerConfig:
+    """An element-wise op over ``elements`` values: the bandwidth sweep's configuration (batch 1)."""
+    return _config(op, 1, False, in_channels=1, out_channels=1, height=elements, width=1)
+
+
+def swept_channels(op: str, elements: int) -> LayerConfig:
+    """A channel op over `SWEPT_CHANNELS` maps of ``elements / SWEPT_CHANNELS`` positions."""
+    positions = max(1, elements // SWEPT_CHANNELS)
+    return _config(
+        op, 1, False, in_channels=SWEPT_CHANNELS, out_channels=SWEPT_CHANNELS, height=positions, width=1
+    )
+
+
+def swept_rows(op: str, elements: int) -> LayerConfig:
+    """A row op over rows of `SWEPT_ROW` features, ``elements / SWEPT_ROW`` of them."""
+    rows = max(1, elements // SWEPT_ROW)
+    return _config(op, 1, False, in_channels=SWEPT_ROW, out_channels=SWEPT_ROW, height=rows, width=1)
+
+
+def swept_pooling(op: str, elements: int) -> LayerConfig:
+    """A 3x3 stride-2 max pool (a ResNet stem's) over `SWEPT_CHANNELS` square maps of about
+    ``elements / SWEPT_CHANNELS`` positions."""
+    side = max(2, isqrt(elements // SWEPT_CHANNELS))
+    return _config(
+        op,
+        1,
+        False,
+        in_channels=SWEPT_CHANNELS,
+        out_channels=SWEPT_CHANNELS,
+        height=side,
+        width=side,
+        kernel=(3, 3),
+        stride=(2, 2),
+        padding=(1, 1),
+    )
+
+
+def launch_chain(length: int, elements: int) -> LayerConfig:
+    """``length`` tiny ops in a row, each on ``elements`` values (`advisor.ops.workloads.launch_chain`)."""
+    return _config("launch_chain", 1, False, in_channels=1, out_channels=1, height=length, width=elements)
+
+
+def update(op: str, parameters: int, tensors: int) -> LayerConfig:
+    """An optimizer's step over ``parameters`` parameters in ``tensors`` tensors of equal size: ``height``
+    parameters each, ``width`` tensors (a step's cost beyond its bytes is per tensor)."""
+    return _config(
+        op, 1, False, in_channels=1, out_channels=1, height=max(1, parameters // tensors), width=tensors
+    )

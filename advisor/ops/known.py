@@ -9,7 +9,7 @@ fitted before it are refused until `advisor models train` fits new ones.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from fnmatch import fnmatchcase
 from functools import partial
 
@@ -58,10 +58,17 @@ def _rms_norm(layer: Layer, batch: int, amp: bool) -> LayerConfig | None:
     return configs.rows("rms_norm", layer, batch, amp) if _RMS_NORM.search(layer.op) else None
 
 
-def _vector(name: str, rates: costs.VectorRates, kinds: tuple[str, ...], config: Configure | None) -> Op:
-    return Op(
-        name, "vector", frozenset(kinds), partial(costs.vector, rates), f"{_BUILDERS}:{name}", config=config
-    )
+def _vector(
+    name: str,
+    rates: costs.VectorRates,
+    kinds: tuple[str, ...],
+    config: Configure | None,
+    sweep: Callable[[str, int], LayerConfig] | None = None,
+) -> Op:
+    """A bandwidth-bound op; ``sweep`` (a `configs.swept_*`): the bandwidth sweep measures it over sizes."""
+    swept = partial(sweep, name) if sweep is not None else None
+    cost = partial(costs.vector, rates)
+    return Op(name, "vector", frozenset(kinds), cost, f"{_BUILDERS}:{name}", config=config, sweep=swept)
 
 
 def _update(name: str, rates: costs.UpdateRates) -> Op:
@@ -91,16 +98,19 @@ OPS: tuple[Op, ...] = (
        aten=("aten::bmm", "aten::baddbmm", "aten::matmul")),
     Op("attention", "matrix", frozenset({"attention"}), costs.attention, f"{_BUILDERS}:attention",
        config=partial(configs.attention, "attention")),
-    _vector("batch_norm", costs.NORM, ("batch_norm",), partial(configs.channels, "batch_norm")),
-    _vector("rms_norm", costs.RMS_NORM, ("layer_norm", "elementwise"), _rms_norm),
-    _vector("layer_norm", costs.NORM, ("layer_norm",), partial(configs.rows, "layer_norm")),
+    _vector("batch_norm", costs.NORM, ("batch_norm",), partial(configs.channels, "batch_norm"),
+            configs.swept_channels),
+    _vector("rms_norm", costs.RMS_NORM, ("layer_norm", "elementwise"), _rms_norm, configs.swept_rows),
+    _vector("layer_norm", costs.NORM, ("layer_norm",), partial(configs.rows, "layer_norm"),
+            configs.swept_rows),
     _vector("group_norm", costs.NORM, ("group_norm",), partial(configs.channels, "group_norm")),
-    _vector("softmax", costs.SOFTMAX, ("activation",), _softmax),
-    _vector("activation", costs.ACTIVATION, ("activation",), _activation),
+    _vector("softmax", costs.SOFTMAX, ("activation",), _softmax, configs.swept_rows),
+    _vector("activation", costs.ACTIVATION, ("activation",), _activation, configs.swept_flat),
     _vector("dropout", costs.DROPOUT, ("dropout",), partial(configs.flat, "dropout")),
-    _vector("elementwise", costs.ELEMENTWISE, ("elementwise",), partial(configs.flat, "elementwise")),
+    _vector("elementwise", costs.ELEMENTWISE, ("elementwise",), partial(configs.flat, "elementwise"),
+            configs.swept_flat),
     Op("pooling", "vector", frozenset({"pooling"}), costs.pooling, f"{_BUILDERS}:pooling",
-       config=partial(configs.pooling, "pooling")),
+       config=partial(configs.pooling, "pooling"), sweep=partial(configs.swept_pooling, "pooling")),
     Op("embedding", "vector", frozenset({"embedding"}), costs.embedding, f"{_BUILDERS}:embedding",
        config=partial(configs.embedding, "embedding")),
     _vector("cross_entropy", costs.CROSS_ENTROPY, (), None),

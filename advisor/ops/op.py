@@ -22,6 +22,8 @@ class KernelPath(StrEnum):
 
 Configure = Callable[[Layer, int, bool], LayerConfig | None]
 """How a layer becomes an op's benchmark configuration at a batch and precision."""
+Sweep = Callable[[int], LayerConfig]
+"""A memory-bound op's configuration over a tensor of so many elements: the bandwidth sweep's."""
 Family = Literal["convolution", "matrix", "vector", "update", "launch"]
 """What bounds an op: convolutions and matrix products are compute, vector ops and updates bandwidth, a
 chain of tiny ops its launches."""
@@ -60,6 +62,8 @@ class Op:
     group: str = ""
     """The step feature its timed layers' seconds add to."""
     kernel_path: Callable[[LayerConfig], KernelPath] = _other_path
+    sweep: Sweep | None = None
+    """How the nightly grid's bandwidth sweep (`advisor.bench.sweeps`) sizes it; None: not swept."""
     aten: tuple[str, ...] = ()
     """The aten ops a profiler names for its kernels (``fnmatch`` patterns), for `advisor profile`; a
     profile cannot tell dense, grouped and depthwise convolutions apart, so the first claims them all."""

@@ -177,9 +177,11 @@ def launch_chain(c: LayerConfig, device: torch.device) -> Workload:
 def _update(
     c: LayerConfig, device: torch.device, make: Callable[[list[Tensor]], torch.optim.Optimizer]
 ) -> Workload:
-    parameter = nn.Parameter(torch.randn(c.height * c.width, device=device))
-    parameter.grad = torch.randn_like(parameter)
-    optimizer = make([parameter])
+    """``width`` parameter tensors of ``height`` each, their gradients set (a network's are many tensors)."""
+    parameters: list[Tensor] = [nn.Parameter(torch.randn(c.height, device=device)) for _ in range(c.width)]
+    for parameter in parameters:
+        parameter.grad = torch.randn_like(parameter)
+    optimizer = make(parameters)
     optimizer.step()  # its state exists before the first timed step
 
     def nothing() -> None:

@@ -1,0 +1,141 @@
+"""One machine's rates for what is not compute, fitted from the nightly grid's sweeps
+(`advisor.bench.sweeps`): the bandwidth a memory-bound op reaches at each size, the seconds each launched
+op costs, and the optimizer's update per parameter and per tensor.
+
+Pure: handed each swept configuration with its seconds (a machine's layer samples), it reads the ops it
+knows and leaves the rest. A step model prices an op it never timed from these: its bytes at the bandwidth
+of its size, its launches, the update of the model's parameters.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from math import exp, log
+from statistics import fmean
+
+from advisor.ops.known import op_of
+from advisor.records import LayerConfig
+
+Curve = tuple[tuple[float, float], ...]
+"""(log bytes moved, log seconds) points, ascending in bytes."""
+
+
+@dataclass(frozen=True)
+class UpdateFit:
+    """An optimizer's step: ``fixed_s + per_tensor_s * tensors + per_parameter_s * parameters``."""
+
+    fixed_s: float
+    per_tensor_s: float
+    per_parameter_s: float
+
+    def seconds(self, parameters: int, tensors: int) -> float:
+        return self.fixed_s + self.per_tensor_s * tensors + self.per_parameter_s * parameters
+
+
+@dataclass(frozen=True)
+class MachineRates:
+    """What one machine's sweeps measured; None where a kind was not swept on it."""
+
+    curves: Mapping[str, Curve] = field(default_factory=dict)
+    """Each swept memory-bound op's seconds by the bytes its forward and backward move."""
+    launch_s: float | None = None
+    """One launched op's cost (a forward or a backward kernel and its dispatch)."""
+    updates: Mapping[str, UpdateFit] = field(default_factory=dict)
+    """By optimizer: ``sgd_momentum``, ``adam``, ``adamw``."""
+
+    def bytes_seconds(self, moved: float, op: str | None = None) -> float | None:
+        """Seconds of an op whose forward and backward move ``moved`` bytes: ``op``'s own curve where it
+        was swept, else the geometric mean of every swept op's. Below the smallest size swept, the
+        smallest's time (a tiny op costs its launches); above the largest, the largest's bandwidth. The
+        curve holds each op's launches, so an op priced here needs no `launch_s` on top."""
+        curves = [self.curves[op]] if op is not None and op in self.curves else list(self.curves.values())
+        if not curves or moved <= 0:
+            return None
+        return exp(fmean(_at(curve, log(moved)) for curve in curves))
+
+    def bytes_per_s(self, moved: float, op: str | None = None) -> float | None:
+        """The bandwidth an op moving ``moved`` bytes reaches (`bytes_seconds`)."""
+        seconds = self.bytes_seconds(moved, op)
+        return moved / seconds if seconds else None
+
+    def update_s(self, optimizer: str, parameters: int, tensors: int = 1) -> float | None:
+        fit = self.updates.get(optimizer)
+        return fit.seconds(parameters, tensors) if fit else None
+
+    def per_parameter_s(self, optimizer: str) -> float | None:
+        fit = self.updates.get(optimizer)
+        return fit.per_parameter_s if fit else None
+
+
+def _at(curve: Curve, x: float) -> float:
+    """Log seconds at log bytes ``x``: linear between points; the first's seconds below, the last's
+    bandwidth (slope one) above."""
+    xs = [point[0] for point in curve]
+    if x <= xs[0]:
+        return curve[0][1]
+    if x >= xs[-1]:
+        return curve[-1][1] + x - xs[-1]
+    i = bisect_left(xs, x)
+    (x0, y0), (x1, y1) = curve[i - 1], curve[i]
+    return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+
+
+def fit_rates(measured: Iterable[tuple[LayerConfig, float]]) -> MachineRates:
+    """A machine's rates from its swept configurations and their seconds: the memory-bound ops at batch
+    one (the bandwidth sweep's), the launch chain, the optimizers' updates; anything else is left out."""
+    curves: dict[str, dict[float, list[float]]] = {}
+    chain: list[tuple[float, float]] = []
+    updates: dict[str, list[tuple[int, int, float]]] = {}
+    for config, seconds in measured:
+        if seconds <= 0:
+            continue
+        op = op_of(config)
+        if op.family == "launch":
+            chain.append((2.0 * config.height, seconds))
+        elif op.family == "update":
+            updates.setdefault(op.name, []).append((config.height * config.width, config.width, seconds))
+        elif op.sweep is not None and config == op.sweep(_elements(config)):
+            cost = op.cost(config)
+            moved = log(cost.forward_bytes + cost.backward_bytes)
+            curves.setdefault(op.name, {}).setdefault(moved, []).append(log(seconds))
+    return MachineRates(
+        curves={
+            name: tuple((x, fmean(ys)) for x, ys in sorted(points.items())) for name, points in curves.items()
+        },
+        launch_s=_slope(chain),
+        updates={name: _update_fit(rows) for name, rows in updates.items()},
+    )
+
+
+def _elements(config: LayerConfig) -> int:
+    return config.in_channels * config.height * config.width
+
+
+def _slope(points: list[tuple[float, float]]) -> float | None:
+    """Seconds per launch: the chain's time's least-squares slope in its launches (its fixed cost apart);
+    with one length measured, its time over its launches."""
+    if not points:
+        return None
+    xs = {x for x, _ in points}
+    if len(xs) == 1:
+        return fmean(y / x for x, y in points)
+    mx, my = fmean(x for x, _ in points), fmean(y for _, y in points)
+    slope = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
+    return max(slope, 0.0)
+
+
+def _update_fit(rows: list[tuple[int, int, float]]) -> UpdateFit:
+    """``seconds ~ fixed + per tensor + per parameter``, non-negative least squares relative to each time (a
+    16 Ki update counts as much as a 16 Mi one)."""
+    # Imported here: only fitting needs scipy, not every process that reads the registry.
+    import numpy as np
+    from scipy.optimize import nnls  # type: ignore[import-untyped]
+
+    terms = np.array([(1.0, tensors, parameters) for parameters, tensors, _ in rows], dtype=float)
+    seconds = np.array([s for _, _, s in rows], dtype=float)
+    scale = terms.max(axis=0)  # columns of one magnitude, for the solver
+    coefficients, _residual = nnls(terms / scale / seconds[:, None], np.ones(len(rows)))
+    fixed, per_tensor, per_parameter = (float(c) for c in coefficients / scale)
+    return UpdateFit(fixed, per_tensor, per_parameter)

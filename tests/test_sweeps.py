@@ -1,0 +1,159 @@
+"""What the nightly grid measures beyond compute (`advisor.bench.sweeps`) and the rates fitted from it
+(`advisor.ops.rates`): planned on both device kinds, measured with real torch, fitted back."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import partial
+from math import log
+
+import pytest
+import torch
+
+from advisor.bench.measure import measure_layer
+from advisor.bench.plan import DeviceProfile, Phase, Plan, check_plan, full_plan, quick_plan
+from advisor.bench.plan_rows import describe
+from advisor.bench.run import describe_item
+from advisor.bench.sweeps import CPU_SWEEPS, UPDATES, powers, swept
+from advisor.ops import Op, known, op_of
+from advisor.ops import configs as op_configs
+from advisor.ops import costs as op_costs
+from advisor.ops.rates import MachineRates, fit_rates
+from advisor.records import LayerConfig
+from tests.plan_support import fake_table
+
+SWEPT = (Phase.BANDWIDTH, Phase.LAUNCHES, Phase.UPDATES)
+MEMORY_BOUND = {"activation", "elementwise", "batch_norm", "layer_norm", "rms_norm", "softmax", "pooling"}
+
+
+def _swept_ops(plan: Plan, phase: Phase) -> list[LayerConfig]:
+    return [i.config for i in plan.items if i.phase is phase and isinstance(i.config, LayerConfig)]
+
+
+@pytest.fixture(scope="module", params=["cpu", "cuda"])
+def nightly(request: pytest.FixtureRequest) -> Plan:
+    return full_plan(DeviceProfile.assumed(request.param), fake_table)
+
+
+def test_the_nightly_grid_sweeps_memory_bound_ops_launches_and_updates_right_after_the_layers(
+    nightly: Plan,
+) -> None:
+    phases = [item.phase for item in nightly.items]
+    assert phases.index(Phase.BANDWIDTH) == len(phases) - phases[::-1].index(Phase.LAYERS)
+    swept_configs = [item.config for item in nightly.items if item.phase in SWEPT]
+    assert all(isinstance(config, LayerConfig) for config in swept_configs)
+    assert {config.op for config in _swept_ops(nightly, Phase.BANDWIDTH)} == MEMORY_BOUND
+    assert {config.op for config in _swept_ops(nightly, Phase.UPDATES)} == set(UPDATES)
+    assert {config.op for config in _swept_ops(nightly, Phase.LAUNCHES)} == {"launch_chain"}
+    rows = {row.phase: row for row in describe(nightly)}
+    assert rows[Phase.BANDWIDTH].kind == "sweep"
+    assert rows[Phase.BANDWIDTH].sizes[0] == 4**5 and rows[Phase.BANDWIDTH].sizes[-1] >= 4**12
+    assert rows[Phase.LAUNCHES].sizes == (16, 64, 256)
+    assert sum(row.share for row in rows.values()) == pytest.approx(1.0)
+    share = sum(rows[phase].share for phase in SWEPT)
+    assert 0 < share < 0.1, "a small part of a night"
+
+
+def test_each_swept_configuration_is_its_own_op_and_costs_what_it_moves() -> None:
+    for phase, config in swept(CPU_SWEEPS):
+        op = op_of(config)
+        cost = op.cost(config)
+        assert cost.forward_bytes > 0, (phase, config)
+        if phase == "bandwidth":
+            assert op.sweep is not None and op.family == "vector"
+            elements = config.in_channels * config.height * config.width
+            assert op.sweep(elements) == config
+            assert elements in CPU_SWEEPS.elements or op.name == "pooling"
+    adam = op_configs.update("adam", 4**8, 64)
+    assert (adam.height, adam.width) == (1024, 64)
+    assert describe_item(
+        next(i for i in full_plan(DeviceProfile.assumed("cpu"), fake_table).items if i.config == adam)
+    ) == ("adam 65,536 parameters in 64 tensors")
+
+
+def test_a_check_plan_sweeps_thinly_and_the_quick_plan_not_at_all() -> None:
+    check = check_plan(DeviceProfile.assumed("cuda"), fake_table)
+    night = full_plan(DeviceProfile.assumed("cuda"), fake_table)
+    for phase in SWEPT:
+        thin = [i.config for i in check.items if i.phase is phase]
+        full = [i.config for i in night.items if i.phase is phase]
+        assert 0 < len(thin) < len(full) and set(thin) <= set(full)
+    sizes = {row.phase: row.sizes for row in describe(check)}
+    assert sizes[Phase.BANDWIDTH][-1] == 4**14, "the largest size is kept"
+    assert not any(item.phase in SWEPT for item in quick_plan(fake_table).items)
+
+
+def test_an_op_with_a_sweep_is_swept_by_its_entry_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    gelu = Op(
+        "gelu",
+        "vector",
+        frozenset(),
+        partial(op_costs.vector, op_costs.ACTIVATION),
+        "advisor.ops.workloads:activation",
+        sweep=partial(op_configs.swept_flat, "gelu"),
+    )
+    monkeypatch.setattr(known, "OPS", (*known.OPS, gelu))
+    plan = full_plan(DeviceProfile.assumed("cpu"), fake_table)
+    gelus = [config for config in _swept_ops(plan, Phase.BANDWIDTH) if config.op == "gelu"]
+    assert [c.height for c in gelus] == list(CPU_SWEEPS.elements)
+
+
+def _moved(config: LayerConfig) -> float:
+    cost = op_of(config).cost(config)
+    return cost.forward_bytes + cost.backward_bytes
+
+
+def test_the_rates_fitted_are_the_rates_measured() -> None:
+    """A machine moving 10 GB/s past 1 MiB, 20 us an op below it, 5 us a launch, Adam at 2 ns a parameter
+    and 3 us a tensor: each comes back, between and beyond the sizes measured."""
+
+    def seconds(config: LayerConfig) -> float:
+        if config.op == "launch_chain":
+            return 1e-4 + 2 * config.height * 5e-6
+        if config.op in UPDATES:
+            return 5e-5 + 3e-6 * config.width + 2e-9 * config.height * config.width
+        return max(_moved(config) / 1e10, 2e-5)
+
+    measured = [(config, seconds(config)) for _, config in swept(CPU_SWEEPS)]
+    conv = op_configs.launch_chain(8, 16).model_copy(update={"op": "conv2d", "in_channels": 3})
+    rates = fit_rates([*measured, (conv, 1.0)])
+    assert set(rates.curves) == MEMORY_BOUND
+    assert rates.launch_s == pytest.approx(5e-6)
+    assert rates.per_parameter_s("adam") == pytest.approx(2e-9, rel=1e-3)
+    assert rates.update_s("adam", 10**6, 100) == pytest.approx(5e-5 + 3e-4 + 2e-3, rel=1e-3)
+    assert rates.update_s("lion", 10**6) is None
+    assert rates.bytes_per_s(2**30) == pytest.approx(1e10)
+    assert rates.bytes_per_s(2**30, "softmax") == pytest.approx(1e10)
+    assert rates.bytes_seconds(100) == pytest.approx(2e-5), "a tiny op costs its launch, not its bytes"
+    assert rates.bytes_seconds(3e6, "activation") == pytest.approx(3e-4, rel=0.05)
+    assert MachineRates().bytes_seconds(1e6) is None and MachineRates().launch_s is None
+
+
+def test_a_bandwidth_curve_interpolates_in_log_size() -> None:
+    small, large = op_configs.swept_flat("activation", 4**5), op_configs.swept_flat("activation", 4**6)
+    rates = fit_rates([(small, 1e-5), (large, 1e-4)])
+    middle = (_moved(small) * _moved(large)) ** 0.5
+    assert log(rates.bytes_seconds(middle) or 0) == pytest.approx((log(1e-5) + log(1e-4)) / 2)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        op_configs.launch_chain(16, 16),
+        op_configs.update("adamw", 4096, 4),
+        op_configs.update("sgd_momentum", 4096, 1),
+        op_configs.swept_pooling("pooling", 4**5),
+        op_configs.swept_rows("softmax", 4**5),
+        op_configs.swept_channels("batch_norm", 4**5),
+    ],
+    ids=lambda config: config.op,
+)
+def test_a_swept_configuration_is_measured_on_this_cpu(config: LayerConfig) -> None:
+    measured = measure_layer(config, torch.device("cpu"), repeats=2, warmup=1)
+    assert measured.fits and measured.median_s is not None and measured.median_s > 0
+
+
+def test_sweep_sizes_are_powers_from_the_smallest() -> None:
+    assert powers(1, 3) == (4, 16, 64)
+    assert powers(3, 2) == ()
+    assert replace(CPU_SWEEPS, chains=(16, 64, 256, 1024)).thin().chains == (16, 256, 1024)
