@@ -139,6 +139,7 @@ PURE_CORE = (
     "advisor.predict.array_outcome",
     "advisor.bench.plan",
     "advisor.bench.plan_rows",
+    "advisor.bench.sweeps",
     "advisor.bench.night",
     "advisor.bench.zoo",
     "advisor.slurm.models",
