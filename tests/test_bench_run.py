@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -119,30 +120,55 @@ def test_a_broken_line_in_the_middle_is_an_error(tmp_path: Path) -> None:
         read_jsonl(path)
 
 
-def test_an_architecture_is_measured_by_its_own_layers_and_whole_steps(tmp_path: Path) -> None:
+def test_an_architecture_is_measured_by_its_own_layers_and_whole_steps_until_the_budget_is_spent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`advisor bench run --architecture`: a user's factory, imported in the caller's process; its table is
-    kept for training, which cannot import it."""
+    kept for training, which cannot import it. Its steps are measured again until the budget is spent."""
     from advisor.bench.architectures import Architectures, measured_tables
-    from advisor.bench.plan import nightly_grid
     from advisor.bench.zoo import distinct_layers
     from advisor.cli import main as cli
     from advisor.introspect.run import introspect
     from advisor.store import Store
 
-    reference, db = "tests.factories.cnn:build", tmp_path / "advisor.db"
+    reference, db, out = "tests.factories.cnn:build", tmp_path / "advisor.db", tmp_path / "a.jsonl"
     words = ["bench", "run", "--architecture", reference, "--input-shape", "3,16,16", "--batch-sizes", "2"]
-    words += ["--device", "cpu", "--budget-minutes", "2", "--db", str(db), "--out", str(tmp_path / "a.jsonl")]
+    words += ["--device", "cpu", "--budget-minutes", "0.25", "--db", str(db), "--out", str(out), "--json"]
     assert cli(words) == 0
+    run = json.loads(capsys.readouterr().out)["run"]
+    assert run["elapsed_s"] >= 0.8 * 15, "the budget is spent (the steps are planned again and again)"
+    assert run["measured"] + run["skipped_budget"] == run["planned"]
     store = Store.open(db)
     table = introspect(reference, (3, 16, 16), {}, allow_factories=True)
     steps, layers = store.step_rows(), store.layer_rows()
-    assert [(row["model"], row["batch"], row["arch_hash"]) for row in steps] == [
+    assert {(row["model"], row["batch"], row["arch_hash"]) for row in steps} == {
         (reference, 2, table.architecture_hash)
-    ]
-    grid = nightly_grid("cpu")
-    assert len(layers) == len(distinct_layers(table)) * len(grid.layer_batches)
+    }
+    assert {row["batch"] for row in layers} <= {2}
+    assert len(layers) <= len(distinct_layers(table)), "each once: a layer repeats within its benchmark"
     assert all(row["fits"] for row in [*steps, *layers])
     assert Architectures(store).table(reference, 16) == table == measured_tables(store)(reference, 16)
+
+
+def test_bench_plan_shows_what_a_first_sight_of_an_architecture_measures(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from advisor.cli import main as cli
+
+    words = ["bench", "plan", "--architecture", "tests.factories.cnn:build", "--input-shape", "3,16,16"]
+    assert cli([*words, "--micro-batches", "2-32", "--budget-minutes", "1", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    rows = {row["part"]: row for row in shown["rows"]}
+    assert list(rows) == ["whole steps", "layers", "whole steps again"]
+    assert rows["whole steps"]["batches"] == [2, 32, 8, 4, 16]
+    assert shown["budget_s"] == 60 and shown["measurements"] == sum(row["items"] for row in rows.values())
+    assert cli([*words, "--layers-only", "--json"]) == 0
+    assert [row["part"] for row in json.loads(capsys.readouterr().out)["rows"]] == ["layers"]
+    assert cli([*words, "--budget-minutes", "3"]) == 0
+    assert "until the 00:03:00 budget is spent" in " ".join(capsys.readouterr().out.split())
+    with pytest.raises(SystemExit):
+        cli([*words, "--micro-batches", "32-2"])
+    assert "low to high, not '32-2'" in capsys.readouterr().err
 
 
 def test_a_job_that_finds_another_machine_runs_that_machines_first_night(

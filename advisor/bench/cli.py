@@ -19,12 +19,19 @@ from rich.console import Console
 from rich.table import Table
 
 from advisor import readable
-from advisor.argtypes import input_shape
 from advisor.bench.architectures import Architectures, NightOn, plan_tonight
-from advisor.bench.night import Tonight, architecture_night, describe_night
+from advisor.bench.night import Tonight, describe_night
 from advisor.bench.plan import Plan, add_plan_choice, loader_workers
 from advisor.bench.plan_rows import describe
 from advisor.bench.results import read_jsonl
+from advisor.bench.sight_cli import (
+    add_architecture_options,
+    architecture_table,
+    plan_architecture,
+    planned_sight,
+    said_sight,
+    whole_steps_possible,
+)
 from advisor.bench.submit import BenchRequest, run_night
 from advisor.bench.watching import measured_json, progress_on, said_measured, said_submitted
 from advisor.introspect import LayerTable
@@ -34,8 +41,7 @@ from advisor.store import Store
 
 if TYPE_CHECKING:
     from advisor.bench.run import RunSummary
-
-_WHOLE_STEP_BATCH = 64
+    from advisor.bench.sight_plan import SightPlan
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], settings: Settings) -> None:
@@ -51,10 +57,12 @@ def _add_plan(actions: argparse._SubParsersAction[argparse.ArgumentParser], sett
         help="what tonight measures on a partition, why, and how much of the grid its machine has covered",
         description="Tonight's plan: the coarse grid while a machine lacks it, then the architectures users "
         "submitted that it has not measured, then the rest of the nightly grid, then its oldest results "
-        "again, within the budget. --grid, --quick and --check show those whole plans instead.",
+        "again, within the budget. --grid, --quick and --check show those whole plans instead; "
+        "--architecture what `advisor bench run --architecture` measures of one model.",
     )
     choice = add_plan_choice(plan)
     choice.add_argument("--grid", action="store_true", help="the whole nightly grid, by phase")
+    add_architecture_options(plan, verb="show")
     plan.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     plan.add_argument(
         "--partition", help="its machine's history in the database (default: a machine never benchmarked)"
@@ -71,30 +79,7 @@ def _add_run(actions: argparse._SubParsersAction[argparse.ArgumentParser], setti
     run.add_argument(
         "--device", choices=["auto", "cpu", "cuda"], default="auto", help="auto: CUDA where torch sees it"
     )
-    run.add_argument(
-        "--architecture",
-        metavar="REF",
-        help="measure this model's distinct layers and a few whole steps instead of a plan: a torchvision "
-        "name or package.module:factory (imported here, in your own process)",
-    )
-    run.add_argument(
-        "--input-shape",
-        type=input_shape,
-        default=(3, 224, 224),
-        metavar="C,H,W",
-        help="with --architecture (default 3,224,224); whole steps need a square RGB input",
-    )
-    steps = run.add_mutually_exclusive_group()
-    steps.add_argument(
-        "--layers-only", action="store_true", help="with --architecture: no whole steps, only its layers"
-    )
-    steps.add_argument(
-        "--batch-sizes",
-        type=_batch_sizes,
-        metavar="B,B,...",
-        help="with --architecture: its whole steps at these batches (default: the grid's coarse batches "
-        f"up to {_WHOLE_STEP_BATCH})",
-    )
+    add_architecture_options(run, verb="measure")
     run.add_argument("--budget-minutes", type=float)
     run.add_argument("--partition", help="recorded in the fingerprint")
     run.add_argument("--out", type=Path, help="JSON-lines results file (default: in the state folder)")
@@ -144,6 +129,13 @@ def _plan(args: argparse.Namespace, console: Console) -> int:
     from advisor.bench.plan import DeviceProfile, check_plan, full_plan, quick_plan
     from advisor.bench.tables import zoo_table
 
+    if args.architecture and (args.quick or args.check or args.grid):
+        console.print(
+            "advisor: error: --architecture goes without --quick, --check and --grid", highlight=False
+        )
+        return 2
+    if args.architecture:
+        return plan_architecture(args, console)
     profile = DeviceProfile.assumed(args.device)
     if not (args.quick or args.check or args.grid):
         night = _night(args)
@@ -251,22 +243,16 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         console.print("advisor: error: --architecture goes without --quick and --check", highlight=False)
         return 2
     if args.architecture:
-        table = _architecture_table(args)
+        table = architecture_table(args)
         if table is None:
             return 1
-        budget_s = (args.budget_minutes or args.settings.bench.budget_minutes) * 60
-        channels, height, width = table.input_shape
-        if not args.layers_only and not (channels == 3 and height == width):
+        if not args.layers_only and not whole_steps_possible(table):
             console.print(f"{table.reference}: whole steps need a square RGB input: measuring layers only")
-        night = _architecture_night(args, table, budget_s)
+        sight = _sight(args, table)
         plan_file = out.with_suffix(".plan.json")
-        plan_file.write_text(night.model_dump_json(), encoding="utf-8")
+        plan_file.write_text(sight.night().model_dump_json(), encoding="utf-8")
         words += ["--plan", str(plan_file), "--allow-factories"]
-        console.print(
-            f"{table.reference}: {len(night.entries)} measurements, "
-            f"estimated {readable.duration(night.estimate_s)}",
-            highlight=False,
-        )
+        console.print(f"{table.reference}: {said_sight(sight)}", highlight=False)
     if args.budget_minutes is not None:
         words += ["--budget-minutes", str(args.budget_minutes)]
     if args.partition:
@@ -295,41 +281,12 @@ def _measured_here(words: list[str]) -> RunSummary | None:
     return RunSummary.model_validate_json(said.getvalue().splitlines()[-1]) if code == 0 else None
 
 
-def _architecture_table(args: argparse.Namespace) -> LayerTable | None:
-    from advisor.introspect import IntrospectionError
-    from advisor.introspect.run import introspect
-
-    try:
-        return introspect(args.architecture, args.input_shape, {}, allow_factories=True)
-    except IntrospectionError as error:
-        print(f"advisor: error: --architecture {args.architecture}: {error}", file=sys.stderr)
-        return None
-
-
-def _architecture_night(args: argparse.Namespace, table: LayerTable, budget_s: float) -> Tonight:
+def _sight(args: argparse.Namespace, table: LayerTable) -> SightPlan:
     import torch
 
-    from advisor.bench.plan import DeviceKind, DeviceProfile, nightly_grid
-
     cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
-    kind: DeviceKind = "cuda" if cuda else "cpu"
-    grid = nightly_grid(kind)
-    channels, height, width = table.input_shape
-    whole = not args.layers_only and channels == 3 and height == width
-    # The coarse batches that fit a micro-batch on one device; the steps between them are predicted.
-    default = tuple(batch for batch in grid.coarse if batch <= _WHOLE_STEP_BATCH)
-    batches = () if not whole else args.batch_sizes or default
-    return architecture_night(grid, DeviceProfile.assumed(kind), table, budget_s, step_batches=batches)
-
-
-def _batch_sizes(text: str) -> tuple[int, ...]:
-    try:
-        sizes = tuple(int(word) for word in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected batch sizes such as 2,8,32, not {text!r}") from None
-    if not sizes or min(sizes) < 1:
-        raise argparse.ArgumentTypeError(f"batch sizes are positive, not {text!r}")
-    return sizes
+    budget_s = (args.budget_minutes or args.settings.bench.budget_minutes) * 60
+    return planned_sight(args, table, "cuda" if cuda else "cpu", budget_s)
 
 
 def _submit(args: argparse.Namespace, console: Console) -> int:

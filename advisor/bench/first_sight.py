@@ -1,6 +1,7 @@
 """First sight: when users ask advice for an architecture that a partition's machine has not measured, a
-short benchmark job of its distinct layers (and a few whole steps, for a torchvision model) goes to that
-partition at low priority, so that its next submission is predicted from its own parts.
+short benchmark job goes to that partition at low priority: whole steps (for a torchvision model) across
+the micro-batches its candidates will use, its distinct layers at them, and the steps again until the
+budget is spent (`advisor.bench.sight_plan`), so that its next submission is predicted from its own parts.
 
 The daemon runs `FirstSight` every few minutes; it submits only where the policy enables it
 (``[first_sight]``), and each run ingests what its jobs have measured so far (ingestion is idempotent).
@@ -17,9 +18,10 @@ from pathlib import Path
 
 from advisor.bench.architectures import Architectures, measured_geometries
 from advisor.bench.measuring import BenchJob
-from advisor.bench.night import SubmittedArchitecture, Tonight, architecture_night, step_batches
+from advisor.bench.night import SubmittedArchitecture, Tonight
 from advisor.bench.plan import DeviceProfile, loader_workers, nightly_grid
 from advisor.bench.results import read_jsonl
+from advisor.bench.sight_plan import candidate_range, range_batches, sight_plan
 from advisor.bench.submit import BenchRequest, device_kind, submit_benchmarks
 from advisor.bench.zoo import distinct_layers
 from advisor.policy.schema import FirstSightRules
@@ -107,10 +109,10 @@ class FirstSight:
     ) -> Tonight:
         kind = device_kind(partition, self.site)
         grid = nightly_grid(kind, workers=loader_workers(self.site.cpus_per_job))
-        batches = step_batches(grid, architecture)
-        return architecture_night(
-            grid, DeviceProfile.assumed(kind), architecture.table, rules.minutes * 60, step_batches=batches
-        )
+        batches = range_batches(grid, *candidate_range(architecture.batches, grid))
+        device, steps = DeviceProfile.assumed(kind), architecture.buildable
+        plan = sight_plan(grid, device, architecture.table, rules.minutes * 60, batches, steps=steps)
+        return plan.night()
 
     def _ingest(self, store: Store, now: datetime) -> None:
         """Every job of the last day: a job still running has written what it measured so far."""
