@@ -12,6 +12,7 @@ from advisor.jobscript.request import build_request
 from advisor.jobscript.rewrite import Advice
 from advisor.policy.load import parse_policy
 from advisor.policy.schema import Mode, Objective, RewriteRules, TimeLimitRule, Tuning
+from advisor.predict.types import NoModelError, Prediction
 from advisor.recommend.arrays import ArrayFigures
 from advisor.recommend.ask import Ask, Caller
 from advisor.recommend.candidates import Candidate, Offer, baseline, job_candidates
@@ -436,3 +437,36 @@ def test_the_policys_cost_unit_reaches_the_recommendation() -> None:
     assert found.candidates and found.cost_unit == "EUR"
     assert recommend(context, ask, None).cost_unit == "EUR", "passed through: no model read"
     assert parse_policy("", "p.toml").cost_unit == "credits"
+
+
+class NoV100Steps(FixedSteps):
+    """FixedSteps, twice as fast in channels-last (so the advice moves off the job as submitted), and
+    nothing predicts the job on v100 (no step times measured there)."""
+
+    def step(
+        self, partition: str, gpus: int, nodes: int, micro_batch: int, amp: bool, channels_last: bool
+    ) -> Prediction:
+        if partition == "v100":
+            raise NoModelError("no resnet18 step times on v100")
+        found = super().step(partition, gpus, nodes, micro_batch, amp, channels_last)
+        return found.model_copy(update={"step_s": 0.05, "step_p90_s": 0.05}) if channels_last else found
+
+
+@pytest.mark.parametrize("asked", ["a100", "a100,v100"])
+def test_a_partition_nothing_predicts_is_left_out_with_its_reason_and_the_others_advised(asked: str) -> None:
+    v100 = PARTITION.model_copy(update={"name": "v100", "gpu_type": "v100", "is_default": False})
+    policy = parse_policy("[partitions.a100]\n[partitions.v100]\n", "p.toml")
+    waits = WaitEstimate(slurm_wait_s=0.0, advisor_wait_s=None, preferred="slurm")
+    context = Context(policy, [PARTITION, v100], lambda queries: [waits] * len(queries))
+    request = build_request(f"#!/bin/sh\n#SBATCH -p {asked} --gres=gpu:1\ntrue\n", [], {}, "job.sh")
+    found = recommend(
+        context,
+        Ask(request, describe(steps=100_000), Caller("alice"), datetime(2026, 12, 4, tzinfo=UTC)),
+        NoV100Steps(),
+    )
+    assert found.chosen is not None and found.chosen != found.baseline, "advised among the others"
+    assert {estimate.candidate.partition for estimate in found.candidates} == {"a100"}
+    assert (
+        "not considered, v100: nothing predicts the job there (no resnet18 step times on v100)"
+        in found.reasons
+    )

@@ -43,6 +43,10 @@ def explain(
     if screened.closed:
         reasons.append(f"not considered, no node takes jobs: {', '.join(screened.closed)}")
     reasons += [f"not considered, {name}: {why}" for name, why in screened.refused.items()]
+    reasons += [
+        f"not considered, {name}: nothing predicts the job there ({why})"
+        for name, why in estimated.unpredicted.items()
+    ]
     history = ask.history
     if history is not None and history.forecast.runs:
         reasons.append(
