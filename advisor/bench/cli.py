@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
-from advisor import readable
+from advisor import readable, terminal
 from advisor.bench.architectures import Architectures, NightOn, plan_tonight
 from advisor.bench.night import Tonight, describe_night
-from advisor.bench.plan import Plan, add_plan_choice, loader_workers
-from advisor.bench.plan_rows import describe
+from advisor.bench.plan import Phase, Plan, add_plan_choice, loader_workers
+from advisor.bench.plan_rows import PlanRow, describe
 from advisor.bench.results import read_jsonl
 from advisor.bench.sight_cli import (
     add_architecture_options,
@@ -188,7 +188,8 @@ def _night_json(night: Tonight) -> str:
 
 def _show_plan(console: Console, plan: Plan, title: str) -> None:
     table = Table(title=title, title_justify="left")
-    for column in ("phase", "kind", "items", "subjects", "sizes", "batches", "settings", "estimate"):
+    columns = ("phase", "kind", "items", "subjects", "sizes", "batches", "settings", "estimate", "share")
+    for column in columns:
         table.add_column(column)
     for row in describe(plan):
         table.add_row(
@@ -196,15 +197,27 @@ def _show_plan(console: Console, plan: Plan, title: str) -> None:
             row.kind,
             str(row.items),
             ", ".join(row.subjects),
-            ", ".join(map(str, row.sizes)),
-            ", ".join(map(str, row.batches)),
+            _sizes(row),
+            ", ".join(map(str, row.batches)) or "-",
             ", ".join(row.settings) or "-",
             readable.duration(row.estimate_s),
+            readable.percent(row.share),
         )
-    console.print(table)
+    terminal.show(table, console)
     console.print(
         f"{len(plan.items)} measurements, estimated {readable.duration(plan.estimate_s)}", highlight=False
     )
+
+
+_SWEPT_UNITS = {Phase.BANDWIDTH: "elements", Phase.LAUNCHES: "ops in a chain", Phase.UPDATES: "parameters"}
+
+
+def _sizes(row: PlanRow) -> str:
+    """Input sides for steps; what a sweep varies, with its unit; none for layers."""
+    if not row.sizes:
+        return "-"
+    unit = _SWEPT_UNITS.get(row.phase, "px")
+    return f"{', '.join(map(str, row.sizes))} {unit}"
 
 
 def _show_night(console: Console, night: Tonight) -> None:
@@ -221,7 +234,7 @@ def _show_night(console: Console, night: Tonight) -> None:
             ", ".join(map(str, row.batches)),
             readable.duration(row.estimate_s),
         )
-    console.print(table)
+    terminal.show(table, console)
     share = night.covered / night.grid_items if night.grid_items else 0.0
     console.print(
         f"{len(night.entries)} measurements, estimated {readable.duration(night.estimate_s)} of the "

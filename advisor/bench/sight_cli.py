@@ -10,7 +10,7 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-from advisor import readable
+from advisor import readable, terminal
 from advisor.argtypes import input_shape
 from advisor.bench.plan import DeviceKind, DeviceProfile, nightly_grid
 from advisor.bench.sight_plan import DEFAULT_RANGE, SightPlan, range_batches, sight_plan, spread
@@ -139,7 +139,7 @@ def show_sight(console: Console, plan: SightPlan) -> None:
     for row in plan.rows():
         batches = ", ".join(map(str, row.batches))
         table.add_row(row.part, str(row.items), batches, readable.duration(row.estimate_s))
-    console.print(table)
+    terminal.show(table, console)
     console.print(said_sight(plan), highlight=False)
 
 
