@@ -21,7 +21,7 @@ from advisor.policy.schema import Confidence, Mode, Objective, RewriteRules
 from advisor.recommend.arrays import ArrayFigures
 from advisor.recommend.candidates import Candidate
 from advisor.recommend.kills import outlasts
-from advisor.wait.accuracy import WaitSource
+from advisor.wait.accuracy import WaitSource, preferred_wait
 
 
 class Estimate(BaseModel):
@@ -74,9 +74,9 @@ class Estimate(BaseModel):
 
     @property
     def wait_s(self) -> float:
-        chosen = self.slurm_wait_s if self.wait_source == "slurm" else self.advisor_wait_s
-        other = self.advisor_wait_s if self.wait_source == "slurm" else self.slurm_wait_s
-        return chosen if chosen is not None else other if other is not None else 0.0
+        """The preferred source's wait, else the other's (`preferred_wait`); 0 where neither knows."""
+        wait = preferred_wait(self.slurm_wait_s, self.advisor_wait_s, self.wait_source)
+        return 0.0 if wait is None else wait
 
     @property
     def total_s(self) -> float:
