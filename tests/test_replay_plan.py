@@ -18,7 +18,7 @@ from benchmarks.harness.model import (
     ReplayDecision,
     ReplayQuery,
 )
-from benchmarks.harness.scheduler import Backfill, SimPartition, per_node_gpus
+from benchmarks.harness.scheduler import Backfill, SimPartition, best_fit, per_node_gpus
 from benchmarks.harness.simulate import SimulatedQueue, simulate
 
 POOL = Pool(partition="p", gpu_type="t4", nodes=3, gpus_per_node=4)
@@ -28,30 +28,43 @@ SHAPES = [(1, 1), (2, 1), (3, 1), (4, 1), (2, 2), (6, 2), (8, 2)]
 
 def scratch_plan(partition: SimPartition, now: float) -> Profile:
     """The straightforward plan: running jobs held to their limits, the first pending jobs reserved in
-    order, each from ``now``."""
+    order, each from ``now``: a job starting now holds its GPUs and a CPU per node, a later slot its nodes
+    whole; nodes chosen by Slurm's best fit."""
     backfill, nodes = partition.backfill, range(POOL.nodes)
+    whole = (POOL.gpus_per_node, POOL.gpus_per_node, 0)
     held: list[list[tuple[float, tuple[int, int, int]]]] = [[] for _ in nodes]
     for attempt in partition.running:
         assert attempt.start_s is not None
         for node in attempt.nodes:
-            held[node].append((attempt.start_s + backfill.planned(attempt.limit_s), (attempt.ask[1], 0, 0)))
-    profile = Profile([(POOL.gpus_per_node, 0, 0)] * POOL.nodes, now, held)
+            held[node].append((attempt.start_s + backfill.planned(attempt.limit_s), (attempt.ask[1], 1, 0)))
+    profile = Profile([whole] * POOL.nodes, now, held)
     for attempt in partition.pending[: backfill.max_jobs]:
         count, gpus = attempt.ask
         planned = backfill.planned(attempt.limit_s)
-        begin, chosen = profile.earliest_on(nodes, count, (gpus, 0, 0), planned, [now] * POOL.nodes, INF)
+        begin, chosen = scratch_slot(profile, count, gpus, planned, now)
         if begin <= now + backfill.window_s:
             for node in chosen:
-                profile.reserve(node, begin, begin + planned, (gpus, 0, 0))
+                profile.reserve(node, begin, begin + planned, (gpus, 1, 0) if begin == now else whole)
     return profile
+
+
+def scratch_slot(
+    profile: Profile, count: int, gpus: int, planned: float, now: float
+) -> tuple[float, list[int]]:
+    floors = [now] * POOL.nodes
+    begin, _ = profile.earliest_on(range(POOL.nodes), count, (gpus, 1, 0), planned, floors, INF)
+    if begin == INF:
+        return INF, []
+    usable = [
+        n for n in range(POOL.nodes) if profile.earliest(n, (gpus, 1, 0), planned, begin, begin) == begin
+    ]
+    return begin, best_fit(usable, count, [profile.free(node, begin)[1] for node in usable])
 
 
 def scratch_test_only(partition: SimPartition, query: ReplayQuery, now: float) -> float | None:
     profile = scratch_plan(partition, now)
     count, gpus = query.nodes, per_node_gpus(query.gpus, query.nodes)
-    floors = [now] * POOL.nodes
-    planned = partition.backfill.planned(query.time_limit_s)
-    begin, _ = profile.earliest_on(range(POOL.nodes), count, (gpus, 0, 0), planned, floors, INF)
+    begin, _ = scratch_slot(profile, count, gpus, partition.backfill.planned(query.time_limit_s), now)
     return None if begin == INF else begin - now
 
 
@@ -112,3 +125,41 @@ def test_the_kept_plan_answers_like_a_plan_made_from_scratch(
         arrivals, arm, "habits", inventory, lambda job, _: float(job.steps), backfill=backfill
     )
     assert len(checked) == len(arrivals) == len(outcomes)
+
+
+def test_best_fit_picks_nodes_as_slurms_cons_tres_does() -> None:
+    """Counted by hand: runs of consecutive usable nodes, the tightest run with enough nodes (fewest free
+    CPUs), within it the node with the fewest free CPUs; else the largest run, then again."""
+    usable = [0, 1, 2, 4]
+    assert best_fit(usable, 1, [3, 1, 2, 4]) == [4], "run [4] holds 4 free CPUs, run [0-2] 6"
+    assert best_fit(usable, 1, [3, 1, 2, 8]) == [1], "run [0-2] (6) is tighter; node 1 is its fullest"
+    assert best_fit([0, 1, 3, 4, 5], 2, [4, 4, 4, 4, 4]) == [0, 1], "8 free CPUs against 12"
+    assert best_fit([0, 1, 3, 4, 5], 2, [4, 4, 1, 1, 1]) == [3, 4], "3 against 8: the run's first two"
+    assert best_fit([0, 2, 4], 3, [4, 4, 4]) == [0, 2, 4], "no run is long enough: the largest, in turn"
+
+
+def test_a_later_slot_holds_its_nodes_whole() -> None:
+    """Slurm's backfill plans pending jobs on whole nodes: a job that would fit beside a reservation's
+    share of a node waits for the job to start (by hand: a holds node 0 until 100, b needs 2 GPUs on both
+    nodes from 100, c asks 2 GPUs for 300 s at 1: beside b's share of node 1 it would start at once)."""
+    pool = Pool(partition="p", gpu_type="t4", nodes=2, gpus_per_node=4)
+    shapes = {"a": (0.0, 4, 1), "b": (0.0, 4, 2), "c": (1.0, 2, 1)}
+    limits = {"a": 100.0, "b": 100.0, "c": 300.0}
+
+    def decide(job: Job, view: QueueView) -> ReplayDecision:
+        _, gpus, nodes = shapes[job.arrival.name]
+        config = ReplayConfig(gpu_type="t4", gpus=gpus, nodes=nodes, micro_batch=8, accumulation=1)
+        return ReplayDecision(partition="p", config=config, time_limit_s=limits[job.arrival.name])
+
+    arrivals = [
+        Job(
+            arrival=Arrival(name=name, time_s=at, application="toy", gpus=gpus, global_batch=8 * gpus),
+            steps=int(limits[name]),
+            user_gpu_type="t4",
+            user_limit_s=400.0,
+        )
+        for name, (at, gpus, _) in shapes.items()
+    ]
+    outcomes = simulate(arrivals, decide, "habits", Inventory(pools=[pool]), lambda job, _: float(job.steps))
+    starts = {outcome.name: outcome.start_s for outcome in outcomes}
+    assert starts == {"a": 0.0, "b": 100.0, "c": 100.0}, "c starts beside b once b runs, not at 1"

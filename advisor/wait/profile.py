@@ -58,6 +58,11 @@ class Profile:
             free_cpus[index] -= cpus
             free_memory[index] -= memory
 
+    def free(self, node: int, at: float) -> Amount:
+        """What ``node`` has free at ``at`` (not before the table's start)."""
+        index = bisect_right(self._times[node], at) - 1
+        return self._gpus[node][index], self._cpus[node][index], self._memory[node][index]
+
     def earliest(self, node: int, amount: Amount, duration: float, after: float, latest: float) -> float:
         """First start in [after, latest] at which ``amount`` stays free for ``duration``; INF if none."""
         times = self._times[node]

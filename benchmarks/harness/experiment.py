@@ -112,31 +112,35 @@ def run_simulated(experiment: Experiment, inventory: Inventory) -> dict[ArmName,
 def run_twin(
     experiment: Experiment, inventory: Inventory, compression: float, real: dict[ArmName, list[ReplayOutcome]]
 ) -> dict[ArmName, list[ReplayOutcome]]:
-    """The simulated twin of a real run: its scheduler in compressed time, each job submitted when the real
-    run submitted it (a decision's real second is ``compression`` workload seconds there). Arm C submits
-    what its daemon answered in the real run: those answers rest on the daemon's caches, whose fill times
-    no simulator reproduces (`redecided`), so the twin checks the simulator's scheduling of the same jobs."""
+    """The simulated twin of a real run: its scheduler in compressed time, each job submitted when and as
+    the real run submitted it (a decision's real second is ``compression`` workload seconds there), so the
+    twin checks the simulator's scheduling of the same jobs. Decisions rest on the queue at the moment
+    they were asked (arm C's on its daemon's caches, whose fill times no simulator reproduces); what
+    deciding anew in the twin does is `redecided`. The oracle, simulated only, decides in the twin."""
     arms = experiment.arms(compression)
-    arms["advisor"] = as_decided(real["advisor"])
+    arms.update({name: as_decided(outcomes) for name, outcomes in real.items()})
     return _simulate_arms(experiment, inventory, arms, matching_backfill(compression), _submitted(real))
 
 
 def redecided(
-    experiment: Experiment, inventory: Inventory, compression: float, real: dict[ArmName, list[ReplayOutcome]]
+    experiment: Experiment,
+    inventory: Inventory,
+    compression: float,
+    real: dict[ArmName, list[ReplayOutcome]],
+    name: ArmName,
 ) -> list[ReplayOutcome]:
-    """Arm C in the twin deciding anew, on the compressed clock, from the daemon's caches (`DaemonCaches`,
-    filled when the twin's decisions ask): how far stale answers alone move it."""
-    arm = experiment.arms(compression)["advisor"]
-    submitted = _submitted(real).get("advisor")
-    caches = DaemonCaches(compression)
+    """Arm ``name`` in the twin deciding anew on the compressed clock, its jobs submitted when the real run
+    submitted them: arm B asks the twin's ``--test-only``, arm C the daemon's caches (`DaemonCaches`,
+    filled when the twin's decisions ask). How far the decisions alone part the twin from the real run."""
+    caches = DaemonCaches(compression) if name == "advisor" else None
     return simulate(
         experiment.jobs,
-        arm,
-        "advisor",
+        experiment.arms(compression)[name],
+        name,
         inventory,
         experiment.table.true_run_s,
         backfill=matching_backfill(compression),
-        submitted_at=submitted,
+        submitted_at=_submitted(real).get(name),
         caches=caches,
     )
 

@@ -11,15 +11,13 @@ import json
 import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, computed_field
 
+from advisor.wait.accuracy import WaitSource
 from benchmarks.harness.model import ArmName, ReplayOutcome
 from benchmarks.harness.scheduler import per_node_gpus
-
-Estimator = Literal["slurm", "advisor"]
 
 #: The benchmark's targets: the advisor's mean JCT reduction against each arm, and its wait error
 #: as a fraction of ``--test-only``'s.
@@ -114,10 +112,10 @@ def _p90_over_limit(outcome: ReplayOutcome) -> bool:
     return p90 is not None and p90 > outcome.decision.time_limit_s
 
 
-def wait_errors(outcomes: Sequence[ReplayOutcome]) -> dict[Estimator, WaitError]:
+def wait_errors(outcomes: Sequence[ReplayOutcome]) -> dict[WaitSource, WaitError]:
     """Each estimator's absolute errors over the jobs it gave an estimate for."""
     queued = [o for o in outcomes if max(_first_wait(o), *_estimates(o).values()) > 0]
-    errors: dict[Estimator, WaitError] = {}
+    errors: dict[WaitSource, WaitError] = {}
     for estimator in ("slurm", "advisor"):
         misses = _misses(outcomes, estimator)
         queued_misses = _misses(queued, estimator)
@@ -131,15 +129,15 @@ def wait_errors(outcomes: Sequence[ReplayOutcome]) -> dict[Estimator, WaitError]
     return errors
 
 
-def _estimates(outcome: ReplayOutcome) -> dict[Estimator, float]:
-    found: dict[Estimator, float | None] = {
+def _estimates(outcome: ReplayOutcome) -> dict[WaitSource, float]:
+    found: dict[WaitSource, float | None] = {
         "slurm": outcome.decision.slurm_wait_s,
         "advisor": outcome.decision.advisor_wait_s,
     }
     return {estimator: wait for estimator, wait in found.items() if wait is not None}
 
 
-def _misses(outcomes: Sequence[ReplayOutcome], estimator: Estimator) -> list[float]:
+def _misses(outcomes: Sequence[ReplayOutcome], estimator: WaitSource) -> list[float]:
     return [
         abs(estimate - _first_wait(o))
         for o in outcomes
@@ -213,7 +211,7 @@ def _markdown(
     title: str,
     summaries: Mapping[ArmName, ArmSummary],
     reductions: Reductions,
-    errors: Mapping[ArmName, Mapping[Estimator, WaitError]],
+    errors: Mapping[ArmName, Mapping[WaitSource, WaitError]],
     notes: list[str],
 ) -> str:
     lines = [f"# {title}", "", "## Job completion per arm", ""]

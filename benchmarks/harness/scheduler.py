@@ -103,6 +103,8 @@ class SimPartition:
         self.pending: list[Attempt] = []
         self._used = [0] * pool.nodes
         self._plan: _Plan | None = None
+        self._whole: Amount = (pool.gpus_per_node, pool.gpus_per_node, 0)
+        """A node's GPUs and CPUs (the sandbox gives a node a CPU per GPU)."""
 
     def submit(self, attempt: Attempt) -> None:
         """Queue an attempt; one that could never fit is the arm's error, not a job to wait forever."""
@@ -169,14 +171,14 @@ class SimPartition:
 
     def _profile(self, now: float) -> Profile:
         """Free GPUs per node over time with running jobs held to their limits."""
-        capacity = self.pool.gpus_per_node
         held: list[list[tuple[float, Amount]]] = [[] for _ in range(self.pool.nodes)]
         for attempt in self.running:
             assert attempt.start_s is not None
-            _, gpus = attempt.ask
             for node in attempt.nodes:
-                held[node].append((attempt.start_s + self.backfill.planned(attempt.limit_s), (gpus, 0, 0)))
-        return Profile([(capacity, 0, 0)] * self.pool.nodes, now, held)
+                held[node].append(
+                    (attempt.start_s + self.backfill.planned(attempt.limit_s), _held(attempt.ask))
+                )
+        return Profile([self._whole] * self.pool.nodes, now, held)
 
     def _reserve(
         self, profile: Profile, ask: tuple[int, int], limit_s: float, now: float
@@ -185,8 +187,11 @@ class SimPartition:
         planned = self.backfill.planned(limit_s)
         begin, nodes = self._earliest(profile, ask, planned, now)
         if begin <= now + self.backfill.window_s:
+            # Slurm's backfill holds a later slot's nodes whole (its ``node_space`` is a node bitmap per
+            # time); a job starting now holds its share of them.
+            amount = _held(ask) if begin == now else self._whole
             for node in nodes:
-                profile.reserve(node, begin, begin + planned, (ask[1], 0, 0))
+                profile.reserve(node, begin, begin + planned, amount)
         return begin, nodes
 
     def _earliest(
@@ -196,7 +201,16 @@ class SimPartition:
         if count > self.pool.nodes or gpus > self.pool.gpus_per_node:
             return INF, []
         floors = [now] * self.pool.nodes
-        return profile.earliest_on(range(self.pool.nodes), count, (gpus, 0, 0), limit_s, floors, INF)
+        amount = _held(ask)
+        begin, first = profile.earliest_on(range(self.pool.nodes), count, amount, limit_s, floors, INF)
+        if begin == INF:
+            return begin, first
+        usable = [
+            node
+            for node in range(self.pool.nodes)
+            if profile.earliest(node, amount, limit_s, begin, begin) == begin
+        ]
+        return begin, best_fit(usable, count, [profile.free(node, begin)[1] for node in usable])
 
 
 @dataclass(slots=True)
@@ -230,3 +244,35 @@ class _Plan:
         self.first_begin = min(self.first_begin, begin)
         if begin > now + window_s:
             self.first_unreserved = min(self.first_unreserved, begin)
+
+
+def _held(ask: tuple[int, int]) -> Amount:
+    """What a replayed job holds on each of its nodes: its GPUs and one CPU (`live_queue.job_request`)."""
+    return (ask[1], 1, 0)
+
+
+def best_fit(usable: list[int], count: int, free_cpus: list[int]) -> list[int]:
+    """``count`` of the ``usable`` nodes (ascending), as Slurm's ``select/cons_tres`` picks them: runs of
+    consecutive usable nodes, the run with the fewest free CPUs that has enough nodes (else the largest,
+    then again for the rest); one node from a run: the one with the fewest free CPUs; else the run's first."""
+    free = dict(zip(usable, free_cpus, strict=True))
+    runs: list[list[int]] = []
+    for node in usable:
+        if runs and runs[-1][-1] == node - 1:
+            runs[-1].append(node)
+        else:
+            runs.append([node])
+    chosen: list[int] = []
+    while len(chosen) < count and runs:
+        left = count - len(chosen)
+        enough = [run for run in runs if len(run) >= left]
+        if enough:
+            run = min(enough, key=lambda run: sum(free[node] for node in run))
+        else:
+            run = max(runs, key=lambda run: sum(free[node] for node in run))
+        runs.remove(run)
+        if left == 1:
+            chosen.append(min(run, key=lambda node: free[node]))
+        else:
+            chosen += run[:left]
+    return sorted(chosen)
