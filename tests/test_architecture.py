@@ -169,6 +169,7 @@ EDGES = (
     "advisor.introspect.child",
     "advisor.introspect.table_cache",
     "advisor.bench.tables",
+    "advisor.bench.sequence",
     "advisor.factory_table",
     "advisor.daemon",
     "advisor.predict.model_files",

@@ -13,6 +13,10 @@ def zoo_table(model: str, input_size: int) -> LayerTable:
     torch loads here, not where the zoo is only listed)."""
     from advisor.introspect.run import introspect
 
+    if zoo_model(model).reference is not None:
+        from advisor.bench.sequence import family_table
+
+        return family_table(model, input_size)
     kwargs = zoo_model(model).kwargs(input_size)
     return introspect(model, (3, input_size, input_size), kwargs, allow_factories=False)
 

@@ -83,6 +83,11 @@ def _network(config: StepConfig, allow_factories: bool) -> tuple[nn.Module, int]
 def start_training(
     config: StepConfig, device: torch.device, batches: int, *, allow_factories: bool = False
 ) -> Training:
+    zoo = zoo_sized(config.model, config.input_size)
+    if zoo is not None and zoo.reference is not None:  # a transformer of the zoo's family
+        from advisor.bench.sequence import start_sequence_training
+
+        return start_sequence_training(config, device)
     network, classes = _network(config, allow_factories)
     model = network.to(device).train()
     memory_format = torch.channels_last if config.channels_last else torch.preserve_format

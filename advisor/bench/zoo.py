@@ -1,8 +1,10 @@
 """The benchmark zoo and the layer geometries it contains, as pure data.
 
-A model is named by its torchvision name alone in every record; the keyword arguments it is built with
-follow from the name and the input size here, so the planner, the measurement and the predictors that
-introspect the same model later all build the same network.
+A model is named by its zoo name alone in every record (a torchvision name, or a transformer of the family
+below); the keyword arguments it is built with follow from the name and the input size here, so the
+planner, the measurement and the predictors that introspect the same model later all build the same
+network. A transformer reading token ids is benchmarked at sequence lengths: its record's ``input_size``
+is the sequence length.
 """
 
 from __future__ import annotations
@@ -32,11 +34,19 @@ class ZooModel:
     extra: Mapping[str, JsonValue] = field(default_factory=dict)
     sized: bool = False
     """ViT fixes its position embeddings at construction, so it is told the input size."""
+    reference: str | None = None
+    """A Hugging Face model (``hf:NAME``) built from its configuration with ``extra`` over its fields, and
+    trained with AdamW as such jobs are; None: the torchvision model ``name``."""
+    tokens: bool = False
+    """It reads token ids: its sizes are sequence lengths, not image sides."""
 
     def kwargs(self, input_size: int) -> dict[str, JsonValue]:
         if input_size not in self.sizes:
-            raise ValueError(f"{self.name} is not benchmarked at {input_size}x{input_size}")
+            unit = "tokens" if self.tokens else f"x{input_size}"
+            raise ValueError(f"{self.name} is not benchmarked at {input_size}{unit}")
         sized: dict[str, JsonValue] = {"image_size": input_size} if self.sized else {}
+        if self.reference is not None:
+            return {**self.extra, **sized}
         return {"num_classes": self.classes(input_size), **self.extra, **sized}
 
     def classes(self, input_size: int) -> int:
@@ -48,6 +58,76 @@ def _cnn(
 ) -> ZooModel:
     return ZooModel(name, "cnn", sizes, extra or {})
 
+
+SEQUENCE_LENGTHS = (32, 64, 128)
+"""The CPU family's sequence lengths: attention's share of a step grows with them."""
+_TINY_VOCABULARY: dict[str, JsonValue] = {"vocab_size": 4096, "max_position_embeddings": 256}
+
+
+def _hf(name: str, reference: str, config: Mapping[str, JsonValue], tokens: bool = True) -> ZooModel:
+    sizes = SEQUENCE_LENGTHS if tokens else (SMALL,)
+    return ZooModel(name, "transformer", sizes, config, sized=not tokens, reference=reference, tokens=tokens)
+
+
+SEQUENCE_ZOO = (
+    _hf(
+        "tiny_gpt2",
+        "hf:gpt2",
+        {"n_layer": 2, "n_embd": 128, "n_head": 4, "vocab_size": 4096, "n_positions": 256}
+        | {"bos_token_id": 0, "eos_token_id": 0},
+    ),
+    _hf(
+        "tiny_bert",
+        "hf:bert-base-uncased",
+        {"num_hidden_layers": 2, "hidden_size": 128, "num_attention_heads": 2, "intermediate_size": 512}
+        | _TINY_VOCABULARY,
+    ),
+    _hf(
+        "tiny_t5",
+        "hf:t5-small",
+        {"num_layers": 2, "num_decoder_layers": 2, "d_model": 128, "d_ff": 512, "num_heads": 4, "d_kv": 32}
+        | {"vocab_size": 4096},
+    ),
+    _hf(
+        "tiny_llama",
+        "hf:llama-3.2-1b",
+        {"num_hidden_layers": 2, "hidden_size": 128, "intermediate_size": 352, "num_attention_heads": 4}
+        | {"num_key_value_heads": 2, "head_dim": 32, "tie_word_embeddings": False}
+        | _TINY_VOCABULARY,
+    ),
+    _hf(
+        "tiny_vit",
+        "hf:vit-base-patch16-224",
+        {"num_hidden_layers": 2, "hidden_size": 128, "num_attention_heads": 4, "intermediate_size": 512}
+        | {"patch_size": 4, "num_labels": _SMALL_CLASSES},
+        tokens=False,
+    ),
+)
+"""The transformer family at sizes two CPU cores train in seconds: GPT-2 (causal LM, learned positions,
+GELU MLP), BERT (masked LM, post-norm), T5 (seq2seq: encoder, decoder, cross-attention, relative
+positions), a Llama block (RMSNorm, rotary positions, SwiGLU, grouped-query attention: 4 query heads on 2
+key/value heads) and ViT (patches, image classification), each two blocks 128 wide, as their
+``transformers`` configuration classes build them."""
+GPU_SEQUENCE_LENGTHS = (128, 512, 1024)
+"""Fine-tuning and pre-training lengths of the real sizes, on a GPU."""
+REAL_SEQUENCE_ZOO = (
+    *(
+        ZooModel(name, "transformer", GPU_SEQUENCE_LENGTHS, reference=f"hf:{name}", tokens=True)
+        for name in ("gpt2", "bert-base-uncased", "t5-small", "llama-3.2-1b")
+    ),
+    ZooModel(
+        "vit-base-patch16-224", "transformer", (LARGE,), sized=True, reference="hf:vit-base-patch16-224"
+    ),
+)
+"""The same architectures at their published sizes (`advisor/data/architectures.toml`), for a GPU's
+nightly grid (`GPU_SEQUENCE_MODELS` at `GPU_SIZES`; not in `ZOO`, which every grid spans): a job naming
+``hf:gpt2`` is the zoo's ``gpt2``."""
+CPU_SEQUENCE_MODELS = tuple(model.name for model in SEQUENCE_ZOO)
+GPU_SEQUENCE_MODELS = tuple(model.name for model in REAL_SEQUENCE_ZOO)
+CPU_SIZES = (SMALL, *SEQUENCE_LENGTHS[1:])
+"""The CPU grid's input sizes: CNNs and ViT at 32x32, the token models at every sequence length."""
+GPU_SIZES = (SMALL, LARGE, *GPU_SEQUENCE_LENGTHS)
+"""The GPU grid's: the zoo at 32x32 and 224x224, the real-size transformers at their lengths."""
 
 ZOO: tuple[ZooModel, ...] = (
     _cnn("resnet18"),
@@ -85,6 +165,7 @@ ZOO: tuple[ZooModel, ...] = (
     ZooModel("swin_t", "transformer"),
     ZooModel("swin_v2_t", "transformer"),
     ZooModel("maxvit_t", "transformer", sizes=(LARGE,)),
+    *SEQUENCE_ZOO,
 )
 
 CPU_MODELS = (
@@ -127,7 +208,7 @@ CHECK_MODELS = (
 )
 """A first look at a machine: every family of the zoo (dense, grouped, depthwise, dense blocks, a
 transformer) in twelve models."""
-_BY_NAME = {model.name: model for model in ZOO}
+_BY_NAME = {model.name: model for model in (*ZOO, *REAL_SEQUENCE_ZOO)}
 
 
 def zoo_model(name: str) -> ZooModel:

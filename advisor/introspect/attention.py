@@ -12,7 +12,8 @@ attention call inside another attention layer or a leaf module) stays as its ops
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 import torch.nn.functional as F
@@ -25,6 +26,8 @@ from advisor.introspect.table import Scaling
 
 _ATTENTION_FUNCTIONS = frozenset({F.scaled_dot_product_attention, F.multi_head_attention_forward})
 _FP32 = 4
+_NEED_WEIGHTS = 15
+"""``need_weights``' position in ``multi_head_attention_forward``'s arguments."""
 _lse_keys = itertools.count(-1, -1)
 """Keys for the log-sum-exp a fused kernel saves, which no tensor of the math path stands for."""
 
@@ -69,6 +72,9 @@ class AttentionScope(TorchFunctionMode):
         kwargs = kwargs or {}
         if func not in _ATTENTION_FUNCTIONS:
             return func(*args, **kwargs)
+        if _projects_to_fused(func, args, kwargs):
+            with _fused_calls_seen(self):
+                return func(*args, **kwargs)
         recorder = self._recorder
         fused = func is F.scaled_dot_product_attention and recorder.group is None
         recorder.open(recorder.scope, func.__name__, args[:3])
@@ -85,6 +91,34 @@ class AttentionScope(TorchFunctionMode):
             _fused_costs(recorder.saved, saved_before, layer, args, kwargs, out)
         recorder.close(out)
         return out
+
+
+def _projects_to_fused(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
+    """``multi_head_attention_forward`` without attention weights (ViT's, ``nn.TransformerEncoderLayer``'s)
+    is its in-projection, a ``scaled_dot_product_attention`` call on per-head queries, keys and values, and
+    its out-projection: left to record as those, the attention layer has its heads and the fused kernel's
+    costs, the projections are linear layers. Asked for its weights, it runs the math path: one layer."""
+    if func is not F.multi_head_attention_forward:
+        return False
+    needs = kwargs.get("need_weights", args[_NEED_WEIGHTS] if len(args) > _NEED_WEIGHTS else True)
+    return not needs
+
+
+@contextmanager
+def _fused_calls_seen(mode: TorchFunctionMode) -> Iterator[None]:
+    """The mode is off inside its own handler, so the ``scaled_dot_product_attention`` call in
+    ``multi_head_attention_forward`` (a global of ``torch.nn.functional``) is put back under it meanwhile."""
+    plain = F.scaled_dot_product_attention
+
+    def seen(*args: Any, **kwargs: Any) -> Any:
+        with mode:
+            return plain(*args, **kwargs)
+
+    F.scaled_dot_product_attention = seen
+    try:
+        yield
+    finally:
+        F.scaled_dot_product_attention = plain
 
 
 def _fused_costs(

@@ -62,12 +62,22 @@ def build_named(
     return _hugging_face(reference.removeprefix(HF_PREFIX), kwargs, task, target_length, places)
 
 
+def trainable_named(reference: str, kwargs: Mapping[str, JsonValue], device: torch.device) -> nn.Module:
+    """A shipped ``hf:`` architecture's step module with random weights on ``device``: what the benchmark
+    trains is what introspection counts, built by the same code."""
+    if not reference.startswith(HF_PREFIX):
+        raise IntrospectionError(f"{reference!r} is not a Hugging Face reference (hf:NAME)")
+    module, _task = _hugging_face(reference.removeprefix(HF_PREFIX), kwargs, None, None, None, device)
+    return module
+
+
 def _hugging_face(
     name: str,
     kwargs: Mapping[str, JsonValue],
     task: Task | None,
     target_length: int | None,
     places: Sequence[Path] | None,
+    device: torch.device | str = "meta",
 ) -> tuple[nn.Module, Task]:
     found = find_config(name, places)
     try:
@@ -88,7 +98,7 @@ def _hugging_face(
     attention = "eager" if kwargs.get("attn_implementation") == "eager" else "sdpa"
     auto = getattr(transformers, _AUTO_CLASSES[chosen])
     try:
-        with torch.device("meta"):
+        with torch.device(device):
             model = auto.from_config(config, attn_implementation=attention)
     except (ValueError, TypeError, KeyError) as error:
         raise IntrospectionError(f"{name!r} cannot be built for {chosen}: {summary(error)}") from None
@@ -141,7 +151,7 @@ class TaskStep(nn.Module):
             target = self.target_length or inputs.shape[1]  # none given: as long as the source
             output = self.model(input_ids=inputs, labels=inputs.new_zeros(rows, target))
         else:
-            labels = torch.zeros(rows, dtype=torch.float if self.labels == 1 else torch.long)
+            labels = inputs.new_zeros(rows, dtype=torch.float if self.labels == 1 else torch.long)
             key = "pixel_values" if self.task is Task.IMAGE_CLASSIFICATION else "input_ids"
             output = self.model(**{key: inputs}, labels=labels)
         loss: Tensor = output.loss
