@@ -166,6 +166,7 @@ def training_of(description: JobDescription) -> TrainingSettings:
         lora_targets=description.lora_targets,
         checkpointing=description.gradient_checkpointing,
         zero_stage=description.zero_stage,
+        hybrid_shard=description.hybrid_shard,
         optimizer=None if description.optimizer == "sgd" else description.optimizer,  # as benchmarked
     )
 

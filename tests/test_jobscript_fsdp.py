@@ -20,7 +20,7 @@ ACCELERATE = "distributed_type: FSDP\n{config}mixed_precision: bf16\nnum_machine
         ("fsdp_config:\n  fsdp_sharding_strategy: SHARD_GRAD_OP\n", 2),
         ("fsdp_config:\n  fsdp_sharding_strategy: NO_SHARD\n", 0),
         ("fsdp_config:\n  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n", 3),  # accelerate's default
-        ("fsdp_config:\n  fsdp_sharding_strategy: HYBRID_SHARD\n", None),  # within a node: not read
+        ("fsdp_config:\n  fsdp_sharding_strategy: HYBRID_SHARD\n", 3),  # within a node (test_fsdp_hybrid)
     ],
 )
 def test_accelerates_fsdp_sharding_is_read_as_its_zero_stage(

@@ -184,8 +184,17 @@ class TrainingSettings(Frozen):
     """Gradient checkpointing of each repeated block: its forward runs again in the backward."""
     zero_stage: Annotated[int, Field(ge=0, le=3)] | None = None
     """DeepSpeed ZeRO's stage (FSDP's full sharding is 3): optimizer state, gradients, weights sharded."""
+    hybrid_shard: bool = False
+    """FSDP's hybrid sharding: the stage's state sharded among one node's devices, replicated across nodes."""
     optimizer: Literal["sgd", "adam", "adamw"] | None = None
     """None: SGD with momentum, as the benchmarks train."""
+
+    def shard_devices(self, gpus_per_node: int, nodes: int) -> int:
+        """The devices one device's state is sharded among: all the job's under ZeRO/FSDP, one node's under
+        hybrid sharding, none (1) without a stage."""
+        if not self.zero_stage:
+            return 1
+        return max(gpus_per_node, 1) * (1 if self.hybrid_shard else max(nodes, 1))
 
 
 def architecture_hash(
@@ -207,7 +216,9 @@ def architecture_hash(
     if tokens is not None:
         architecture.append(list(tokens))
     if training is not None:
-        architecture.append(training.model_dump(mode="json"))
+        # A field added later joins the hash only where set, so the hashes stored before it stay.
+        later = set() if training.hybrid_shard else {"hybrid_shard"}
+        architecture.append(training.model_dump(mode="json", exclude=later))
     canonical = json.dumps(architecture, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 

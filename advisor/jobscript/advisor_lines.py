@@ -76,6 +76,8 @@ class JobDescription(BaseModel):
     """The layers LoRA adapts (``--lora_target_modules``: names, or ``all-linear``); none: PEFT's defaults."""
     zero_stage: Annotated[int, Field(ge=0, le=3)] | None = None
     """DeepSpeed ZeRO's stage from the script's DeepSpeed or accelerate file (memory sharded per GPU)."""
+    hybrid_shard: bool = False
+    """FSDP's hybrid sharding (``HYBRID_SHARD``): the stage's state sharded among one node's GPUs only."""
     optimizer: Literal["sgd", "adam", "adamw"] | None = None
     """The script's optimizer (``--optim``, timm's ``--opt``); None: SGD with momentum, as benchmarked."""
 

@@ -161,37 +161,59 @@ def _common(
 def _settings(flags: Mapping[str, str], amp: bool, accumulation: str) -> dict[str, Any]:
     """What the script fixes for itself (it follows its own flags, not the advice's variables)."""
     peft = flags.get("use-peft", "false").lower() not in _FALSE or "lora-r" in flags
-    stage = (
-        flags.get("deepspeed.zero-optimization.stage")
-        or flags.get("accelerate.deepspeed-config.zero-stage")
-        or _fsdp_stage(flags)
-    )
     checkpointing = flags.get("gradient-checkpointing", "false").lower() not in _FALSE
     settings: dict[str, Any] = {"gradient_checkpointing": checkpointing}
     if peft:
         settings["lora_rank"] = flags.get("lora-r", "16")  # TRL's ModelConfig default
         targets = flags.get("lora-target-modules", "").strip("[]")
         settings["lora_targets"] = [name.strip(" '\"") for name in targets.split(",") if name.strip(" '\"")]
-    if stage is not None and stage.isdigit():
-        settings["zero_stage"] = stage
     own = {"own_amp": amp, "own_accumulation": accumulation}
-    return settings | own | {"allow_amp": False, "allow_grad_accum": False, "follows_advice": False}
+    fixed = {"allow_amp": False, "allow_grad_accum": False, "follows_advice": False}
+    return settings | _sharding(flags) | own | fixed
 
 
-_FSDP_STAGES = {"full-shard": "3", "1": "3", "shard-grad-op": "2", "2": "2", "no-shard": "0", "3": "0"}
-"""FSDP's sharding strategies (by name, or accelerate's number) as the ZeRO stage that shards the same state.
-Hybrid sharding (within a node only) is not read: counting all the job's devices would overstate it."""
+def _sharding(flags: Mapping[str, str]) -> dict[str, Any]:
+    """The ZeRO stage DeepSpeed's file (or accelerate's) names, else FSDP's strategy as the stage that
+    shards the same state, and whether that strategy is hybrid (sharded within a node only)."""
+    speed = flags.get("deepspeed.zero-optimization.stage") or flags.get(
+        "accelerate.deepspeed-config.zero-stage"
+    )
+    if speed is not None:
+        return {"zero_stage": speed} if speed.isdigit() else {}
+    fsdp = _fsdp_stage(flags)
+    if fsdp is None:
+        return {}
+    stage, hybrid = fsdp
+    return {"zero_stage": stage, "hybrid_shard": True} if hybrid else {"zero_stage": stage}
 
 
-def _fsdp_stage(flags: Mapping[str, str]) -> str | None:
+_FSDP_STAGES = {
+    "full-shard": "3",
+    "1": "3",
+    "shard-grad-op": "2",
+    "2": "2",
+    "no-shard": "0",
+    "3": "0",
+    "hybrid-shard": "3",
+    "4": "3",
+    "hybrid-shard-zero2": "2",
+    "5": "2",
+}
+"""FSDP's sharding strategies (by name, or accelerate's number) as the ZeRO stage that shards the same state;
+the hybrid ones (`_HYBRID`) shard it among one node's devices only."""
+_HYBRID = frozenset({"hybrid-shard", "4", "hybrid-shard-zero2", "5"})
+
+
+def _fsdp_stage(flags: Mapping[str, str]) -> tuple[str, bool] | None:
     """HF Trainer's ``--fsdp "full_shard auto_wrap"``, else accelerate's ``fsdp_config`` (its strategy;
-    FULL_SHARD, accelerate's default, where an FSDP file names none)."""
+    FULL_SHARD, accelerate's default, where an FSDP file names none): the stage, and whether it is hybrid."""
     strategy = flags.get("accelerate.fsdp-config.fsdp-sharding-strategy")
     if strategy is None and flags.get("accelerate.distributed-type", "").upper() == "FSDP":
         strategy = "full-shard"
-    words = [*flags.get("fsdp", "").split(), strategy or ""]
-    found = [_FSDP_STAGES.get(word.strip().lower().replace("_", "-")) for word in words]
-    return next((stage for stage in found if stage is not None), None)
+    words = [
+        word.strip().lower().replace("_", "-") for word in [*flags.get("fsdp", "").split(), strategy or ""]
+    ]
+    return next(((_FSDP_STAGES[word], word in _HYBRID) for word in words if word in _FSDP_STAGES), None)
 
 
 def _length(

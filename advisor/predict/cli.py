@@ -81,8 +81,9 @@ def _add_predict(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
         choices=("sgd", "adam", "adamw"),
         help="what trains the step (default: SGD with momentum, as benchmarked); Adam's moments count",
     )
-    predict.add_argument("--batch-size", type=int, required=True)
+    predict.add_argument("--batch-size", type=int, required=True, help="the micro-batch on one GPU")
     predict.add_argument("--partition", required=True)
+    _sharding_options(predict)
     predict.add_argument(
         "--gpu", help="the partition's GPU type, when it was never benchmarked (default: its name)"
     )
@@ -98,6 +99,33 @@ def _add_predict(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
     )
     predict.add_argument("--json", action="store_true")
     predict.set_defaults(handler=_predict)
+
+
+def _sharding_options(predict: argparse.ArgumentParser) -> None:
+    """How the job shards its state among its GPUs, so that the memory shown is one GPU's."""
+    predict.add_argument(
+        "--zero",
+        type=int,
+        choices=(1, 2, 3),
+        help="ZeRO stage (FSDP: FULL_SHARD is 3, SHARD_GRAD_OP 2): optimizer state, gradients, weights "
+        "sharded among the job's GPUs",
+    )
+    predict.add_argument(
+        "--hybrid-shard",
+        action="store_true",
+        help="with --zero: FSDP's HYBRID_SHARD, sharded among one node's GPUs, replicated across nodes",
+    )
+    predict.add_argument("--gpus", type=int, default=1, help="the job's GPUs in all (default 1)")
+    predict.add_argument("--nodes", type=int, default=1, help="the nodes they lie on, evenly (default 1)")
+
+
+def _sharding(args: argparse.Namespace) -> str | None:
+    """What is wrong with the sharding options, if anything."""
+    if args.gpus < 1 or args.nodes < 1 or args.gpus % args.nodes:
+        return f"--gpus {args.gpus} do not lie evenly on --nodes {args.nodes}"
+    if args.hybrid_shard and args.zero is None:
+        return "--hybrid-shard goes with --zero 2 or 3"
+    return None
 
 
 def _train(args: argparse.Namespace, console: Console) -> int:
@@ -309,6 +337,10 @@ def _predict(args: argparse.Namespace, console: Console) -> int:
     from advisor.predict.service import Predictors, StepQuestion, load_specs, predict
     from advisor.predict.types import NoModelError
 
+    wrong = _sharding(args)
+    if wrong is not None:
+        console.print(f"advisor: error: {wrong}", highlight=False)
+        return 2
     _channels, height, width = args.input_shape
     kwargs = {} if args.num_classes is None else {"num_classes": args.num_classes}
     if args.num_classes is None and height == width:
@@ -324,17 +356,22 @@ def _predict(args: argparse.Namespace, console: Console) -> int:
         kwargs,
         allow_factories=True,
         given=TaskInput(args.sequence_length, args.task),
-    ).trained(None if args.optimizer is None else TrainingSettings(optimizer=args.optimizer))
+    ).trained(
+        TrainingSettings(optimizer=args.optimizer, zero_stage=args.zero, hybrid_shard=args.hybrid_shard)
+    )
+    shards = (table.training or TrainingSettings()).shard_devices(args.gpus // args.nodes, args.nodes)
     specs = load_specs(args.gpu_specs) if args.gpu_specs.is_dir() else []
     store = Store.existing(args.db)
     try:
         predictors = Predictors.load(store)
-        question = StepQuestion(args.partition, table, args.batch_size, args.amp, args.channels_last)
+        question = StepQuestion(args.partition, table, args.batch_size, args.amp, args.channels_last, shards)
         prediction = predict(predictors, question, specs, args.gpu)
     except NoModelError as error:
         console.print(f"advisor: error: {error}", highlight=False)
         return 1
     output = prediction.model_dump(mode="json")
+    if args.zero:
+        output |= {"zero_stage": args.zero, "gpus": args.gpus, "sharded_among": shards}
     if args.steps is not None:
         whole = job_time(prediction.step_s, prediction.step_p90_s, JobShape(steps=args.steps))
         output["job_s"], output["job_p90_s"] = whole.p50_s, whole.p90_s

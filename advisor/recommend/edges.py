@@ -18,6 +18,7 @@ from advisor.comm.sync import DEFAULT_COMMUNICATION, Communication, Spread
 from advisor.history.past import JobAsk
 from advisor.history.service import RunHistory
 from advisor.introspect import LayerTable
+from advisor.introspect.table import TrainingSettings
 from advisor.introspect.training import adapter_parameters, trainable_parameters
 from advisor.jobscript.render import render_script
 from advisor.jobscript.request import JobRequest
@@ -164,8 +165,8 @@ class StoredModels:
         self.specs = specs
         self.table = table
         self.gpu_types = {p.name: p.gpu_type for p in partitions}
-        training = table.training
-        self._stage = 0 if training is None or training.zero_stage is None else training.zero_stage
+        self._training = table.training or TrainingSettings()
+        self._stage = self._training.zero_stage or 0
         """ZeRO's stage: from 1 on a device holds its share of the state, so the device count matters."""
         self._steps: dict[tuple[str, int, bool, bool, int], Prediction] = {}
 
@@ -174,8 +175,9 @@ class StoredModels:
     ) -> Prediction:
         """One device's step: data parallelism adds the all-reduce (`sync`), not device time; computed
         once per partition, micro-batch and settings, which many candidates share. The same whatever
-        ``gpus`` and ``nodes``, but for ZeRO/FSDP's memory, sharded among all the job's devices."""
-        devices = max(gpus, 1) * max(nodes, 1) if self._stage else 1
+        ``gpus`` and ``nodes``, but for ZeRO/FSDP's memory, sharded among all the job's devices (a node's,
+        under FSDP's hybrid sharding)."""
+        devices = self._training.shard_devices(gpus, nodes)
         key = (partition, micro_batch, amp, channels_last, devices)
         if key not in self._steps:
             question = StepQuestion(partition, self.table, micro_batch, amp, channels_last, devices)
