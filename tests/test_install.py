@@ -321,6 +321,13 @@ def test_the_login_nodes_base_install_runs_every_user_command(install: Install) 
         assert refused.returncode == 1
         assert refused.stderr.startswith(f"advisor: error: advisor {words[0]} needs the service's packages: ")
         assert refused.stderr.endswith("is not installed (pip install 'advisor[service]')\n")
+    # The tools: the sandbox needs nothing beyond the base install's packages; compression names its extra.
+    sandbox = advisor("sandbox", "status", "--dir", str(install.root / "no-sandbox"))
+    assert sandbox.returncode == 3 and "no sandbox runs in" in sandbox.stdout, sandbox.stderr
+    compressed = advisor("compress", "model.pt", "--out", "model.advc")
+    assert compressed.returncode == 1
+    assert compressed.stderr.startswith("advisor: error: advisor compress needs advisor[compress]'s packages")
+    assert compressed.stderr.endswith("is not installed (pip install 'advisor[compress]')\n")
 
 
 @pytest.fixture(scope="module")

@@ -50,11 +50,10 @@ def test_the_wheel_holds_exactly_the_package(wheel: Path, tmp_path: Path) -> Non
     with zipfile.ZipFile(wheel) as archive:
         packed = {name for name in archive.namelist() if name.startswith("advisor/")}
         metadata = next(name for name in archive.namelist() if name.endswith(".dist-info/METADATA"))
-        requires = [
-            line.removeprefix("Requires-Dist: ")
-            for line in archive.read(metadata).decode().splitlines()
-            if line.startswith("Requires-Dist: ")
-        ]
+        text = archive.read(metadata).decode()
+    fields = [line.split(": ", 1) for line in text.splitlines() if ": " in line]
+    requires = [value for field, value in fields if field == "Requires-Dist"]
+    extras = [value for field, value in fields if field == "Provides-Extra"]
     # Through the links in advisor/site/files/ (to policies/, systemd/, ...): the wheel holds their files.
     copied = {
         (Path(folder) / name).relative_to(REPO).as_posix()
@@ -65,6 +64,7 @@ def test_the_wheel_holds_exactly_the_package(wheel: Path, tmp_path: Path) -> Non
     assert packed == copied, "the wheel holds the tree, nothing stale and nothing missing"
     base = sorted(re.split(r"[<>=!~ ;]", line)[0] for line in requires if "extra ==" not in line)
     assert base == ["pydantic", "rich"], "a training environment gets no service dependency"
+    assert {"service", "compress", "sandbox"} <= set(extras), "the tools are optional parts of their own"
 
 
 def test_advisor_predict_in_a_fresh_venv_finds_the_gpu_specifications(wheel: Path, tmp_path: Path) -> None:
