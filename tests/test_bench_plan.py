@@ -14,7 +14,15 @@ from advisor.bench.plan import (
     quick_plan,
 )
 from advisor.bench.plan_rows import describe
-from advisor.bench.zoo import CPU_MODELS, SMALL, ZOO, zoo_model
+from advisor.bench.zoo import (
+    CPU_MODELS,
+    CPU_SEQUENCE_MODELS,
+    CPU_SIZES,
+    GPU_SEQUENCE_MODELS,
+    SMALL,
+    ZOO,
+    zoo_model,
+)
 from advisor.records import LayerConfig, StepConfig
 from tests.plan_support import fake_table
 
@@ -54,7 +62,8 @@ def test_phases_come_in_order_with_the_coarse_grid_first(plan: Plan) -> None:
     assert coarse == {1, 4, 16, 64, 256, 1024, 4096}
     defaults = [item for item in plan.items if item.phase is Phase.COARSE]
     assert all(isinstance(i.config, StepConfig) and not i.config.amp for i in defaults)
-    assert {i.config.model for i in defaults if isinstance(i.config, StepConfig)} == {m.name for m in ZOO}
+    models = {i.config.model for i in defaults if isinstance(i.config, StepConfig)}
+    assert models == {m.name for m in ZOO} | set(GPU_SEQUENCE_MODELS)
 
 
 def test_every_series_grows_its_batch_from_one(plan: Plan) -> None:
@@ -127,8 +136,9 @@ def test_a_cpu_night_measures_the_cpu_zoo_at_32px_with_layers_either_side_of_the
     plan = full_plan(DeviceProfile.assumed("cpu"), fake_table)
     steps = [item.config for item in plan.items if isinstance(item.config, StepConfig)]
     layers = [item.config for item in plan.items if isinstance(item.config, LayerConfig)]
-    assert {config.model for config in steps} == set(CPU_MODELS)
-    assert {config.input_size for config in steps} == {SMALL}
+    assert {config.model for config in steps} == set(CPU_MODELS + CPU_SEQUENCE_MODELS)
+    assert {config.input_size for config in steps if config.model in CPU_MODELS} == {SMALL}
+    assert {config.input_size for config in steps} == set(CPU_SIZES)
     assert max(config.batch for config in steps) == 128
     assert not any(config.amp or config.channels_last for config in steps), "bf16 is emulated on a CPU"
     # _slow_conv2d at batch 1 and oneDNN from 2; a stride-1 1x1 switches between 15 and 16.

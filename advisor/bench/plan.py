@@ -22,7 +22,10 @@ from advisor.bench.sweeps import CPU_SWEEPS, CUDA_SWEEPS, NO_SWEEPS, Sweeps, swe
 from advisor.bench.zoo import (
     CHECK_MODELS,
     CPU_MODELS,
-    LARGE,
+    CPU_SEQUENCE_MODELS,
+    CPU_SIZES,
+    GPU_SEQUENCE_MODELS,
+    GPU_SIZES,
     SMALL,
     ZOO,
     distinct_layers,
@@ -167,8 +170,10 @@ def quick_plan(tables: TableSource, device: DeviceProfile | None = None) -> Plan
 def nightly_grid(kind: DeviceKind, *, workers: int = 4) -> Grid:
     """What a night measures on one device kind: the one grid, which the evaluations measure too.
 
-    On a GPU, the whole zoo at both input sides, every setting, batches up to 4096. On a CPU, the twenty
-    CNNs that train at 32x32 in minutes, batches up to 128, no settings (bf16 autocast is emulated there),
+    On a GPU, the whole zoo at both input sides and the transformer family at its published sizes and
+    sequence lengths (`GPU_SIZES`), every setting, batches up to 4096. On a CPU, the twenty CNNs that train
+    at 32x32 in minutes and the small transformer family (`CPU_SIZES`), batches up to 128, no settings
+    (bf16 autocast is emulated there),
     and layers on each side of PyTorch's CPU convolution kernel switches (one thread, float32, torch 2.14,
     seen with ``torch.profiler``): a 3x3 or 1x1 convolution of a small input runs ``_slow_conv2d`` at batch
     1 and oneDNN from 2, a stride-1 1x1 convolution ``_slow_conv2d`` below 16 and oneDNN from 16. A layer's
@@ -178,14 +183,14 @@ def nightly_grid(kind: DeviceKind, *, workers: int = 4) -> Grid:
     if kind == "cpu":
         batches = geometric(128)
         return Grid(
-            models=CPU_MODELS,
-            sizes=(SMALL,),
+            models=CPU_MODELS + CPU_SEQUENCE_MODELS,
+            sizes=CPU_SIZES,
             batches=batches,
             coarse=batches[::2],
             settings=(),
             setting_batches=(),
             workers=0,
-            layer_models=CPU_MODELS,
+            layer_models=CPU_MODELS + CPU_SEQUENCE_MODELS,
             layer_batches=(16, 1, 2, 8, 15, 128),
             steps=3,
             warmup=1,
@@ -193,15 +198,16 @@ def nightly_grid(kind: DeviceKind, *, workers: int = 4) -> Grid:
             sweeps=CPU_SWEEPS,
         )
     batches = geometric(4096)
+    models = (*(model.name for model in ZOO), *GPU_SEQUENCE_MODELS)
     return Grid(
-        models=tuple(model.name for model in ZOO),
-        sizes=(SMALL, LARGE),
+        models=models,
+        sizes=GPU_SIZES,
         batches=batches,
         coarse=batches[::2],
         settings=_SETTINGS,
         setting_batches=batches,
         workers=workers,
-        layer_models=tuple(model.name for model in ZOO),
+        layer_models=models,
         layer_batches=(32, 1, 8, 128, 512),
         steps=20,
         warmup=5,

@@ -23,15 +23,40 @@ Curve = tuple[tuple[float, float], ...]
 
 
 @dataclass(frozen=True)
-class UpdateFit:
-    """An optimizer's step: ``fixed_s + per_tensor_s * tensors + per_parameter_s * parameters``."""
+class UpdateCurves:
+    """An optimizer's step by parameters, one curve per split into tensors measured. Not a line: a small
+    update stays in cache and a large one does not, and one huge tensor's temporaries cost more than many
+    small ones' (an Adam step of 16 Mi parameters is slower in one tensor than in 64 on a CPU)."""
 
-    fixed_s: float
-    per_tensor_s: float
-    per_parameter_s: float
+    splits: tuple[tuple[int, Curve], ...]
+    """(tensors, (log parameters, log seconds) points), ascending in tensors."""
 
     def seconds(self, parameters: int, tensors: int) -> float:
-        return self.fixed_s + self.per_tensor_s * tensors + self.per_parameter_s * parameters
+        """Between two splits measured, log-linear in tensors; past the largest, each further tensor at
+        what the last two splits' difference costs a tensor (none where more tensors were faster)."""
+        x = log(max(parameters, 1))
+        times = [(split, exp(_at(curve, x))) for split, curve in self.splits]
+        below = [(split, t) for split, t in times if split <= tensors]
+        above = [(split, t) for split, t in times if split > tensors]
+        if not below:
+            return above[0][1]
+        low, low_s = below[-1]
+        if above:
+            high, high_s = above[0]
+            share = (log(tensors) - log(low)) / (log(high) - log(low))
+            return exp(log(low_s) + share * (log(high_s) - log(low_s)))
+        if len(times) < 2:
+            return low_s
+        previous, previous_s = times[-2]
+        return low_s + (tensors - low) * max((low_s - previous_s) / (low - previous), 0.0)
+
+    @property
+    def per_parameter_s(self) -> float:
+        """Seconds per parameter of the largest update measured in the most tensors: out of cache, split as
+        a network's parameters are."""
+        _tensors, curve = self.splits[-1]
+        x, y = curve[-1]
+        return exp(y - x)
 
 
 @dataclass(frozen=True)
@@ -42,7 +67,7 @@ class MachineRates:
     """Each swept memory-bound op's seconds by the bytes its forward and backward move."""
     launch_s: float | None = None
     """One launched op's cost (a forward or a backward kernel and its dispatch)."""
-    updates: Mapping[str, UpdateFit] = field(default_factory=dict)
+    updates: Mapping[str, UpdateCurves] = field(default_factory=dict)
     """By optimizer: ``sgd_momentum``, ``adam``, ``adamw``."""
 
     def bytes_seconds(self, moved: float, op: str | None = None) -> float | None:
@@ -87,7 +112,7 @@ def fit_rates(measured: Iterable[tuple[LayerConfig, float]]) -> MachineRates:
     one (the bandwidth sweep's), the launch chain, the optimizers' updates; anything else is left out."""
     curves: dict[str, dict[float, list[float]]] = {}
     chain: list[tuple[float, float]] = []
-    updates: dict[str, list[tuple[int, int, float]]] = {}
+    updates: dict[str, dict[int, dict[float, list[float]]]] = {}
     for config, seconds in measured:
         if seconds <= 0:
             continue
@@ -95,18 +120,25 @@ def fit_rates(measured: Iterable[tuple[LayerConfig, float]]) -> MachineRates:
         if op.family == "launch":
             chain.append((2.0 * config.height, seconds))
         elif op.family == "update":
-            updates.setdefault(op.name, []).append((config.height * config.width, config.width, seconds))
+            split = updates.setdefault(op.name, {}).setdefault(config.width, {})
+            split.setdefault(log(config.height * config.width), []).append(log(seconds))
         elif op.sweep is not None and config == op.sweep(_elements(config)):
             cost = op.cost(config)
             moved = log(cost.forward_bytes + cost.backward_bytes)
             curves.setdefault(op.name, {}).setdefault(moved, []).append(log(seconds))
     return MachineRates(
-        curves={
-            name: tuple((x, fmean(ys)) for x, ys in sorted(points.items())) for name, points in curves.items()
-        },
+        curves={name: _curve(points) for name, points in curves.items()},
         launch_s=_slope(chain),
-        updates={name: _update_fit(rows) for name, rows in updates.items()},
+        updates={
+            name: UpdateCurves(tuple((tensors, _curve(points)) for tensors, points in sorted(splits.items())))
+            for name, splits in updates.items()
+        },
     )
+
+
+def _curve(points: Mapping[float, list[float]]) -> Curve:
+    """Each x once, at the mean of its log seconds."""
+    return tuple((x, fmean(ys)) for x, ys in sorted(points.items()))
 
 
 def _elements(config: LayerConfig) -> int:
@@ -124,18 +156,3 @@ def _slope(points: list[tuple[float, float]]) -> float | None:
     mx, my = fmean(x for x, _ in points), fmean(y for _, y in points)
     slope = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
     return max(slope, 0.0)
-
-
-def _update_fit(rows: list[tuple[int, int, float]]) -> UpdateFit:
-    """``seconds ~ fixed + per tensor + per parameter``, non-negative least squares relative to each time (a
-    16 Ki update counts as much as a 16 Mi one)."""
-    # Imported here: only fitting needs scipy, not every process that reads the registry.
-    import numpy as np
-    from scipy.optimize import nnls  # type: ignore[import-untyped]
-
-    terms = np.array([(1.0, tensors, parameters) for parameters, tensors, _ in rows], dtype=float)
-    seconds = np.array([s for _, _, s in rows], dtype=float)
-    scale = terms.max(axis=0)  # columns of one magnitude, for the solver
-    coefficients, _residual = nnls(terms / scale / seconds[:, None], np.ones(len(rows)))
-    fixed, per_tensor, per_parameter = (float(c) for c in coefficients / scale)
-    return UpdateFit(fixed, per_tensor, per_parameter)
