@@ -11,6 +11,7 @@ import pwd
 import signal
 import sqlite3
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -389,3 +390,25 @@ def test_a_job_is_linked_to_advice_by_its_real_owner_whatever_its_comment_says(
     explained = _explain(daemon, mine)
     assert explained.returncode == 0, explained.stderr
     assert json.loads(explained.stdout)["request_id"] == advice["request_id"]
+
+
+def test_the_model_libraries_load_at_the_start_not_with_the_first_hf_or_timm_request(daemon: Daemon) -> None:
+    """The daemon builds ``hf:``/``timm:`` tables itself (library code); transformers and timm load in the
+    background once it starts, so the first such request does not wait seconds for them."""
+    log = daemon.root / "daemon.log"
+    deadline = time.monotonic() + 120
+    while "model libraries loaded" not in log.read_text(errors="replace"):
+        assert time.monotonic() < deadline, log.read_text(errors="replace")[-2000:]
+        time.sleep(0.2)
+    said = [line for line in log.read_text().splitlines() if "model libraries loaded" in line]
+    assert "model libraries loaded: transformers, timm (" in said[0]
+
+
+def test_without_the_model_extras_nothing_is_loaded_and_nothing_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from advisor.introspect.builders import load_libraries
+
+    monkeypatch.setitem(sys.modules, "transformers", None)
+    monkeypatch.setitem(sys.modules, "timm", None)
+    assert load_libraries() == []

@@ -1,5 +1,6 @@
 """The daemon's background jobs, on an APScheduler 3 scheduler.
 
+At the start, load the libraries ``hf:``/``timm:`` tables are built with, so no request waits for them.
 Every few minutes read finished advised jobs from Slurm's history (calibration and the wait estimators'
 track record); where the settings make the daemon the owner of retraining (``[models] retrain = "daemon"``),
 every few minutes retrain the per-machine predictors when the benchmark database has new rows (the nightly
@@ -12,6 +13,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,6 +48,7 @@ def start_jobs(
     history_model = models_dir / MODEL_FILE
     history_serves = _check_models(advisor)
     scheduler = BackgroundScheduler(timezone="UTC")
+    scheduler.add_job(_load_libraries, "date", id="model-libraries")  # once, now
     scheduler.add_job(_collect, "interval", minutes=OUTCOME_MINUTES, args=[advisor], id="outcomes")
     scheduler.add_job(_purge, "interval", hours=1, args=[advisor], id="audit-retention")
     # Accounting history for the queue replay, read here and never in a request (sacct is slow on a big
@@ -101,6 +104,17 @@ def _check_models(advisor: AdviceService) -> bool:
     else:
         log.info("predictor files checked: %d machines served (%s)", len(serving), ", ".join(sorted(serving)))
     return advisor.run_history is not None and advisor.run_history.trained() is not None
+
+
+def _load_libraries() -> None:
+    """transformers and timm loaded in the background (`load_libraries`): the first ``hf:``/``timm:`` table
+    a request builds would otherwise wait for them, over ten seconds on a busy machine."""
+    from advisor.introspect.builders import load_libraries
+
+    started = time.monotonic()
+    loaded = load_libraries()
+    took_s = time.monotonic() - started
+    log.info("model libraries loaded: %s (%.1f s)", ", ".join(loaded) or "none installed", took_s)
 
 
 def _refresh_history(advisor: AdviceService) -> None:

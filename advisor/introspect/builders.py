@@ -11,6 +11,7 @@ installed: one line saying what to install.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -156,3 +157,22 @@ class TaskStep(nn.Module):
             output = self.model(**{key: inputs}, labels=labels)
         loss: Tensor = output.loss
         return loss
+
+
+def load_libraries() -> list[str]:
+    """Loads transformers (with the auto classes `build_named` picks from) and timm, where installed, and
+    names those loaded: the daemon builds ``hf:``/``timm:`` tables in its own process, and the first would
+    otherwise wait the seconds these imports take. Library code only; a model's own module still loads
+    with its first table."""
+    loaded: list[str] = []
+    with contextlib.suppress(ImportError):
+        import transformers
+
+        for auto in ("AutoConfig", *_AUTO_CLASSES.values()):
+            getattr(transformers, auto)
+        loaded.append("transformers")
+    with contextlib.suppress(ImportError):
+        import timm  # noqa: F401  (loaded for the requests to come)
+
+        loaded.append("timm")
+    return loaded
