@@ -173,7 +173,7 @@ def test_a_wait_is_estimated_in_one_partition() -> None:
         estimate_waits([both], NOW, {}, [], queue)
 
 
-def test_the_preferred_estimators_wait_is_shown_first_and_the_other_fills_in() -> None:
+def test_the_preferred_sources_wait_is_shown_first_and_the_other_fills_in() -> None:
     estimate = WaitEstimate(slurm_wait_s=600, advisor_wait_s=240, preferred="advisor")
     assert estimate.wait_s == 240
     assert estimate.model_copy(update={"preferred": "slurm"}).wait_s == 600

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from advisor.slurm.models import FinishedJob
-from advisor.wait.accuracy import WaitRecord, estimator_errors, preferred_estimators
+from advisor.wait.accuracy import WaitRecord, accuracies, preferred_sources
 from advisor.wait.remaining import (
     RatioTable,
     RuntimeEstimates,
@@ -405,7 +405,7 @@ def test_runtime_estimates_cover_running_and_pending_jobs() -> None:
     assert estimates.runtime_s == {3: 1800.0, 4: 1800.0}  # bob: a quarter of two hours; job 4 as predicted
 
 
-# --- which estimator to trust ---------------------------------------------------------------------------
+# --- which wait source to trust ------------------------------------------------------------------------
 
 
 def record(estimator: str, partition: str, error_min: float) -> WaitRecord:
@@ -419,7 +419,7 @@ def record(estimator: str, partition: str, error_min: float) -> WaitRecord:
     )
 
 
-def test_the_estimator_with_the_smaller_median_error_is_preferred_per_partition() -> None:
+def test_the_source_with_the_smaller_median_error_is_preferred_per_partition() -> None:
     records = [
         *[record("slurm", "a100", error) for error in (30, -40, 50, 60, 70)],
         *[record("advisor", "a100", error) for error in (5, -10, 15, 200, 300)],
@@ -428,15 +428,15 @@ def test_the_estimator_with_the_smaller_median_error_is_preferred_per_partition(
         *[record("advisor", "v100", 0) for _ in range(5)],  # Slurm's has no record here
         *[record(name, "cpu", error) for name in ("slurm", "advisor") for error in (60, 0, 0)],  # too few
     ]
-    errors = {(error.partition, error.estimator): error for error in estimator_errors(records)}
+    errors = {(found.partition, found.source): found for found in accuracies(records)}
     assert errors["a100", "slurm"].median_abs_error_s == 50 * 60
     assert errors["a100", "advisor"].median_abs_error_s == 15 * 60
     assert errors["a100", "advisor"].records == 5
-    assert preferred_estimators(records) == {
+    assert preferred_sources(records) == {
         "a100": "advisor",
         "t4": "slurm",
         "v100": "slurm",
         "cpu": "slurm",
     }
-    assert preferred_estimators(records, min_records=3)["cpu"] == "slurm"  # a tie keeps Slurm's
-    assert preferred_estimators([]) == {}
+    assert preferred_sources(records, min_records=3)["cpu"] == "slurm"  # a tie keeps Slurm's
+    assert preferred_sources([]) == {}

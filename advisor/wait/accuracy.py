@@ -14,8 +14,8 @@ from advisor.frozen import Frozen
 WaitSource = Literal["slurm", "advisor"]
 """Where a wait comes from: Slurm's ``--test-only`` or the advisor's own replay of the queue."""
 #: Slurm's own estimate is the default: it is what users already see, so it needs no track record.
-DEFAULT_ESTIMATOR: WaitSource = "slurm"
-#: Fewer records than this per estimator and partition say too little to switch away from the default.
+DEFAULT_SOURCE: WaitSource = "slurm"
+#: Fewer records than this per source and partition say too little to switch away from the default.
 MIN_RECORDS = 5
 
 
@@ -43,7 +43,8 @@ def preferred_wait(
 
 
 class WaitRecord(Frozen):
-    """One estimate set against what happened: the job's predicted and actual start."""
+    """One estimate set against what happened: the job's predicted and actual start. ``estimator``: its
+    source (the stored column's name)."""
 
     estimator: WaitSource
     partition: str
@@ -55,46 +56,46 @@ class WaitRecord(Frozen):
         return abs((self.predicted_start - self.actual_start).total_seconds())
 
 
-class EstimatorError(Frozen):
-    estimator: WaitSource
+class SourceAccuracy(Frozen):
+    """How far one source's starts have been from the real ones on one partition."""
+
+    source: WaitSource
     partition: str
     records: int
     median_abs_error_s: float
 
 
-def estimator_errors(records: Iterable[WaitRecord]) -> list[EstimatorError]:
-    """Median absolute start error per estimator and partition, sorted by partition then estimator."""
+def accuracies(records: Iterable[WaitRecord]) -> list[SourceAccuracy]:
+    """Median absolute start error per source and partition, sorted by partition then source."""
     errors: dict[tuple[str, WaitSource], list[float]] = defaultdict(list)
     for record in records:
         errors[record.partition, record.estimator].append(record.error_s)
     return [
-        EstimatorError(
-            estimator=estimator,
+        SourceAccuracy(
+            source=source,
             partition=partition,
             records=len(values),
             median_abs_error_s=statistics.median(values),
         )
-        for (partition, estimator), values in sorted(errors.items())
+        for (partition, source), values in sorted(errors.items())
     ]
 
 
-def preferred_estimators(
-    records: Iterable[WaitRecord], min_records: int = MIN_RECORDS
-) -> dict[str, WaitSource]:
-    """Per partition with records, the estimator with the smaller median error.
+def preferred_sources(records: Iterable[WaitRecord], min_records: int = MIN_RECORDS) -> dict[str, WaitSource]:
+    """Per partition with records, the source with the smaller median error.
 
     Both need ``min_records`` records to be compared; otherwise, and on a tie, Slurm's stays.
     """
-    by_partition: dict[str, dict[WaitSource, EstimatorError]] = defaultdict(dict)
-    for error in estimator_errors(records):
-        by_partition[error.partition][error.estimator] = error
+    by_partition: dict[str, dict[WaitSource, SourceAccuracy]] = defaultdict(dict)
+    for accuracy in accuracies(records):
+        by_partition[accuracy.partition][accuracy.source] = accuracy
     return {
-        partition: _better(errors.get("slurm"), errors.get("advisor"), min_records)
-        for partition, errors in by_partition.items()
+        partition: _better(found.get("slurm"), found.get("advisor"), min_records)
+        for partition, found in by_partition.items()
     }
 
 
-def _better(slurm: EstimatorError | None, advisor: EstimatorError | None, min_records: int) -> WaitSource:
+def _better(slurm: SourceAccuracy | None, advisor: SourceAccuracy | None, min_records: int) -> WaitSource:
     if slurm is None or advisor is None or min(slurm.records, advisor.records) < min_records:
-        return DEFAULT_ESTIMATOR
+        return DEFAULT_SOURCE
     return "advisor" if advisor.median_abs_error_s < slurm.median_abs_error_s else "slurm"

@@ -11,7 +11,7 @@ from advisor.slurm.client import SlurmClient
 from advisor.slurm.models import FinishedJob
 from advisor.slurm.options import JobResources, resource_options
 from advisor.slurm.runner import SlurmError
-from advisor.wait.accuracy import DEFAULT_ESTIMATOR, WaitEstimate, WaitRecord, preferred_estimators
+from advisor.wait.accuracy import DEFAULT_SOURCE, WaitEstimate, WaitRecord, preferred_sources
 from advisor.wait.collect import take_snapshot
 from advisor.wait.remaining import estimate_runtimes, historical_ratios
 from advisor.wait.simulate import BACKFILL_WINDOW, predict_starts
@@ -66,14 +66,14 @@ def estimate_waits(
     """One estimate per candidate (each in one partition), in order.
 
     ``advisor_predictions`` maps job ids the advisor advised to their predicted run time in seconds;
-    ``history`` (finished jobs) calibrates everyone else's; ``records`` choose the preferred estimator.
+    ``history`` (finished jobs) calibrates everyone else's; ``records`` choose the preferred source.
     """
     several = [candidate.partitions for candidate in candidates if len(candidate.partitions) != 1]
     if several:
         raise ValueError(f"a wait is estimated in exactly one partition, not {several[0]}")
     runtimes = estimate_runtimes(queue.snapshot, now, historical_ratios(history), advisor_predictions)
     advisor_starts = predict_starts(queue.snapshot, runtimes, candidates, now, BACKFILL_WINDOW)
-    choice = preferred_estimators(records)
+    choice = preferred_sources(records)
     answers = slurm_start_estimates(queue.start_estimate, candidates)
     estimates: list[WaitEstimate] = []
     for candidate, advisor_start, (slurm_start, slurm_error) in zip(
@@ -83,7 +83,7 @@ def estimate_waits(
             WaitEstimate(
                 slurm_wait_s=_wait(slurm_start, now),
                 advisor_wait_s=_wait(advisor_start, now),
-                preferred=choice.get(candidate.partitions[0], DEFAULT_ESTIMATOR),
+                preferred=choice.get(candidate.partitions[0], DEFAULT_SOURCE),
                 slurm_error=slurm_error,
             )
         )

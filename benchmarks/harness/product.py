@@ -28,7 +28,7 @@ from advisor.recommend.estimator import Context, WaitEstimator
 from advisor.recommend.service import recommend
 from advisor.slurm.models import Gpus, Node, Partition
 from advisor.slurm.values import format_duration
-from advisor.wait.accuracy import DEFAULT_ESTIMATOR, WaitEstimate
+from advisor.wait.accuracy import DEFAULT_SOURCE, WaitEstimate
 from advisor.wait.snapshot import SlotRequest
 from benchmarks.harness.arms import user_config_on, user_pool
 from benchmarks.harness.compressed import compressed_policy, compressed_times, shrunk, stretched
@@ -159,7 +159,7 @@ def queue_estimator(view: QueueView, compression: float = 1.0) -> WaitEstimator:
             for query in queries
         ]
         pairs = zip(view.slurm_waits(asked), view.advisor_waits(asked), strict=True)
-        preferred = DEFAULT_ESTIMATOR
+        preferred = DEFAULT_SOURCE
         return [
             WaitEstimate(
                 slurm_wait_s=shrunk(s, compression),
