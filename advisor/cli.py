@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from advisor import __version__, argtypes, readable
-from advisor.settings import SettingsError, load_settings
-from advisor.settings.validated import Settings
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from advisor.settings.validated import Settings
 
 COMMAND_MODULES = (
     ("advisor.bench.cli", ("bench",)),
@@ -82,12 +82,17 @@ FileNotFoundError: a file the command reads is missing (the database, `advisor.s
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
+    command = _command_word(words)
+    if command is None:  # --help, --version, or no command: what argparse prints needs no settings
+        _parser(None).parse_args(words)
+    from advisor.settings import SettingsError, load_settings
+
     try:
         settings = load_settings(os.environ, _config_option(words))
     except SettingsError as exc:
         print(f"advisor: error: {exc}", file=sys.stderr)
         return 1
-    args = _parser(settings, _command_word(words)).parse_args(words)
+    args = _parser(settings, command).parse_args(words)
     from rich.console import Console
 
     from advisor.introspect.table_cache import keep_tables_in
@@ -139,9 +144,10 @@ def _config_option(words: Sequence[str]) -> Path | None:
     return None
 
 
-def _parser(settings: Settings, command: str | None = None) -> argparse.ArgumentParser:
+def _parser(settings: Settings | None, command: str | None = None) -> argparse.ArgumentParser:
     """Every command; only ``command``'s module loads here (the others are listed by their `SUMMARIES`), so
-    ``--help`` starts fast and a missing service dependency is one clear error."""
+    ``--help`` starts fast and a missing service dependency is one clear error. No command, no settings:
+    ``advisor --help`` lists the commands before the settings (pydantic, 0.4 s here) load."""
     parser = argparse.ArgumentParser(prog="advisor", description=__doc__)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument(
@@ -154,7 +160,7 @@ def _parser(settings: Settings, command: str | None = None) -> argparse.Argument
     commands = parser.add_subparsers(required=True, metavar="COMMAND", dest="command")
     _add_parse_and_inspect(commands)
     for module_name, names in COMMAND_MODULES:
-        if command in names:
+        if settings is not None and command in names:
             _add_module(commands, module_name, names, settings)
         else:
             for name in names:
