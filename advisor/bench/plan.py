@@ -76,6 +76,8 @@ class DeviceProfile:
     """What a memory-bound op moves per second, forward and backward."""
     launch_s: float
     """One op's launch and dispatch."""
+    pace_s: float
+    """The pace step timed before and after each CPU micro-benchmark (`advisor.bench.training.PACE`)."""
 
     @classmethod
     def assumed(cls, kind: DeviceKind, memory_bytes: int | None = None) -> DeviceProfile:
@@ -85,8 +87,8 @@ class DeviceProfile:
 # The CPU figures were measured on a shared 2-core x86 VM without native bf16 (autocast is emulated
 # there, hence slower); the GPU's are a data-centre GPU's dense throughput at realistic utilisation.
 _ASSUMED = {
-    "cpu": DeviceProfile("cpu", None, 5e9, 0.1, 0.15, 1.0, 0.05, 0.1, 5e9, 2e-5),
-    "cuda": DeviceProfile("cuda", None, 40e12, 2.0, 0.005, 1.5, 0.0002, 0.05, 2e12, 1e-5),
+    "cpu": DeviceProfile("cpu", None, 5e9, 0.1, 0.15, 1.0, 0.05, 0.1, 5e9, 2e-5, 0.1),
+    "cuda": DeviceProfile("cuda", None, 40e12, 2.0, 0.005, 1.5, 0.0002, 0.05, 2e12, 1e-5, 0.0),
 }
 
 
@@ -370,8 +372,7 @@ def _swept(grid: Grid, device: DeviceProfile) -> Iterator[PlanItem]:
     """What is not compute (`advisor.bench.sweeps`), each item every warm-up and timed repeat."""
     speeds = (device.flops_per_s, device.bytes_per_s, device.launch_s)
     for phase, config in swept(grid.sweeps):
-        per_repeat = sweep_seconds(config, *speeds) + device.layer_overhead_s
-        estimate = device.layer_item_overhead_s + (grid.warmup + grid.repeats) * per_repeat
+        estimate = _micro_s(grid, device, sweep_seconds(config, *speeds))
         yield PlanItem(phase=Phase(phase), config=config, estimate_s=estimate)
 
 
@@ -394,8 +395,13 @@ def step_estimate(grid: Grid, device: DeviceProfile, table: LayerTable, config: 
 def layer_estimate(grid: Grid, device: DeviceProfile, layer: Layer, config: LayerConfig) -> float:
     """Seconds to measure one layer configuration: every warm-up and timed repeat."""
     speed = device.flops_per_s * (device.amp_speedup if config.amp else 1.0)
-    per_repeat = layer.at_batch(config.batch).train_flops / speed + device.layer_overhead_s
-    return device.layer_item_overhead_s + (grid.warmup + grid.repeats) * per_repeat
+    return _micro_s(grid, device, layer.at_batch(config.batch).train_flops / speed)
+
+
+def _micro_s(grid: Grid, device: DeviceProfile, run_s: float) -> float:
+    """A micro-benchmark of ``run_s`` a run: set up, paced before and after (a CPU), every repeat."""
+    per_repeat = run_s + device.layer_overhead_s
+    return device.layer_item_overhead_s + 2 * device.pace_s + (grid.warmup + grid.repeats) * per_repeat
 
 
 def _in_layers_phase(grid: Grid, config: LayerConfig) -> bool:
