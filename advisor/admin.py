@@ -23,7 +23,7 @@ from advisor.slurm.client import SlurmClient
 from advisor.slurm.runner import SlurmError
 
 if TYPE_CHECKING:
-    from advisor.store import Store
+    from advisor.store import ModelVersionRow, Store
 
 
 class DaemonError(RuntimeError):
@@ -127,17 +127,20 @@ def _stored(store: Store | None) -> dict[str, list[dict[str, Any]]]:
     names, now = machine_names(store.fingerprints()), datetime.now(UTC)
     models = [
         {
-            "machine": row["machine"],
-            "name": names.get(row["machine"]),
-            "version": row["version"],
-            "age_hours": round((now - datetime.fromisoformat(row["created_at"])).total_seconds() / 3600, 1),
-            "heldout_mape": row["heldout_mape"],
-            "steps": row["step_rows"],
+            "machine": row.machine,
+            "name": names.get(row.machine),
+            "version": row.version,
+            "age_hours": round((now - row.created_at).total_seconds() / 3600, 1),
+            "heldout_mape": row.heldout_mape,
+            "steps": row.step_rows,
         }
         for row in _versions(store)
-        if row["active"]
+        if row.active
     ]
-    benchmarks = [{**row, "name": names.get(row["machine"])} for row in store.benchmark_coverage()]
+    benchmarks = [
+        {**row.model_dump(), "last": row.last.isoformat(), "name": names.get(row.machine)}
+        for row in store.benchmark_coverage()
+    ]
     return {"models": models, "benchmarks": benchmarks}
 
 
@@ -199,7 +202,7 @@ def _database(path: Path) -> tuple[Store | None, str | None]:
         return None, str(error)
 
 
-def _versions(store: Store) -> list[dict[str, Any]]:
+def _versions(store: Store) -> list[ModelVersionRow]:
     from advisor.store import ModelRegistry
 
     return ModelRegistry(store).versions()

@@ -85,9 +85,10 @@ def _truth(args: argparse.Namespace, reference: str, shape: str) -> dict[int, fl
     db.unlink(missing_ok=True)
     batches = ",".join(map(str, args.batches))
     _advisor(*_bench(args, reference, shape, db), "--batch-sizes", batches)
-    pace = statistics.median(row["pace_s"] for row in Store.open(args.zoo).step_rows() if row["pace_s"])
-    rows = [row for row in Store.open(db).step_rows() if row["fits"] and row["pace_ratio"]]
-    return {row["batch"]: pace * row["pace_ratio"] for row in rows}
+    pace = statistics.median(row.pace_s for row in Store.open(args.zoo).step_rows() if row.pace_s)
+    return {
+        row.batch: pace * row.pace_ratio for row in Store.open(db).step_rows() if row.fits and row.pace_ratio
+    }
 
 
 def _bench(args: argparse.Namespace, reference: str, shape: str, db: Path) -> list[str]:

@@ -141,12 +141,12 @@ def test_an_architecture_is_measured_by_its_own_layers_and_whole_steps_until_the
     store = Store.open(db)
     table = introspect(reference, (3, 16, 16), {}, allow_factories=True)
     steps, layers = store.step_rows(), store.layer_rows()
-    assert {(row["model"], row["batch"], row["arch_hash"]) for row in steps} == {
+    assert {(row.model, row.batch, row.arch_hash) for row in steps} == {
         (reference, 2, table.architecture_hash)
     }
-    assert {row["batch"] for row in layers} <= {2}
+    assert {row.batch for row in layers} <= {2}
     assert len(layers) <= len(distinct_layers(table)), "each once: a layer repeats within its benchmark"
-    assert all(row["fits"] for row in [*steps, *layers])
+    assert all(row.fits for row in [*steps, *layers])
     assert Architectures(store).table(reference, 16) == table == measured_tables(store)(reference, 16)
 
 

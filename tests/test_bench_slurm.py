@@ -61,8 +61,8 @@ def test_two_partitions_measure_and_land_rows_with_their_fingerprints(
     assert by_partition["cpu"].machine() != by_partition["t4"].machine()
 
     for fingerprint in by_partition.values():
-        rows = [r for r in store.step_rows(fingerprint.machine()) if r["batch"] == 16]
-        assert len(rows) == 4 and all(r["fits"] and r["median_s"] > 0 for r in rows), fingerprint.partition
+        rows = [r for r in store.step_rows(fingerprint.machine()) if r.batch == 16]
+        assert len(rows) == 4 and all(r.fits and (r.median_s or 0) > 0 for r in rows), fingerprint.partition
 
 
 def test_a_benchmark_left_running_at_the_windows_end_is_cancelled_and_keeps_what_it_measured(

@@ -26,7 +26,7 @@ from advisor.predict.outcomes import collect_outcomes, corrections, load_outcome
 from advisor.sandbox.cluster import Sandbox
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.runner import LocalRunner
-from advisor.store import AdvisedJobs, Store
+from advisor.store import AdvisedJobRow, AdvisedJobs, Store
 
 
 def outcome(
@@ -226,18 +226,18 @@ def test_a_database_from_before_the_calibration_columns_gains_them_and_its_jobs_
 
 def record(store: Store, job_id: int, partition: str, predicted_s: float, machine: str = "machine-a") -> None:
     AdvisedJobs(store).record(
-        {
-            "job_id": job_id,
-            "submitted_at": datetime.now(UTC).isoformat(),
-            "user": "root",
-            "partition": partition,
-            "machine": machine,
-            "model_version": 1,
-            "confidence": "high",
-            "predicted_s": predicted_s,
-            "predicted_p90_s": predicted_s * 1.5,
-            "time_limit_s": 600.0,
-        }
+        AdvisedJobRow(
+            job_id=job_id,
+            submitted_at=datetime.now(UTC),
+            user="root",
+            partition=partition,
+            machine=machine,
+            model_version=1,
+            confidence="high",
+            predicted_s=predicted_s,
+            predicted_p90_s=predicted_s * 1.5,
+            time_limit_s=600.0,
+        )
     )
 
 
@@ -256,7 +256,7 @@ def test_finished_jobs_come_from_slurms_history_and_reach_the_report(
     while collect_outcomes(store, client) == 0:
         assert time.monotonic() < deadline, "the short job never showed in Slurm's history"
         time.sleep(1)
-    assert [row["job_id"] for row in AdvisedJobs(store).unfinished()] == [long.job_id], "still running"
+    assert [row.job_id for row in AdvisedJobs(store).unfinished()] == [long.job_id], "still running"
 
     client.cancel(long.job_id)
     deadline = time.monotonic() + 60

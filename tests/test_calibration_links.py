@@ -22,7 +22,7 @@ from advisor.recommend.candidates import baseline
 from advisor.sandbox.cluster import Sandbox
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.runner import LocalRunner
-from advisor.store import AdvisedJobs, Audit, Store
+from advisor.store import AdvisedJobs, Audit, AuditRow, Store
 
 from .test_recommend_pure import T4, describe, estimate, recommended
 
@@ -47,20 +47,19 @@ def test_a_job_advised_on_a_scaled_prediction_feeds_its_partitions_correction_wi
         comparable_from_s=0.8,
     )
     Audit(store).record(
-        {
-            "request_id": "r1",
-            "at": datetime.now(UTC).isoformat(),
-            "uid": os.getuid(),
-            "user": "alice",
-            "where": "job.sh",
-            "argv": "[]",
-            "request": "{}",
-            "recommendation": recommended([chosen], chosen, chosen).model_dump_json(),
-            "offered": 0,
-            "applied": None,
-            "latency_ms": 1.0,
-            "architecture_hash": ARCHITECTURE,
-        }
+        AuditRow(
+            request_id="r1",
+            at=datetime.now(UTC),
+            uid=os.getuid(),
+            user="alice",
+            where="job.sh",
+            argv="[]",
+            request="{}",
+            recommendation=recommended([chosen], chosen, chosen).model_dump_json(),
+            offered=False,
+            latency_ms=1.0,
+            architecture_hash=ARCHITECTURE,
+        )
     )
     job = client.submit("#!/bin/sh\nsleep 1\n", ["--partition=t4", "--time=2", "--output=/dev/null"])
     links = JobLinks(client, lambda: datetime.now(UTC), Metrics())
@@ -70,12 +69,12 @@ def test_a_job_advised_on_a_scaled_prediction_feeds_its_partitions_correction_wi
         Submitted(request_id="r1", job_id=job.job_id, applied=True),
     )
     (row,) = AdvisedJobs(store).unfinished()
-    assert (row["machine"], row["calibration_key"], row["architecture"]) == (
+    assert (row.machine, row.calibration_key, row.architecture) == (
         "m-a100",
         "scaled:t4",
         ARCHITECTURE,
     )
-    assert (row["predicted_p10_s"], row["comparable_from_s"]) == (0.5, 0.8)
+    assert (row.predicted_p10_s, row.comparable_from_s) == (0.5, 0.8)
 
     deadline = time.monotonic() + 60
     while collect_outcomes(store, client) == 0:

@@ -15,7 +15,7 @@ from advisor.comm.sync import DEFAULT_COMMUNICATION
 from advisor.sandbox.cluster import Sandbox
 from advisor.settings.validated import BenchSettings
 from advisor.slurm.client import SlurmClient
-from advisor.store import Store
+from advisor.store import ALLREDUCE, WHOLE_STEPS, Store
 
 pytestmark = pytest.mark.slurm
 BIN = Path(sys.executable).parent
@@ -38,14 +38,14 @@ def test_the_all_reduce_runs_across_two_nodes_as_one_job_and_stores_a_row_per_si
     assert done.returncode == 0, done.stdout + done.stderr + _what_slurm_saw(sandbox, env, tmp_path / "comm")
     assert "a100: job" in done.stdout and "COMPLETED" in done.stdout
     store = Store.open(db)
-    rows = list(store.db.table("allreduce").rows)
+    rows = store.rows(ALLREDUCE)
     # 1 KiB, 4 KiB, ..., 4 MiB: seven sizes, once, over one rank on each of the two nodes.
-    assert sorted(row["bytes"] for row in rows) == [2**10 * 4**i for i in range(7)]
-    assert {(row["devices"], row["nodes"], row["partition"]) for row in rows} == {(2, 2, "a100")}
-    assert all(row["network"].startswith("gloo ") and row["bus_bytes_s"] > 0 for row in rows)
-    (step,) = store.db.table("whole_steps").rows
+    assert sorted(row.bytes for row in rows) == [2**10 * 4**i for i in range(7)]
+    assert {(row.devices, row.nodes, row.partition) for row in rows} == {(2, 2, "a100")}
+    assert all(row.network.startswith("gloo ") and row.bus_bytes_s > 0 for row in rows)
+    (step,) = store.rows(WHOLE_STEPS)
     # torchvision's resnet18 (11,689,512 parameters) with the zoo's 10-class head instead of 1000 classes.
-    assert step["model"] == "resnet18" and step["gradient_bytes"] == 4 * (11_689_512 - 513_000 + 5_130)
+    assert step.model == "resnet18" and step.gradient_bytes == 4 * (11_689_512 - 513_000 + 5_130)
     links = CommunicationRows(store)
     assert links.communication("a100").measured
     assert links.communication("a100").node == DEFAULT_COMMUNICATION.node, "no node-level spread measured"

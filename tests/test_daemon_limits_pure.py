@@ -19,7 +19,7 @@ from advisor.recommend.choose import Recommendation
 from advisor.recommend.cluster import ClusterView
 from advisor.slurm.client import SlurmClient
 from advisor.slurm.pace import RateLimit
-from advisor.store import SCHEMA_VERSION, Audit, NewerDatabase, Store
+from advisor.store import SCHEMA_VERSION, Audit, AuditRow, NewerDatabase, Store
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
@@ -103,12 +103,17 @@ def test_the_pace_lets_a_burst_through_then_spaces_calls_by_the_rate() -> None:
     assert [pace.acquire() for _ in range(3)] == pytest.approx([0, 0, 0.1])
 
 
+def asked(request_id: str, at: datetime) -> AuditRow:
+    """Alice's request at ``at``, as far as these tests read it."""
+    return AuditRow(request_id=request_id, at=at, uid=1000, user="alice", recommendation="{}")
+
+
 def test_another_users_advised_job_reads_exactly_like_a_job_never_advised(tmp_path: Path) -> None:
     """/explain must not tell a stranger which job ids were advised."""
     inputs = ServiceInputs(database=tmp_path / "advisor.db", policy=tmp_path / "policy.toml", specs=[])
     advisor = AdviceService(inputs, cast(SlurmClient, None), lambda: NOW)
     with advisor.store() as store:
-        Audit(store).record({"request_id": "r1", "at": NOW.isoformat(), "uid": 1000, "user": "alice"})
+        Audit(store).record(asked("r1", NOW))
         Audit(store).attach_job("r1", 42, applied=True)
     stranger = Peer(pid=1, uid=1001, gid=1001)
     with pytest.raises(LookupError) as advised:
@@ -161,8 +166,7 @@ def test_the_audit_forgets_requests_past_the_policys_retention(tmp_path: Path) -
     advisor = AdviceService(inputs, cast(SlurmClient, None), lambda: NOW)
     with advisor.store() as store:
         for request_id, days in (("old", 31), ("edge", 29), ("new", 0)):
-            at = (NOW - timedelta(days=days)).isoformat()
-            Audit(store).record({"request_id": request_id, "at": at, "uid": 1000, "user": "alice"})
+            Audit(store).record(asked(request_id, NOW - timedelta(days=days)))
     assert advisor.purge_audit() == 1
     with advisor.store() as store:
         assert [Audit(store).get(r) is None for r in ("old", "edge", "new")] == [True, False, False]

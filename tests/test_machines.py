@@ -4,10 +4,10 @@ name (`advisor.machines`, `advisor models list|activate`)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from contextlib import nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -16,7 +16,7 @@ from advisor.cli import main as cli
 from advisor.daemon.metrics import Metrics
 from advisor.machines import UnknownMachine, labelled, machine_names, name_of, resolve
 from advisor.records import Fingerprint
-from advisor.store import ModelRegistry, Store
+from advisor.store import ModelRegistry, ModelVersionRow, Store
 from tests.recommend_support import FIXTURE, relabel
 
 CPU = Fingerprint(
@@ -68,15 +68,18 @@ def test_a_word_resolves_as_a_partition_a_name_or_a_hash() -> None:
         resolve("v10", every, latest)
 
 
-def _version(path: Path) -> Any:
-    def write(version: int) -> dict[str, Any]:
-        return {
-            "path": str(path / f"v{version}.json"),
-            "created_at": "2026-12-04T21:46:39.477963+00:00",
-            "step_rows": 36,
-            "layer_rows": 330,
-            "heldout_mape": 0.2625438571703242,
-        }
+def _version(path: Path, machine: str) -> Callable[[int], ModelVersionRow]:
+    def write(version: int) -> ModelVersionRow:
+        return ModelVersionRow(
+            machine=machine,
+            version=version,
+            path=path / f"v{version}.json",
+            created_at=datetime.fromisoformat("2026-12-04T21:46:39.477963+00:00"),
+            step_rows=36,
+            layer_rows=330,
+            models="resnet18",
+            heldout_mape=0.2625438571703242,
+        )
 
     return write
 
@@ -89,8 +92,8 @@ def sandbox_store(tmp_path: Path) -> Path:
     store.ingest(relabel(line, partition) for partition in ("a100", "v100", "t4") for line in lines)
     registry = ModelRegistry(store)
     for machine in machine_names(store.fingerprints()):
-        registry.add_version(machine, _version(tmp_path), activate=True)
-        registry.add_version(machine, _version(tmp_path), activate=True)
+        registry.add_version(machine, _version(tmp_path, machine), activate=True)
+        registry.add_version(machine, _version(tmp_path, machine), activate=True)
     return tmp_path / "advisor.db"
 
 
@@ -103,7 +106,8 @@ def test_models_activate_takes_a_partition_and_list_names_each_machine(
     v100 = store.latest_machines()["v100"]
     assert cli(["models", "activate", "v100", "1", *db]) == 0
     assert capsys.readouterr().out.startswith(f"v100 ({v100[:8]}): version 1 is active")
-    assert ModelRegistry(store).active(v100)["version"] == 1  # type: ignore[index]
+    active = ModelRegistry(store).active(v100)
+    assert active is not None and active.version == 1
     assert cli(["models", "list", "v100", "--json", *db]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert {(row["name"], row["machine"], row["active"]) for row in listed} == {

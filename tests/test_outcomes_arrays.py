@@ -13,7 +13,7 @@ import pytest
 from advisor.predict.array_outcome import ENDED, array_outcome
 from advisor.predict.outcomes import collect_outcomes, load_outcomes
 from advisor.slurm.client import SlurmClient
-from advisor.store import AdvisedJobs, Store
+from advisor.store import AdvisedJobRow, AdvisedJobs, Store
 
 from .test_web_jobs import NOW, ended
 
@@ -48,18 +48,18 @@ def test_an_advised_array_is_finished_once_its_last_task_ends(
         "#!/bin/sh\nsleep 1\n", ["--array=0-2%1", "--partition=cpu", "--time=1", "--output=/dev/null"]
     )
     AdvisedJobs(store).record(
-        {
-            "job_id": submitted.job_id,
-            "submitted_at": datetime.now(UTC).isoformat(),
-            "user": "root",
-            "partition": "cpu",
-            "machine": "machine-a",
-            "model_version": 1,
-            "confidence": "high",
-            "predicted_s": 2.0,
-            "predicted_p90_s": 3.0,
-            "time_limit_s": 60.0,
-        }
+        AdvisedJobRow(
+            job_id=submitted.job_id,
+            submitted_at=datetime.now(UTC),
+            user="root",
+            partition="cpu",
+            machine="machine-a",
+            model_version=1,
+            confidence="high",
+            predicted_s=2.0,
+            predicted_p90_s=3.0,
+            time_limit_s=60.0,
+        )
     )
     deadline = time.monotonic() + 60
     while collect_outcomes(store, local_slurm) == 0:
@@ -70,4 +70,4 @@ def test_an_advised_array_is_finished_once_its_last_task_ends(
     tasks = local_slurm.history(NOW - timedelta(days=1), job_ids=[submitted.job_id])
     assert sorted(task.array_task_id or 0 for task in tasks) == [0, 1, 2]
     (row,) = AdvisedJobs(store).finished()
-    assert row["ended_at"] == max(task.end_time for task in tasks).isoformat(), "it waited for the last"
+    assert row.ended_at == max(task.end_time for task in tasks), "it waited for the last"

@@ -62,10 +62,10 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         )
     (trained,) = json.loads(said.getvalue())  # `models train --json`: each machine's new version
     assert (trained["machine"], trained["name"], trained["activated"]) == (machine, "t4", True)
-    row = {**ModelRegistry(store).versions(machine)[0]}
+    row = ModelRegistry(store).versions(machine)[0]
     for _ in range(9):
         ModelRegistry(store).add_version(
-            machine, lambda _version: {k: row[k] for k in row if k not in ("machine", "version")}, False
+            machine, lambda version: row.model_copy(update={"version": version}), False
         )
     ModelRegistry(store).set_active(machine, trained["version"])
     store.db.conn.close()

@@ -85,7 +85,7 @@ def test_a_version_is_written_with_its_checksum(trained: Path) -> None:
     store = Store.open(trained / "advisor.db")
     rows = ModelRegistry(store).versions()
     assert len(rows) == len(PARTITIONS)
-    assert all(row["sha256"] == digest(Path(row["path"]).read_bytes()) for row in rows)
+    assert all(row.sha256 == digest(row.path.read_bytes()) for row in rows)
 
 
 def forget_checksums(store: Store) -> None:
@@ -103,7 +103,7 @@ def test_a_version_trained_before_checksums_is_loaded_once_in_a_child_and_its_ch
     assert loaded.returncode == 0, loaded.stderr[-2000:]
     assert len(json.loads(loaded.stdout)["loaded"]) == len(PARTITIONS)
     rows = ModelRegistry(store).versions()
-    assert all(row["sha256"] == digest(Path(row["path"]).read_bytes()) for row in rows)
+    assert all(row.sha256 == digest(row.path.read_bytes()) for row in rows)
     assert degraded(tmp_path / "root") == []
 
 
@@ -123,8 +123,8 @@ def test_a_version_without_checksum_that_crashes_its_check_is_quarantined_and_th
         f"the predictor of {machine} (version 1) {why}: quarantined" in line
         for line in degraded(tmp_path / "root")
     )
-    others = [row for row in ModelRegistry(store).versions() if row["machine"] != machine]
-    assert all(row["sha256"] for row in others), "the sound versions got their checksums"
+    others = [row for row in ModelRegistry(store).versions() if row.machine != machine]
+    assert all(row.sha256 for row in others), "the sound versions got their checksums"
 
 
 def test_a_quarantined_version_is_not_activated_and_holds_no_new_version_back(

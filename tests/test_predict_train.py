@@ -38,7 +38,7 @@ from advisor.predict.registry import (
 from advisor.predict.service import Predictors, StepQuestion, predict
 from advisor.records import LayerConfig, LayerMeasurement, ResultLine, StepMeasurement
 from advisor.settings import load_settings
-from advisor.store import AdvisedJobs, ModelRegistry, Store
+from advisor.store import AdvisedJobRow, AdvisedJobs, LayerMeasurementRow, ModelRegistry, Store
 
 from . import predict_support
 from .predict_support import FIXTURE, T4
@@ -176,7 +176,7 @@ def test_a_crash_between_file_and_registry_keeps_the_previous_version(store: Sto
     second = train_machine(store, machine, tmp_path / "models", zoo_table)
     assert second.version == first.version + 1
     rows = ModelRegistry(store).versions(machine)
-    assert [(r["version"], r["active"]) for r in rows] == [(first.version, 0), (second.version, 1)]
+    assert [(r.version, r.active) for r in rows] == [(first.version, False), (second.version, True)]
     assert first.path.exists() and second.path.exists()
     assert not list((tmp_path / "models").rglob("*.tmp"))
 
@@ -262,8 +262,18 @@ def test_finished_jobs_correct_their_machines_predictions(store: Store, tmp_path
     before = predict(Predictors.load(store), StepQuestion("cpu", table, 32, False, False), [T4])
     advised = AdvisedJobs(store)
     for job_id in range(20):
-        row = {"job_id": job_id, "submitted_at": "2026-11-30T10:00:00+00:00", "partition": "cpu"}
-        advised.record({**row, "machine": machine, "predicted_s": 100.0, "predicted_p90_s": 120.0})
+        submitted_at = datetime(2026, 11, 30, 10, tzinfo=UTC)
+        advised.record(
+            AdvisedJobRow(
+                job_id=job_id,
+                submitted_at=submitted_at,
+                user="alice",
+                partition="cpu",
+                machine=machine,
+                predicted_s=100.0,
+                predicted_p90_s=120.0,
+            )
+        )
         advised.finish(job_id, "COMPLETED", 150.0, datetime(2026, 11, 30, 11, tzinfo=UTC), None)
     after = predict(Predictors.load(store), StepQuestion("cpu", table, 32, False, False), [T4])
     assert 1.3 < after.calibration < 1.5, "20 jobs ran 1.5x longer; the prior keeps a little doubt"
@@ -322,17 +332,22 @@ def test_paced_steps_take_their_median_ratio_at_the_machines_median_pace(tmp_pat
     assert samples[second_model] == pytest.approx(0.4)
 
 
+def paced_layers(store: Store) -> list[LayerMeasurementRow]:
+    """Every layer that fit, as if run A had paced it at 0.1 s."""
+    return [
+        row.model_copy(update={"run_id": "A", "pace_ratio": (row.median_s or 0) / 0.1, "pace_s": 0.1})
+        for row in store.layer_rows()
+        if row.fits
+    ]
+
+
 def test_a_run_whose_pace_step_ran_slow_throughout_bends_no_layer_curve(store: Store) -> None:
     """Two runs 30% slower against the pace, one of them only at batch 128: the plain median per layer
     would lift batch 128 against the others; with each run's level taken out, every layer keeps run A's
     proportions."""
-    rows = [
-        {**row, "run_id": "A", "pace_ratio": row["median_s"] / 0.1, "pace_s": 0.1}
-        for row in store.layer_rows()
-        if row["fits"]
-    ]
-    slow = [{**row, "run_id": "B", "pace_ratio": row["pace_ratio"] * 1.3} for row in rows]
-    slow_large = [{**row, "run_id": "C"} for row in slow if row["batch"] == 128]
+    rows = paced_layers(store)
+    slow = [row.model_copy(update={"run_id": "B", "pace_ratio": (row.pace_ratio or 0) * 1.3}) for row in rows]
+    slow_large = [row.model_copy(update={"run_id": "C"}) for row in slow if row.batch == 128]
     alone = {s.config: s.seconds for s in layer_samples(rows)}
     together = {s.config: s.seconds for s in layer_samples(rows + slow + slow_large)}
     assert {c.batch for c in alone} >= {1, 128} and together.keys() == alone.keys()
@@ -352,14 +367,15 @@ def test_a_layers_runs_count_by_their_interquartile_mean(
 ) -> None:
     """Runs that agree on every other layer: the middle half of one layer's ratios is averaged (the median
     would take 1.1 and 1.2), and a wild quarter at either end is cut."""
-    rows = [
-        {**row, "run_id": "A", "pace_ratio": row["median_s"] / 0.1, "pace_s": 0.1}
-        for row in store.layer_rows()
-        if row["fits"]
-    ]
+    rows = paced_layers(store)
     odd = rows[0]
     runs = [
-        {**row, "run_id": f"run-{i}", "pace_ratio": row["pace_ratio"] * (factor if row is odd else 1.0)}
+        row.model_copy(
+            update={
+                "run_id": f"run-{i}",
+                "pace_ratio": (row.pace_ratio or 0) * (factor if row is odd else 1.0),
+            }
+        )
         for i, factor in enumerate(factors)
         for row in rows
     ]
@@ -379,7 +395,7 @@ def test_a_database_from_before_pacing_gains_its_columns(tmp_path: Path) -> None
     old.db.close()
     store = Store.open(path)
     store.ingest(read_jsonl(FIXTURE))
-    assert all(row["pace_ratio"] is None for row in store.step_rows())
+    assert all(row.pace_ratio is None for row in store.step_rows())
     assert step_samples(store.step_rows(), zoo_table)
 
 

@@ -12,7 +12,7 @@ from advisor.cli import main
 from advisor.recommend.candidates import baseline
 from advisor.recommend.choose import Recommendation
 from advisor.recommend.savings import advice_savings
-from advisor.store import AdvisedJobs, Audit, Store
+from advisor.store import AdvisedJobRow, AdvisedJobs, Audit, AuditRow, Store
 
 from .test_recommend_pure import T4, describe, estimate, recommended
 
@@ -32,19 +32,18 @@ def audited(store: Store, number: int, offered: bool, job: tuple[int, bool] | No
     advised, None where none was reported (a dry run, --test-only, a failure before a job id)."""
     at = SUBMITTED + timedelta(minutes=number)
     Audit(store).record(
-        {
-            "request_id": f"r{number}",
-            "at": at.isoformat(),
-            "uid": 1000,
-            "user": "alice",
-            "where": "job.sh",
-            "argv": "[]",
-            "request": "{}",
-            "recommendation": advice().model_dump_json(),
-            "offered": int(offered),
-            "applied": None,
-            "latency_ms": 1.0,
-        }
+        AuditRow(
+            request_id=f"r{number}",
+            at=at,
+            uid=1000,
+            user="alice",
+            where="job.sh",
+            argv="[]",
+            request="{}",
+            recommendation=advice().model_dump_json(),
+            offered=offered,
+            latency_ms=1.0,
+        )
     )
     if job is not None:
         Audit(store).attach_job(f"r{number}", job[0], job[1])
@@ -53,18 +52,18 @@ def audited(store: Store, number: int, offered: bool, job: tuple[int, bool] | No
 def ran(store: Store, job_id: int, state: str | None, elapsed_s: float) -> None:
     """The advised job's record, and what Slurm's history said it took (``state`` None: not ended)."""
     AdvisedJobs(store).record(
-        {
-            "job_id": job_id,
-            "submitted_at": SUBMITTED.isoformat(),
-            "user": "alice",
-            "partition": "a100",
-            "machine": "m-a100",
-            "model_version": 1,
-            "confidence": "high",
-            "predicted_s": 3600.0,
-            "predicted_p90_s": 4320.0,
-            "time_limit_s": 7200.0,
-        }
+        AdvisedJobRow(
+            job_id=job_id,
+            submitted_at=SUBMITTED,
+            user="alice",
+            partition="a100",
+            machine="m-a100",
+            model_version=1,
+            confidence="high",
+            predicted_s=3600.0,
+            predicted_p90_s=4320.0,
+            time_limit_s=7200.0,
+        )
     )
     if state is not None:
         started = SUBMITTED + timedelta(minutes=10)

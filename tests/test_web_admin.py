@@ -20,7 +20,7 @@ from advisor.predict.outcomes import collect_outcomes
 from advisor.recommend.choose import Recommendation
 from advisor.sandbox.cluster import Sandbox
 from advisor.slurm.client import SlurmClient
-from advisor.store import AdvisedJobs, ModelRegistry, Store
+from advisor.store import AdvisedJobRow, AdvisedJobs, ModelRegistry, Store
 from advisor.web.pages import Ask
 
 from .daemon_support import SCRIPT, Daemon, started_daemon, submit
@@ -95,11 +95,11 @@ def admin_daemon(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> 
     server.stop()
 
 
-def _completed(store: Store, client: SlurmClient, job_id: int) -> dict[str, object]:
+def _completed(store: Store, client: SlurmClient, job_id: int) -> AdvisedJobRow:
     deadline = time.monotonic() + 180
     while True:
         collect_outcomes(store, client)
-        rows = [row for row in AdvisedJobs(store).finished() if row["job_id"] == job_id]
+        rows = [row for row in AdvisedJobs(store).finished() if row.job_id == job_id]
         if rows:
             return rows[0]
         assert time.monotonic() < deadline, f"job {job_id} never ended in Slurm's history"
@@ -127,11 +127,11 @@ def test_an_admin_sees_the_predictors_the_benchmarks_the_queue_and_what_advice_s
     with sqlite3.connect(admin_daemon.root / "advisor.db") as db:
         job_id, advice = db.execute("SELECT job_id, recommendation FROM audit WHERE applied = 1").fetchone()
     ended = _completed(store, local_slurm, job_id)
-    assert ended["state"] == "COMPLETED", ended
+    assert ended.state == "COMPLETED", ended
 
     view = _planned(asker(admin_daemon))
     registry = ModelRegistry(store).versions()
-    assert [(m.machine, m.version) for m in view.models] == [(r["machine"], r["version"]) for r in registry]
+    assert [(m.machine, m.version) for m in view.models] == [(r.machine, r.version) for r in registry]
     partitions = {partition.name for partition in local_slurm.partitions()}
     assert {row.partition for row in view.queue} == partitions == {night.partition for night in view.tonight}
     # The job sleeps 1 s where a training run was predicted: it did not train as described, so it neither

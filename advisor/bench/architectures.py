@@ -6,15 +6,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from advisor.bench.night import MeasuredOn, SubmittedArchitecture, Tonight, tonight
 from advisor.bench.plan import DeviceKind, DeviceProfile, TableSource, nightly_grid
 from advisor.bench.tables import model_table, zoo_table
 from advisor.bench.zoo import zoo_sized
 from advisor.introspect import LayerTable
-from advisor.records import LayerConfig, StepConfig
-from advisor.store import Store, layer_config_of, step_config_of
+from advisor.records import LayerConfig
+from advisor.store import ARCHITECTURES, ArchitectureRow, LayerMeasurementRow, StepMeasurementRow, Store
 
 SUBMITTED_WITHIN = timedelta(days=30)
 """Architectures submitted this recently are measured on the machines that lack them."""
@@ -25,30 +24,29 @@ class Architectures:
     came with, how often, and when first and last."""
 
     def __init__(self, store: Store) -> None:
-        self.db = store.db
+        self.store = store
 
     def record(
         self, table: LayerTable, at: datetime, *, batch: int | None = None, requested: bool = True
     ) -> None:
         """``requested``: a request for advice, which counts; else a measurement by hand (`advisor bench run
         --architecture`), kept for its layer table."""
-        rows = self.db.table("architectures")
-        with self.db.conn:
-            found = next(iter(rows.rows_where("architecture_hash = ?", [table.architecture_hash])), None)
-            batches = sorted({*([batch] if batch else []), *(json.loads(found["batches"]) if found else [])})
-            rows.upsert(
-                {
-                    "architecture_hash": table.architecture_hash,
-                    "model": table.reference,
-                    "input_shape": json.dumps(list(table.input_shape)),
-                    "layer_table": found["layer_table"] if found else table.model_dump_json(),
-                    "batches": json.dumps(batches),
-                    "requests": (found["requests"] if found else 0) + requested,
-                    "first_at": found["first_at"] if found else at.isoformat(),
-                    "last_at": at.isoformat(),
-                },
-                pk="architecture_hash",
+        with self.store.db.conn:
+            found = next(
+                iter(self.store.rows(ARCHITECTURES, "architecture_hash = ?", [table.architecture_hash])), None
             )
+            batches = sorted({*([batch] if batch else []), *(json.loads(found.batches) if found else [])})
+            row = ArchitectureRow(
+                architecture_hash=table.architecture_hash,
+                model=table.reference,
+                input_shape=json.dumps(list(table.input_shape)),
+                layer_table=found.layer_table if found else table.model_dump_json(),
+                batches=json.dumps(batches),
+                requests=(found.requests if found else 0) + requested,
+                first_at=found.first_at if found else at,
+                last_at=at,
+            )
+            self.store.upsert(ARCHITECTURES, row)
 
     def since(self, at: datetime) -> list[SubmittedArchitecture]:
         """Architectures submitted at or after ``at``, the most requested first."""
@@ -59,14 +57,12 @@ class Architectures:
         return self._where("first_at >= ?", at)
 
     def _where(self, condition: str, at: datetime) -> list[SubmittedArchitecture]:
-        rows = self.db.table("architectures").rows_where(
-            condition, [at.isoformat()], order_by="requests desc, model"
-        )
+        rows = self.store.rows(ARCHITECTURES, condition, [at.isoformat()], order_by="requests desc, model")
         return [
             SubmittedArchitecture(
-                table=LayerTable.model_validate_json(row["layer_table"]),
-                batches=tuple(json.loads(row["batches"])),
-                requests=row["requests"],
+                table=LayerTable.model_validate_json(row.layer_table),
+                batches=tuple(json.loads(row.batches)),
+                requests=row.requests,
             )
             for row in rows
         ]
@@ -74,17 +70,16 @@ class Architectures:
     def table(self, model: str, input_size: int) -> LayerTable | None:
         """The recorded table of ``model`` on a square RGB input, where one was submitted or measured."""
         shape = json.dumps([3, input_size, input_size])
-        rows = self.db.table("architectures").rows_where(
-            "model = ? AND input_shape = ?", [model, shape], order_by="last_at desc", limit=1
+        rows = self.store.rows(
+            ARCHITECTURES, "model = ? AND input_shape = ?", [model, shape], order_by="last_at desc", limit=1
         )
-        row = next(iter(rows), None)
-        return None if row is None else LayerTable.model_validate_json(row["layer_table"])
+        return LayerTable.model_validate_json(rows[0].layer_table) if rows else None
 
 
 def measured_geometries(store: Store, machine: str) -> set[LayerConfig]:
     """The layer geometries ``machine`` has measured at any batch (as `distinct_layers` gives them)."""
     return {
-        layer_config_of(row).model_copy(update={"batch": 1, "amp": False, "cudnn_benchmark": True})
+        row.config().model_copy(update={"batch": 1, "amp": False, "cudnn_benchmark": True})
         for row in store.layer_rows(machine)
     }
 
@@ -93,12 +88,12 @@ def measured_at(store: Store, machine: str) -> dict[str, datetime]:
     """When ``machine`` last measured each configuration, by the configuration's key; a measurement that
     did not fit counts: measuring it again would say the same."""
     last: dict[str, datetime] = {}
-    rows: list[tuple[StepConfig | LayerConfig, dict[str, Any]]] = [
-        (step_config_of(row), row) for row in store.step_rows(machine)
+    rows: list[StepMeasurementRow | LayerMeasurementRow] = [
+        *store.step_rows(machine),
+        *store.layer_rows(machine),
     ]
-    rows += [(layer_config_of(row), row) for row in store.layer_rows(machine)]
-    for config, row in rows:
-        key, at = config.key(), datetime.fromisoformat(row["measured_at"])
+    for row in rows:
+        key, at = row.config().key(), row.measured_at
         last[key] = max(at, last.get(key, at))
     return last
 

@@ -7,27 +7,7 @@ from typing import Any
 
 from advisor.comm.lines import AllReduceLine, WholeStepLine
 from advisor.comm.sync import AllReduceSample, Communication, Spread, WholeStep, communication
-from advisor.store import Store
-
-_COMMON = {
-    "key": str,
-    "partition": str,
-    "machine": str,
-    "network": str,
-    "measured_at": str,
-    "devices": int,
-    "nodes": int,
-}
-_ALLREDUCE_COLUMNS = {**_COMMON, "bytes": int, "seconds": float, "bus_bytes_s": float}
-_WHOLE_STEP_COLUMNS = {
-    **_COMMON,
-    "model": str,
-    "batch": int,
-    "input_size": int,
-    "gradient_bytes": int,
-    "compute_s": float,
-    "step_s": float,
-}
+from advisor.store import ALLREDUCE, WHOLE_STEPS, AllReduceRow, Store, WholeStepRow
 
 
 class CommunicationRows:
@@ -35,37 +15,24 @@ class CommunicationRows:
     partition, with the machine and the network they were measured on; ingesting twice stores once."""
 
     def __init__(self, store: Store) -> None:
-        self.db = store.db
-        for name, columns in (("allreduce", _ALLREDUCE_COLUMNS), ("whole_steps", _WHOLE_STEP_COLUMNS)):
-            table = self.db.table(name)
-            if not table.exists():  # a read, so the daemon's requests never wait on a writer's lock
-                table.create(columns, pk="key", if_not_exists=True)
-                table.create_index(["partition"], if_not_exists=True)
+        self.store = store
 
     def ingest(self, lines: Iterable[AllReduceLine | WholeStepLine]) -> int:
         count = 0
-        with self.db.conn:
+        with self.store.db.conn:
             for line in lines:
-                common = _common(line)
                 if isinstance(line, AllReduceLine):
-                    sample = line.sample()
-                    extra: dict[str, Any] = {
-                        "bytes": line.bytes,
-                        "seconds": line.seconds,
-                        "bus_bytes_s": sample.bus_bytes_s,
-                    }
-                    self.db.table("allreduce").upsert({**common, **extra}, pk="key")
+                    self.store.upsert(ALLREDUCE, _allreduce_row(line))
                 else:
-                    fields = ("model", "batch", "input_size", "gradient_bytes", "compute_s", "step_s")
-                    row = {**common, **{name: getattr(line, name) for name in fields}}
-                    row["key"] += f" {line.model} {line.batch} {line.input_size}"
-                    self.db.table("whole_steps").upsert(row, pk="key")
+                    self.store.upsert(WHOLE_STEPS, _whole_step_row(line))
                 count += 1
         return count
 
     def partitions(self) -> list[str]:
         """Every partition that measured its all-reduce, by name."""
-        found = self.db.execute("SELECT DISTINCT partition FROM allreduce ORDER BY partition").fetchall()
+        found = self.store.db.execute(
+            "SELECT DISTINCT partition FROM allreduce ORDER BY partition"
+        ).fetchall()
         return [row[0] for row in found]
 
     def by_partition(self, names: Iterable[str]) -> dict[str, Communication]:
@@ -73,43 +40,62 @@ class CommunicationRows:
 
     def communication(self, partition: str) -> Communication:
         """What the partition's latest measurement says; the stated default where it has none."""
-        rows = list(self.db.table("allreduce").rows_where("partition = ?", [partition]))
+        rows = self.store.rows(ALLREDUCE, "partition = ?", [partition])
         if not rows:
             return communication([])
-        latest = max(row["measured_at"] for row in rows)
-        samples = [_sample(row) for row in rows if row["measured_at"] == latest]
-        same_night = self.db.table("whole_steps").rows_where(
-            "partition = ? AND measured_at = ?", [partition, latest]
+        latest = max(row.measured_at for row in rows)
+        samples = [_sample(row) for row in rows if row.measured_at == latest]
+        same_night = self.store.rows(
+            WHOLE_STEPS, "partition = ? AND measured_at = ?", [partition, latest.isoformat()]
         )
         return communication(samples, [_step(row) for row in same_night])
 
 
-def _common(line: AllReduceLine | WholeStepLine) -> dict[str, Any]:
-    when = line.measured_at.isoformat()
+def _where(line: AllReduceLine | WholeStepLine, key: str) -> dict[str, Any]:
+    """`CommunicationRow`'s fields of one line; ``key`` is added to what identifies its run and spread."""
     spread = line.spread
-    key = f"{line.partition} {line.machine} {line.network} {when} {spread.devices}x{spread.nodes}"
-    if isinstance(line, AllReduceLine):
-        key += f" {line.bytes}"
+    when = line.measured_at.isoformat()
     return {
-        "key": key,
+        "key": f"{line.partition} {line.machine} {line.network} {when} {spread.devices}x{spread.nodes} {key}",
         "partition": line.partition,
         "machine": line.machine,
         "network": line.network,
-        "measured_at": when,
+        "measured_at": line.measured_at,
         "devices": spread.devices,
         "nodes": spread.nodes,
     }
 
 
-def _sample(row: dict[str, Any]) -> AllReduceSample:
-    spread = Spread(devices=row["devices"], nodes=row["nodes"])
-    return AllReduceSample(spread=spread, bytes=row["bytes"], seconds=row["seconds"])
+def _allreduce_row(line: AllReduceLine) -> AllReduceRow:
+    return AllReduceRow(
+        **_where(line, str(line.bytes)),
+        bytes=line.bytes,
+        seconds=line.seconds,
+        bus_bytes_s=line.sample().bus_bytes_s,
+    )
 
 
-def _step(row: dict[str, Any]) -> WholeStep:
+def _whole_step_row(line: WholeStepLine) -> WholeStepRow:
+    return WholeStepRow(
+        **_where(line, f"{line.model} {line.batch} {line.input_size}"),
+        model=line.model,
+        batch=line.batch,
+        input_size=line.input_size,
+        gradient_bytes=line.gradient_bytes,
+        compute_s=line.compute_s,
+        step_s=line.step_s,
+    )
+
+
+def _sample(row: AllReduceRow) -> AllReduceSample:
+    spread = Spread(devices=row.devices, nodes=row.nodes)
+    return AllReduceSample(spread=spread, bytes=row.bytes, seconds=row.seconds)
+
+
+def _step(row: WholeStepRow) -> WholeStep:
     return WholeStep(
-        spread=Spread(devices=row["devices"], nodes=row["nodes"]),
-        gradient_bytes=row["gradient_bytes"],
-        compute_s=row["compute_s"],
-        step_s=row["step_s"],
+        spread=Spread(devices=row.devices, nodes=row.nodes),
+        gradient_bytes=row.gradient_bytes,
+        compute_s=row.compute_s,
+        step_s=row.step_s,
     )

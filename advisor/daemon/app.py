@@ -53,7 +53,7 @@ from advisor.recommend.cluster import ClusterView
 from advisor.recommend.edges import WAITS_FRESH_FOR, Sources, recommend_now
 from advisor.settings.validated import BenchSettings
 from advisor.slurm.client import SlurmClient
-from advisor.store import Audit, ModelRegistry, Store
+from advisor.store import Audit, AuditRow, ModelRegistry, Store
 
 MAX_IDLE_STORES = 8
 """SQLite connections kept open between requests: as many as the server's threads that advise."""
@@ -160,16 +160,16 @@ class AdviceService:
         young = timedelta(days=self.policy.current.rewrite.max_model_age_days)
         now = self.clock()
         for row in active:
-            age = now - datetime.fromisoformat(row["created_at"])
-            if row["quarantined"] is not None:
+            age = now - row.created_at
+            if row.quarantined is not None:
                 problems.append(
-                    f"the predictor of {row['machine']} (version {row['version']}) {row['quarantined']}: "
+                    f"the predictor of {row.machine} (version {row.version}) {row.quarantined}: "
                     "quarantined; its partitions get no model advice of their own (scaled from another "
                     "machine, low confidence) until `advisor models train`"
                 )
             elif age > young:
                 problems.append(
-                    f"the predictor of {row['machine']} is {age.days} days old: its advice is shown, never "
+                    f"the predictor of {row.machine} is {age.days} days old: its advice is shown, never "
                     "applied"
                 )
         if self.run_history is not None and self.run_history.problem is not None:
@@ -213,20 +213,19 @@ class AdviceService:
                 latency_ms=latency_ms,
             )
         request_id = uuid.uuid4().hex
-        row = {
-            "request_id": request_id,
-            "at": now.isoformat(),
-            "uid": peer.uid,
-            "user": user,
-            "where": request.where,
-            "argv": json.dumps(request.sbatch_argv),
-            "request": answer.request_json,
-            "recommendation": answer.recommendation_json,
-            "offered": int(answer.submission.rewritten),
-            "applied": None,
-            "latency_ms": latency_ms,
-            "architecture_hash": None if answer.table is None else answer.table.architecture_hash,
-        }
+        row = AuditRow(
+            request_id=request_id,
+            at=now,
+            uid=peer.uid,
+            user=user,
+            where=request.where,
+            argv=json.dumps(request.sbatch_argv),
+            request=answer.request_json,
+            recommendation=answer.recommendation_json,
+            offered=answer.submission.rewritten,
+            latency_ms=latency_ms,
+            architecture_hash=None if answer.table is None else answer.table.architecture_hash,
+        )
         # One writer at a time in this process: SQLite's own busy wait sleeps in steps of milliseconds.
         with self._writing, self.store() as store:
             Audit(store).record(row)
@@ -305,15 +304,15 @@ class AdviceService:
         with self.store() as store:
             row = Audit(store).by_job(job_id)
         # One answer for "none" and "not yours": which job ids were advised is no one else's business.
-        if row is None or peer.uid not in (row["uid"], 0, os.geteuid()):
+        if row is None or peer.uid not in (row.uid, 0, os.geteuid()):
             raise LookupError(f"no advice of yours was given for job {job_id}")
         return Explanation(
             job_id=job_id,
-            request_id=row["request_id"],
-            user=row["user"],
-            offered=bool(row["offered"] if row["offered"] is not None else row["applied"]),
-            applied=bool(row["applied"]),
-            recommendation=Recommendation.model_validate_json(row["recommendation"]),
+            request_id=row.request_id,
+            user=row.user,
+            offered=bool(row.offered if row.offered is not None else row.applied),
+            applied=bool(row.applied),
+            recommendation=Recommendation.model_validate_json(row.recommendation),
         )
 
 

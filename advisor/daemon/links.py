@@ -7,14 +7,13 @@ from __future__ import annotations
 import pwd
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
 
 from advisor.api import Submitted
 from advisor.daemon.metrics import Metrics
 from advisor.daemon.transport import Peer
 from advisor.recommend.choose import Estimate, Recommendation
 from advisor.slurm.client import SlurmClient
-from advisor.store import AdvisedJobs, Audit, Store
+from advisor.store import AdvisedJobRow, AdvisedJobs, Audit, AuditRow, Store
 
 
 class Forbidden(PermissionError):
@@ -32,14 +31,14 @@ class JobLinks:
         applied, else the job as written)."""
         audit = Audit(store)
         row = audit.get(message.request_id)
-        if row is None or row["uid"] != peer.uid:
+        if row is None or row.uid != peer.uid:
             raise Forbidden(f"request {message.request_id} is not yours")
         if not self._owns(peer.uid, message.job_id):
             raise Forbidden(f"job {message.job_id} does not belong to uid {peer.uid}")
         audit.attach_job(message.request_id, message.job_id, message.applied)
-        if row["offered"]:
+        if row.offered:
             self.metrics.rewrites.labels("applied" if message.applied else "declined").inc()
-        recommendation = Recommendation.model_validate_json(row["recommendation"])
+        recommendation = Recommendation.model_validate_json(row.recommendation)
         chosen = recommendation.chosen if message.applied else recommendation.baseline
         if chosen is not None:
             AdvisedJobs(store).record(_advised(message.job_id, row, chosen))
@@ -54,32 +53,31 @@ class JobLinks:
         return any(job.user == user_name(uid) for job in finished)
 
 
-def _advised(job_id: int, row: dict[str, Any], chosen: Estimate) -> dict[str, Any]:
+def _advised(job_id: int, row: AuditRow, chosen: Estimate) -> AdvisedJobRow:
     """What calibration compares the job's real run with: the prediction and the correction it feeds."""
-    submitted_at = datetime.fromisoformat(row["at"])
 
-    def start(wait_s: float | None) -> str | None:
-        return None if wait_s is None else (submitted_at + timedelta(seconds=wait_s)).isoformat()
+    def start(wait_s: float | None) -> datetime | None:
+        return None if wait_s is None else row.at + timedelta(seconds=wait_s)
 
-    return {
-        "job_id": job_id,
-        "submitted_at": row["at"],
-        "user": row["user"],
-        "partition": chosen.candidate.partition,
-        "machine": chosen.machine,
-        "calibration_key": chosen.calibration_key or chosen.machine,
-        "architecture": row.get("architecture_hash"),
-        "model_version": chosen.model_version,
-        "confidence": chosen.confidence,
-        "predicted_s": chosen.run_s,
-        "predicted_p90_s": chosen.run_p90_s,
-        "predicted_p10_s": chosen.run_p10_s,
-        "comparable_from_s": chosen.comparable_from_s,
-        "applied_correction": chosen.applied_correction,
-        "time_limit_s": chosen.time_limit.total_seconds(),
-        "slurm_start": start(chosen.slurm_wait_s),
-        "advisor_start": start(chosen.advisor_wait_s),
-    }
+    return AdvisedJobRow(
+        job_id=job_id,
+        submitted_at=row.at,
+        user=row.user,
+        partition=chosen.candidate.partition,
+        machine=chosen.machine,
+        calibration_key=chosen.calibration_key or chosen.machine,
+        architecture=row.architecture_hash,
+        model_version=chosen.model_version,
+        confidence=chosen.confidence,
+        predicted_s=chosen.run_s,
+        predicted_p90_s=chosen.run_p90_s,
+        predicted_p10_s=chosen.run_p10_s,
+        comparable_from_s=chosen.comparable_from_s,
+        applied_correction=chosen.applied_correction,
+        time_limit_s=chosen.time_limit.total_seconds(),
+        slurm_start=start(chosen.slurm_wait_s),
+        advisor_start=start(chosen.advisor_wait_s),
+    )
 
 
 def user_name(uid: int) -> str:

@@ -97,11 +97,10 @@ class _ModelCollector(Collector):
             rows = ModelRegistry(store).all_active()
             names = machine_names(store.fingerprints())
         for row in rows:
-            labels = [row["machine"], names.get(row["machine"], "")]
-            created = datetime.fromisoformat(row["created_at"])
-            age.add_metric(labels, (self.now() - created).total_seconds())
-            if row["heldout_mape"] is not None:
-                error.add_metric(labels, row["heldout_mape"])
+            labels = [row.machine, names.get(row.machine, "")]
+            age.add_metric(labels, (self.now() - row.created_at).total_seconds())
+            if row.heldout_mape is not None:
+                error.add_metric(labels, row.heldout_mape)
         yield age
         yield error
 

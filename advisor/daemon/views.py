@@ -11,7 +11,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import cast
 
 from advisor.api import (
     MY_JOBS,
@@ -34,7 +34,7 @@ from advisor.recommend.savings import advice_savings
 from advisor.settings.validated import BenchSettings
 from advisor.slurm.models import Partition, QueuedJob
 from advisor.slurm.runner import SlurmError
-from advisor.store import AdvisedJobs, ModelRegistry, Store
+from advisor.store import AdvisedJobRow, AdvisedJobs, ModelRegistry, ModelVersionRow, Store
 
 TONIGHT_FRESH_FOR = timedelta(minutes=10)
 """How long the admin view shows the same plans for tonight's benchmarks before planning them again."""
@@ -88,7 +88,7 @@ def overview(store: Store, cluster: ClusterView, tonight: list[NightPlan] | None
         accuracy=report(outcomes),
         finished=outcomes,
         coverage=[
-            Coverage.model_validate({**row, "name": names.get(row["machine"])})
+            Coverage.model_validate({**row.model_dump(), "name": names.get(row.machine)})
             for row in store.benchmark_coverage()
         ],
         tonight=tonight,
@@ -138,30 +138,27 @@ def _night(store: Store, partition: Partition, bench: BenchSettings, now: dateti
     )
 
 
-def _model_version(row: dict[str, Any], names: dict[str, str]) -> ModelVersion:
+def _model_version(row: ModelVersionRow, names: dict[str, str]) -> ModelVersion:
     return ModelVersion(
-        machine=row["machine"],
-        name=names.get(row["machine"]),
-        version=row["version"],
-        created_at=datetime.fromisoformat(row["created_at"]),
-        active=bool(row["active"]),
-        heldout_mape=row["heldout_mape"],
-        step_rows=row["step_rows"],
+        machine=row.machine,
+        name=names.get(row.machine),
+        version=row.version,
+        created_at=row.created_at,
+        active=row.active,
+        heldout_mape=row.heldout_mape,
+        step_rows=row.step_rows,
     )
 
 
-def _advised_job(row: dict[str, Any]) -> AdvisedJob:
-    def when(text: str | None) -> datetime | None:
-        return datetime.fromisoformat(text) if text else None
-
+def _advised_job(row: AdvisedJobRow) -> AdvisedJob:
     return AdvisedJob(
-        job_id=row["job_id"],
-        submitted_at=datetime.fromisoformat(row["submitted_at"]),
-        partition=row["partition"],
-        predicted_s=row["predicted_s"],
-        predicted_p90_s=row["predicted_p90_s"],
-        predicted_start=when(row["slurm_start"]) or when(row["advisor_start"]),
-        started_at=when(row["started_at"]),
-        elapsed_s=row["elapsed_s"],
-        state=row["state"],
+        job_id=row.job_id,
+        submitted_at=row.submitted_at,
+        partition=row.partition,
+        predicted_s=row.predicted_s,
+        predicted_p90_s=row.predicted_p90_s,
+        predicted_start=row.slurm_start or row.advisor_start,
+        started_at=row.started_at,
+        elapsed_s=row.elapsed_s,
+        state=row.state,
     )

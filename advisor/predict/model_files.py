@@ -19,13 +19,12 @@ import subprocess
 import sys
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 from advisor.predict.boosters import booster_width
 from advisor.predict.layout import current_layout, layout_problem, width_problem
 from advisor.predict.machine import MachineModel
 from advisor.predict.model_check import READY
-from advisor.store import ModelRegistry, Store
+from advisor.store import ModelRegistry, ModelVersionRow, Store
 
 CHECK_TIMEOUT_S = 60.0
 """A check process that takes longer is killed, and its version quarantined (loading takes about 1 s)."""
@@ -63,26 +62,26 @@ def write_version_file(path: Path, text: str) -> str:
     return digest(data)
 
 
-def checked_model(store: Store, row: dict[str, Any]) -> MachineModel | None:
+def checked_model(store: Store, row: ModelVersionRow) -> MachineModel | None:
     """The version of registry ``row``, or None where its file failed a check (then it is quarantined) or
     was fitted with another feature layout than this advisor's (then it waits for a retrain, unmoved)."""
     try:
-        expected = row["sha256"] or _first_check(store, row)
-        model = _verified(row["path"], expected)
+        expected = row.sha256 or _first_check(store, row)
+        model = _verified(str(row.path), expected)
     except ModelFileError as error:
         quarantine(store, row, str(error))
         return None
     except UncheckedError as error:
-        log.error("model file %s not loaded: %s", row["path"], error)
+        log.error("model file %s not loaded: %s", row.path, error)
         return None
     problem = layout_refusal(model)
     if problem is not None:
         log.error(
             "model file %s (the predictor of %s, version %s) is not served: %s; its partitions are predicted "
             "as if never benchmarked until `advisor models train` fits a new version",
-            row["path"],
-            row["machine"],
-            row["version"],
+            row.path,
+            row.machine,
+            row.version,
             problem,
         )
         return None
@@ -117,9 +116,9 @@ def _read(path: Path) -> bytes:
         raise ModelFileError(f"could not be read ({error.strerror or type(error).__name__})") from None
 
 
-def _first_check(store: Store, row: dict[str, Any]) -> str:
+def _first_check(store: Store, row: ModelVersionRow) -> str:
     """The digest of a version trained before digests were kept, once a check process loaded it whole."""
-    data = _read(Path(row["path"]))
+    data = _read(row.path)
     # -P: nothing from the working directory is imported; the daemon's own environment is.
     argv = [sys.executable, "-P", "-m", "advisor.predict.model_check"]
     try:
@@ -137,19 +136,19 @@ def _first_check(store: Store, row: dict[str, Any]) -> str:
         code = result.returncode
         how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
         tail = result.stderr.decode(errors="replace").strip().splitlines()[-1:]
-        log.error("model file %s failed its check process (%s): %s", row["path"], how, " ".join(tail))
+        log.error("model file %s failed its check process (%s): %s", row.path, how, " ".join(tail))
         raise ModelFileError(f"has no checksum and did not load in a check process ({how})")
     found = digest(data)
     try:
-        ModelRegistry(store).record_sha256(row["machine"], int(row["version"]), found)
+        ModelRegistry(store).record_sha256(row.machine, row.version, found)
     except sqlite3.Error as error:
-        log.warning("model file %s loads, but its checksum was not recorded: %s", row["path"], error)
+        log.warning("model file %s loads, but its checksum was not recorded: %s", row.path, error)
     return found
 
 
-def quarantine(store: Store, row: dict[str, Any], why: str) -> None:
+def quarantine(store: Store, row: ModelVersionRow, why: str) -> None:
     """Moves the file aside (kept for a look, never deleted) and marks its version in the registry."""
-    machine, version, path = row["machine"], int(row["version"]), Path(row["path"])
+    machine, version, path = row.machine, row.version, row.path
     where = move_aside(path)
     log.error(
         "model file %s (the predictor of %s, version %d) %s: quarantined, %s; its partitions are predicted "

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from advisor.predict.array_outcome import array_outcome
 from advisor.predict.calibration import Correction, Outcome, fit_corrections
@@ -18,10 +18,10 @@ def collect_outcomes(store: Store, client: SlurmClient) -> int:
     """Marks every advised job that Slurm's history shows ended, and every advised array none of whose
     tasks still waits or runs; returns how many."""
     advised = AdvisedJobs(store)
-    waiting = {int(row["job_id"]): row for row in advised.unfinished()}
+    waiting = {row.job_id: row for row in advised.unfinished()}
     if not waiting:
         return 0
-    since = min(datetime.fromisoformat(row["submitted_at"]) for row in waiting.values()) - _CLOCK_SKEW
+    since = min(row.submitted_at for row in waiting.values()) - _CLOCK_SKEW
     history = client.history(since, job_ids=sorted(waiting))
     ended = [job for job in history if job.job_id in waiting and job.array_task_id is None]
     for job in ended:
@@ -56,19 +56,20 @@ def _settled(job_id: int, done: Sequence[FinishedJob], queue: Sequence[QueuedJob
 def load_outcomes(store: Store) -> list[Outcome]:
     return [
         Outcome(
-            job_id=row["job_id"],
-            partition=row["partition"],
-            machine=row.get("calibration_key") or row["machine"],  # a record from before keys: its machine
-            state=row["state"],
-            predicted_s=row["predicted_s"],
-            predicted_p90_s=row["predicted_p90_s"],
-            predicted_p10_s=row.get("predicted_p10_s") or None,  # a record from before p10s: none
-            actual_s=row["elapsed_s"],
-            comparable_from_s=row.get("comparable_from_s") or None,
-            applied_correction=row.get("applied_correction") or 1.0,  # a record from before: none applied
-            architecture=row.get("architecture") or None,
+            job_id=row.job_id,
+            partition=row.partition,
+            machine=row.calibration_key or row.machine,  # a record from before keys: its machine
+            state=row.state,
+            predicted_s=row.predicted_s,
+            predicted_p90_s=row.predicted_p90_s,
+            predicted_p10_s=row.predicted_p10_s or None,  # a record from before p10s: none
+            actual_s=row.elapsed_s,
+            comparable_from_s=row.comparable_from_s or None,
+            applied_correction=row.applied_correction or 1.0,  # a record from before: none applied
+            architecture=row.architecture or None,
         )
         for row in AdvisedJobs(store).finished()
+        if row.state is not None and row.elapsed_s is not None  # finished: both are
     ]
 
 

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from math import exp, log
 from pathlib import Path
 from statistics import median
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -24,13 +24,14 @@ from advisor.predict.heldout import fit_with_bands
 from advisor.predict.machine import LayerSample, MachineModel, StepSample
 from advisor.predict.model_files import checked_model, write_version_file
 from advisor.records import LayerConfig
-from advisor.store import ModelRegistry, Store, layer_config_of
+from advisor.store import LayerMeasurementRow, ModelRegistry, ModelVersionRow, StepMeasurementRow, Store
 
 TableSource = Callable[[str, int], LayerTable]
 HELDOUT_FOLDS = 5
 DEFAULT_MAX_WORSE_MAPE = 0.02
 _CUT_EACH_END = 0.25
 K = TypeVar("K", bound=Hashable)
+MeasurementRow = StepMeasurementRow | LayerMeasurementRow
 
 
 class TrainedVersion(BaseModel):
@@ -48,21 +49,21 @@ class TrainedVersion(BaseModel):
 
 
 def machines(store: Store) -> list[str]:
-    return sorted({row["machine"] for row in store.step_rows()})
+    return sorted({row.machine for row in store.step_rows()})
 
 
-def layer_samples(rows: Iterable[dict[str, Any]]) -> list[LayerSample]:
+def layer_samples(rows: Iterable[LayerMeasurementRow]) -> list[LayerSample]:
     """One sample per configuration of one machine, paced or not as the steps are (``step_samples``)."""
-    groups: dict[LayerConfig, list[dict[str, Any]]] = {}
+    groups: dict[LayerConfig, list[LayerMeasurementRow]] = {}
     for row in rows:
-        if row["fits"] and row["median_s"] is not None:
-            config = layer_config_of(row)
+        if row.fits and row.median_s is not None:
+            config = row.config()
             groups.setdefault(config, []).append(row)
     seconds = _seconds(groups)
     return [LayerSample(config, seconds[config][0]) for config in groups]
 
 
-def _seconds(groups: Mapping[K, Sequence[dict[str, Any]]]) -> dict[K, tuple[float, tuple[float, ...]]]:
+def _seconds(groups: Mapping[K, Sequence[MeasurementRow]]) -> dict[K, tuple[float, tuple[float, ...]]]:
     """Each configuration's seconds from its measurements. Paced: its ratio to the pace step at the
     machine's pace (the median pace step), after each run's own level is taken out (``median_polish`` over
     runs and configurations): the pace step keeps one speed through a run, while whole runs on one VM differ.
@@ -75,9 +76,11 @@ def _seconds(groups: Mapping[K, Sequence[dict[str, Any]]]) -> dict[K, tuple[floa
     # Imported here: only training needs scipy.stats, and every process that loads a model would import it.
     from scipy.stats import trim_mean  # type: ignore[import-untyped]
 
-    paced = [(row, key) for key, members in groups.items() for row in members if row["pace_ratio"]]
-    pace = median(float(row["pace_s"]) for row, _ in paced) if paced else 0.0
-    cells = [(row["run_id"], key, log(float(row["pace_ratio"]))) for row, key in paced]
+    paced = [
+        (row, key, row.pace_ratio) for key, members in groups.items() for row in members if row.pace_ratio
+    ]
+    pace = median(float(row.pace_s or 0.0) for row, _, _ in paced) if paced else 0.0
+    cells = [(row.run_id, key, log(ratio)) for row, key, ratio in paced]
     levels, _effects = median_polish(cells)
     relative: dict[K, list[float]] = {}
     for run, key, value in cells:
@@ -88,23 +91,23 @@ def _seconds(groups: Mapping[K, Sequence[dict[str, Any]]]) -> dict[K, tuple[floa
             tuple(pace * exp(v) for v in relative[key]),
         )
         if key in relative
-        else (min(runs := [float(row["median_s"]) for row in members]), tuple(runs))
+        else (min(runs := [float(row.median_s or 0.0) for row in members]), tuple(runs))
         for key, members in groups.items()
     }
 
 
-def step_samples(rows: Iterable[dict[str, Any]], tables: TableSource) -> list[StepSample]:
+def step_samples(rows: Iterable[StepMeasurementRow], tables: TableSource) -> list[StepSample]:
     """One sample per configuration of one machine (see ``_seconds``), and its median peak memory."""
-    groups: dict[tuple[str, int, int, bool, bool], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, int, int, bool, bool], list[StepMeasurementRow]] = {}
     for row in rows:
-        if row["fits"] and row["median_s"] is not None:
-            settings = (row["batch"], bool(row["amp"]), bool(row["channels_last"]))
-            groups.setdefault((row["model"], row["input_size"], *settings), []).append(row)
+        if row.fits and row.median_s is not None:
+            settings = (row.batch, row.amp, row.channels_last)
+            groups.setdefault((row.model, row.input_size, *settings), []).append(row)
     seconds = _seconds(groups)
     samples = []
     for key, members in groups.items():
         model, size, batch, amp, channels_last = key
-        peaks = [row["peak_memory_bytes"] for row in members if row["peak_memory_bytes"]]
+        peaks = [row.peak_memory_bytes for row in members if row.peak_memory_bytes]
         samples.append(
             StepSample(
                 table=tables(model, size),
@@ -139,25 +142,27 @@ def train_machine(
     registry = ModelRegistry(store)
     active = registry.active(machine)
     # A quarantined version serves nothing, so it holds no new one back.
-    serving = None if active is None or active["quarantined"] else active["heldout_mape"]
+    serving = None if active is None or active.quarantined else active.heldout_mape
     activate = passes_gate(model.heldout_mape, serving, max_worse_mape)
-    measured = sorted(row["measured_at"] for row in rows)
+    measured = sorted(row.measured_at for row in rows)
 
-    def write(version: int) -> dict[str, Any]:
+    def write(version: int) -> ModelVersionRow:
         path = _version_file(models_dir, machine, version)
         sha256 = write_version_file(path, model.model_dump_json())
         written(path)
-        return {
-            "path": str(path),
-            "sha256": sha256,
-            "created_at": datetime.now(UTC).isoformat(),
-            "step_rows": len(steps),
-            "layer_rows": len(layers),
-            "models": ",".join(sorted({s.model for s in steps})),
-            "measured_from": measured[0],
-            "measured_to": measured[-1],
-            "heldout_mape": model.heldout_mape,
-        }
+        return ModelVersionRow(
+            machine=machine,
+            version=version,
+            path=path,
+            sha256=sha256,
+            created_at=datetime.now(UTC),
+            step_rows=len(steps),
+            layer_rows=len(layers),
+            models=",".join(sorted({s.model for s in steps})),
+            measured_from=measured[0],
+            measured_to=measured[-1],
+            heldout_mape=model.heldout_mape,
+        )
 
     version = registry.add_version(machine, write, activate)
     return TrainedVersion(
@@ -190,15 +195,15 @@ def active_models(store: Store) -> dict[str, tuple[MachineModel, int]]:
     its check (`checked_model`) has none, the others are served."""
     loaded = {}
     for row in ModelRegistry(store).all_active():
-        model = None if row["quarantined"] else checked_model(store, row)
+        model = None if row.quarantined else checked_model(store, row)
         if model is not None:
-            loaded[row["machine"]] = (model, int(row["version"]))
+            loaded[row.machine] = (model, row.version)
     return loaded
 
 
 def model_created_at(store: Store, machine: str, version: int) -> datetime | None:
     """When a version was trained: the policy trusts a model only while it is young."""
     for row in ModelRegistry(store).versions(machine):
-        if row["version"] == version:
-            return datetime.fromisoformat(row["created_at"])
+        if row.version == version:
+            return row.created_at
     return None

@@ -120,11 +120,14 @@ def advice_savings(store: Store) -> Savings:
     from advisor.store import AdvisedJobs, Audit
 
     audit = Audit(store)
-    ended = {row["job_id"]: row for row in AdvisedJobs(store).finished()}
+    ended = {row.job_id: row for row in AdvisedJobs(store).finished()}
     applied = []
     for row in audit.applied():
-        job = ended.get(row["job_id"], {})
-        recommendation = Recommendation.model_validate_json(row["recommendation"])
-        applied.append((int(row["job_id"]), recommendation, job.get("state"), job.get("elapsed_s")))
+        if row.job_id is None:
+            continue  # never: only rows with a job are applied
+        job = ended.get(row.job_id)
+        recommendation = Recommendation.model_validate_json(row.recommendation)
+        state, elapsed_s = (None, None) if job is None else (job.state, job.elapsed_s)
+        applied.append((row.job_id, recommendation, state, elapsed_s))
     not_applied, previewed = audit.unapplied_offers()
     return savings(applied, not_applied, previewed)

@@ -3,6 +3,8 @@ the same `FinishedJob` records as ``sacct --json``. Times are read as UTC: dump 
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from advisor.slurm.models import FinishedJob
@@ -31,7 +33,7 @@ def parse_sacct_parsable(text: str, where: str) -> list[FinishedJob]:
         if len(values) != len(header):
             raise ValueError(f"{where}:{number}: {len(values)} fields, the header has {len(header)}")
         try:
-            job = _finished(dict(zip(header, values, strict=True)))
+            job = _finished(SacctLine.of(dict(zip(header, values, strict=True))))
         except ValueError as error:
             raise ValueError(f"{where}:{number}: {error}") from None
         if job is not None:
@@ -39,34 +41,66 @@ def parse_sacct_parsable(text: str, where: str) -> list[FinishedJob]:
     return jobs
 
 
-def _finished(row: dict[str, str]) -> FinishedJob | None:
-    job_id = row["JobID"]
-    if "." in job_id or row["End"] in ("", "Unknown", "None"):
+@dataclass(frozen=True)
+class SacctLine:
+    """One line of a dump, field by field, as text; an optional field the dump lacks is empty."""
+
+    job_id: str
+    user: str
+    job_name: str
+    partition: str
+    state: str
+    submit: str
+    start: str
+    end: str
+    elapsed: str
+    time_limit: str
+    job_id_raw: str = ""
+    nodes: str = ""
+    alloc_tres: str = ""
+    exit_code: str = "0:0"
+
+    @classmethod
+    def of(cls, fields: dict[str, str]) -> SacctLine:
+        """The line whose fields ``fields`` names by the dump's header."""
+        present = {name: fields[header] for name, header in _HEADERS.items() if header in fields}
+        return cls(**present)
+
+
+_HEADERS = dict(zip([field.name for field in dataclasses.fields(SacctLine)], DUMP_FIELDS, strict=True))
+"""Each field's name in the dump's header."""
+
+
+def _finished(line: SacctLine) -> FinishedJob | None:
+    if "." in line.job_id or line.end in _NO_TIME:
         return None  # a step, or a job still running
-    array_job, _, task = job_id.partition("_")
-    tres = parse_tres(row.get("AllocTRES", ""))
+    array_job, _, task = line.job_id.partition("_")
+    tres = parse_tres(line.alloc_tres)
     typed = sum(int(value) for key, value in tres.items() if key.startswith("gres/gpu:"))
     gpus = int(tres["gres/gpu"]) if "gres/gpu" in tres else typed
-    exit_code = row.get("ExitCode", "0:0").split(":", 1)[0]
-    limit = row["Timelimit"]
+    exit_code = line.exit_code.split(":", 1)[0]
+    limit = line.time_limit
     return FinishedJob(
-        job_id=int(row.get("JobIDRaw") or array_job),
+        job_id=int(line.job_id_raw or array_job),
         array_job_id=int(array_job) if task else None,
         array_task_id=int(task) if task.isdigit() else None,
-        name=row["JobName"],
-        user=row["User"],
-        partition=row["Partition"],
-        state=row["State"].split()[0],
-        submit_time=_time(row["Submit"]),
-        start_time=None if row["Start"] in ("", "Unknown", "None") else _time(row["Start"]),
-        end_time=_time(row["End"]),
-        elapsed=parse_duration(row["Elapsed"]) or timedelta(0),
+        name=line.job_name,
+        user=line.user,
+        partition=line.partition,
+        state=line.state.split()[0],
+        submit_time=_time(line.submit),
+        start_time=None if line.start in _NO_TIME else _time(line.start),
+        end_time=_time(line.end),
+        elapsed=parse_duration(line.elapsed) or timedelta(0),
         time_limit=None if limit == "Partition_Limit" else parse_duration(limit),
-        node_count=int(row.get("NNodes") or 0),
+        node_count=int(line.nodes or 0),
         alloc_tres=tres,
         gpus=gpus,
         exit_code=int(exit_code) if exit_code.isdigit() else 0,
     )
+
+
+_NO_TIME = ("", "Unknown", "None")
 
 
 def _time(text: str) -> datetime:

@@ -14,7 +14,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from pydantic import TypeAdapter
+
 from advisor.slurm.runner import CommandResult, Runner, SlurmError
+
+_RECORDING = TypeAdapter(list[CommandResult])
+"""A recording as `save` writes it: each answer's fields, its argv a list."""
 
 
 @dataclass(frozen=True)
@@ -34,8 +39,7 @@ class RecordedRunner:
 
     @classmethod
     def load(cls, path: Path) -> RecordedRunner:
-        rows = json.loads(path.read_text(encoding="utf-8"))
-        return cls([CommandResult(**{**row, "argv": tuple(row["argv"])}) for row in rows])
+        return cls(_RECORDING.validate_json(path.read_bytes()))
 
     def run(self, argv: Sequence[str], *, stdin: str | None = None, timeout: float) -> CommandResult:
         args = tuple(argv)

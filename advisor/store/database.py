@@ -7,31 +7,49 @@ Measurements are keyed by their content, so ingesting the same results twice sto
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlite_utils import Database
-from sqlite_utils.db import Table
 
-from advisor.records import (
-    Fingerprint,
-    LayerConfig,
-    LayerMeasurement,
-    ResultLine,
-    StepConfig,
-    StepMeasurement,
+from advisor.frozen import Frozen
+from advisor.records import Fingerprint, ResultLine, StepMeasurement
+from advisor.store.advised_jobs import ADVISED_JOBS
+from advisor.store.allreduce import ALLREDUCE
+from advisor.store.architectures import ARCHITECTURES
+from advisor.store.audit import AUDIT
+from advisor.store.fingerprints import FINGERPRINTS, FingerprintRow
+from advisor.store.layer_measurements import LAYER_MEASUREMENTS, LayerMeasurementRow
+from advisor.store.model_versions import MODEL_VERSIONS
+from advisor.store.step_measurements import STEP_MEASUREMENTS, StepMeasurementRow
+from advisor.store.table import Table
+from advisor.store.whole_steps import WHOLE_STEPS
+
+R = TypeVar("R", bound=Frozen)
+
+TABLES: tuple[Table[Any], ...] = (
+    FINGERPRINTS,
+    STEP_MEASUREMENTS,
+    LAYER_MEASUREMENTS,
+    MODEL_VERSIONS,
+    ADVISED_JOBS,
+    AUDIT,
+    ARCHITECTURES,
+    ALLREDUCE,
+    WHOLE_STEPS,
 )
-from advisor.store.schema import (
-    ADVISED_COLUMNS,
-    ARCHITECTURE_COLUMNS,
-    AUDIT_COLUMNS,
-    FINGERPRINT_COLUMNS,
-    LAYER_COLUMNS,
-    MODEL_COLUMNS,
-    SCHEMA_VERSION,
-    STEP_COLUMNS,
-)
+"""Every table of the database, each defined in its own module."""
+
+SCHEMA_VERSION = 6
+"""``PRAGMA user_version`` of a database this version wrote. 1: before it was kept (the tables as they were);
+2: the audit's ``offered`` column; 3: the ``architectures`` users submitted; 4: each model version's
+``sha256`` and ``quarantined`` (`advisor.predict.model_files`); 5: each advised job's p10, calibration key,
+architecture and start-up plus one epoch (`advisor.predict.calibration`); 6: the correction already in each
+advised job's prediction. Each later version only adds tables and columns, which `Store` does when it opens
+an older database, so an upgrade needs no step; an older advisor refuses a newer database rather than write
+to tables it does not know."""
 
 BUSY_TIMEOUT_S = 30.0
 
@@ -84,41 +102,52 @@ class Store:
         db.execute("PRAGMA synchronous = NORMAL")
         return cls(db)
 
+    @classmethod
+    def memory(cls) -> Store:
+        """A database of this process alone, gone when it closes: unit tests' store, with every table."""
+        return cls(Database(sqlite3.connect(":memory:", check_same_thread=False)))
+
+    def rows(
+        self,
+        table: Table[R],
+        where: str | None = None,
+        args: Sequence[object] = (),
+        *,
+        order_by: str | None = None,
+        limit: int | None = None,
+    ) -> list[R]:
+        """``table``'s rows ``where`` holds (SQL over its columns), as its row type."""
+        found = self.db.table(table.name).rows_where(where, list(args), order_by=order_by, limit=limit)
+        return [table.parse(row) for row in found]
+
     def ingest(self, lines: Iterable[ResultLine]) -> int:
         """Store measurements in one transaction; returns how many were new."""
         before = self.count()
         with self.db.conn:
             for line in lines:
-                fingerprint = line.fingerprint
-                self.db.table("fingerprints").upsert(_fingerprint_row(fingerprint), pk="key")
+                self.upsert(FINGERPRINTS, FingerprintRow.of(line.fingerprint))
                 if isinstance(line.measurement, StepMeasurement):
-                    self.db.table("step_measurements").upsert(_step_row(line, line.measurement), pk="key")
+                    self.upsert(STEP_MEASUREMENTS, StepMeasurementRow.of(line, line.measurement))
                 else:
-                    self.db.table("layer_measurements").upsert(_layer_row(line, line.measurement), pk="key")
+                    self.upsert(LAYER_MEASUREMENTS, LayerMeasurementRow.of(line, line.measurement))
         return self.count() - before
 
     def count(self) -> int:
-        return self.db.table("step_measurements").count + self.db.table("layer_measurements").count
+        return sum(self.db.table(table.name).count for table in (STEP_MEASUREMENTS, LAYER_MEASUREMENTS))
 
     def fingerprints(self) -> list[Fingerprint]:
-        rows = self.db.table("fingerprints").rows
-        return [
-            Fingerprint.model_validate({k: v for k, v in row.items() if k not in {"key", "machine"}})
-            for row in rows
-        ]
+        return [row.fingerprint() for row in self.rows(FINGERPRINTS)]
 
-    def step_rows(self, machine: str | None = None) -> list[dict[str, Any]]:
-        where = None if machine is None else "machine = ?"
-        return list(self.db.table("step_measurements").rows_where(where, [machine] if machine else []))
+    def step_rows(self, machine: str | None = None) -> list[StepMeasurementRow]:
+        return self.rows(STEP_MEASUREMENTS, *_of_machine(machine))
 
-    def layer_rows(self, machine: str | None = None) -> list[dict[str, Any]]:
-        where = None if machine is None else "machine = ?"
-        return list(self.db.table("layer_measurements").rows_where(where, [machine] if machine else []))
+    def layer_rows(self, machine: str | None = None) -> list[LayerMeasurementRow]:
+        return self.rows(LAYER_MEASUREMENTS, *_of_machine(machine))
 
-    def benchmark_coverage(self) -> list[dict[str, Any]]:
+    def benchmark_coverage(self) -> list[BenchmarkCoverage]:
         """Per partition and machine: the last step measured and how many were."""
         return [
-            {"partition": row[0], "machine": row[1], "last": row[2], "rows": row[3]}
+            BenchmarkCoverage(partition=row[0], machine=row[1], last=row[2], rows=row[3])
             for row in self.db.execute(
                 "SELECT f.partition, s.machine, MAX(s.measured_at), COUNT(*) FROM step_measurements s "
                 "JOIN fingerprints f ON f.key = s.fingerprint GROUP BY f.partition, s.machine ORDER BY 1"
@@ -138,112 +167,32 @@ class Store:
                 latest[partition] = (machine, at)
         return {partition: machine for partition, (machine, _) in latest.items()}
 
+    def upsert(self, table: Table[R], row: R) -> None:
+        """Writes ``row``, replacing the one of its key (a measurement ingested twice is stored once)."""
+        self.db.table(table.name).upsert(table.values(row), pk=table.key)
+
     def _create_tables(self) -> None:
-        """The whole schema, once per connection: the wrappers below only read and write."""
-        self._table("fingerprints", FINGERPRINT_COLUMNS, "key")
-        for name, columns in (("step_measurements", STEP_COLUMNS), ("layer_measurements", LAYER_COLUMNS)):
-            self._table(name, columns, "key").create_index(["machine"], if_not_exists=True)
-        self._table("model_versions", MODEL_COLUMNS, ("machine", "version"))
-        self._table("advised_jobs", ADVISED_COLUMNS, "job_id")
-        self._table("audit", AUDIT_COLUMNS, "request_id").create_index(["job_id"], if_not_exists=True)
-        self._table("architectures", ARCHITECTURE_COLUMNS, "architecture_hash")
-
-    def _table(self, name: str, columns: dict[str, Any], pk: str | tuple[str, ...]) -> Table:
-        """``name``, created if missing, with any column a database from an older version lacks."""
-        table = self.db.table(name)
-        table.create(columns, pk=pk, if_not_exists=True)
-        present = table.columns_dict
-        for column, kind in columns.items():
-            if column not in present:
-                table.add_column(column, kind)
-        return table
+        """The whole schema, once per connection: the wrappers only read and write."""
+        for table in TABLES:
+            created = self.db.table(table.name)
+            columns = table.columns()
+            created.create(columns, pk=table.key, if_not_exists=True)
+            present = created.columns_dict
+            for column, kind in columns.items():
+                if column not in present:
+                    created.add_column(column, kind)
+            for index in table.indexes:
+                created.create_index([index], if_not_exists=True)
 
 
-def step_config_of(row: dict[str, Any]) -> StepConfig:
-    """The configuration a step row measured."""
-    return StepConfig(
-        model=row["model"],
-        input_size=row["input_size"],
-        batch=row["batch"],
-        amp=bool(row["amp"]),
-        channels_last=bool(row["channels_last"]),
-        pinned=bool(row["pinned"]),
-        workers=row["workers"],
-    )
+class BenchmarkCoverage(Frozen):
+    """What one partition's machine has measured: its last step and how many."""
+
+    partition: str | None
+    machine: str
+    last: datetime
+    rows: int
 
 
-def layer_config_of(row: dict[str, Any]) -> LayerConfig:
-    """The configuration a layer row measured."""
-    return LayerConfig(
-        op=row["op"],
-        in_channels=row["in_channels"],
-        out_channels=row["out_channels"],
-        kernel=_pair(row["kernel"]),
-        stride=_pair(row["stride"]),
-        padding=_pair(row["padding"]),
-        dilation=_pair(row["dilation"]),
-        groups=row["groups"],
-        height=row["height"],
-        width=row["width"],
-        batch=row["batch"],
-        amp=bool(row["amp"]),
-        cudnn_benchmark=bool(row["cudnn_benchmark"]),
-    )
-
-
-def _pair(text: str) -> tuple[int, int]:
-    first, second = text.split("x")
-    return int(first), int(second)
-
-
-def _fingerprint_row(fingerprint: Fingerprint) -> dict[str, Any]:
-    return {"key": fingerprint.key(), "machine": fingerprint.machine(), **fingerprint.model_dump()}
-
-
-def _common(line: ResultLine, median_s: float | None, fits: bool, error: str | None) -> dict[str, Any]:
-    return {
-        "key": line.key(),
-        "run_id": line.run_id,
-        "fingerprint": line.fingerprint.key(),
-        "machine": line.fingerprint.machine(),
-        "measured_at": line.measured_at.isoformat(),
-        "median_s": median_s,
-        "fits": int(fits),
-        "error": error,
-    }
-
-
-def _step_row(line: ResultLine, step: StepMeasurement) -> dict[str, Any]:
-    config = step.config
-    return {
-        **_common(line, step.median_s, step.fits, step.error),
-        **config.model_dump(),
-        "amp": int(config.amp),
-        "channels_last": int(config.channels_last),
-        "pinned": int(config.pinned),
-        "arch_hash": step.arch_hash,
-        "steps": step.steps,
-        "non_device_share": step.non_device_share,
-        "peak_memory_bytes": step.peak_memory_bytes,
-        "pace_ratio": step.pace_ratio,
-        "pace_s": step.pace_s,
-    }
-
-
-def _layer_row(line: ResultLine, layer: LayerMeasurement) -> dict[str, Any]:
-    config = layer.config
-    pairs = {
-        name: "x".join(map(str, getattr(config, name)))
-        for name in ("kernel", "stride", "padding", "dilation")
-    }
-    return {
-        **_common(line, layer.median_s, layer.fits, layer.error),
-        **config.model_dump(),
-        **pairs,
-        "depthwise": int(config.depthwise),
-        "grouped": int(config.grouped),
-        "amp": int(config.amp),
-        "cudnn_benchmark": int(config.cudnn_benchmark),
-        "pace_ratio": layer.pace_ratio,
-        "pace_s": layer.pace_s,
-    }
+def _of_machine(machine: str | None) -> tuple[str | None, list[str]]:
+    return (None, []) if machine is None else ("machine = ?", [machine])
