@@ -24,7 +24,17 @@ def ingested(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def store(ingested: Path, tmp_path: Path) -> Store:
+def store(ingested: Path) -> Store:
+    """The fixture's measurements in a database in memory, of this test alone."""
+    copy = Store.memory()
+    with sqlite3.connect(ingested) as source:
+        source.backup(copy.db.conn)
+    return copy
+
+
+@pytest.fixture
+def store_file(ingested: Path, tmp_path: Path) -> Store:
+    """The same in ``tmp_path / "advisor.db"``, for a test that runs a command on it."""
     copy = tmp_path / "advisor.db"
     with sqlite3.connect(ingested) as source, sqlite3.connect(copy) as target:
         source.backup(target)

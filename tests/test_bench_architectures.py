@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from advisor.bench.architectures import Architectures, NightOn, measured_at, measured_tables, plan_tonight
 from advisor.bench.night import Priority, Tonight
@@ -66,8 +65,8 @@ def _night(store: Store, at: datetime, partition: str = "a100") -> Tonight:
     return plan_tonight(store, NightOn(partition, "cuda", 4), 20 * 60, at, fake_table)
 
 
-def test_a_submission_is_recorded_once_per_architecture_with_its_batches(tmp_path: Path) -> None:
-    store = Store.open(tmp_path / "advisor.db")
+def test_a_submission_is_recorded_once_per_architecture_with_its_batches() -> None:
+    store = Store.memory()
     architectures = Architectures(store)
     table = fake_table(SUBMITTED, 32)
     architectures.record(table, T0, batch=64)
@@ -83,8 +82,8 @@ def test_a_submission_is_recorded_once_per_architecture_with_its_batches(tmp_pat
     assert measured_tables(store)(SUBMITTED, 32) == table, "training finds a submitted model's table"
 
 
-def test_what_a_machine_measured_is_keyed_as_the_plan_keys_it(tmp_path: Path) -> None:
-    store = Store.open(tmp_path / "advisor.db")
+def test_what_a_machine_measured_is_keyed_as_the_plan_keys_it() -> None:
+    store = Store.memory()
     night = _night(store, T0)
     store.ingest(_measured(night, T0))
     store.ingest(_measured(night, T0 + timedelta(days=1))[:5])
@@ -95,10 +94,8 @@ def test_what_a_machine_measured_is_keyed_as_the_plan_keys_it(tmp_path: Path) ->
     assert store.latest_machines() == {"a100": GPU.machine()}
 
 
-def test_after_simulated_nights_a_submitted_architecture_is_measured_first_then_the_grid_goes_on(
-    tmp_path: Path,
-) -> None:
-    store = Store.open(tmp_path / "advisor.db")
+def test_after_simulated_nights_a_submitted_architecture_is_measured_first_then_the_grid_goes_on() -> None:
+    store = Store.memory()
     first = _night(store, T0)
     assert first.machine is None and first.entries[0].priority is Priority.COARSE
     store.ingest(_measured(first, T0))

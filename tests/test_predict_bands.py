@@ -30,7 +30,7 @@ from advisor.store import ModelRegistry, Store
 from . import predict_support
 from .predict_support import T4
 
-ingested, store = predict_support.ingested, predict_support.store
+ingested, store, store_file = predict_support.ingested, predict_support.store, predict_support.store_file
 """The CPU zoo fixture, a store per test."""
 
 
@@ -152,10 +152,10 @@ def test_repeated_runs_give_the_measured_class_its_own_band(store: Store) -> Non
 
 
 def test_a_version_from_before_bands_gets_the_machine_wide_band_labelled_by_the_same_cuts(
-    store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    store_file: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (machine,) = machines(store)
-    trained = train_machine(store, machine, tmp_path / "models", zoo_table)
+    (machine,) = machines(store_file)
+    trained = train_machine(store_file, machine, tmp_path / "models", zoo_table)
     old = json.loads(trained.path.read_text())
     del old["bands"]
     old["p90_log_ratio"] = log(12.0)
@@ -169,14 +169,14 @@ def test_a_version_from_before_bands_gets_the_machine_wide_band_labelled_by_the_
     from advisor.predict.model_files import write_version_file
 
     sha = write_version_file(trained.path, json.dumps(old))
-    store.db.execute("UPDATE model_versions SET sha256 = ? WHERE machine = ?", [sha, machine])
-    store.db.commit()
-    served = predict(Predictors.load(store), StepQuestion("cpu", table, 32, False, False), [])
+    store_file.db.execute("UPDATE model_versions SET sha256 = ? WHERE machine = ?", [sha, machine])
+    store_file.db.commit()
+    served = predict(Predictors.load(store_file), StepQuestion("cpu", table, 32, False, False), [])
     assert served.confidence == "low" and "retrain for bands by evidence" in (served.note or "")
     assert cli(["models", "list", "--db", str(tmp_path / "advisor.db")]) == 0
-    named = labelled(machine, machine_names(store.fingerprints()))
+    named = labelled(machine, machine_names(store_file.fingerprints()))
     assert f"{named} version {trained.version}: one band for every prediction" in capsys.readouterr().out
-    assert ModelRegistry(store).active(machine) is not None
+    assert ModelRegistry(store_file).active(machine) is not None
 
 
 def test_a_machine_with_large_held_out_error_gives_no_high_prediction(store: Store) -> None:

@@ -43,7 +43,7 @@ from advisor.store import AdvisedJobRow, AdvisedJobs, LayerMeasurementRow, Model
 from . import predict_support
 from .predict_support import FIXTURE, T4
 
-ingested, store = predict_support.ingested, predict_support.store
+ingested, store, store_file = predict_support.ingested, predict_support.store, predict_support.store_file
 """The CPU zoo fixture, a store per test."""
 
 
@@ -196,7 +196,7 @@ def test_a_partition_without_benchmarks_is_scaled_with_low_confidence(store: Sto
     assert unknown.note is not None and "no GPU specification" in unknown.note
 
 
-def test_predict_prints_json(store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_predict_prints_json(store_file: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "advisor.db"
     settings = load_settings(os.environ)
     parser = argparse.ArgumentParser()
@@ -227,7 +227,7 @@ def test_predict_prints_json(store: Store, tmp_path: Path, capsys: pytest.Captur
 
 
 def test_evaluate_reports_each_held_out_batch_size_and_plots(
-    store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    store_file: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     parser = argparse.ArgumentParser()
     add_commands(parser.add_subparsers(), load_settings(os.environ))
@@ -241,7 +241,9 @@ def test_evaluate_reports_each_held_out_batch_size_and_plots(
     assert list(by_batch) == ["2", "4", "8", "16", "32", "64"]
     # Every model ran every batch size, so the overall figure is the mean of the batch sizes' figures.
     assert machine["unseen_batch_mape"] == pytest.approx(sum(by_batch.values()) / len(by_batch))
-    assert set(machine["lomo_mape_by_model"]) == {s.model for s in step_samples(store.step_rows(), zoo_table)}
+    assert set(machine["lomo_mape_by_model"]) == {
+        s.model for s in step_samples(store_file.step_rows(), zoo_table)
+    }
     bands = {b["evidence"]: b for b in machine["bands"]}
     assert list(bands) == ["measured", "interpolated", "layers", "zoo"]
     assert bands["measured"]["samples"] == 0 and bands["measured"]["share_under_p90"] is None
@@ -314,7 +316,7 @@ def test_paced_steps_take_their_median_ratio_at_the_machines_median_pace(tmp_pat
             update={"run_id": f"night-{night}", "measurement": line.measurement.model_copy(update=update)}
         )
 
-    store = Store.open(tmp_path / "paced.db")
+    store = Store.memory()
     store.ingest(
         [
             measured(first, 1, 0.001, None, None),
@@ -400,25 +402,25 @@ def test_a_database_from_before_pacing_gains_its_columns(tmp_path: Path) -> None
 
 
 def test_a_version_worse_than_the_active_one_is_held_back_and_activate_rolls_either_way(
-    store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    store_file: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (machine,) = machines(store)
-    first = train_machine(store, machine, tmp_path / "models", zoo_table)
+    (machine,) = machines(store_file)
+    first = train_machine(store_file, machine, tmp_path / "models", zoo_table)
     assert first.activated and first.heldout_mape is not None and first.heldout_mape > 0.01
     # The active version claims a perfect held-out score: no new fit of the same data can match it.
-    store.db.execute("UPDATE model_versions SET heldout_mape = 0.0 WHERE version = ?", [first.version])
-    store.db.conn.commit()
-    held = train_machine(store, machine, tmp_path / "models", zoo_table, max_worse_mape=0.01)
+    store_file.db.execute("UPDATE model_versions SET heldout_mape = 0.0 WHERE version = ?", [first.version])
+    store_file.db.conn.commit()
+    held = train_machine(store_file, machine, tmp_path / "models", zoo_table, max_worse_mape=0.01)
     assert not held.activated and held.path.exists()
-    assert active_models(store)[machine][1] == first.version, "the gate kept the active version serving"
+    assert active_models(store_file)[machine][1] == first.version, "the gate kept the active version serving"
 
     def models(*words: str) -> int:
         return cli(["models", *words, "--db", str(tmp_path / "advisor.db")])
 
     assert models("activate", machine, str(held.version)) == 0
-    assert active_models(store)[machine][1] == held.version, "the held-back version, served by hand"
+    assert active_models(store_file)[machine][1] == held.version, "the held-back version, served by hand"
     assert models("activate", machine, str(first.version)) == 0
-    assert active_models(store)[machine][1] == first.version, "rolled back"
+    assert active_models(store_file)[machine][1] == first.version, "rolled back"
     assert models("activate", machine, "99") == 1
     assert "has no version 99" in capsys.readouterr().out
     assert models("list", "--json") == 0
@@ -474,7 +476,7 @@ def test_an_architecture_whose_own_layers_were_measured_is_predicted_with_its_la
 
 
 def test_profile_sets_a_profiled_step_beside_the_predictions_split(
-    store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    store_file: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`advisor profile`: every part measured here and predicted, the predicted parts adding up to the
     prediction `advisor predict` gives."""
@@ -487,9 +489,9 @@ def test_profile_sets_a_profiled_step_beside_the_predictions_split(
     assert (
         op_part("aten::native_batch_norm") is StepPart.MEMORY_BOUND and op_part("Optimizer.step#SGD") is None
     )
-    (machine,) = machines(store)
-    train_machine(store, machine, tmp_path / "models", zoo_table)
-    (model, _version) = active_models(store)[machine]
+    (machine,) = machines(store_file)
+    train_machine(store_file, machine, tmp_path / "models", zoo_table)
+    (model, _version) = active_models(store_file)[machine]
     table = zoo_table("resnet18", 32)
     parts = model.parts(table, 8, False, False)
     assert set(parts) == set(StepPart) and all(seconds >= 0 for seconds in parts.values())

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from advisor.comm.sync import Communication, Link, Spread
@@ -36,13 +34,11 @@ LORA = TrainingSettings(lora_rank=2, lora_targets=("fc",))
 
 @pytest.mark.parametrize(("training", "parameters"), [(None, 200), (LORA, 60)])
 def test_only_the_trained_parameters_gradients_are_all_reduced(
-    tmp_path: Path, training: TrainingSettings | None, parameters: int
+    training: TrainingSettings | None, parameters: int
 ) -> None:
     """Four devices: a ring carries 2 x 3/4 of the float32 gradients, 1.5 x 4 bytes a parameter: 1,200 B
     (1.2 ms) for the whole linear, 360 B (0.36 ms) for its adapters alone."""
     table = _one_linear().trained(training)
-    models = StoredModels(
-        Store.open(tmp_path / "advisor.db"), Predictors([], {}, {}), [], table, [], {"a100": APART}
-    )
+    models = StoredModels(Store.memory(), Predictors([], {}, {}), [], table, [], {"a100": APART})
     added = models.sync("a100", Spread(devices=4, nodes=1), micro_step_s=0.5).added_s
     assert added == pytest.approx(1.5 * 4 * parameters / 1e6)
