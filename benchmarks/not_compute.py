@@ -39,7 +39,7 @@ def _paced(layers: list[LayerMeasurement]) -> list[tuple[LayerConfig, float]]:
 
 
 def _show(rates: MachineRates, measured: list[tuple[LayerConfig, float]]) -> None:
-    print("bandwidth, GB/s (forward and backward bytes moved / paced median seconds), by tensor elements:")
+    print("bandwidth, GB/s (forward and backward bytes moved / median seconds), by tensor elements:")
     sizes = sorted({c.in_channels * c.height * c.width for c, _ in measured if c.op in rates.curves})
     print(f"{'op':<12}" + "".join(f"{_count(n):>8}" for n in sizes))
     for op in rates.curves:
@@ -82,10 +82,8 @@ def _measure(kind: DeviceKind, budget_minutes: float, out: Path | None) -> list[
     if out:
         out.write_text("".join(line.model_dump_json() + "\n" for line in lines))
     phases = ", ".join(phase for phase in Phase if phase in {item.phase for item in plan.items})
-    print(
-        f"{summary.measured} of {summary.planned} sweep items ({phases}) measured in {summary.elapsed_s:.0f} s "
-        f"(estimated {plan.estimate_s:.0f} s); {summary.failed} failed"
-    )
+    took = f"{summary.elapsed_s:.0f} s (estimated {plan.estimate_s:.0f} s); {summary.failed} failed"
+    print(f"{summary.measured} of {summary.planned} sweep items ({phases}) measured in {took}")
     return lines
 
 
@@ -99,6 +97,7 @@ def main() -> None:
     parser.add_argument(
         "--results", type=Path, help="fit these JSON lines instead of measuring (a night's, the GPU check's)"
     )
+    parser.add_argument("--raw", action="store_true", help="each median as measured, not at the run's pace")
     args = parser.parse_args()
     if args.results:
         lines = [
@@ -107,7 +106,8 @@ def main() -> None:
     else:
         lines = _measure(args.device, args.budget_minutes, args.out)
     layers = [line.measurement for line in lines if isinstance(line.measurement, LayerMeasurement)]
-    measured = _paced([m for m in layers if m.median_s is not None])
+    timed = [m for m in layers if m.median_s is not None]
+    measured = [(m.config, m.median_s or 0.0) for m in timed] if args.raw else _paced(timed)
     _show(fit_rates(measured), measured)
 
 

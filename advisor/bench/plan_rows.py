@@ -67,7 +67,8 @@ def _row(phase: Phase, items: list[PlanItem], total_s: float) -> PlanRow:
             if phase in SWEPT:
                 sizes.add(sweep_size(phase, config))
             flags = {"amp": config.amp, "cudnn_benchmark": config.cudnn_benchmark}
-        settings.update(f"{name}={'on' if value else 'off'}" for name, value in flags.items())
+        if phase not in SWEPT:  # a sweep does not vary them (FP32, cuDNN benchmark mode on)
+            settings.update(f"{name}={'on' if value else 'off'}" for name, value in flags.items())
     estimate_s = sum(item.estimate_s for item in items)
     return PlanRow(
         phase=phase,
