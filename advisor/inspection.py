@@ -9,7 +9,6 @@ from rich.console import Console
 from rich.table import Table
 
 from advisor import readable, terminal
-from advisor.compress.estimate import render_savings
 from advisor.introspect.memory import Optimizer, estimate_peak_memory, optimizer_state_bytes
 from advisor.introspect.run import TaskInput, introspect
 from advisor.introspect.table import Layer, LayerTable, TensorShape
@@ -80,6 +79,8 @@ def render(table: LayerTable, batch_size: int, console: Console) -> None:
         estimates = (estimate_peak_memory(table, batch_size, precision, o).total for o in Optimizer)
         memory.add_row(str(precision), *(readable.size(total) for total in estimates))
     console.print(memory)
+    from advisor.compress.estimate import render_savings  # a tool's table, loaded when shown
+
     render_savings(table, console)
 
 

@@ -198,4 +198,6 @@ def test_inspect_savings_list_each_dense_layer_once() -> None:
     assert [(layer.name, layer.rows, layer.cols) for layer in layers] == [("head", 10, 32)]
     console = Console(record=True, width=200)
     render_savings(table, console)
-    assert "1,280 B" in console.export_text()
+    shown = console.export_text()
+    assert "1.25 KiB" in shown, shown  # 10 x 32 float32 weights: 1,280 bytes
+    assert "1,280" not in shown  # sizes in binary units, not raw byte counts

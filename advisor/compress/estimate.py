@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.table import Table
 
+from advisor import readable
 from advisor.compress.curve import estimated_nbytes
 from advisor.introspect.table import LayerKind, LayerTable
 
@@ -60,6 +61,6 @@ def render_savings(table: LayerTable, console: Console) -> None:
         cells = []
         for bits in INDEX_BITS:
             after = sum(member.bytes_after(bits) for member in members)
-            cells.append(f"{after:,} B ({before / after:.1f}x)")
-        rows.add_row(name, shape, f"{before:,} B", *cells)
+            cells.append(f"{readable.size(after)} ({before / after:.1f}x)")
+        rows.add_row(name, shape, readable.size(before), *cells)
     console.print(rows)
