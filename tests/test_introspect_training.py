@@ -1,6 +1,7 @@
 """How a job trains, predicted: LoRA (a frozen base, adapters of rank r), gradient checkpointing (one more
 forward of each block, fewer activations kept), the optimizer's state and ZeRO's sharding. Counted by hand
-on a small table, and against real training steps of a tiny GPT-2 on this CPU."""
+on a small table, and against real training steps of a tiny GPT-2 and a tiny Llama (RMSNorm, SwiGLU,
+grouped-query attention) on this CPU."""
 
 from __future__ import annotations
 
@@ -32,8 +33,16 @@ transformers = pytest.importorskip("transformers")
 
 TINY = {"model_type": "gpt2", "vocab_size": 512, "n_positions": 128, "n_embd": 128, "n_layer": 4,
         "n_head": 4, "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}  # fmt: skip
+LLAMA = {"model_type": "llama", "vocab_size": 512, "max_position_embeddings": 256, "hidden_size": 128,
+         "intermediate_size": 352, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+         "head_dim": 32}  # fmt: skip
+CONFIGS = {"gpt2": TINY, "llama": LLAMA}
 BATCH, TOKENS, RANK = 8, 128, 8
-LORA = TrainingSettings(lora_rank=RANK, lora_targets=("c_attn",))
+LORAS = {
+    "gpt2": TrainingSettings(lora_rank=RANK, lora_targets=("c_attn",)),
+    "llama": TrainingSettings(lora_rank=RANK),  # PEFT's defaults for Llama: q_proj and v_proj
+}
+LORA = LORAS["gpt2"]
 CHECKPOINTING = TrainingSettings(checkpointing=True)
 
 
@@ -95,7 +104,10 @@ class _Adapter(nn.Module):
     def __init__(self, base: nn.Module, rank: int) -> None:
         super().__init__()
         self.base = base
-        d_in, d_out = base.weight.shape  # GPT-2's Conv1D keeps (in, out)
+        # GPT-2's Conv1D keeps (in, out), a Linear (out, in).
+        d_in, d_out = (
+            (base.in_features, base.out_features) if isinstance(base, nn.Linear) else base.weight.shape
+        )
         self.a = nn.Parameter(torch.randn(d_in, rank) * 0.01)
         self.b = nn.Parameter(torch.zeros(rank, d_out))
 
@@ -104,13 +116,20 @@ class _Adapter(nn.Module):
         return out
 
 
-def _model(training: TrainingSettings) -> nn.Module:
+def _model(architecture: str, training: TrainingSettings) -> nn.Module:
     torch.manual_seed(0)
-    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**TINY))
-    if training.lora_rank:
+    values = dict(CONFIGS[architecture])
+    config = transformers.AutoConfig.for_model(values.pop("model_type"), **values)
+    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")
+    if training.lora_rank and architecture == "gpt2":
         model.requires_grad_(False)
         for block in model.transformer.h:
             block.attn.c_attn = _Adapter(block.attn.c_attn, training.lora_rank)
+    elif training.lora_rank:
+        model.requires_grad_(False)
+        for layer in model.model.layers:
+            layer.self_attn.q_proj = _Adapter(layer.self_attn.q_proj, training.lora_rank)
+            layer.self_attn.v_proj = _Adapter(layer.self_attn.v_proj, training.lora_rank)
     if training.checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
     return model.train()
@@ -171,18 +190,23 @@ def _measured(model: nn.Module, tokens: Tensor, optimizer: torch.optim.Optimizer
 
 
 @pytest.fixture(scope="module")
-def runs() -> Iterator[dict[str, tuple[float, int]]]:
-    """Each variant's median step (interleaved, one thread: the CPU is shared) and its bytes."""
+def runs() -> Iterator[dict[tuple[str, str], tuple[float, int]]]:
+    """Each architecture's variants' median step (interleaved, one thread: the CPU is shared) and bytes."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     tokens = torch.randint(0, TINY["vocab_size"], (BATCH, TOKENS))  # type: ignore[arg-type]
-    variants = {"full": TrainingSettings(), "lora": LORA, "checkpointing": CHECKPOINTING}
-    models = {name: _model(training) for name, training in variants.items()}
+    variants = {
+        (architecture, name): training
+        for architecture in CONFIGS
+        for name, training in {"full": TrainingSettings(), "checkpointing": CHECKPOINTING}.items()
+    }
+    variants |= {(architecture, "lora"): LORAS[architecture] for architecture in CONFIGS}
+    models = {name: _model(name[0], training) for name, training in variants.items()}
     optimizers = {
         name: torch.optim.AdamW([p for p in model.parameters() if p.requires_grad])
         for name, model in models.items()
     }
-    seen: dict[str, list[tuple[float, int]]] = {name: [] for name in variants}
+    seen: dict[tuple[str, str], list[tuple[float, int]]] = {name: [] for name in variants}
     for _ in range(6):
         for name, model in models.items():
             seen[name].append(_measured(model, tokens, optimizers[name]))
@@ -190,8 +214,8 @@ def runs() -> Iterator[dict[str, tuple[float, int]]]:
     yield {name: (statistics.median(s for s, _ in got[1:]), got[-1][1]) for name, got in seen.items()}
 
 
-def _predicted(tmp_path: Path, training: TrainingSettings) -> tuple[float, MemoryEstimate]:
-    (tmp_path / "config.json").write_text(json.dumps(TINY), encoding="utf-8")
+def _predicted(tmp_path: Path, architecture: str, training: TrainingSettings) -> tuple[float, MemoryEstimate]:
+    (tmp_path / "config.json").write_text(json.dumps(CONFIGS[architecture]), encoding="utf-8")
     table = introspect(f"hf:{tmp_path}", allow_factories=True, given=TaskInput(TOKENS, "causal-lm"))
     trained = table.trained(training)
     memory = estimate_peak_memory(trained, BATCH, Precision.FP32, Optimizer.ADAMW)
@@ -202,19 +226,21 @@ def _bytes(memory: MemoryEstimate) -> int:
     return memory.weights + memory.gradients + memory.optimizer_state + memory.activations
 
 
+@pytest.mark.parametrize("architecture", sorted(CONFIGS))
 @pytest.mark.parametrize("setting", ["lora", "checkpointing"])
 def test_lora_and_checkpointing_change_time_and_memory_as_measured(
-    setting: str, runs: dict[str, tuple[float, int]], tmp_path: Path
+    architecture: str, setting: str, runs: dict[tuple[str, str], tuple[float, int]], tmp_path: Path
 ) -> None:
-    training = {"lora": LORA, "checkpointing": CHECKPOINTING}[setting]
-    factor, memory = _predicted(tmp_path, training)
-    _, full = _predicted(tmp_path, TrainingSettings())
-    time_ratio, memory_ratio = runs[setting][0] / runs["full"][0], runs[setting][1] / runs["full"][1]
+    training = {"lora": LORAS[architecture], "checkpointing": CHECKPOINTING}[setting]
+    factor, memory = _predicted(tmp_path, architecture, training)
+    _, full = _predicted(tmp_path, architecture, TrainingSettings())
+    measured, plain = runs[architecture, setting], runs[architecture, "full"]
+    time_ratio, memory_ratio = measured[0] / plain[0], measured[1] / plain[1]
     predicted_memory = _bytes(memory) / _bytes(full)
     # One run here (measured, predicted): LoRA time 0.75, 0.73 and bytes 0.73, 0.70; checkpointing time
     # 1.22, 1.31 and bytes 0.378, 0.377.
     assert (factor < 1) == (time_ratio < 1) and predicted_memory < 1 and memory_ratio < 1
-    assert factor == pytest.approx(time_ratio, rel=0.15), (factor, time_ratio)
+    assert factor == pytest.approx(time_ratio, rel=0.15), (architecture, setting, factor, time_ratio)
     assert predicted_memory == pytest.approx(memory_ratio, rel=0.1), (predicted_memory, memory_ratio)
 
 
