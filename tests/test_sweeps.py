@@ -11,15 +11,24 @@ import pytest
 import torch
 
 from advisor.bench.measure import measure_layer
-from advisor.bench.plan import DeviceProfile, Phase, Plan, check_plan, full_plan, quick_plan
+from advisor.bench.plan import (
+    DeviceProfile,
+    Phase,
+    Plan,
+    build_plan,
+    check_plan,
+    full_plan,
+    nightly_grid,
+    quick_plan,
+)
 from advisor.bench.plan_rows import describe
 from advisor.bench.run import describe_item
-from advisor.bench.sweeps import CPU_SWEEPS, UPDATES, powers, swept
+from advisor.bench.sweeps import CPU_SWEEPS, UPDATES, Sweeps, powers, swept
 from advisor.ops import Op, known, op_of
 from advisor.ops import configs as op_configs
 from advisor.ops import costs as op_costs
 from advisor.ops.rates import MachineRates, fit_rates
-from advisor.records import LayerConfig
+from advisor.records import LayerConfig, ResultLine
 from tests.plan_support import fake_table
 
 SWEPT = (Phase.BANDWIDTH, Phase.LAUNCHES, Phase.UPDATES)
@@ -171,3 +180,26 @@ def test_sweep_sizes_are_powers_from_the_smallest() -> None:
     assert powers(1, 3) == (4, 16, 64)
     assert powers(3, 2) == ()
     assert replace(CPU_SWEEPS, chains=(16, 64, 256, 1024)).thin().chains == (16, 256, 1024)
+
+
+def test_a_run_of_the_sweeps_lands_in_the_store_and_comes_back_as_the_machines_rates() -> None:
+    """The product's path: a plan's sweep phases measured by `run_plan`, stored, read back as training
+    reads layers (`layer_samples`), fitted."""
+    from advisor.bench.run import RunOn, run_plan
+    from advisor.predict.registry import layer_samples
+    from advisor.store import Store
+
+    tiny = Sweeps(elements=(4**5,), chains=(16, 64), parameters=(4**7,), tensors=(1, 4), ops=("activation",))
+    grid = replace(nightly_grid("cpu"), models=(), layer_models=(), sweeps=tiny, repeats=2)
+    plan = build_plan(grid, DeviceProfile.assumed("cpu"), fake_table)
+    phases = [item.phase for item in plan.items]
+    assert phases == [Phase.BANDWIDTH, *2 * [Phase.LAUNCHES], *6 * [Phase.UPDATES]]
+    lines: list[ResultLine] = []
+    summary = run_plan(plan, RunOn(torch.device("cpu"), "cpu"), budget_s=120, sink=lines.append)
+    assert summary.measured == len(plan.items)
+    store = Store.memory()
+    store.ingest(lines)
+    rates = fit_rates((s.config, s.seconds) for s in layer_samples(store.layer_rows()))
+    assert set(rates.curves) == {"activation"} and set(rates.updates) == set(UPDATES)
+    assert rates.launch_s is not None and 1e-8 < rates.launch_s < 1e-2
+    assert (rates.bytes_per_s(1e5) or 0) > 1e6 and (rates.update_s("adam", 4**7, 4) or 0) > 0
