@@ -10,7 +10,7 @@ import torch
 from advisor.bench.measure import measure_step
 from advisor.bench.sequence import family_table, is_sequence_model
 from advisor.bench.tables import zoo_table
-from advisor.bench.zoo import CPU_SEQUENCE_MODELS, SEQUENCE_LENGTHS, ZOO, zoo_model
+from advisor.bench.zoo import CPU_SEQUENCE_MODELS, REAL_SEQUENCE_ZOO, SEQUENCE_LENGTHS, ZOO, zoo_model
 from advisor.introspect import LayerKind
 from advisor.ops import layer_op
 from advisor.records import StepConfig
@@ -75,3 +75,11 @@ def test_vit_multi_head_attention_is_its_projections_and_a_fused_attention_with_
     assert projections == [2 * 5 * 768 * 768, 2 * 5 * 768 * 2304]
     found = layer_op(attention, 8)
     assert found is not None and found[1].op == "attention" and found[1].groups == 12
+
+
+def test_the_real_sizes_build_at_every_length_the_gpu_grid_measures() -> None:
+    """BERT has 512 positions: the GPU grid must not ask it for 1024 tokens."""
+    for model in REAL_SEQUENCE_ZOO:
+        table = zoo_table(model.name, max(model.sizes))
+        assert table.training is not None and table.training.optimizer == "adamw"
+    assert max(zoo_model("bert-base-uncased").sizes) == 512

@@ -112,8 +112,13 @@ GPU_SEQUENCE_LENGTHS = (128, 512, 1024)
 """Fine-tuning and pre-training lengths of the real sizes, on a GPU."""
 REAL_SEQUENCE_ZOO = (
     *(
-        ZooModel(name, "transformer", GPU_SEQUENCE_LENGTHS, reference=f"hf:{name}", tokens=True)
-        for name in ("gpt2", "bert-base-uncased", "t5-small", "llama-3.2-1b")
+        ZooModel(name, "transformer", lengths, reference=f"hf:{name}", tokens=True)
+        for name, lengths in (
+            ("gpt2", GPU_SEQUENCE_LENGTHS),
+            ("bert-base-uncased", GPU_SEQUENCE_LENGTHS[:2]),  # 512 positions
+            ("t5-small", GPU_SEQUENCE_LENGTHS),
+            ("llama-3.2-1b", GPU_SEQUENCE_LENGTHS),
+        )
     ),
     ZooModel(
         "vit-base-patch16-224", "transformer", (LARGE,), sized=True, reference="hf:vit-base-patch16-224"
