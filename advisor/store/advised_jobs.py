@@ -80,21 +80,25 @@ class AdvisedJobs:
         return self.store.rows(ADVISED_JOBS, "user = ?", [user], order_by="job_id DESC", limit=limit)
 
     def wait_records(self) -> list[WaitRecord]:
-        """Each estimator's predicted start of every advised job that started, beside the real start."""
+        """Each estimator's predicted start of every advised job that started, beside the real start. Read
+        column by column, not as rows: every advice request reads them all, and they only grow."""
         records = []
-        for row in self.store.rows(ADVISED_JOBS, "started_at IS NOT NULL"):
-            starts: dict[WaitSource, datetime | None] = {
-                "slurm": row.slurm_start,
-                "advisor": row.advisor_start,
-            }
-            for estimator, predicted in starts.items():
-                if predicted is not None and row.started_at is not None:
-                    records.append(
-                        WaitRecord(
-                            estimator=estimator,
-                            partition=row.partition,
-                            predicted_start=predicted,
-                            actual_start=row.started_at,
-                        )
-                    )
+        for partition, started_at, slurm_start, advisor_start in self.db.execute(
+            "SELECT partition, started_at, slurm_start, advisor_start FROM advised_jobs "
+            "WHERE started_at IS NOT NULL"
+        ):
+            starts: tuple[tuple[WaitSource, str | None], ...] = (
+                ("slurm", slurm_start),
+                ("advisor", advisor_start),
+            )
+            records += [
+                WaitRecord(
+                    estimator=estimator,
+                    partition=partition,
+                    predicted_start=datetime.fromisoformat(predicted),
+                    actual_start=datetime.fromisoformat(started_at),
+                )
+                for estimator, predicted in starts
+                if predicted
+            ]
         return records

@@ -117,8 +117,10 @@ class Store:
         limit: int | None = None,
     ) -> list[R]:
         """``table``'s rows ``where`` holds (SQL over its columns), as its row type."""
-        found = self.db.table(table.name).rows_where(where, list(args), order_by=order_by, limit=limit)
-        return [table.parse(row) for row in found]
+        found = self.db.table(table.name).rows_where(
+            where, list(args), order_by=order_by, limit=limit, select=table.select()
+        )
+        return table.parse(found)
 
     def ingest(self, lines: Iterable[ResultLine]) -> int:
         """Store measurements in one transaction; returns how many were new."""

@@ -4,12 +4,15 @@ column's name and type are checked where they are used, not found missing at run
 
 from __future__ import annotations
 
+import functools
 import types
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Generic, TypeVar, Union, get_args, get_origin
+
+from pydantic import TypeAdapter
 
 from advisor.frozen import Frozen
 
@@ -33,9 +36,18 @@ class Table(Generic[R]):
         """``row`` as the column values SQLite keeps."""
         return {name: _stored(value) for name, value in row.model_dump().items()}
 
-    def parse(self, found: Mapping[str, Any]) -> R:
-        """A row read back; columns this advisor does not know are left out."""
-        return self.row.model_validate({name: found[name] for name in self.row.model_fields if name in found})
+    def select(self) -> str:
+        """Its columns, for a SELECT: a column this advisor does not know is never read."""
+        return ", ".join(f"[{name}]" for name in self.row.model_fields)
+
+    def parse(self, found: Iterable[Mapping[str, Any]]) -> list[R]:
+        """Rows read back, validated as one list (a row at a time costs twice as much)."""
+        return _adapter(self.row).validate_python(list(found))
+
+
+@functools.cache
+def _adapter(row: type[R]) -> TypeAdapter[list[R]]:
+    return TypeAdapter(list[row])  # type: ignore[valid-type]
 
 
 def _column_type(annotation: Any) -> type:
