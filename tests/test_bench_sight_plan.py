@@ -40,7 +40,7 @@ def test_a_submitted_global_batch_gives_the_micro_batches_its_candidates_split_i
 
 def test_steps_span_the_range_first_then_layers_at_its_batches_then_steps_again_past_the_budget() -> None:
     table = fake_table("resnet18", 32)
-    budget_s = 60.0
+    budget_s = 30.0
     plan = sight_plan(CPU, DEVICE, table, budget_s, range_batches(CPU, 2, 32))
     parts = [entry.part for entry in plan.items]
     assert parts == sorted(parts, key=list(SightPart).index), "steps, then layers, then steps again"
