@@ -226,7 +226,7 @@ def queue_waits(
     plans each queued job by the advisor's prediction where it advised it, else by its user's history
     (``run_history``), else by its limit scaled as similar jobs used theirs."""
     advised = AdvisedJobs(store)
-    predicted = {int(row["job_id"]): float(row["predicted_s"]) for row in advised.unfinished()}
+    predicted = {row.job_id: row.predicted_s for row in advised.unfinished()}
     snapshot = cluster.snapshot(now)
     if run_history is not None:
         predicted = run_history.queue_runs(cluster.history(), snapshot) | predicted
