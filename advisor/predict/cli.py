@@ -20,7 +20,7 @@ from advisor.predict.bands import RETRAIN
 from advisor.predict.jobtime import JobShape, job_time
 from advisor.readable import percent
 from advisor.settings.validated import Settings
-from advisor.store import ModelRegistry, Store
+from advisor.store import ModelRegistry, ModelVersionRow, Store
 
 if TYPE_CHECKING:
     from advisor.predict.evaluate import MachineEvaluation
@@ -193,13 +193,13 @@ def _list(args: argparse.Namespace, console: Console) -> int:
         table.add_column(column, justify="right")
     for row in rows:
         table.add_row(
-            f"{names.get(row['machine'], '-')}\n({row['machine'][:8]})",
-            ", ".join(partitions.get(row["machine"], [])) or "-",
-            f"{row['version']}{', active' if row['active'] else ''}",
-            readable.timestamp(row["created_at"]),
-            percent(row["heldout_mape"]),
-            f"{row['step_rows']:,}",
-            f"{row['layer_rows']:,}",
+            f"{names.get(row.machine, '-')}\n({row.machine[:8]})",
+            ", ".join(partitions.get(row.machine, [])) or "-",
+            f"{row.version}{', active' if row.active else ''}",
+            readable.timestamp(row.created_at),
+            percent(row.heldout_mape),
+            f"{row.step_rows:,}",
+            f"{row.layer_rows:,}",
         )
     terminal.show(table, console)
     for line in _list_notes(rows, names):
@@ -207,32 +207,32 @@ def _list(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def _listed(row: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+def _listed(row: ModelVersionRow, names: dict[str, str]) -> dict[str, Any]:
     return {
-        "machine": row["machine"],
-        "name": names.get(row["machine"]),
-        "version": row["version"],
-        "active": bool(row["active"]),
-        "created_at": row["created_at"],
-        "heldout_mape": row["heldout_mape"],
-        "steps": row["step_rows"],
-        "layers": row["layer_rows"],
-        "quarantined": row["quarantined"],
+        "machine": row.machine,
+        "name": names.get(row.machine),
+        "version": row.version,
+        "active": row.active,
+        "created_at": row.created_at.isoformat(),
+        "heldout_mape": row.heldout_mape,
+        "steps": row.step_rows,
+        "layers": row.layer_rows,
+        "quarantined": row.quarantined,
     }
 
 
-def _list_notes(rows: list[dict[str, Any]], names: dict[str, str]) -> list[str]:
+def _list_notes(rows: list[ModelVersionRow], names: dict[str, str]) -> list[str]:
     notes = []
     for row in rows:
-        version = f"{labelled(row['machine'], names)} version {row['version']}"
-        if row["active"] and not row["quarantined"] and not _has_bands(Path(row["path"])):
+        version = f"{labelled(row.machine, names)} version {row.version}"
+        if row.active and not row.quarantined and not _has_bands(row.path):
             notes.append(
                 f"{version}: one band for every prediction, its confidence read off the machine's held-out "
                 f"p90: {RETRAIN}"
             )
-        if row["quarantined"]:
+        if row.quarantined:
             notes.append(
-                f"{version} {row['quarantined']}: quarantined (the file is kept beside, as .quarantined)"
+                f"{version} {row.quarantined}: quarantined (the file is kept beside, as .quarantined)"
             )
     return notes
 
