@@ -1,9 +1,9 @@
 """What a night measures, in which order, and how long it should take: pure planning, no torch, no clock.
 
 The order is the point: a run is cut by its time budget, so what it measures first must be what the
-predictors learn most from. What is not compute comes first (`advisor.bench.sweeps`: the machine's
-bandwidth, launch and optimizer rates, which every prediction uses, in about a minute on a CPU and seconds
-on a GPU), then the coarse batch grid over every model at default settings, then each distinct layer once,
+predictors learn most from. The coarse batch grid over every model at default settings comes first, then
+what is not compute (`advisor.bench.sweeps`: the machine's bandwidth, launch and optimizer rates, which
+every prediction uses, in about a minute on a CPU and seconds on a GPU), then each distinct layer once,
 then the rest of the batch grid, then each setting (AMP, channels_last, pinned
 host memory) in turn, each new setting crossed with those before it. Durations come from introspected
 FLOPs and an assumed throughput per device kind: rough, but enough to cut a plan to a budget.
@@ -44,10 +44,10 @@ TableSource = Callable[[str, int], LayerTable]
 
 
 class Phase(StrEnum):
+    COARSE = "coarse"
     BANDWIDTH = "bandwidth"
     LAUNCHES = "launches"
     UPDATES = "updates"
-    COARSE = "coarse"
     LAYERS = "layers"
     BATCHES = "batches"
     AMP = "amp"
@@ -148,7 +148,7 @@ class Grid:
     warmup: int
     repeats: int
     sweeps: Sweeps = NO_SWEEPS
-    """What is not compute (`advisor.bench.sweeps`): measured first."""
+    """What is not compute (`advisor.bench.sweeps`): measured right after the coarse grid."""
 
 
 def quick_plan(tables: TableSource, device: DeviceProfile | None = None) -> Plan:
@@ -270,8 +270,8 @@ def add_plan_choice(parser: argparse.ArgumentParser) -> argparse._MutuallyExclus
 
 def build_plan(grid: Grid, device: DeviceProfile, tables: TableSource) -> Plan:
     items = [
-        *_swept(grid, device),
         *_steps(grid, device, tables, Phase.COARSE, grid.coarse, [(False, False, False)]),
+        *_swept(grid, device),
         *_layers(grid, device, tables, Phase.LAYERS, grid.layer_batches[:1], [(False, True)]),
         *_steps(grid, device, tables, Phase.BATCHES, _rest(grid), [(False, False, False)]),
     ]
