@@ -1,12 +1,14 @@
 """`advisor profile MODEL --batch-size B --partition P`: real training steps of a model, profiled on this
-machine, beside the active predictor's split of its prediction for the partition, part by part (`StepPart`):
-which part a poor prediction misses. Its own part of the package: it joins the benchmark engine (torch
+machine, beside the active predictor's split of its prediction for the partition, part by part (`StepPart`),
+and the op-sum model's (`advisor.predict.opsum`), fitted on the partition's benchmarks: which part a poor
+prediction misses. Its own part of the package: it joins the benchmark engine (torch
 timing) and the predictors, which the service keeps apart."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 from rich.console import Console
@@ -14,8 +16,12 @@ from rich.table import Table
 
 from advisor import argtypes, readable, terminal
 from advisor.machines import labelled, machine_names
+from advisor.records import StepPart
 from advisor.settings.validated import Settings
 from advisor.store import Store
+
+if TYPE_CHECKING:
+    from advisor.introspect import LayerTable
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], settings: Settings) -> None:
@@ -43,6 +49,8 @@ class ProfiledPart(BaseModel):
     part: str
     measured_s: float
     predicted_s: float
+    op_sum_s: float | None = None
+    """The op-sum model's seconds for the part; None where the partition has too few benchmarks."""
 
 
 class StepProfile(BaseModel):
@@ -92,13 +100,22 @@ def _profiled(args: argparse.Namespace, height: int) -> StepProfile | None:
     model, version = predictors.models[own[0]]
     table = model_table(args.model, height, allow_factories=True)
     predicted = model.parts(table, args.batch_size, False, False)
+    summed = _op_sum(Store.existing(args.db), own[0], table, args.batch_size)
     config = StepConfig(
         model=args.model, input_size=height, batch=args.batch_size, amp=False, channels_last=False,
         pinned=False, workers=0,
     )  # fmt: skip
     measured = profile_step(config, torch.device("cpu"), args.steps, allow_factories=True)
-    parts = [ProfiledPart(part=str(p), measured_s=s, predicted_s=predicted[p]) for p, s in measured.items()]
-    step = ProfiledPart(part="step", measured_s=sum(measured.values()), predicted_s=sum(predicted.values()))
+    parts = [
+        ProfiledPart(part=str(p), measured_s=s, predicted_s=predicted[p], op_sum_s=summed.get(p))
+        for p, s in measured.items()
+    ]
+    step = ProfiledPart(
+        part="step",
+        measured_s=sum(measured.values()),
+        predicted_s=sum(predicted.values()),
+        op_sum_s=sum(summed.values()) if summed else None,
+    )
     return StepProfile(
         model=args.model,
         batch_size=args.batch_size,
@@ -110,6 +127,21 @@ def _profiled(args: argparse.Namespace, height: int) -> StepProfile | None:
     )
 
 
+def _op_sum(store: Store, machine: str, table: LayerTable, batch: int) -> dict[StepPart, float]:
+    """The op-sum model's split, fitted here on the machine's benchmarks (seconds); empty without them."""
+    from advisor.bench.architectures import measured_tables
+    from advisor.predict.machine import NotEnoughDataError
+    from advisor.predict.opsum import fit_opsum
+    from advisor.predict.registry import layer_samples, step_samples
+
+    steps = step_samples(store.step_rows(machine), measured_tables(store))
+    try:
+        model = fit_opsum(machine, steps, layer_samples(store.layer_rows(machine)))
+    except NotEnoughDataError:
+        return {}
+    return model.parts(table, batch, False, False)
+
+
 def show(answer: StepProfile, console: Console) -> None:
     """The parts as a table: times with their units, the prediction as a factor of the measurement."""
     names = {} if answer.machine_name is None else {answer.machine: answer.machine_name}
@@ -119,11 +151,22 @@ def show(answer: StepProfile, console: Console) -> None:
         highlight=False,
     )
     out = Table()
-    for column in ("part", "measured", "predicted", "predicted / measured"):
+    columns = ("part", "measured", "predicted", "predicted / measured", "op sum", "op sum / measured")
+    for column in columns:
         out.add_column(column, justify="left" if column == "part" else "right")
     for row in answer.parts:
-        ratio = readable.ratio(row.predicted_s / row.measured_s) if row.measured_s > 0 else readable.NONE
         out.add_row(
-            row.part, readable.short_time(row.measured_s), readable.short_time(row.predicted_s), ratio
+            row.part,
+            readable.short_time(row.measured_s),
+            *_beside(row.predicted_s, row.measured_s),
+            *_beside(row.op_sum_s, row.measured_s),
         )
     terminal.show(out, console)
+
+
+def _beside(predicted_s: float | None, measured_s: float) -> tuple[str, str]:
+    """A predicted time and its factor of the measured one, or none where either is missing."""
+    if predicted_s is None:
+        return readable.NONE, readable.NONE
+    ratio = readable.ratio(predicted_s / measured_s) if measured_s > 0 else readable.NONE
+    return readable.short_time(predicted_s), ratio

@@ -15,6 +15,10 @@ noise lies between measurements, not between the steps of one (a step timed 15 t
 as widely over six repeats), so only more passes narrow it.
 Then ``advisor models train --db DB`` and ``advisor models evaluate --db DB --json --plot FILE.png``.
 
+``--compare`` trains today's step model and the op-sum one (`advisor.predict.opsum`) on ``--db`` and
+prints both held-out figures side by side, in one run: leave one model out, unseen batch sizes (each) and
+peak memory.
+
 ``--spread`` prints how far repeated measurements of the same step lie apart (paced ones by their ratio),
 per batch size: the noise no predictor's held-out MAPE can get under, to read next to the evaluation.
 """
@@ -30,15 +34,22 @@ from dataclasses import replace
 from math import log
 from pathlib import Path
 from statistics import mean
-from typing import Any
 
 import torch
+from rich.console import Console
+from rich.table import Table
 
+from advisor.bench.architectures import measured_tables
 from advisor.bench.plan import DeviceProfile, build_plan, nightly_grid
 from advisor.bench.results import jsonl_sink, read_jsonl
 from advisor.bench.run import RunOn, run_plan, terminal_reporter
 from advisor.bench.tables import zoo_table
-from advisor.store import Store
+from advisor.predict.evaluate import held_out
+from advisor.predict.machine import fit_machine
+from advisor.predict.opsum import fit_opsum
+from advisor.predict.registry import layer_samples, machines, step_samples
+from advisor.readable import percent
+from advisor.store import StepMeasurementRow, Store
 
 NIGHTLY = nightly_grid("cpu")
 
@@ -74,9 +85,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--estimate", action="store_true", help="print the plan's estimate and stop")
     parser.add_argument("--spread", action="store_true", help="print the repeat spread of --db's steps")
+    parser.add_argument(
+        "--compare", action="store_true", help="today's step model and the op-sum one on --db, side by side"
+    )
     args = parser.parse_args(argv)
     if args.passes < 1:
         parser.error(f"--passes must be at least 1, not {args.passes}")
+    if args.compare:
+        compare(Store.existing(args.db))
+        return 0
     if args.spread:
         print(json.dumps(repeat_spread(Store.open(args.db).step_rows()), indent=2))
         return 0
@@ -119,22 +136,50 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def repeat_spread(rows: Iterable[dict[str, Any]]) -> dict[str, float]:
+MODELS = (("today's", fit_machine), ("op sum", fit_opsum))
+
+
+def compare(store: Store) -> None:
+    """Each machine's held-out figures, one column per step model, fitted on the same samples."""
+    tables = measured_tables(store)
+    for machine in machines(store):
+        steps = step_samples(store.step_rows(machine), tables)
+        layers = layer_samples(store.layer_rows(machine))
+        results = [held_out(machine, steps, layers, fit) for _name, fit in MODELS]
+        table = Table(
+            title=f"machine {machine}: {len(steps)} steps, {len(layers)} layers", title_justify="left"
+        )
+        table.add_column("held out")
+        for name, _fit in MODELS:
+            table.add_column(f"{name} MAPE", justify="right")
+        table.add_row("leave one model out", *(percent(r.lomo_mape) for r in results))
+        for model in results[0].lomo_mape_by_model:
+            table.add_row(f"  {model}", *(percent(r.lomo_mape_by_model[model]) for r in results))
+        table.add_row("unseen batch sizes", *(percent(r.unseen_batch_mape) for r in results))
+        for batch in results[0].unseen_batch_mape_by_batch:
+            table.add_row(
+                f"  batch {batch}", *(percent(r.unseen_batch_mape_by_batch[batch]) for r in results)
+            )
+        table.add_row("peak memory", *(percent(r.memory_mape) for r in results))
+        Console().print(table)
+
+
+def repeat_spread(rows: Iterable[StepMeasurementRow]) -> dict[str, float]:
     """Mean log(slowest / fastest) over steps measured more than once, overall and per batch size; paced
     and unpaced measurements of a step are two series."""
-    times: dict[tuple[Any, ...], list[float]] = {}
+    times: dict[tuple[str, str, int, int, bool, bool, bool], list[float]] = {}
     for row in rows:
-        if row["fits"] and row["median_s"]:
+        if row.fits and row.median_s:
             key = (
-                row["machine"],
-                row["model"],
-                row["input_size"],
-                row["batch"],
-                row["amp"],
-                row["channels_last"],
-                row["pace_ratio"] is not None,
+                row.machine,
+                row.model,
+                row.input_size,
+                row.batch,
+                row.amp,
+                row.channels_last,
+                row.pace_ratio is not None,
             )
-            times.setdefault(key, []).append(float(row["pace_ratio"] or row["median_s"]))
+            times.setdefault(key, []).append(float(row.pace_ratio or row.median_s))
     spreads = [(key[3], log(max(t) / min(t))) for key, t in times.items() if len(t) > 1]
     by_batch = {
         f"batch {b}": mean(s for batch, s in spreads if batch == b) for b in sorted({b for b, _ in spreads})

@@ -14,13 +14,25 @@ the share at or under its p10, p50 and p90 should be near 10%, 50% and 90%.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from advisor.introspect import LayerTable
 from advisor.predict.heldout import ClassCoverage, coverage, heldout_residuals, without_models
 from advisor.predict.machine import LayerSample, StepSample, fit_machine, fit_memory
 from advisor.predict.registry import HELDOUT_FOLDS
+
+
+class StepTimer(Protocol):
+    """A fitted step model, as the held-out figures ask it."""
+
+    def step_seconds(self, table: LayerTable, batch: int, amp: bool, channels_last: bool) -> float: ...
+
+
+Fit = Callable[[str, Sequence[StepSample], Sequence[LayerSample]], StepTimer]
+"""Fits one machine's step model: the product's (``fit_machine``) or a candidate beside it."""
 
 
 class Point(BaseModel):
@@ -58,14 +70,16 @@ def _mape(points: Sequence[Point]) -> float | None:
 
 
 def leave_one_model_out(
-    machine: str, steps: Sequence[StepSample], layers: Sequence[LayerSample]
+    machine: str, steps: Sequence[StepSample], layers: Sequence[LayerSample], fit: Fit | None = None
 ) -> list[Point]:
+    """``fit``: the step model held out; today's (``fit_machine``) by default."""
+    fit = fit or fit_machine
     points = []
     for model in sorted({s.model for s in steps}):
         train = [s for s in steps if s.model != model]
-        fitted = fit_machine(machine, train, without_models(steps, layers, {model}))
+        fitted = fit(machine, train, without_models(steps, layers, {model}))
         for sample in (s for s in steps if s.model == model):
-            predicted = fitted.predict(sample.table, sample.batch, sample.amp, sample.channels_last).step_s
+            predicted = fitted.step_seconds(sample.table, sample.batch, sample.amp, sample.channels_last)
             points.append(
                 Point(model=model, batch=sample.batch, measured_s=sample.seconds, predicted_s=predicted)
             )
@@ -73,16 +87,17 @@ def leave_one_model_out(
 
 
 def unseen_batches(
-    machine: str, steps: Sequence[StepSample], layers: Sequence[LayerSample]
+    machine: str, steps: Sequence[StepSample], layers: Sequence[LayerSample], fit: Fit | None = None
 ) -> tuple[list[Point], tuple[int, ...]]:
     """Each interior step batch size held out in turn for every model (interpolation)."""
+    fit = fit or fit_machine
     sizes = sorted({s.batch for s in steps})
     interior = tuple(sizes[1:-1])
     points = []
     for batch in interior:
-        fitted = fit_machine(machine, [s for s in steps if s.batch != batch], layers)
+        fitted = fit(machine, [s for s in steps if s.batch != batch], layers)
         for sample in (s for s in steps if s.batch == batch):
-            predicted = fitted.predict(sample.table, sample.batch, sample.amp, sample.channels_last).step_s
+            predicted = fitted.step_seconds(sample.table, sample.batch, sample.amp, sample.channels_last)
             points.append(
                 Point(model=sample.model, batch=batch, measured_s=sample.seconds, predicted_s=predicted)
             )
@@ -102,9 +117,18 @@ def memory_error(steps: Sequence[StepSample]) -> float | None:
 def evaluate_machine(
     machine: str, steps: Sequence[StepSample], layers: Sequence[LayerSample]
 ) -> MachineEvaluation:
-    lomo = leave_one_model_out(machine, steps, layers)
-    batches, interior = unseen_batches(machine, steps, layers)
     residuals = heldout_residuals(fit_machine(machine, steps, layers), steps, layers, HELDOUT_FOLDS)
+    return held_out(machine, steps, layers, fit_machine).model_copy(
+        update={"bands": tuple(coverage(residuals))}
+    )
+
+
+def held_out(
+    machine: str, steps: Sequence[StepSample], layers: Sequence[LayerSample], fit: Fit
+) -> MachineEvaluation:
+    """The held-out figures of one step model, without bands: what a side-by-side run compares."""
+    lomo = leave_one_model_out(machine, steps, layers, fit)
+    batches, interior = unseen_batches(machine, steps, layers, fit)
     return MachineEvaluation(
         machine=machine,
         lomo_mape=_mape(lomo),
@@ -115,5 +139,4 @@ def evaluate_machine(
         unseen_batch_mape_by_batch={b: _mape([p for p in batches if p.batch == b]) for b in interior},
         memory_mape=memory_error(steps),
         lomo_points=tuple(lomo),
-        bands=tuple(coverage(residuals)),
     )

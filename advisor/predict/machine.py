@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from advisor.introspect import LayerTable
 from advisor.introspect.training import training_time_factor
-from advisor.ops import KernelPath
+from advisor.ops import KernelPath, op_of
 from advisor.predict.bands import ClassBand, machine_band
 from advisor.predict.boosters import (
     LAYER_PARAMS,
@@ -228,6 +228,10 @@ class MachineModel(BaseModel):
             band=band,
         )
 
+    def step_seconds(self, table: LayerTable, batch: int, amp: bool, channels_last: bool) -> float:
+        """The point prediction alone: what a side-by-side evaluation compares."""
+        return self.predict(table, batch, amp, channels_last).step_s
+
     def band(self, evidence: Evidence) -> ClassBand:
         """The class's band; a version trained before bands by evidence has its machine-wide one."""
         found = next((b for b in self.bands if b.evidence == evidence), None)
@@ -294,7 +298,9 @@ def fit_machine(machine: str, steps: Sequence[StepSample], layers: Sequence[Laye
 
 
 def fit_layers(machine: str, layers: Sequence[LayerSample]) -> MachineModel:
-    """The machine's layer times alone (``layer_seconds``), before any step is fitted on top of them."""
+    """The machine's layer times alone (``layer_seconds``), before any step is fitted on top of them: the
+    timed ops' (the sweeps of what is not compute are the roofline's, `advisor.predict.roofline`)."""
+    layers = [s for s in layers if op_of(s.config).timed]
     layer_base = relative_least_squares([layer_terms(s.config) for s in layers], [s.seconds for s in layers])
     layer_booster = train_booster(
         LAYER_PARAMS,

@@ -1,0 +1,211 @@
+"""The step as a sum of what its ops cost, then a booster on what that sum leaves (issue 51).
+
+Each timed op (convolutions, linears) costs its own measured curve where it was micro-benchmarked, else the
+layer booster's (`MachineModel.layer_seconds`); every other op costs the machine's roofline
+(`advisor.predict.roofline`): its hand-counted FLOPs at its family's rate or its bytes at the bandwidth,
+whichever is longer (its swept bandwidth curve where the nightly grid measured it). To those: the launches
+(each layer's kernels at the per-launch cost), the optimizer's update of the parameters, and the time off
+the device (a fixed host cost per step and a per-sample one: the loader's, what makes small batches
+CPU-bound, as the CNN-prediction research's non-GPU term). Each term is in seconds, so a model the zoo
+lacks is priced by what it does, not by what correlates in the zoo; a non-negative fit on relative error
+scales each term once per machine (the timed layers by kernel path and benchmarked batch, shrunk toward one
+shared scale, as the linear base does), and the step booster corrects what is left from batch-free
+features (each term's share), so it cannot learn a batch size it never saw. A model measured whole keeps
+its own two scales, of its fixed and of its per-sample seconds, fitted to its measured steps: one noisy
+step bends a two-parameter curve less than it bends an interpolation through it.
+
+Not the product's step model yet: ``benchmarks/predict_zoo.py --compare`` sets its held-out figures beside
+today's (`advisor.predict.machine`), and it replaces that only when it is better on both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from math import exp, log
+
+from advisor.introspect import LayerTable
+from advisor.ops import Cost, layer_op
+from advisor.predict.boosters import STEP_PARAMS, STEP_ROUNDS, apply_booster, train_booster
+from advisor.predict.features import Part
+from advisor.predict.leastsquares import relative_least_squares
+from advisor.predict.machine import LayerSample, MachineModel, StepSample, fit_layers, series
+from advisor.predict.roofline import LAUNCHES_PER_LAYER, Roofline, fit_roofline
+from advisor.records import StepPart
+
+_TINY = 1e-9
+_TENSORS_PER_LAYER = 2
+"""A weight and a bias (or a norm's scale and shift): the tensors an optimizer updates per layer."""
+TERM_PARTS = (
+    StepPart.LAYERS,
+    StepPart.MEMORY_BOUND,
+    StepPart.DISPATCH,
+    StepPart.OPTIMIZER,
+    StepPart.DISPATCH,
+    StepPart.DISPATCH,
+)
+"""What `advisor profile` names each of ``OpTerms.columns`` (timed layers, untimed ops, launches, the
+optimizer, the host per step and per sample): the time off the device is profiled outside every kernel."""
+
+
+@dataclass(frozen=True)
+class OpTerms:
+    """One model at one batch size and settings, priced op by op on one machine."""
+
+    batch: int
+    amp: bool
+    channels_last: bool
+    layer_parts: Mapping[Part, float]
+    """The timed layers' seconds by kernel path and benchmarked batch (`advisor.predict.features.Part`)."""
+    vector_s: float
+    launch_s: float
+    optimizer_s: float
+    parameters: int
+    layers: int
+
+    def columns(self, calibration: Mapping[Part, float]) -> list[float]:
+        timed = sum(calibration.get(part, 1.0) * s for part, s in self.layer_parts.items())
+        return [timed, self.vector_s, self.launch_s, self.optimizer_s, 1.0, float(self.batch)]
+
+
+def untimed_seconds(table: LayerTable, batch: int, amp: bool, rates: Roofline) -> float:
+    """The roofline of every layer no timed op covers: its op's hand count where the registry has one,
+    else the introspection's costs for it, as a vector op's."""
+    total = 0.0
+    for layer in table.layers:
+        if layer_op(layer, batch, amp, timed=True) is not None:
+            continue
+        found = layer_op(layer, batch, amp)
+        if found is not None:
+            op, config = found
+            total += rates.op_seconds(op.family, op.cost(config), op.name)
+        else:
+            c = layer.at_batch(batch)
+            moved = float(c.bytes_read + c.bytes_written)
+            total += rates.op_seconds("vector", Cost(c.forward_flops, c.backward_flops, moved, 0.0))
+    return total
+
+
+def op_terms(
+    layers: MachineModel, rates: Roofline, table: LayerTable, batch: int, amp: bool, channels_last: bool
+) -> OpTerms:
+    features = layers.features(table, batch, amp, channels_last)
+    weighted = sum(layer.parameters > 0 for layer in table.layers)
+    return OpTerms(
+        batch=batch,
+        amp=amp,
+        channels_last=channels_last,
+        layer_parts=features.layer_parts,
+        vector_s=untimed_seconds(table, batch, amp, rates),
+        launch_s=len(table.layers) * LAUNCHES_PER_LAYER * rates.launch_seconds(),
+        optimizer_s=rates.update_seconds(table.totals.parameters, _TENSORS_PER_LAYER * weighted),
+        parameters=table.totals.parameters,
+        layers=len(table.layers),
+    )
+
+
+@dataclass(frozen=True)
+class OpSumModel:
+    """One machine's op-sum step model."""
+
+    layers: MachineModel
+    """The layer part: measured curves and the layer booster (``fit_layers``)."""
+    rates: Roofline
+    coefficients: tuple[float, ...]
+    calibration: Mapping[Part, float]
+    booster: str
+    own_scales: Mapping[tuple[str, bool, bool], tuple[float, float]] = field(default_factory=dict)
+    """Each model measured whole: its scales of the sum's fixed and per-sample seconds."""
+
+    def terms(self, table: LayerTable, batch: int, amp: bool, channels_last: bool) -> OpTerms:
+        return op_terms(self.layers, self.rates, table, batch, amp, channels_last)
+
+    def shares(self, terms: OpTerms) -> list[float]:
+        """Each term's seconds after the machine's scales."""
+        return [c * t for c, t in zip(self.coefficients, terms.columns(self.calibration), strict=True)]
+
+    def base(self, terms: OpTerms) -> float:
+        return max(sum(self.shares(terms)), _TINY)
+
+    def step_seconds(self, table: LayerTable, batch: int, amp: bool, channels_last: bool) -> float:
+        terms = self.terms(table, batch, amp, channels_last)
+        own = self.own_scales.get((table.architecture_hash, amp, channels_last))
+        if own is not None:
+            fixed, sampled = fixed_and_sampled(self.shares(terms))
+            return max(own[0] * fixed + own[1] * sampled, _TINY)
+        (ratio,) = apply_booster(self.booster, [booster_row(self, terms)])
+        return self.base(terms) * exp(ratio)
+
+    def parts(self, table: LayerTable, batch: int, amp: bool, channels_last: bool) -> dict[StepPart, float]:
+        """The predicted step split by term, each term's share of the sum times the whole prediction."""
+        terms = self.terms(table, batch, amp, channels_last)
+        scale = self.step_seconds(table, batch, amp, channels_last) / self.base(terms)
+        split = dict.fromkeys(StepPart, 0.0)
+        for part, seconds in zip(TERM_PARTS, self.shares(terms), strict=True):
+            split[part] += seconds * scale
+        return split
+
+
+_FIXED = (2, 3, 4)
+"""The sum's terms that do not grow with the batch: launches, the optimizer, the host's per-step cost."""
+
+
+def fixed_and_sampled(shares: Sequence[float]) -> tuple[float, float]:
+    """A step's seconds that stay with the batch and those that grow with it."""
+    fixed = sum(shares[i] for i in _FIXED)
+    return fixed, sum(shares) - fixed
+
+
+def _own_scales(pairs: Sequence[tuple[tuple[float, float], float]]) -> tuple[float, float]:
+    """Scales of a model's fixed and per-sample seconds that fit its measured steps (relative least
+    squares, non-negative); one step measured scales both alike."""
+    if len(pairs) < 2:
+        ((fixed, sampled), seconds) = pairs[0]
+        ratio = seconds / max(fixed + sampled, _TINY)
+        return ratio, ratio
+    a, b = relative_least_squares([list(terms) for terms, _ in pairs], [s for _, s in pairs])
+    return a, b
+
+
+def booster_row(model: OpSumModel, terms: OpTerms) -> list[float]:
+    """Batch-free: each term's share of the sum, the sum, the settings and the model's size."""
+    shares = model.shares(terms)
+    base = max(sum(shares), _TINY)
+    return [
+        *(log(max(s / base, _TINY)) for s in shares),
+        log(base),
+        float(terms.amp),
+        float(terms.channels_last),
+        log(terms.parameters + 1.0),
+        log(terms.layers + 1.0),
+    ]
+
+
+def fit_opsum(machine: str, steps: Sequence[StepSample], layers: Sequence[LayerSample]) -> OpSumModel:
+    """The layer part and the rates from the micro-benchmarks, the term scales from the steps, then the
+    step booster on what the sum leaves."""
+    layer_model = fit_layers(machine, layers)
+    rates = fit_roofline([(s.config, s.seconds) for s in layers])
+    terms = [op_terms(layer_model, rates, s.table, s.batch, s.amp, s.channels_last) for s in steps]
+    coefficients, calibration = _scales(terms, [s.seconds for s in steps])
+    model = OpSumModel(layer_model, rates, coefficients, calibration, booster="")
+    logs = [log(s.seconds) - log(model.base(t)) for s, t in zip(steps, terms, strict=True)]
+    booster = train_booster(STEP_PARAMS, STEP_ROUNDS, [booster_row(model, t) for t in terms], logs)
+    own: dict[tuple[str, bool, bool], list[tuple[tuple[float, float], float]]] = {}
+    for sample, t in zip(steps, terms, strict=True):
+        own.setdefault(series(sample), []).append((fixed_and_sampled(model.shares(t)), sample.seconds))
+    scales = {key: _own_scales(pairs) for key, pairs in own.items()}
+    return OpSumModel(layer_model, rates, coefficients, calibration, booster, scales)
+
+
+def _scales(
+    terms: Sequence[OpTerms], seconds: Sequence[float]
+) -> tuple[tuple[float, ...], dict[Part, float]]:
+    """Each term's scale, and a multiplier of the timed layers' for each ``Part``, shrunk toward theirs."""
+    parts = sorted({part for t in terms for part in t.layer_parts})
+    rows = [[t.layer_parts.get(part, 0.0) for part in parts] + t.columns({})[1:] for t in terms]
+    *coefficients, shared = relative_least_squares(rows, seconds, shrunk=len(parts))
+    calibration = (
+        {p: c / shared for p, c in zip(parts, coefficients[: len(parts)], strict=True)} if shared else {}
+    )
+    return (shared, *coefficients[len(parts) :]), calibration

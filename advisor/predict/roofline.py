@@ -1,0 +1,117 @@
+"""A machine's roofline, pure: how fast it computes by op family, how many bytes a second it moves, what one
+op's launch costs and what the optimizer's update costs, read off its micro-benchmarks: the nightly grid's
+sweeps of what is not compute where it has them (`advisor.ops.rates`), else its timed layers.
+
+The roofline's two roofs: the compute rate of a family is what its fastest benchmarked layers reach (the
+upper tenth of FLOP/s), the bandwidth what the most byte-heavy ones reach (the upper tenth of bytes/s; a
+depthwise convolution is bound by it). A launch is the least any benchmarked layer ever took, over the
+three kernels (forward, input and weight gradients) a layer with weights runs: what an op costs before its
+arithmetic. The optimizer's update is its hand-counted bytes per parameter (`advisor.ops.costs`) over the
+bandwidth. Where the sweeps measured them, an op's bytes cost what its own bandwidth curve says at its size,
+a launch what the launch chain says and the update what the optimizer's curves say. Families no layer
+benchmarks (vector ops) take the highest compute rate: they are bound by
+their bytes, not their arithmetic, and the roofline's max picks the bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from advisor.ops import Cost, op_named, op_of
+from advisor.ops.op import Family
+from advisor.ops.rates import MachineRates, fit_rates
+from advisor.records import LayerConfig
+
+_UPPER = 90.0
+LAUNCHES_PER_LAYER = 3
+"""Forward, input gradient and weight gradient: what a layer with weights launches in a training step."""
+_OPTIMIZER = "sgd_momentum"
+"""The update the nightly grid's steps run (`advisor.bench.training`)."""
+_DEFAULT_FLOPS = 1e10
+_DEFAULT_BANDWIDTH = 1e10
+_DEFAULT_LAUNCH_S = 1e-5
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """What an op the nightly grid does not time costs on one machine: how the op-sum step model
+    (`advisor.predict.opsum`) prices the memory-bound ops, the launches and the update."""
+
+    compute: Mapping[Family, float]
+    """FLOP/s by op family."""
+    bandwidth: float
+    """Bytes/s."""
+    launch_s: float
+    """Seconds one op's launch and dispatch cost."""
+    update_s: float
+    """Seconds the optimizer's update costs one parameter."""
+    swept: MachineRates = field(default_factory=MachineRates)
+    """What the sweeps measured (`advisor.ops.rates`); where they did, it prices in place of the above."""
+
+    def op_seconds(self, family: Family, cost: Cost, op: str | None = None) -> float:
+        """The roofline: forward and backward's arithmetic at the family's rate, or their bytes at the
+        bandwidth (``op``'s swept curve at its size where measured), whichever takes longer."""
+        flops = cost.train_flops / self.compute.get(family, max(self.compute.values()))
+        moved = cost.forward_bytes + cost.backward_bytes
+        swept = self.swept.bytes_seconds(moved, op)
+        return max(flops, swept if swept is not None else moved / self.bandwidth)
+
+    def launch_seconds(self) -> float:
+        return self.swept.launch_s if self.swept.launch_s is not None else self.launch_s
+
+    def update_seconds(self, parameters: int, tensors: int) -> float:
+        """The optimizer's update of ``parameters`` in ``tensors``: swept where it was, else per parameter."""
+        swept = self.swept.update_s(_OPTIMIZER, parameters, tensors)
+        return swept if swept is not None else parameters * self.update_s
+
+
+def _upper(values: Iterable[float], default: float) -> float:
+    found = [v for v in values if v > 0]
+    return float(np.percentile(found, _UPPER)) if found else default
+
+
+def fit_roofline(layers: Sequence[tuple[LayerConfig, float]]) -> Roofline:
+    """The rates from (configuration, seconds) micro-benchmarks: the timed layers' roofline, and the
+    sweeps' rates beside it."""
+    families: dict[Family, list[float]] = {}
+    moved: list[float] = []
+    timed = [(config, seconds) for config, seconds in layers if op_of(config).timed]
+    for config, seconds in timed:
+        op = op_of(config)
+        cost = op.cost(config)
+        families.setdefault(op.family, []).append(cost.train_flops / seconds)
+        moved.append((cost.forward_bytes + cost.backward_bytes) / seconds)
+    compute = {family: _upper(rates, _DEFAULT_FLOPS) for family, rates in families.items()}
+    bandwidth = _upper(moved, _DEFAULT_BANDWIDTH)
+    launch_s = min((s for _c, s in timed), default=_DEFAULT_LAUNCH_S * LAUNCHES_PER_LAYER)
+    update = op_named(_OPTIMIZER).cost(_one_parameter())
+    return Roofline(
+        compute=compute or {"convolution": _DEFAULT_FLOPS},
+        bandwidth=bandwidth,
+        launch_s=launch_s / LAUNCHES_PER_LAYER,
+        update_s=update.forward_bytes / bandwidth,
+        swept=fit_rates(layers),
+    )
+
+
+def _one_parameter() -> LayerConfig:
+    return LayerConfig.model_validate(
+        {
+            "op": _OPTIMIZER,
+            "in_channels": 1,
+            "out_channels": 1,
+            "kernel": (1, 1),
+            "stride": (1, 1),
+            "padding": (0, 0),
+            "dilation": (1, 1),
+            "groups": 1,
+            "height": 1,
+            "width": 1,
+            "batch": 1,
+            "amp": False,
+            "cudnn_benchmark": True,
+        }
+    )
