@@ -113,6 +113,7 @@ PURE_CORE = (
     "advisor.predict.bands",
     "advisor.predict.features",
     "advisor.predict.curves",
+    "advisor.predict.roofline",
     "advisor.predict.jobtime",
     "advisor.predict.calibration",
     "advisor.wait.simulate",
