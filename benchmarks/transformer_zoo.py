@@ -38,14 +38,15 @@ _LAYER_BATCHES = (16, 1, 2, 8, 32)
 _FAMILY_PHASES = frozenset({Phase.COARSE, Phase.LAYERS, Phase.BATCHES, Phase.LAYER_GRID})
 
 
-def measure(db: Path, out: Path, budget_minutes: float, seed: int | None) -> None:
+def measure(db: Path, out: Path, budget_minutes: float, seed: int | None, models: tuple[str, ...]) -> None:
+    """One pass over ``models``' steps and layers (none: their steps only) in a random order."""
     grid = replace(
         nightly_grid("cpu"),
-        models=CPU_SEQUENCE_MODELS,
+        models=models or CPU_SEQUENCE_MODELS,
         sizes=CPU_SIZES,
         batches=_BATCHES,
         coarse=_BATCHES[::2],
-        layer_models=CPU_SEQUENCE_MODELS,
+        layer_models=() if models else CPU_SEQUENCE_MODELS,
         layer_batches=_LAYER_BATCHES,
     )
     plan = build_plan(grid, DeviceProfile.assumed("cpu"), zoo_table)
@@ -124,6 +125,14 @@ def _mape(errors: Sequence[float]) -> float | None:
     return round(mean(errors), 4) if errors else None
 
 
+def _models(text: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    unknown = sorted(set(names) - set(CPU_SEQUENCE_MODELS))
+    if unknown:
+        raise argparse.ArgumentTypeError(f"not in the family: {', '.join(unknown)}")
+    return names
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--db", type=Path, required=True, help="a copy of a nightly CPU database")
@@ -131,6 +140,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--budget-minutes", type=float, default=8.0)
     parser.add_argument("--seed", type=int, help="of the measuring order (default: a new one each run)")
     parser.add_argument("--evaluate", action="store_true", help="evaluate --db instead of measuring")
+    parser.add_argument(
+        "--steps-of", type=_models, default=(), help="measure only these members' steps (comma-separated)"
+    )
     args = parser.parse_args(argv)
     if args.evaluate:
         print(json.dumps(evaluate(args.db), indent=2))
@@ -138,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out is None:
         parser.error("--out is required to measure")
     torch.set_num_threads(1)
-    measure(args.db, args.out, args.budget_minutes, args.seed)
+    measure(args.db, args.out, args.budget_minutes, args.seed, args.steps_of)
     return 0
 
 

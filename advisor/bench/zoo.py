@@ -74,19 +74,20 @@ SEQUENCE_ZOO = (
         "tiny_gpt2",
         "hf:gpt2",
         {"n_layer": 2, "n_embd": 128, "n_head": 4, "vocab_size": 4096, "n_positions": 256}
-        | {"bos_token_id": 0, "eos_token_id": 0},
+        | {"bos_token_id": 0, "eos_token_id": 0, "attn_pdrop": 0.0},
     ),
     _hf(
         "tiny_bert",
         "hf:bert-base-uncased",
         {"num_hidden_layers": 2, "hidden_size": 128, "num_attention_heads": 2, "intermediate_size": 512}
+        | {"attention_probs_dropout_prob": 0.0}
         | _TINY_VOCABULARY,
     ),
     _hf(
         "tiny_t5",
         "hf:t5-small",
         {"num_layers": 2, "num_decoder_layers": 2, "d_model": 128, "d_ff": 512, "num_heads": 4, "d_kv": 32}
-        | {"vocab_size": 4096},
+        | {"vocab_size": 4096, "dropout_rate": 0.0},
     ),
     _hf(
         "tiny_llama",
@@ -107,7 +108,10 @@ SEQUENCE_ZOO = (
 GELU MLP), BERT (masked LM, post-norm), T5 (seq2seq: encoder, decoder, cross-attention, relative
 positions), a Llama block (RMSNorm, rotary positions, SwiGLU, grouped-query attention: 4 query heads on 2
 key/value heads) and ViT (patches, image classification), each two blocks 128 wide, as their
-``transformers`` configuration classes build them."""
+``transformers`` configuration classes build them. Without dropout on the attention weights, as Llama-
+family models train: with it, a CPU's ``scaled_dot_product_attention`` falls back to its math path (the
+scores kept for the backward) where a GPU's fused kernels apply dropout inside, and a table counts the
+fused kernel (`advisor.introspect.attention`). T5's dropout is one rate for the whole model."""
 GPU_SEQUENCE_LENGTHS = (128, 512, 1024)
 """Fine-tuning and pre-training lengths of the real sizes, on a GPU."""
 REAL_SEQUENCE_ZOO = (
