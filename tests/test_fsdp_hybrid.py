@@ -69,6 +69,28 @@ def test_the_trainers_hybrid_shard_flag_is_read_and_deepspeed_wins_over_it(
     assert description is not None and (description.zero_stage, description.hybrid_shard) == (1, False)
 
 
+@pytest.mark.parametrize(
+    ("options", "stage", "hybrid"),
+    [
+        ("--use_fsdp --fsdp_sharding_strategy HYBRID_SHARD", 3, True),
+        ("--use_fsdp", 3, False),  # accelerate's default strategy
+        ("--config_file fsdp.yaml --fsdp_sharding_strategy 5", 2, True),  # the command line wins
+        ("--use_deepspeed --zero_stage 2", 2, False),
+    ],
+)
+def test_accelerates_command_line_reads_as_its_config_file(
+    options: str, stage: int, hybrid: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "recipe.yaml").write_text(RECIPE, encoding="utf-8")
+    (tmp_path / "fsdp.yaml").write_text(ACCELERATE.format(strategy="FULL_SHARD"), encoding="utf-8")
+    script = tmp_path / "sft.sh"
+    command = f"accelerate launch {options} --num_processes 4 sft.py --config recipe.yaml\n"
+    script.write_text(HEADER.format(gpus=4) + command, encoding="utf-8")
+    description = parsed_in(tmp_path, script, monkeypatch).description
+    assert description is not None
+    assert (description.zero_stage, description.hybrid_shard) == (stage, hybrid)
+
+
 def test_hybrid_sharding_divides_the_state_among_one_nodes_gpus_only(store: Store) -> None:
     """One 10 -> 20 linear (200 fp32 parameters: 800 B each of weights, gradients and momentum), micro-batch
     8 (320 B saved, 1,760 B transient), on 2 GPUs on each of 2 nodes: full sharding divides the state by 4,

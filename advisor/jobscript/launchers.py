@@ -9,13 +9,22 @@ program. What a launcher says about the processes and precision (``--nproc_per_n
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 _LAUNCHERS = frozenset({"srun", "torchrun", "accelerate", "deepspeed"})
 _BARE_SWITCHES = frozenset(
-    {"-u", "-O", "-B", "--standalone", "--multi_gpu", "--multi-gpu", "--use_deepspeed"}
+    {
+        *("-u", "-O", "-B", "--standalone", "--multi_gpu", "--multi-gpu"),
+        *("--use_deepspeed", "--use-deepspeed", "--use_fsdp", "--use-fsdp"),
+    }
 )
+_ACCELERATE_KEYS = {
+    "fsdp-sharding-strategy": "accelerate.fsdp-config.fsdp-sharding-strategy",
+    "zero-stage": "accelerate.deepspeed-config.zero-stage",
+    "deepspeed-config-file": "accelerate.deepspeed-config.deepspeed-config-file",
+}
+"""``accelerate launch``'s own options under the names its config file's keys are read by."""
 _TRL_COMMANDS = frozenset({"sft", "dpo", "grpo", "kto", "reward", "rloo"})
 
 
@@ -70,3 +79,13 @@ def _launcher_options(words: Sequence[str], index: int, kept: dict[str, str]) ->
                 index += 1
         kept[name.lstrip("-").replace("_", "-")] = value
     return index
+
+
+def accelerate_flags(launcher: Mapping[str, str]) -> dict[str, str]:
+    """What ``accelerate launch`` was told on its command line, keyed as its config file's settings are
+    (``accelerate.``): ``--use_fsdp``, ``--fsdp_sharding_strategy``, ``--zero_stage``, so that a job
+    configured either way reads alike."""
+    found = {_ACCELERATE_KEYS[name]: value for name, value in launcher.items() if name in _ACCELERATE_KEYS}
+    if "use-fsdp" in launcher:
+        found["accelerate.distributed-type"] = "FSDP"
+    return found

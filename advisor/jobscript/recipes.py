@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from advisor.jobscript.launchers import accelerate_flags
+
 Read = Callable[[str], str | None]
 """A path as the command names it, to its text; None where it cannot be read here."""
 _RECIPE_ENDINGS = (".yaml", ".yml", ".json")
@@ -43,6 +45,7 @@ def recipe_flags(
     if accelerate_file:
         settings = _flattened(_load(accelerate_file, read, recipe))
         recipe.values |= {f"accelerate.{key}": value for key, value in settings.items()}
+    recipe.values |= accelerate_flags(launcher)  # accelerate's command line wins over its file
     speed_file = (
         flags.get("deepspeed")
         or recipe.values.get("deepspeed")
