@@ -36,6 +36,7 @@ def test_the_gpu_check_runs_each_part_on_a_cpu_and_prints_its_table(tmp_path: Pa
         "pytest.txt",
         "speedup.txt",
         "summary.txt",
+        "versions.txt",
     ]
     lines = read_jsonl(out / "bench.jsonl")
     assert lines and all(line.fingerprint.node == "n1" and line.fingerprint.cpu_cores == 1 for line in lines)

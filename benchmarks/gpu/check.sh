@@ -9,9 +9,11 @@
 #                 memory, alone and together, as speed-up over the plain baseline
 #   pytest.txt    the suite's CUDA-only tests (`pytest -m cuda`)
 #   summary.txt   the short table printed last
+#   versions.txt  the Python, torch, transformers and GPU it ran on
 # Usage: benchmarks/gpu/check.sh [--device cuda|cpu] [--out DIR]   (DIR: default $OUT, else ./gpu-check)
 # Where the Python lacks pydantic (the GPU machine's), the wheels in .whl/ (benchmarks/gpu/wheels.sh fetches
-# them) are installed first into a private target.
+# them) are installed first into a private target (benchmarks/gpu/python.sh). benchmarks/gpu/README.md says
+# when to run it (the first GPU run; slice.sh after) and how to keep its results.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -32,15 +34,7 @@ case "$device" in
        speed_limit=240 test_limit=120 ;;
   *) echo "check.sh: --device is cuda or cpu, not $device" >&2; exit 2 ;;
 esac
-python=${PYTHON:-python3}
-mkdir -p "$out"
-
-if ! "$python" -c "import pydantic" 2>/dev/null && compgen -G ".whl/*.whl" >/dev/null; then
-  "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/advisor-site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/advisor-site
-fi
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+source benchmarks/gpu/python.sh
 
 started=$(date +%s)
 timeout "$bench_limit" "$python" -m advisor.bench.job --check --device "$device" \

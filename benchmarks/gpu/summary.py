@@ -1,4 +1,5 @@
-"""The short table `check.sh` prints last, from the files it wrote: what was measured and what failed.
+"""The short table `check.sh` and `slice.sh` print last, from the files they wrote: what was measured and
+what failed (a part the script does not run is not shown).
 
 python benchmarks/gpu/summary.py DIR
 """
@@ -15,16 +16,21 @@ from typing import Any
 
 
 def main(folder: Path) -> int:
-    lines = [f"GPU check in {folder}"]
+    sliced = (folder / "plan.txt").is_file()
+    lines = [f"GPU {'slice' if sliced else 'check'} in {folder}"]
+    lines += _tail("ran on", folder / "versions.txt", keep=lambda line: True)
+    if sliced:
+        lines += _tail("plan (benchmarks.gpu.slice_plan)", folder / "plan.txt", keep=_plan_line)
     lines += _bench(folder / "bench.jsonl", folder / "bench.log")
-    lines += _tail("speed-ups (runtime_speedup.py)", folder / "speedup.txt", keep=_speedup_line)
-    lines += _tail("CUDA-only tests", folder / "pytest.txt", keep=_pytest_line)
+    if not sliced:
+        lines += _tail("speed-ups (runtime_speedup.py)", folder / "speedup.txt", keep=_speedup_line)
+        lines += _tail("CUDA-only tests", folder / "pytest.txt", keep=_pytest_line)
     print("\n".join(lines))
     return 0
 
 
 def _bench(results: Path, log: Path) -> list[str]:
-    lines = ["", "benchmark (advisor.bench.job --check)"]
+    lines = ["", "benchmark (advisor.bench.job)"]
     records = _records(results)
     kinds: Counter[str] = Counter()
     peak = 0
@@ -34,6 +40,9 @@ def _bench(results: Path, log: Path) -> list[str]:
         kind = measurement.get("kind", "?")
         flags = [name for name in ("amp", "channels_last") if config.get(name)]
         if kind == "layer":
+            # By op: the grid's convolutions and linears, its memory-bound sweeps, the launch chain, updates.
+            kind = f"layer {config.get('op', '?')}"
+        if str(config.get("op", "")).startswith("conv"):
             flags.append("cudnn benchmark" if config.get("cudnn_benchmark") else "cudnn default")
             if config.get("groups", 1) > 1:
                 flags.append("depthwise" if config.get("groups") == config.get("in_channels") else "grouped")
@@ -73,6 +82,10 @@ def _last_json(path: Path) -> dict[str, Any] | None:
 
 def _tail(title: str, path: Path, keep: Callable[[str], bool]) -> list[str]:
     return ["", title, *(f"  {line}" for line in _lines(path) if keep(line))]
+
+
+def _plan_line(line: str) -> bool:
+    return line.startswith(("machine ", "plan: exit")) or "rror" in line
 
 
 def _speedup_line(line: str) -> bool:
