@@ -8,6 +8,7 @@ import pytest
 
 from advisor.bench.night import MeasuredOn, Priority, SubmittedArchitecture, Tonight, describe_night, tonight
 from advisor.bench.plan import DeviceProfile, Phase, build_plan, nightly_grid
+from advisor.bench.plan_rows import SWEPT
 from advisor.records import LayerConfig, StepConfig
 from tests.plan_support import fake_table
 
@@ -55,8 +56,12 @@ def test_a_new_machine_starts_with_the_coarse_grid_in_the_grids_order() -> None:
     assert sum(item.estimate_s for item in coarse) > budget_s, "the coarse grid alone takes more than a night"
     priorities = [list(Priority).index(entry.priority) for entry in night.entries]
     assert priorities == sorted(priorities), "the coarse grid first; what is left of the budget, the rest"
-    planned = [entry.item for entry in night.entries if entry.priority is Priority.COARSE]
-    assert planned[:10] == coarse[:10], "the first night is the coarse grid from its start"
+    first = [entry.item for entry in night.entries if entry.priority is Priority.COARSE]
+    sweeps = [item for item in FULL.items if item.phase in SWEPT]
+    assert first[: len(sweeps)] == sweeps, "a new machine's rates first: every prediction uses them"
+    assert {entry.subject for entry in night.entries[: len(sweeps)]} == {f"{p} sweep" for p in SWEPT}
+    planned = first[len(sweeps) :]
+    assert planned[:10] == coarse[:10], "then the coarse grid from its start"
     order = {item.config.key(): index for index, item in enumerate(coarse)}
     assert [order[item.config.key()] for item in planned] == sorted(order[i.config.key()] for i in planned)
     assert len(planned) < len(coarse)
@@ -64,7 +69,7 @@ def test_a_new_machine_starts_with_the_coarse_grid_in_the_grids_order() -> None:
 
 
 def test_an_architecture_submitted_yesterday_comes_before_the_grid_and_the_freshness_slice() -> None:
-    coarse_done = {item.config.key(): T0 for item in FULL.items if item.phase is Phase.COARSE}
+    coarse_done = {item.config.key(): T0 for item in FULL.items if item.phase in (Phase.COARSE, *SWEPT)}
     few, many = (
         _submitted("an_architecture_asked_for_once_only"),
         _submitted("one_that_users_submit_all_the_time", 9),

@@ -1,7 +1,8 @@
 """Tonight's measurements on one machine: what fits its budget, by priority, after what earlier nights did.
 
 Pure: the store's history and the architectures users submitted are handed in. Priorities, in order:
-- the coarse grid over the zoo, while the machine lacks any of it (a new fingerprint starts here);
+- the machine's rates (the sweeps of what is not compute: a minute) and the coarse grid over the zoo, while
+  the machine lacks any of them (a new fingerprint starts here);
 - the distinct layers (at the grid's layer batches) and a few whole steps of each architecture users
   submitted that this machine has not measured, the most requested first: the next submission of it is
   predicted from its own parts;
@@ -33,6 +34,7 @@ from advisor.bench.plan import (
     layer_estimate,
     step_estimate,
 )
+from advisor.bench.plan_rows import SWEPT
 from advisor.bench.zoo import distinct_layers, smallest_batch
 from advisor.introspect import LayerTable
 from advisor.records import StepConfig
@@ -137,16 +139,13 @@ def tonight(
     machine, measured = history.machine, history.measured
     full = _grid_plan(grid, device, tables)
     keys = [item.config.key() for item in full.items]
-    coarse = [
-        (_subject(item), item, key)
-        for item, key in zip(full.items, keys, strict=True)
-        if item.phase is Phase.COARSE and key not in measured
+    missing = [(item, key) for item, key in zip(full.items, keys, strict=True) if key not in measured]
+    # The machine's rates (a minute) ahead of the coarse grid: every prediction uses them.
+    first = [item for item in missing if item[0].phase in SWEPT] + [
+        item for item in missing if item[0].phase is Phase.COARSE
     ]
-    rest = [
-        (_subject(item), item, key)
-        for item, key in zip(full.items, keys, strict=True)
-        if item.phase is not Phase.COARSE and key not in measured
-    ]
+    coarse = [(_subject(item), item, key) for item, key in first]
+    rest = [(_subject(item), item, key) for item, key in missing if item.phase not in (*SWEPT, Phase.COARSE)]
     oldest = sorted(
         (measured[key], key, item) for item, key in zip(full.items, keys, strict=True) if key in measured
     )
@@ -300,7 +299,9 @@ def _whole_steps(grid: Grid, device: DeviceProfile, architecture: SubmittedArchi
 
 def _subject(item: PlanItem) -> str:
     config = item.config
-    return config.model if isinstance(config, StepConfig) else "zoo layers"
+    if isinstance(config, StepConfig):
+        return config.model
+    return f"{item.phase} sweep" if item.phase in SWEPT else "zoo layers"
 
 
 class NightRow(BaseModel):
