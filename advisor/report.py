@@ -30,6 +30,7 @@ from advisor.recommend.savings import Savings, advice_savings
 from advisor.settings.validated import Settings
 from advisor.slurm.client import SlurmClient
 from advisor.store import Store
+from advisor.store.architectures import ARCHITECTURES
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], settings: Settings) -> None:
@@ -96,8 +97,8 @@ def _names(store: Store) -> dict[str, str]:
     ``resnet18 (3f2a9c1b)``."""
     machines = machine_names(store.fingerprints())
     named = {machine: labelled(machine, machines) for machine in machines}
-    for digest, model in store.db.execute("SELECT architecture_hash, model FROM architectures").fetchall():
-        named[digest] = f"{model} ({digest[:8]})"
+    for row in store.rows(ARCHITECTURES):
+        named[row.architecture_hash] = f"{row.model} ({row.architecture_hash[:8]})"
     return named
 
 
