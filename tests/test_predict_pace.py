@@ -1,0 +1,74 @@
+"""A machine's pace is its runs' over the time they measured: a short first sight in a slow spell of a shared
+CPU, however many rows it writes, does not move every prediction of the machine."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from advisor.bench.results import read_jsonl
+from advisor.predict.registry import layer_samples, machine_pace
+from advisor.records import LayerConfig, LayerMeasurement, ResultLine
+from advisor.store import LayerMeasurementRow, Store
+
+FINGERPRINT = read_jsonl(Path(__file__).parent / "data" / "predict" / "cpu-zoo.jsonl")[0].fingerprint
+T0 = datetime(2026, 12, 5, 2, 9, tzinfo=UTC)
+
+
+def _linear(width: int) -> LayerConfig:
+    return LayerConfig(
+        op="linear", in_channels=width, out_channels=width, kernel=(1, 1), stride=(1, 1), padding=(0, 0),
+        dilation=(1, 1), groups=1, height=1, width=1, batch=8, amp=False, cudnn_benchmark=True,
+    )  # fmt: skip
+
+
+def _run(run_id: str, widths: range, pace_s: float, span: timedelta) -> list[ResultLine]:
+    """One run's layers, each at ratio width / 100 to a pace step of ``pace_s``, spread over ``span``."""
+    step = span / len(widths)
+    return [
+        ResultLine(
+            run_id=run_id,
+            fingerprint=FINGERPRINT,
+            measured_at=T0 + index * step,
+            measurement=LayerMeasurement(
+                config=_linear(width),
+                median_s=pace_s * width / 100,
+                fits=True,
+                pace_ratio=width / 100,
+                pace_s=pace_s,
+            ),
+        )
+        for index, width in enumerate(widths)
+    ]
+
+
+def test_a_short_first_sight_in_a_slow_spell_leaves_the_machines_pace(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "advisor.db")
+    grid = _run("night", range(10, 50), 0.030, timedelta(minutes=20))
+    store.ingest(grid)
+    machine = FINGERPRINT.machine()
+    alone = {sample.config: sample.seconds for sample in layer_samples(store.layer_rows(machine))}
+    # Forty rows in three minutes while the pace step took four times as long.
+    store.ingest(_run("first-sight", range(60, 100), 0.120, timedelta(minutes=3)))
+    rows = store.layer_rows(machine)
+    assert machine_pace(rows) == 0.030
+    after = {sample.config: sample.seconds for sample in layer_samples(rows)}
+    for config, seconds in alone.items():
+        assert abs(after[config] / seconds - 1) < 1e-9, config
+    assert abs(after[_linear(60)] - 0.030 * 0.60) < 1e-9, "its own rows at the machine's pace"
+
+
+def test_runs_of_equal_length_share_the_pace_by_their_time() -> None:
+    rows = [
+        *(_row("a", 0.03, minute) for minute in range(10)),
+        *(_row("b", 0.05, minute) for minute in range(0, 30, 3)),
+    ]
+    assert machine_pace(rows) == 0.05, "b measured 27 minutes, a 9"
+    assert machine_pace([]) == 0.0
+
+
+def _row(run_id: str, pace_s: float, minute: int) -> LayerMeasurementRow:
+    line = _run(run_id, range(10, 11), pace_s, timedelta(minutes=1))[0]
+    line = line.model_copy(update={"measured_at": T0 + timedelta(minutes=minute)})
+    assert isinstance(line.measurement, LayerMeasurement)
+    return LayerMeasurementRow.of(line, line.measurement)
