@@ -19,7 +19,8 @@ from advisor.bench.night import NightItem
 from advisor.bench.plan import Phase, Plan, PlanItem
 from advisor.bench.results import read_jsonl
 from advisor.bench.run import Clocks, Event, RunOn, run_plan
-from advisor.records import LayerConfig, ResultLine, StepMeasurement
+from advisor.bench.sweeps import swept
+from advisor.records import LayerConfig, ResultLine
 
 from .bench_support import CPU, TINY, one_thread  # noqa: F401 (an autouse fixture)
 
@@ -209,5 +210,5 @@ def test_a_job_that_finds_another_machine_runs_that_machines_first_night(
     plan.write_text(Tonight(machine="a machine this is not", **fields, **counts).model_dump_json())
     assert job(["--out", str(out), "--plan", str(plan), "--plan-limit", "1", "--device", "cpu"]) == 0
     (line,) = read_jsonl(out)
-    # Not the planned layer: the new machine's first night, whose first item is the coarse grid's first step.
-    assert isinstance(line.measurement, StepMeasurement) and line.measurement.config.batch == 1
+    # Not the planned layer: the new machine's first night, whose first item is its rates' first sweep.
+    assert line.measurement.config == swept(grid.sweeps)[0][1] and line.measurement.fits
