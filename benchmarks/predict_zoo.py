@@ -31,7 +31,7 @@ import random
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from math import log
+from math import exp, log
 from pathlib import Path
 from statistics import mean
 
@@ -45,7 +45,7 @@ from advisor.bench.results import jsonl_sink, read_jsonl
 from advisor.bench.run import RunOn, run_plan, terminal_reporter
 from advisor.bench.tables import zoo_table
 from advisor.predict.evaluate import held_out
-from advisor.predict.machine import fit_machine
+from advisor.predict.machine import StepSample, fit_machine
 from advisor.predict.opsum import fit_opsum
 from advisor.predict.registry import layer_samples, machines, step_samples
 from advisor.readable import percent
@@ -162,6 +162,29 @@ def compare(store: Store) -> None:
             )
         table.add_row("peak memory", *(percent(r.memory_mape) for r in results))
         Console().print(table)
+        errors = neighbour_errors(steps)
+        by_batch = ", ".join(f"{b}: {percent(mean(e))}" for b, e in sorted(errors.items()))
+        every = [e for batch_errors in errors.values() for e in batch_errors]
+        print(
+            f"no model, each unseen batch size's step from its model's two measured neighbours (log-log): "
+            f"{percent(mean(every) if every else None)} ({by_batch})"
+        )
+
+
+def neighbour_errors(steps: Sequence[StepSample]) -> dict[int, list[float]]:
+    """Each interior step's relative error when read off the line, in log batch and log seconds, through
+    its model's measured neighbours: how far the measurements themselves stray between batch sizes."""
+    series: dict[tuple[str, bool, bool], dict[int, float]] = {}
+    for sample in steps:
+        series.setdefault((sample.model, sample.amp, sample.channels_last), {})[sample.batch] = sample.seconds
+    errors: dict[int, list[float]] = {}
+    for times in series.values():
+        sizes = sorted(times)
+        for low, batch, high in zip(sizes, sizes[1:], sizes[2:], strict=False):
+            share = (log(batch) - log(low)) / (log(high) - log(low))
+            read = exp(log(times[low]) + share * (log(times[high]) - log(times[low])))
+            errors.setdefault(batch, []).append(abs(read - times[batch]) / times[batch])
+    return errors
 
 
 def repeat_spread(rows: Iterable[StepMeasurementRow]) -> dict[str, float]:
