@@ -99,28 +99,26 @@ def _seconds(groups: Mapping[K, Sequence[MeasurementRow]]) -> dict[K, tuple[floa
 
 
 def machine_pace(rows: Sequence[MeasurementRow]) -> float:
-    """The machine's pace step, in seconds: the median over the time its runs measured, each run weighted by
-    how long it ran rather than by how many rows it wrote. A first sight writes dozens of rows in minutes,
-    maybe in a slow spell of a shared CPU; counted by rows, it moved every prediction of the machine (a
-    3-minute first sight beside a 20-minute grid pass, 1.7x: benchmarks/README.md)."""
+    """The machine's pace step, in seconds: each run's median pace step, the runs weighted by how long they
+    ran rather than by how many rows they wrote. A first sight writes dozens of rows in minutes, maybe in a
+    slow spell of a shared CPU; counted by rows, it moved every prediction of the machine (a 3-minute first
+    sight beside a 9-minute grid pass of steps, 1.72x: benchmarks/README.md)."""
     runs: dict[str, list[MeasurementRow]] = {}
     for row in rows:
         if row.pace_s:
             runs.setdefault(row.run_id, []).append(row)
-    weighted: list[tuple[float, float]] = []
+    weighted = []
     for members in runs.values():
         times = [row.measured_at for row in members]
         span = max((max(times) - min(times)).total_seconds(), _LEAST_SPAN_S)
-        weighted += [(float(row.pace_s or 0.0), span / len(members)) for row in members]
-    if not weighted:
-        return 0.0
+        weighted.append((median(float(row.pace_s or 0.0) for row in members), span))
     weighted.sort()
     half, passed = sum(weight for _, weight in weighted) / 2, 0.0
     for pace, weight in weighted:
         passed += weight
         if passed >= half:
             return pace
-    return weighted[-1][0]
+    return 0.0
 
 
 def step_samples(rows: Iterable[StepMeasurementRow], tables: TableSource) -> list[StepSample]:
