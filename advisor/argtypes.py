@@ -38,3 +38,16 @@ def model_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--sequence-length", type=int, help="a token model's sequence (hf:, timm: text)")
     parser.add_argument("--task", help="a token model's loss: causal-lm, masked-lm, sequence-classification")
+
+
+def add_plan_choice(parser: argparse.ArgumentParser) -> argparse._MutuallyExclusiveGroup:
+    """``--quick`` or ``--check`` instead of the nightly plan: the one spelling of every command's choice
+    (the group, for a command's own further choices)."""
+    kind = parser.add_mutually_exclusive_group()
+    kind.add_argument("--quick", action="store_true", help="a few small models: minutes, not hours")
+    kind.add_argument(
+        "--check",
+        action="store_true",
+        help="every part of the nightly plan, thinly (both input sizes, each setting, layers): minutes",
+    )
+    return kind

@@ -19,9 +19,10 @@ from rich.console import Console
 from rich.table import Table
 
 from advisor import readable, terminal
+from advisor.argtypes import add_plan_choice
 from advisor.bench.architectures import Architectures, NightOn, plan_tonight
 from advisor.bench.night import Tonight, describe_night
-from advisor.bench.plan import Phase, Plan, add_plan_choice, loader_workers
+from advisor.bench.plan import Phase, Plan, loader_workers
 from advisor.bench.plan_rows import PlanRow, describe
 from advisor.bench.results import read_jsonl
 from advisor.bench.sight_cli import (

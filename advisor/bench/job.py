@@ -14,12 +14,12 @@ from pathlib import Path
 
 import torch
 
+from advisor.argtypes import add_plan_choice
 from advisor.bench.fingerprint import fingerprint, threads_for_job
 from advisor.bench.night import MeasuredOn, Tonight, tonight
 from advisor.bench.plan import (
     DeviceProfile,
     Plan,
-    add_plan_choice,
     check_plan,
     full_plan,
     loader_workers,

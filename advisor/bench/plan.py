@@ -11,7 +11,6 @@ FLOPs and an assumed throughput per device kind: rough, but enough to cut a plan
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -253,19 +252,6 @@ def check_plan(device: DeviceProfile, tables: TableSource, *, workers: int = 4) 
         sweeps=grid.sweeps.thin(),
     )
     return build_plan(thin, device, tables)
-
-
-def add_plan_choice(parser: argparse.ArgumentParser) -> argparse._MutuallyExclusiveGroup:
-    """``--quick`` or ``--check`` instead of the nightly plan: the one spelling of every command's choice
-    (the group, for a command's own further choices)."""
-    kind = parser.add_mutually_exclusive_group()
-    kind.add_argument("--quick", action="store_true", help="a few small models: minutes, not hours")
-    kind.add_argument(
-        "--check",
-        action="store_true",
-        help="every part of the nightly plan, thinly (both input sizes, each setting, layers): minutes",
-    )
-    return kind
 
 
 def build_plan(grid: Grid, device: DeviceProfile, tables: TableSource) -> Plan:
