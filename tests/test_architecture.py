@@ -99,6 +99,47 @@ def test_no_class_name_is_defined_twice() -> None:
     assert {name: modules for name, modules in where.items() if len(modules) > 1} == {}
 
 
+MODULE_LINES, FUNCTION_LINES, PARAMETERS = 400, 60, 6
+"""The sizes a newcomer can read at once (issue 50): a longer module or function is split into named parts,
+more parameters become a value (as `Ask` and `TaskInput` did)."""
+
+
+def oversized(modules: dict[str, ast.Module], lines: dict[str, int]) -> list[str]:
+    """Each module over `MODULE_LINES`, each function over `FUNCTION_LINES` or taking more than
+    `PARAMETERS` (``self`` and ``cls`` not counted), named with its place."""
+    found = [f"{name}: {count} lines" for name, count in lines.items() if count > MODULE_LINES]
+    for name, tree in modules.items():
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            length = (node.end_lineno or node.lineno) - node.lineno + 1
+            given = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+            count = len([arg for arg in given if arg.arg not in ("self", "cls")])
+            if length > FUNCTION_LINES:
+                found.append(f"{name}.{node.name} (line {node.lineno}): {length} lines")
+            if count > PARAMETERS:
+                found.append(f"{name}.{node.name} (line {node.lineno}): {count} parameters")
+    return found
+
+
+def test_no_module_function_or_parameter_list_outgrows_what_one_reads_at_once() -> None:
+    paths = sorted(PACKAGE.rglob("*.py"))
+    names = [".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts) for path in paths]
+    lines = {name: len(path.read_text("utf-8").splitlines()) for name, path in zip(names, paths, strict=True)}
+    assert oversized(_modules(), lines) == []
+
+
+def test_an_oversized_function_is_named_with_its_place() -> None:
+    body = "\n".join(f"    x{i} = {i}" for i in range(FUNCTION_LINES))
+    source = f"def long():\n{body}\n\n\ndef wide(self, a, b, c, d, e, f, g):\n    pass\n"
+    planted = {"advisor.planted": ast.parse(source)}
+    assert oversized(planted, {"advisor.planted": MODULE_LINES + 1}) == [
+        f"advisor.planted: {MODULE_LINES + 1} lines",
+        f"advisor.planted.long (line 1): {FUNCTION_LINES + 1} lines",
+        f"advisor.planted.wide (line {FUNCTION_LINES + 4}): 7 parameters",
+    ]
+
+
 def test_no_vague_module_name_is_used_twice() -> None:
     names = Counter(path.name for path in PACKAGE.rglob("*.py") if path.name in VAGUE)
     assert [name for name, count in names.items() if count > 1] == []
