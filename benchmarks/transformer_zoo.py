@@ -28,13 +28,17 @@ from advisor.bench.results import jsonl_sink, read_jsonl
 from advisor.bench.run import RunOn, run_plan, terminal_reporter
 from advisor.bench.tables import zoo_table
 from advisor.bench.zoo import CPU_SEQUENCE_MODELS, CPU_SIZES
+from advisor.predict.evaluate import Fit
 from advisor.predict.heldout import without_models
 from advisor.predict.machine import StepSample, fit_machine, fit_memory
+from advisor.predict.opsum import fit_opsum
 from advisor.predict.registry import layer_samples, machines, step_samples
 from advisor.store import Store
 
 _BATCHES = (1, 2, 4, 8, 16, 32)
 _LAYER_BATCHES = (16, 1, 2, 8, 32)
+STEP_MODELS: dict[str, Fit] = {"today": fit_machine, "opsum": fit_opsum}
+"""The product's step model and the op-sum candidate (`advisor.predict.opsum`)."""
 _FAMILY_PHASES = frozenset({Phase.COARSE, Phase.LAYERS, Phase.BATCHES, Phase.LAYER_GRID})
 
 
@@ -73,16 +77,16 @@ Errors = dict[str, dict[str, list[float]]]
 """Per held-out model: its steps' relative errors in ``time`` and in peak ``memory``."""
 
 
-def _errors(machine: str, steps: list[StepSample], held: set[str], store: Store) -> Errors:
+def _errors(machine: str, steps: list[StepSample], held: set[str], store: Store, fit: Fit) -> Errors:
     """The held-out models' errors, the step and memory models fitted on the other models' steps and on
     the layers but for geometries only the held-out models have."""
     layers = layer_samples(store.layer_rows(machine))
     train = [s for s in steps if s.model not in held]
-    fitted = fit_machine(machine, train, without_models(steps, layers, held))
+    fitted = fit(machine, train, without_models(steps, layers, held))
     memory = fit_memory(train)
     errors: Errors = {model: {"time": [], "memory": []} for model in held}
     for sample in (s for s in steps if s.model in held):
-        predicted = fitted.predict(sample.table, sample.batch, sample.amp, sample.channels_last).step_s
+        predicted = fitted.step_seconds(sample.table, sample.batch, sample.amp, sample.channels_last)
         errors[sample.model]["time"].append(abs(predicted - sample.seconds) / sample.seconds)
         if sample.peak_memory_bytes:
             peak = memory.predict(sample.table, sample.batch, sample.amp)
@@ -92,16 +96,16 @@ def _errors(machine: str, steps: list[StepSample], held: set[str], store: Store)
     return errors
 
 
-def evaluate(db: Path) -> dict[str, object]:
+def evaluate(db: Path, fit: Fit) -> dict[str, object]:
     """Before (the family never measured) and leave one model out, per member and over the family."""
     store = Store.open(db)
     (machine,) = machines(store)
     steps = step_samples(store.step_rows(machine), zoo_table)
     family = sorted({s.model for s in steps} & set(CPU_SEQUENCE_MODELS))
-    before = _errors(machine, steps, set(family), store)
+    before = _errors(machine, steps, set(family), store, fit)
     lomo: Errors = {}
     for model in family:
-        lomo |= _errors(machine, steps, {model}, store)
+        lomo |= _errors(machine, steps, {model}, store, fit)
     rows = {
         model: {
             "steps": len(lomo[model]["time"]),
@@ -141,11 +145,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, help="of the measuring order (default: a new one each run)")
     parser.add_argument("--evaluate", action="store_true", help="evaluate --db instead of measuring")
     parser.add_argument(
+        "--step-model", choices=sorted(STEP_MODELS), default="today", help="the step model evaluated"
+    )
+    parser.add_argument(
         "--steps-of", type=_models, default=(), help="measure only these members' steps (comma-separated)"
     )
     args = parser.parse_args(argv)
     if args.evaluate:
-        print(json.dumps(evaluate(args.db), indent=2))
+        print(json.dumps(evaluate(args.db, STEP_MODELS[args.step_model]), indent=2))
         return 0
     if args.out is None:
         parser.error("--out is required to measure")
