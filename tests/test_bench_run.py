@@ -18,9 +18,9 @@ import pytest
 from advisor.bench.night import NightItem
 from advisor.bench.plan import Phase, Plan, PlanItem
 from advisor.bench.results import read_jsonl
-from advisor.bench.run import Clocks, Event, RunOn, run_plan
+from advisor.bench.run import Clocks, Event, RunOn, describe_item, run_plan
 from advisor.bench.sweeps import swept
-from advisor.records import LayerConfig, ResultLine
+from advisor.records import LayerConfig, ResultLine, StepConfig
 
 from .bench_support import CPU, TINY, one_thread  # noqa: F401 (an autouse fixture)
 
@@ -212,3 +212,15 @@ def test_a_job_that_finds_another_machine_runs_that_machines_first_night(
     (line,) = read_jsonl(out)
     # Not the planned layer: the new machine's first night, whose first item is its rates' first sweep.
     assert line.measurement.config == swept(grid.sweeps)[0][1] and line.measurement.fits
+
+
+def test_a_zoo_transformers_item_is_described_by_its_tokens_and_an_images_by_its_side() -> None:
+    def step(model: str, size: int) -> PlanItem:
+        config = StepConfig(
+            model=model, input_size=size, batch=4, amp=False, channels_last=False, pinned=False, workers=0
+        )
+        return PlanItem(phase=Phase.COARSE, config=config, estimate_s=1.0)
+
+    assert describe_item(step("tiny_gpt2", 128)) == "tiny_gpt2 128 tokens batch 4"
+    assert describe_item(step("resnet18", 32)) == "resnet18 32px batch 4"
+    assert describe_item(step("vgg5x5", 64)) == "vgg5x5 64px batch 4"  # not in the zoo: first sight's

@@ -21,6 +21,7 @@ from advisor.bench.fingerprint import fingerprint
 from advisor.bench.measure import measure_layer, measure_step
 from advisor.bench.plan import Plan, PlanItem
 from advisor.bench.results import Sink
+from advisor.bench.zoo import zoo_model
 from advisor.ops import op_of
 from advisor.records import (
     LayerConfig,
@@ -163,7 +164,7 @@ def describe_item(item: PlanItem) -> str:
     config = item.config
     if isinstance(config, StepConfig):
         flags = [name for name in ("amp", "channels_last", "pinned") if getattr(config, name)]
-        return " ".join([config.model, f"{config.input_size}px", f"batch {config.batch}", *flags])
+        return " ".join([config.model, _input_size(config), f"batch {config.batch}", *flags])
     c = config
     family = op_of(c).family
     if family == "update":
@@ -175,6 +176,15 @@ def describe_item(item: PlanItem) -> str:
     geometry = f"{c.in_channels}->{c.out_channels} k{c.kernel[0]}x{c.kernel[1]} s{c.stride[0]} g{c.groups}"
     flags = [name for name in ("amp", "cudnn_benchmark") if getattr(config, name)]
     return " ".join([c.op, geometry, f"{c.height}x{c.width}", f"batch {c.batch}", *flags])
+
+
+def _input_size(config: StepConfig) -> str:
+    """A zoo transformer's size is its sequence length (``128 tokens``); an image's is its side (``32px``)."""
+    try:
+        tokens = zoo_model(config.model).tokens
+    except ValueError:  # an architecture measured at first sight
+        tokens = False
+    return f"{config.input_size} tokens" if tokens else f"{config.input_size}px"
 
 
 def json_reporter(stream: TextIO) -> Reporter:
