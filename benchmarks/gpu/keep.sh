@@ -23,7 +23,11 @@ texts=()
 for part in summary.txt versions.txt plan.txt bench.log speedup.txt pytest.txt; do
   [ -f "$folder/$part" ] && texts+=("$folder/$part")
 done
-(cd "$folder" && tail -n +1 "${texts[@]##*/}") >"$name.log"
+{
+  # The machine has no git: the tree it ran was this checkout's, as sent by the `run` call.
+  echo "kept $(date -u +%Y-%m-%dT%H:%M:%SZ) from $folder at commit $(git rev-parse --short HEAD)"
+  (cd "$folder" && tail -n +1 "${texts[@]##*/}")
+} >"$name.log"
 kept=("$name.log")
 if [ -s "$folder/bench.jsonl" ]; then
   cp "$folder/bench.jsonl" "$name.jsonl"

@@ -37,7 +37,7 @@ done
 case "$device" in
   # The planner's estimates assume 40 TFLOP/s: plan three times what the job may spend, and let its
   # budget stop it in the plan's order (what it does not reach stays unmeasured for the next slice).
-  cuda) partition=h200 plan_limit=150 ;;
+  cuda) partition=h200 plan_limit=240 ;;
   cpu) partition=cpu-rehearsal plan_limit=240 ;;
   *) echo "slice.sh: --device is cuda or cpu, not $device" >&2; exit 2 ;;
 esac
