@@ -20,6 +20,7 @@ from advisor.predict.evaluate import evaluate_machine
 from advisor.predict.registry import layer_samples, machines, step_samples
 from advisor.records import ResultLine
 from advisor.store import Store
+from benchmarks.gpu.slice_plan import main as slice_main
 from benchmarks.gpu.slice_plan import measured_on, next_slice
 
 REPO = Path(__file__).resolve().parent.parent
@@ -97,3 +98,13 @@ def test_rebuild_says_where_no_results_are(tmp_path: Path) -> None:
         env={**os.environ, "ADVISOR": "false"},
     )
     assert result.returncode == 2 and f"no results (*.jsonl) in {tmp_path}" in result.stderr
+
+
+def test_a_cuda_slice_without_cuda_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    assert slice_main(["--device", "cuda", "--out", str(tmp_path / "plan.json")]) == 2
+    assert "torch sees no CUDA device" in capsys.readouterr().err
+    assert not (tmp_path / "plan.json").exists()
