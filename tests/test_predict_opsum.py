@@ -12,6 +12,7 @@ from advisor.bench.tables import zoo_table
 from advisor.cli import main as cli
 from advisor.ops import Cost, layer_op
 from advisor.predict.evaluate import held_out
+from advisor.predict.heldout import without_models
 from advisor.predict.opsum import fit_opsum, untimed_seconds
 from advisor.predict.registry import layer_samples, machines, step_samples
 from advisor.predict.roofline import Roofline, fit_roofline
@@ -20,7 +21,7 @@ from advisor.store import Store
 
 from . import predict_support
 
-ingested, store = predict_support.ingested, predict_support.store
+ingested, store, store_file = predict_support.ingested, predict_support.store, predict_support.store_file
 
 
 def _config(**fields: object) -> LayerConfig:
@@ -98,13 +99,27 @@ def test_both_step_models_are_held_out_the_same_way(store: Store) -> None:
     assert result.unseen_batch_mape is not None and result.unseen_batch_mape < 0.5
 
 
+def test_a_model_that_owns_every_measured_layer_is_left_out_of_leave_one_model_out_and_named(
+    store: Store,
+) -> None:
+    (machine,) = machines(store)
+    steps = step_samples(store.step_rows(machine), zoo_table)
+    layers = layer_samples(store.layer_rows(machine))
+    others = without_models(steps, layers, {"resnet18"})
+    only_resnet = [s for s in layers if s not in others]
+    assert only_resnet, "resnet18 has geometries no other model of the fixture has"
+    result = held_out(machine, steps, only_resnet, fit_opsum)
+    assert result.lomo_skipped == ("resnet18",)
+    assert "resnet18" not in result.lomo_mape_by_model and len(result.lomo_mape_by_model) == 4
+
+
 def test_profile_sets_the_op_sums_parts_beside_the_profiled_ones(
-    store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    store_file: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from advisor.predict.registry import train_machine
 
-    (machine,) = machines(store)
-    train_machine(store, machine, tmp_path / "models", zoo_table)
+    (machine,) = machines(store_file)
+    train_machine(store_file, machine, tmp_path / "models", zoo_table)
     monkeypatch.setenv("COLUMNS", "160")
     words = ["profile", "resnet18", "--batch-size", "4", "--partition", "cpu", "--steps", "1", "--json"]
     assert cli([*words, "--db", str(tmp_path / "advisor.db")]) == 0

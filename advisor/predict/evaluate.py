@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 
 from advisor.introspect import LayerTable
 from advisor.predict.heldout import ClassCoverage, coverage, heldout_residuals, without_models
-from advisor.predict.machine import LayerSample, StepSample, fit_machine, fit_memory
+from advisor.predict.machine import LayerSample, NotEnoughDataError, StepSample, fit_machine, fit_memory
 from advisor.predict.registry import HELDOUT_FOLDS
 
 
@@ -54,6 +54,8 @@ class MachineEvaluation(BaseModel):
     machine: str
     lomo_mape: float | None
     lomo_mape_by_model: dict[str, float | None]
+    lomo_skipped: tuple[str, ...] = ()
+    """Models left out of leave one model out: holding them out left no step or layer to train on."""
     unseen_batch_mape: float | None
     """None when fewer than three batch sizes were measured: nothing lies between them."""
     unseen_batch_mape_by_batch: dict[int, float | None]
@@ -77,7 +79,10 @@ def leave_one_model_out(
     points = []
     for model in sorted({s.model for s in steps}):
         train = [s for s in steps if s.model != model]
-        fitted = fit(machine, train, without_models(steps, layers, {model}))
+        try:
+            fitted = fit(machine, train, without_models(steps, layers, {model}))
+        except NotEnoughDataError:  # it owned every layer measured: nothing is left to price it from
+            continue
         for sample in (s for s in steps if s.model == model):
             predicted = fitted.step_seconds(sample.table, sample.batch, sample.amp, sample.channels_last)
             points.append(
@@ -139,4 +144,5 @@ def held_out(
         unseen_batch_mape_by_batch={b: _mape([p for p in batches if p.batch == b]) for b in interior},
         memory_mape=memory_error(steps),
         lomo_points=tuple(lomo),
+        lomo_skipped=tuple(sorted({s.model for s in steps} - {p.model for p in lomo})),
     )

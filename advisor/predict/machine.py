@@ -301,6 +301,8 @@ def fit_layers(machine: str, layers: Sequence[LayerSample]) -> MachineModel:
     """The machine's layer times alone (``layer_seconds``), before any step is fitted on top of them: the
     timed ops' (the sweeps of what is not compute are the roofline's, `advisor.predict.roofline`)."""
     layers = [s for s in layers if op_of(s.config).timed]
+    if not layers:
+        raise NotEnoughDataError(f"machine {machine}: no convolution or linear measured to train on")
     layer_base = relative_least_squares([layer_terms(s.config) for s in layers], [s.seconds for s in layers])
     layer_booster = train_booster(
         LAYER_PARAMS,

@@ -29,7 +29,14 @@ from advisor.ops import Cost, layer_op
 from advisor.predict.boosters import STEP_PARAMS, STEP_ROUNDS, apply_booster, train_booster
 from advisor.predict.features import Part
 from advisor.predict.leastsquares import relative_least_squares
-from advisor.predict.machine import LayerSample, MachineModel, StepSample, fit_layers, series
+from advisor.predict.machine import (
+    LayerSample,
+    MachineModel,
+    NotEnoughDataError,
+    StepSample,
+    fit_layers,
+    series,
+)
 from advisor.predict.roofline import LAUNCHES_PER_LAYER, Roofline, fit_roofline
 from advisor.records import StepPart
 
@@ -184,6 +191,8 @@ def booster_row(model: OpSumModel, terms: OpTerms) -> list[float]:
 def fit_opsum(machine: str, steps: Sequence[StepSample], layers: Sequence[LayerSample]) -> OpSumModel:
     """The layer part and the rates from the micro-benchmarks, the term scales from the steps, then the
     step booster on what the sum leaves."""
+    if not steps:
+        raise NotEnoughDataError(f"machine {machine}: no step measured to train on")
     layer_model = fit_layers(machine, layers)
     rates = fit_roofline([(s.config, s.seconds) for s in layers])
     terms = [op_terms(layer_model, rates, s.table, s.batch, s.amp, s.channels_last) for s in steps]
