@@ -47,7 +47,7 @@ from advisor.predict.features import (
 )
 from advisor.predict.layout import FeatureLayout, current_layout
 from advisor.predict.leastsquares import relative_least_squares
-from advisor.predict.peak_memory import MemoryFit, memory_terms
+from advisor.predict.peak_memory import MemoryFit, fit_peak_memory
 from advisor.predict.types import Evidence
 from advisor.records import LayerConfig, StepPart
 
@@ -93,15 +93,12 @@ class StepPrediction(BaseModel):
 
 
 def fit_memory(samples: Sequence[StepSample]) -> MemoryFit:
-    """Least squares on relative error: a 10% miss on a small model matters as much as on a large one."""
+    """The peak model of the measured steps (`advisor.predict.peak_memory.fit_peak_memory`)."""
     measured = [s for s in samples if s.peak_memory_bytes]
     if len(measured) < 4:
         return MemoryFit()
-    terms = np.asarray([memory_terms(s.table, s.batch, s.amp) for s in measured])
-    peaks = np.asarray([float(s.peak_memory_bytes or 0) for s in measured])
-    solution, *_ = np.linalg.lstsq(terms / peaks[:, None], np.ones(len(measured)), rcond=None)
-    a, b, c, d = (float(v) for v in solution)
-    return MemoryFit(coefficients=(a, b, c, d))
+    peaks = [float(s.peak_memory_bytes or 0) for s in measured]
+    return fit_peak_memory([(s.table, s.batch, s.amp) for s in measured], peaks)
 
 
 def _key(config: LayerConfig) -> LayerConfig:
