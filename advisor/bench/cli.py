@@ -354,10 +354,10 @@ def _said_stored(
         print(json.dumps(answer | ({} if run is None else {"run": run.model_dump(mode="json")}), indent=2))
         return
     if run is not None:
-        skipped = run.skipped_budget + run.skipped_series
         console.print(
             f"measured {run.measured} of {run.planned} in {readable.duration(run.elapsed_s)}: "
-            f"{run.did_not_fit} did not fit, {skipped} skipped, {run.failed} failed",
+            f"{run.did_not_fit} did not fit, {run.skipped_series} skipped after a smaller batch did not fit, "
+            f"{run.failed} failed, {run.skipped_budget} left when the budget was spent",
             highlight=False,
         )
     where = "" if results is None else f" (results in {results})"
