@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from advisor.bench.night import architecture_night, step_measurable
+from advisor.bench.night import architecture_layers, step_measurable, whole_steps
 from advisor.bench.plan import DeviceProfile, nightly_grid
 from advisor.introspect import LayerTable
 from advisor.introspect.table import Probe, Task
@@ -29,13 +29,13 @@ def _as(reference: str, sequence_length: int | None) -> LayerTable:
 )
 def test_a_model_no_benchmark_step_builds_gets_layers_only(reference: str, tokens: int | None) -> None:
     table = _as(reference, tokens)
-    night = architecture_night(GRID, DEVICE, table, 3600.0, step_batches=(4, 16))
-    configs = [entry.item.config for entry in night.entries]
-    assert configs and all(isinstance(config, LayerConfig) for config in configs)
+    layers = architecture_layers(GRID, DEVICE, table)
+    assert layers and all(isinstance(item.config, LayerConfig) for item in layers)
+    assert whole_steps(GRID, DEVICE, table, (4, 16)) == []
     assert not step_measurable(table)
 
 
 def test_a_torchvision_image_model_still_gets_its_whole_steps() -> None:
-    night = architecture_night(GRID, DEVICE, _as("resnet18", None), 3600.0, step_batches=(4, 16))
-    steps = [entry.item.config for entry in night.entries if isinstance(entry.item.config, StepConfig)]
+    steps = [item.config for item in whole_steps(GRID, DEVICE, _as("resnet18", None), (16, 4, 4))]
+    assert all(isinstance(config, StepConfig) for config in steps)
     assert [config.batch for config in steps] == [4, 16]

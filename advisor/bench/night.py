@@ -172,35 +172,6 @@ def tonight(
     )
 
 
-def architecture_night(
-    grid: Grid,
-    device: DeviceProfile,
-    table: LayerTable,
-    budget_s: float,
-    *,
-    step_batches: Sequence[int] = (),
-) -> Tonight:
-    """One architecture's distinct layers (and whole steps at ``step_batches``) on whatever machine runs
-    it: `advisor bench run --architecture`, and a first-sight job."""
-    items = [
-        *architecture_layers(grid, device, table),
-        *whole_steps(grid, device, table, step_batches),
-    ]
-    chosen: list[NightItem] = []
-    wanted = [(table.reference, item, item.config.key()) for item in items]
-    _fill(chosen, set(), [(Priority.SUBMITTED, wanted)], budget_s, 0.0)
-    return Tonight(
-        machine=None,
-        budget_s=budget_s,
-        entries=tuple(chosen),
-        grid_items=0,
-        covered=0,
-        steps=grid.steps,
-        warmup=grid.warmup,
-        repeats=grid.repeats,
-    )
-
-
 def _fill(
     chosen: list[NightItem],
     seen: set[str],
