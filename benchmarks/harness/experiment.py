@@ -199,6 +199,10 @@ REAL_TIME = Backfill(limit_resolution_s=60)
 
 
 def matching_backfill(compression: float) -> Backfill:
-    """The simulated twin of the real replay's scheduler: its backfill window and its whole-minute time
-    limits, in the workload's seconds."""
-    return Backfill(window_s=BACKFILL_WINDOW_MIN * 60 * compression, limit_resolution_s=60 * compression)
+    """The simulated twin of the real replay's scheduler: its backfill window, its whole-minute time
+    limits and its will-run test's batches of ending jobs, in the workload's seconds."""
+    return Backfill(
+        window_s=BACKFILL_WINDOW_MIN * 60 * compression,
+        limit_resolution_s=60 * compression,
+        will_run_batch_s=30 * compression,
+    )

@@ -36,6 +36,11 @@ class Backfill(BaseModel):
     """Slurm keeps time limits in whole minutes; in a replay compressed c times a minute is 60c workload
     seconds, so the twin of a compressed run plans on limits rounded up to that (jobs still end at their
     own limit). Zero: limits as given."""
+    will_run_batch_s: float = Field(default=0.0, ge=0)
+    """Slurm's will-run test (``select/cons_tres``, behind backfill's slots and ``--test-only``) frees
+    running jobs by planned end a batch at a time, the jobs ending within a window of the batch's first,
+    the window 30 real seconds and doubling each batch, and plans a later start at the end of the batch
+    it first fits after. Compressed c times, the first window is 30c workload seconds. Zero: no batches."""
 
     def planned(self, limit_s: float) -> float:
         """The limit the scheduler plans with."""
@@ -200,9 +205,14 @@ class SimPartition:
         count, gpus = ask
         if count > self.pool.nodes or gpus > self.pool.gpus_per_node:
             return INF, []
-        floors = [now] * self.pool.nodes
         amount = _held(ask)
-        begin, first = profile.earliest_on(range(self.pool.nodes), count, amount, limit_s, floors, INF)
+        begin, first = profile.earliest_on(
+            range(self.pool.nodes), count, amount, limit_s, [now] * self.pool.nodes, INF
+        )
+        batched = self._batched(begin, now)
+        if batched > begin:
+            floors = [batched] * self.pool.nodes
+            begin, first = profile.earliest_on(range(self.pool.nodes), count, amount, limit_s, floors, INF)
         if begin == INF:
             return begin, first
         usable = [
@@ -211,6 +221,28 @@ class SimPartition:
             if profile.earliest(node, amount, limit_s, begin, begin) == begin
         ]
         return begin, best_fit(usable, count, [profile.free(node, begin)[1] for node in usable])
+
+    def _batched(self, begin: float, now: float) -> float:
+        """The start Slurm's will-run test plans for a slot the profile finds at ``begin`` (see
+        ``Backfill.will_run_batch_s``): the last planned end of the batch of running jobs that reaches it."""
+        window = self.backfill.will_run_batch_s
+        if window == 0 or begin <= now or begin == INF:
+            return begin
+        ends = sorted(
+            attempt.start_s + self.backfill.planned(attempt.limit_s)
+            for attempt in self.running
+            if attempt.start_s is not None
+        )
+        first = 0
+        while first < len(ends):
+            last = first
+            while last + 1 < len(ends) and ends[last + 1] <= ends[first] + window:
+                last += 1
+            if ends[last] >= begin:
+                return ends[last]
+            window *= 2
+            first = last + 1
+        return begin
 
 
 @dataclass(slots=True)
