@@ -11,6 +11,9 @@ What that costs in fidelity, for the report to state:
   is ``compression`` simulated seconds of extra wait per job that a real cluster would not have.
 - The backfill scheduler plans at ``bf_resolution`` (one real second) and looks ``BACKFILL_WINDOW_MIN``
   real minutes ahead; a job whose compressed limit is longer is not planned for.
+- Slurm's will-run test (behind backfill's slots and ``--test-only``) frees running jobs in batches of
+  planned ends 30, 60, 120 ... real seconds wide, so it plans a later start up to ``compression`` times
+  that late; the twin plans the same batches.
 """
 
 from __future__ import annotations
