@@ -13,8 +13,8 @@ from math import log
 from pydantic import BaseModel, ConfigDict
 
 from advisor.bench.zoo import layer_config
-from advisor.introspect import LayerKind, LayerTable
-from advisor.ops import KernelPath, op_of, timed_groups, timed_kinds
+from advisor.introspect import Costs, Layer, LayerKind, LayerTable
+from advisor.ops import KernelPath, layer_op, op_of, timed_groups, timed_kinds
 from advisor.predict.curves import Polyline, through_weights
 from advisor.records import LayerConfig
 
@@ -28,6 +28,29 @@ def layer_group(config: LayerConfig) -> str:
 
 def kernel_path(config: LayerConfig) -> KernelPath:
     return op_of(config).kernel_path(config)
+
+
+_COUNTED_KINDS = frozenset({LayerKind.ATTENTION, LayerKind.ACTIVATION})
+"""Untimed layers whose bytes are their op's hand count (`advisor.ops.costs`), not the introspection's."""
+_PASSES = 2.0
+"""An activation's bytes, at most, in hand counts: torch's single kernels (ReLU6, Hardswish, SiLU) are
+introspected as two passes over their tensor, so a CNN's are as counted."""
+
+
+def untimed_bytes(layer: Layer, costs: Costs, batch: int, amp: bool) -> float:
+    """The bytes an untimed layer's forward moves. Attention: its op's hand count, which grows with the
+    scores (queries x keys per head) as its time does, where the introspection counts the fused kernel's
+    inputs and output. An activation: the introspection's count, at most ``_PASSES`` hand counts: a
+    module spelt in element-wise ops (GPT-2's tanh GELU, nine passes over the MLP's activations) keeps
+    them in cache; priced as full passes, they made GPT-2's predicted steps 1.04-1.48 times the measured
+    (benchmarks/README.md, the transformer family). Else the introspection's count."""
+    counted = float(costs.bytes_read + costs.bytes_written)
+    found = layer_op(layer, batch, amp) if layer.kind in _COUNTED_KINDS else None
+    if found is None:
+        return counted
+    op, config = found
+    hand = op.cost(config).forward_bytes
+    return min(counted, _PASSES * hand) if layer.kind == LayerKind.ACTIVATION else hand
 
 
 Part = tuple[KernelPath, int]
@@ -109,7 +132,8 @@ class StepFeatures(BaseModel):
     flops: float
     bytes_moved: float
     other_bytes: float
-    """Bytes moved by layers that are not convolutions or linears: norms, activations, element-wise ops."""
+    """Bytes moved by layers that are not convolutions or linears: norms, activations, element-wise ops,
+    attention (``untimed_bytes``)."""
     parameters: int
     activation_bytes: int
     counts: dict[LayerKind, int]
@@ -153,7 +177,7 @@ def step_feature_names() -> tuple[str, ...]:
         "log_layers_s",
         "log_flops",
         "log_bytes",
-        "log_other_bytes",
+        "log_untimed_bytes",
         "log_parameters",
         "log_activation_bytes",
         *(f"count_{kind}" for kind in LayerKind),
@@ -182,7 +206,7 @@ def step_features(
     costs = table.at_batch(batch)
     timed = timed_kinds()
     other = sum(
-        c.bytes_read + c.bytes_written
+        untimed_bytes(layer, c, batch, amp)
         for layer, c in zip(table.layers, costs.layers, strict=True)
         if layer.kind not in timed
     )
