@@ -103,9 +103,13 @@ def test_what_the_commands_print_is_readable(
     sgd, adamw = (
         _predicted(capsys, [*predict, *db, "--json", *extra]) for extra in ([], ["--optimizer=adamw"])
     )
-    # AdamW keeps two moments a parameter, SGD's momentum one: one more 4-byte state for resnet18's 11.2 M
-    # parameters is 45 MB; the estimate's peak moves by most of it (43 MB here).
-    assert 30e6 <= adamw["peak_memory_bytes"] - sgd["peak_memory_bytes"] <= 50e6
+    # AdamW keeps two moments a parameter, SGD's momentum one: one more 4-byte state for resnet18's 11.7 M
+    # parameters is 47 MB; and its update (a GPU's all-tensors path, this machine having measured no Adam
+    # step) adds a temporary of all of them, 47 MB more, where momentum SGD updates in place. The peak is
+    # the larger of the forward's end and the update, so it moves by at most both and at least the moment
+    # (each fitted, a little under a whole byte count).
+    parameters = 11_689_512
+    assert 0.8 * 4 * parameters <= adamw["peak_memory_bytes"] - sgd["peak_memory_bytes"] <= 2 * 4 * parameters
     assert re.search(r"step\s+│\s+[\d.,]+ (ms|s|µs)\s", shown["predict --model=resnet18"])
     assert re.search(r"job \(p90\)\s+│\s+[\d,]+d \d{2}:\d{2}\s", shown["predict --model=resnet18"])
 
