@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from benchmarks.harness.experiment import matching_backfill
 from benchmarks.harness.model import (
     Arm,
     Arrival,
@@ -26,7 +27,6 @@ from benchmarks.harness.model import (
     ReplayConfig,
     ReplayDecision,
 )
-from benchmarks.harness.scheduler import Backfill
 from benchmarks.harness.simulate import simulate
 from benchmarks.harness.slurm import run_on_slurm
 
@@ -84,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("| --- | --- | --- | --- |")
     for name, scene in SCENES.items():
         jobs, arm = _jobs(scene), _arm(scene)
-        twin = simulate(jobs, arm, "habits", INVENTORY, _truth, backfill=Backfill(limit_resolution_s=60))
+        twin = simulate(jobs, arm, "habits", INVENTORY, _truth, backfill=matching_backfill(1.0))
         with tempfile.TemporaryDirectory(prefix="advisor-probe-") as root:
             real = run_on_slurm(jobs, arm, "habits", INVENTORY, _truth, 1.0, Path(root), args.base_port)
         slurm = {outcome.name: outcome for outcome in real}
