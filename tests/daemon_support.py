@@ -182,3 +182,14 @@ def vm_rss(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     raise LookupError(f"process {pid} has no VmRSS")
+
+
+def libraries_loaded(daemon: Daemon, seconds: float = 120) -> str:
+    """Waits for the daemon's background load of transformers and timm (`daemon/schedule.py`) and returns
+    its log line: a measurement of the daemon's memory starts after it, as a deployed daemon's would."""
+    log = daemon.root / "daemon.log"
+    deadline = time.monotonic() + seconds
+    while "model libraries loaded" not in log.read_text(errors="replace"):
+        assert time.monotonic() < deadline, log.read_text(errors="replace")[-2000:]
+        time.sleep(0.2)
+    return next(line for line in log.read_text().splitlines() if "model libraries loaded" in line)

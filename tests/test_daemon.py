@@ -24,7 +24,7 @@ from advisor.daemon.transport import UnixHTTPConnection
 from advisor.sandbox.cluster import Sandbox
 from advisor.slurm.client import SlurmClient
 
-from .daemon_support import BIN, SCRIPT, Daemon, jobs_named, started_daemon, submit
+from .daemon_support import BIN, SCRIPT, Daemon, jobs_named, libraries_loaded, started_daemon, submit
 
 
 @pytest.fixture(scope="module")
@@ -395,13 +395,7 @@ def test_a_job_is_linked_to_advice_by_its_real_owner_whatever_its_comment_says(
 def test_the_model_libraries_load_at_the_start_not_with_the_first_hf_or_timm_request(daemon: Daemon) -> None:
     """The daemon builds ``hf:``/``timm:`` tables itself (library code); transformers and timm load in the
     background once it starts, so the first such request does not wait seconds for them."""
-    log = daemon.root / "daemon.log"
-    deadline = time.monotonic() + 120
-    while "model libraries loaded" not in log.read_text(errors="replace"):
-        assert time.monotonic() < deadline, log.read_text(errors="replace")[-2000:]
-        time.sleep(0.2)
-    said = [line for line in log.read_text().splitlines() if "model libraries loaded" in line]
-    assert "model libraries loaded: transformers, timm (" in said[0]
+    assert "model libraries loaded: transformers, timm (" in libraries_loaded(daemon)
 
 
 def test_without_the_model_extras_nothing_is_loaded_and_nothing_fails(

@@ -24,7 +24,14 @@ from advisor.daemon.limits import Limits
 from advisor.daemon.transport import DaemonUnreachable, Service, UnixHTTPConnection, call
 from advisor.sandbox.cluster import Sandbox
 
-from .daemon_support import Daemon, munged_open_to_everyone, serving_the_cluster, started_daemon, vm_rss
+from .daemon_support import (
+    Daemon,
+    libraries_loaded,
+    munged_open_to_everyone,
+    serving_the_cluster,
+    started_daemon,
+    vm_rss,
+)
 from .test_service_munge import request_body
 
 MIB = 2**20
@@ -115,6 +122,7 @@ def stalled_rounds(daemon: Daemon, opened: Callable[[], socket.socket]) -> list[
     MiB of RSS while they stall and once they are gone."""
     assert daemon.process is not None
     pid = daemon.process.pid
+    libraries_loaded(daemon)  # they take hundreds of MiB once, in the background, at the daemon's start
     baseline = vm_rss(pid)
     figures = []
     for _ in range(3):
