@@ -139,12 +139,13 @@ class SimPartition:
                 self._used[node] += attempt.ask[1]
             started.append(attempt)
         if started:
-            # Started attempts are among the planned ones, at the head of the queue.
+            # Started attempts are among the planned ones, at the head of the queue. The plan goes: its
+            # earlier slots were chosen before these held their nodes, and Slurm's next pass plans with them
+            # running (a later slot's best fit can differ).
             head = self.pending[: plan.planned]
             self.pending[: plan.planned] = [attempt for attempt in head if attempt.start_s is None]
             self.running.extend(started)
-            plan.planned -= len(started)
-            plan.starting = []
+            self._plan = None
         return started
 
     def test_only(self, query: ReplayQuery, now: float) -> float | None:
