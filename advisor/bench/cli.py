@@ -56,10 +56,11 @@ def _add_plan(actions: argparse._SubParsersAction[argparse.ArgumentParser], sett
     plan = actions.add_parser(
         "plan",
         help="what tonight measures on a partition, why, and how much of the grid its machine has covered",
-        description="Tonight's plan: the coarse grid while a machine lacks it, then the architectures users "
-        "submitted that it has not measured, then the rest of the nightly grid, then its oldest results "
-        "again, within the budget. --grid, --quick and --check show those whole plans instead; "
-        "--architecture what `advisor bench run --architecture` measures of one model.",
+        description="Tonight's plan: the sweeps (bandwidth, launches, updates) and the coarse grid while a "
+        "machine lacks them, then the architectures users submitted that it has not measured, then the rest "
+        "of the nightly grid, then its oldest results again, within the budget. --grid, --quick and --check "
+        "show those whole plans instead; --architecture what `advisor bench run --architecture` measures of "
+        "one model.",
     )
     choice = add_plan_choice(plan)
     choice.add_argument("--grid", action="store_true", help="the whole nightly grid, by phase")
