@@ -137,5 +137,3 @@ def test_predict_shows_one_gpus_memory_of_a_sharded_job(
     assert cli([*words, "--hybrid-shard"]) == 2
     assert cli([*words, "--zero", "2", "--gpus", "6", "--nodes", "4"]) == 2
     assert "do not lie evenly" in capsys.readouterr().out
-    assert cli([*words, "--gpus", "0"]) == 2
-    assert "--gpus and --nodes count from 1, not 0 and 1" in capsys.readouterr().out

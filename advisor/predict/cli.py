@@ -121,9 +121,7 @@ def _sharding_options(predict: argparse.ArgumentParser) -> None:
 
 def _sharding(args: argparse.Namespace) -> str | None:
     """What is wrong with the sharding options, if anything."""
-    if args.gpus < 1 or args.nodes < 1:
-        return f"--gpus and --nodes count from 1, not {args.gpus} and {args.nodes}"
-    if args.gpus % args.nodes:
+    if args.gpus < 1 or args.nodes < 1 or args.gpus % args.nodes:
         return f"--gpus {args.gpus} do not lie evenly on --nodes {args.nodes}"
     if args.hybrid_shard and args.zero is None:
         return "--hybrid-shard goes with --zero 2 or 3"
