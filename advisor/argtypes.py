@@ -13,6 +13,18 @@ def input_shape(text: str) -> tuple[int, int, int]:
     return int(parts[0]), int(parts[1]), int(parts[2])
 
 
+def count(text: str) -> int:
+    """A number of things that counts from 1 (GPUs, nodes, ranks): 0 would otherwise surface later as a
+    puzzle (GPUs that do not lie evenly on the nodes, a job Slurm refuses)."""
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number such as 2, not {text!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"counts from 1, not {number}")
+    return number
+
+
 def model_arg(text: str) -> tuple[str, int | float | bool | str]:
     """KEY=VALUE for the model's constructor, as `#ADVISOR --model-arg` takes it: a JSON number or boolean,
     otherwise the text itself."""
@@ -51,3 +63,30 @@ def add_plan_choice(parser: argparse.ArgumentParser) -> argparse._MutuallyExclus
         help="every part of the nightly plan, thinly (both input sizes, each setting, layers): minutes",
     )
     return kind
+
+
+def sharding_options(parser: argparse.ArgumentParser) -> None:
+    """How a job shards its state among its GPUs, so that the memory `advisor predict` shows is one GPU's."""
+    parser.add_argument(
+        "--zero",
+        type=int,
+        choices=(1, 2, 3),
+        help="ZeRO stage (FSDP: FULL_SHARD is 3, SHARD_GRAD_OP 2): optimizer state, gradients, weights "
+        "sharded among the job's GPUs",
+    )
+    parser.add_argument(
+        "--hybrid-shard",
+        action="store_true",
+        help="with --zero: FSDP's HYBRID_SHARD, sharded among one node's GPUs, replicated across nodes",
+    )
+    parser.add_argument("--gpus", type=count, default=1, help="the job's GPUs in all (default 1)")
+    parser.add_argument("--nodes", type=count, default=1, help="the nodes they lie on, evenly (default 1)")
+
+
+def sharding_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the sharding options together (each alone was checked as it was read)."""
+    if args.gpus % args.nodes:
+        return f"--gpus {args.gpus} do not lie evenly on --nodes {args.nodes}"
+    if args.hybrid_shard and args.zero is None:
+        return "--hybrid-shard goes with --zero 2 or 3"
+    return None

@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from advisor import readable, terminal
+from advisor import argtypes, readable, terminal
 from advisor.bench.measuring import BenchJob, JobToSubmit, finish_jobs, submit_jobs
 from advisor.bench.submit import device_kind
 from advisor.bench.watching import measured_json, progress_on, said_measured, said_submitted
@@ -41,9 +41,11 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
         help="repeatable; default: every partition with two GPUs on a node or two nodes that take jobs, "
         "less [bench] skip_partitions",
     )
-    measure.add_argument("--nodes", type=int, default=2, help="nodes of the job (default 2)")
+    measure.add_argument("--nodes", type=argtypes.count, default=2, help="nodes of the job (default 2)")
     measure.add_argument(
-        "--tasks-per-node", type=int, help="ranks per node (default: the partition's GPUs per node, else 1)"
+        "--tasks-per-node",
+        type=argtypes.count,
+        help="ranks per node (default: the partition's GPUs per node, else 1)",
     )
     measure.add_argument(
         "--models",

@@ -81,9 +81,11 @@ def _add_predict(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
         choices=("sgd", "adam", "adamw"),
         help="what trains the step (default: SGD with momentum, as benchmarked); Adam's moments count",
     )
-    predict.add_argument("--batch-size", type=int, required=True, help="the micro-batch on one GPU")
+    predict.add_argument(
+        "--batch-size", type=argtypes.count, required=True, help="the micro-batch on one GPU"
+    )
     predict.add_argument("--partition", required=True)
-    _sharding_options(predict)
+    argtypes.sharding_options(predict)
     predict.add_argument(
         "--gpu", help="the partition's GPU type, when it was never benchmarked (default: its name)"
     )
@@ -99,33 +101,6 @@ def _add_predict(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
     )
     predict.add_argument("--json", action="store_true")
     predict.set_defaults(handler=_predict)
-
-
-def _sharding_options(predict: argparse.ArgumentParser) -> None:
-    """How the job shards its state among its GPUs, so that the memory shown is one GPU's."""
-    predict.add_argument(
-        "--zero",
-        type=int,
-        choices=(1, 2, 3),
-        help="ZeRO stage (FSDP: FULL_SHARD is 3, SHARD_GRAD_OP 2): optimizer state, gradients, weights "
-        "sharded among the job's GPUs",
-    )
-    predict.add_argument(
-        "--hybrid-shard",
-        action="store_true",
-        help="with --zero: FSDP's HYBRID_SHARD, sharded among one node's GPUs, replicated across nodes",
-    )
-    predict.add_argument("--gpus", type=int, default=1, help="the job's GPUs in all (default 1)")
-    predict.add_argument("--nodes", type=int, default=1, help="the nodes they lie on, evenly (default 1)")
-
-
-def _sharding(args: argparse.Namespace) -> str | None:
-    """What is wrong with the sharding options, if anything."""
-    if args.gpus < 1 or args.nodes < 1 or args.gpus % args.nodes:
-        return f"--gpus {args.gpus} do not lie evenly on --nodes {args.nodes}"
-    if args.hybrid_shard and args.zero is None:
-        return "--hybrid-shard goes with --zero 2 or 3"
-    return None
 
 
 def _train(args: argparse.Namespace, console: Console) -> int:
@@ -337,7 +312,7 @@ def _predict(args: argparse.Namespace, console: Console) -> int:
     from advisor.predict.service import Predictors, StepQuestion, load_specs, predict
     from advisor.predict.types import NoModelError
 
-    wrong = _sharding(args)
+    wrong = argtypes.sharding_problem(args)
     if wrong is not None:
         console.print(f"advisor: error: {wrong}", highlight=False)
         return 2
