@@ -12,7 +12,6 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from itertools import pairwise
 from math import ceil
 from typing import Any, TypeVar
 
@@ -22,7 +21,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from advisor.bench.tables import model_table
-from advisor.bench.training import pace_step, start_training
+from advisor.bench.training import Training, pace_step, run_delay_s, start_training
 from advisor.introspect import Optimizer, estimate_peak_memory
 from advisor.ops.workloads import build
 from advisor.precision import Precision
@@ -31,6 +30,10 @@ from advisor.records import LayerConfig, LayerMeasurement, StepConfig, StepMeasu
 GROUP_S = 0.3
 """A paced step shorter than this is timed in a group of steps this long: a lone 10 ms step is all noise."""
 MAX_GROUP = 64
+DISTURBED_SHARE = 0.05
+"""A paced group that waited this share of its time for the CPU is timed again (`_time_groups`)."""
+RETIMES = 3
+"""A measurement times at most this many times the groups it keeps."""
 _OOM_TEXT = ("out of memory", "can't allocate memory", "cannot allocate memory", "not enough memory")
 _ERROR_CHARS = 2000
 T = TypeVar("T")
@@ -83,7 +86,7 @@ def measure_step(
             "non_device_share": min(max(1.0 - sum(outcome.compute_s) / sum(outcome.step_s), 0.0), 1.0),
             "peak_memory_bytes": outcome.peak_bytes,
             "fits": True,
-            "steps": steps * outcome.group,
+            "steps": len(outcome.step_s) * outcome.group,
             "pace_ratio": statistics.median(outcome.pace_ratios()) if paced else None,
             "pace_s": statistics.median(outcome.pace_s) if paced else None,
         }
@@ -132,20 +135,34 @@ class _Marks:
 
 
 @dataclass(frozen=True)
+class _Group:
+    """One timed group of steps: its marks, and on a CPU what it waited for the CPU (`run_delay_s`)."""
+
+    start: Any
+    spans: list[tuple[Any, Any]]
+    """Each step's marks once its batch was fed and once it was done."""
+    waited_s: float = 0.0
+    disturbed: bool = False
+
+
+@dataclass(frozen=True)
 class _Timings:
     step_s: list[float]
-    """Each timed group's seconds per step."""
+    """Each timed group's seconds per step, less what it waited for the CPU; the disturbed ones left out
+    where any group was not."""
     compute_s: list[float]
     peak_bytes: int
     group: int
     pace_s: list[float]
-    """The pace step's times before the first step, between steps and after the last; empty if unpaced."""
+    """The pace step's times around each group kept in ``step_s`` (before and after it); empty if
+    unpaced."""
 
     def pace_ratios(self) -> list[float]:
-        return [
-            step / statistics.mean(pair)
-            for step, pair in zip(self.step_s, pairwise(self.pace_s), strict=True)
-        ]
+        pairs = zip(self.step_s, self.paces(), strict=True)
+        return [step / statistics.mean(around) for step, around in pairs]
+
+    def paces(self) -> list[tuple[float, float]]:
+        return list(zip(self.pace_s[::2], self.pace_s[1::2], strict=True))
 
 
 def _train(
@@ -153,9 +170,9 @@ def _train(
 ) -> _Timings:
     on_cpu = device.type == "cpu"
     pace = pace_step() if on_cpu and config.workers == 0 else None
-    # Enough batches for the largest groups; the loader makes them only as they are asked for. A CPU
-    # takes one more: its peak memory is tracked in an extra, untimed step.
-    batches = warmup + steps * (MAX_GROUP if pace else 1) + on_cpu
+    # Enough batches for the largest groups, timed again where disturbed; the loader makes them only as
+    # they are asked for. A CPU takes one more: its peak memory is tracked in an extra, untimed step.
+    batches = warmup + steps * (RETIMES * MAX_GROUP if pace else 1) + on_cpu
     training = start_training(config, device, batches, allow_factories=allow_factories)
     warm_s = 0.0
     for _ in range(warmup):
@@ -167,20 +184,19 @@ def _train(
     marks.settle()
     if not on_cpu:
         torch.cuda.reset_peak_memory_stats(device)
-    groups, pace_s = [], [pace()] if pace else []
-    for _ in range(steps):
-        start, spans = marks.mark(), []
-        for _ in range(group):
-            batch = training.fetch()
-            fed = marks.mark()
-            training.compute(*batch)
-            spans.append((fed, marks.mark()))
-        groups.append((start, spans))
-        if pace:
-            pace_s.append(pace())
+    groups, paces = _time_groups(training, marks, steps, group, pace)
     marks.settle()
-    step_s = [marks.seconds(start, spans[-1][1]) / group for start, spans in groups]
-    compute_s = [sum(marks.seconds(fed, done) for fed, done in spans) / group for _, spans in groups]
+    kept = [(g, p) for g, p in zip(groups, paces, strict=True) if not g.disturbed] or list(
+        zip(groups, paces, strict=True)
+    )
+    wall_s = [marks.seconds(g.start, g.spans[-1][1]) for g, _ in kept]
+    step_s = [(wall - g.waited_s) / group for wall, (g, _) in zip(wall_s, kept, strict=True)]
+    # The compute's share of each group's wall time, applied to its own time.
+    compute_s = [
+        sum(marks.seconds(fed, done) for fed, done in g.spans) / wall * step
+        for wall, step, (g, _) in zip(wall_s, step_s, kept, strict=True)
+    ]
+    pace_s = [s for _, around in kept for s in around if around]
     if not on_cpu:
         return _Timings(step_s, compute_s, torch.cuda.max_memory_allocated(device), group, pace_s)
     training.optimizer.zero_grad(set_to_none=True)
@@ -192,6 +208,36 @@ def _train(
     with _TensorMemory(existing) as memory:
         training.compute(images, labels)
     return _Timings(step_s, compute_s, memory.peak, group, pace_s)
+
+
+def _time_groups(
+    training: Training, marks: _Marks, steps: int, group: int, pace: Callable[[], float] | None
+) -> tuple[list[_Group], list[tuple[float, ...]]]:
+    """``steps`` groups of ``group`` steps and, paced, the pace step's times before and after each.
+
+    Paced (a CPU), a group that waited for the CPU more than `DISTURBED_SHARE` of its time is timed
+    again, up to `RETIMES` x ``steps`` groups in all: its own time leaves the wait out, but the other
+    tasks' time slices also emptied its caches, which made a small step's own time up to 1.6 times its
+    quiet one (benchmarks/README.md).
+    """
+    groups: list[_Group] = []
+    paces: list[tuple[float, ...]] = []
+    before = pace() if pace else None
+    while len(groups) < steps * (RETIMES if pace else 1) and sum(not g.disturbed for g in groups) < steps:
+        waited, began = run_delay_s() if pace else 0.0, time.perf_counter()
+        start, spans = marks.mark(), []
+        for _ in range(group):
+            batch = training.fetch()
+            fed = marks.mark()
+            training.compute(*batch)
+            spans.append((fed, marks.mark()))
+        waited = run_delay_s() - waited if pace else 0.0
+        disturbed = waited > DISTURBED_SHARE * (time.perf_counter() - began)
+        groups.append(_Group(start, spans, waited, disturbed))
+        after = pace() if pace else None
+        paces.append((before, after) if before is not None and after is not None else ())
+        before = after
+    return groups, paces
 
 
 class _TensorMemory(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch leaves it untyped
@@ -264,22 +310,31 @@ def measure_layer(config: LayerConfig, device: torch.device, repeats: int, warmu
 def _time_layer(
     config: LayerConfig, device: torch.device, repeats: int, warmup: int
 ) -> tuple[list[float], list[float]]:
-    """The repeats' times, and on a CPU the pace step's just before and after them."""
+    """The repeats' times and, on a CPU, the pace step's just before and after them. On a CPU a repeat is
+    timed less what it waited for the CPU, and one disturbed (`DISTURBED_SHARE`) is run again, up to
+    `RETIMES` x ``repeats`` runs in all, as steps are (`_time_groups`)."""
     pace = pace_step() if device.type == "cpu" else None
-    pace_s = []
     workload = build(config, device)
     marks = _Marks(device)
-    spans = []
-    for repeat in range(warmup + repeats):
-        if pace and repeat == warmup:
-            pace_s.append(pace())
+    for _ in range(warmup):
         workload.reset()
+        workload.run()
+    pace_s = [pace()] if pace else []
+    runs: list[tuple[Any, Any, float, bool]] = []
+    while len(runs) < repeats * (RETIMES if pace else 1) and sum(not run[3] for run in runs) < repeats:
+        workload.reset()
+        waited = run_delay_s() if pace else 0.0
         start = marks.mark()
         workload.run()
         end = marks.mark()
-        if repeat >= warmup:
-            spans.append((start, end))
+        waited = run_delay_s() - waited if pace else 0.0
+        runs.append((start, end, waited, bool(pace) and waited > DISTURBED_SHARE * (end - start)))
     marks.settle()
     if pace:
         pace_s.append(pace())
-    return [marks.seconds(start, end) for start, end in spans], pace_s
+    kept = [run for run in runs if not run[3]] or runs
+    own = [marks.seconds(start, end) - waited for start, end, waited, _ in kept]
+    # A run so short that reading the wait took longer than it: its wall time.
+    return [
+        o if o > 0 else marks.seconds(start, end) for o, (start, end, _, _) in zip(own, kept, strict=True)
+    ], pace_s

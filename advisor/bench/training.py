@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
 import torch
 import torchvision
@@ -22,6 +23,7 @@ from advisor.records import StepConfig
 from advisor.runtime.step import device_autocast
 
 _IMAGE_POOL = 32
+_SCHEDSTAT = Path("/proc/thread-self/schedstat")
 
 
 class _SyntheticImages(Dataset[tuple[Tensor, Tensor]]):
@@ -123,16 +125,31 @@ def start_training(
     return Training(model, optimizer, fetch, compute)
 
 
+def run_delay_s() -> float:
+    """Seconds this thread has waited, ready to run, while another task held its CPU (the kernel's
+    schedstat); 0.0 where the kernel keeps no such count.
+
+    A shared CPU's time slices go to other processes for whole milliseconds; the wall clock counts them
+    against whatever is being timed (on a VM shared by several people, a step's wall time was up to ten
+    times its own: benchmarks/README.md), this count takes them out.
+    """
+    try:
+        return int(_SCHEDSTAT.read_text(encoding="ascii").split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 @cache
 def pace_step() -> Callable[[], float]:
-    """The CPU's pace step, built and warmed once per process; it returns its own time."""
+    """The CPU's pace step, built and warmed once per process; it returns its own time: the wall time
+    less what it waited for the CPU (`run_delay_s`), as the steps it paces are timed."""
     training = start_training(PACE, torch.device("cpu"), batches=1)
     batch = training.fetch()
 
     def timed() -> float:
-        began = time.perf_counter()
+        waited, began = run_delay_s(), time.perf_counter()
         training.compute(*batch)
-        return time.perf_counter() - began
+        return time.perf_counter() - began - (run_delay_s() - waited)
 
     for _ in range(2):
         timed()
