@@ -84,9 +84,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("| --- | --- | --- | --- |")
     for name, scene in SCENES.items():
         jobs, arm = _jobs(scene), _arm(scene)
-        twin = simulate(jobs, arm, "habits", INVENTORY, _truth, backfill=matching_backfill(1.0))
         with tempfile.TemporaryDirectory(prefix="advisor-probe-") as root:
             real = run_on_slurm(jobs, arm, "habits", INVENTORY, _truth, 1.0, Path(root), args.base_port)
+        # The twin on the real run's clock: the will-run test's batches end at marks on it.
+        backfill = matching_backfill(1.0, real[0].real_zero_s)
+        twin = simulate(jobs, arm, "habits", INVENTORY, _truth, backfill=backfill)
         slurm = {outcome.name: outcome for outcome in real}
         for outcome in twin:
             there = slurm[outcome.name]

@@ -18,13 +18,20 @@ SCENE = {
 }
 
 
-def _starts(backfill: Backfill) -> dict[str, float]:
-    pool = Pool(partition="p", gpu_type="t4", nodes=3, gpus_per_node=4)
+def _starts(
+    backfill: Backfill, scene: dict[str, tuple[float, int, int, float]] = SCENE, elsewhere: str = ""
+) -> dict[str, float]:
+    """Start of each job; the job named ``elsewhere`` runs in partition q (one node), the rest in p."""
+    pools = [
+        Pool(partition="p", gpu_type="t4", nodes=3, gpus_per_node=4),
+        Pool(partition="q", gpu_type="t4", nodes=1, gpus_per_node=4),
+    ]
 
     def decide(job: Job, view: QueueView) -> ReplayDecision:
-        _, gpus, nodes, limit = SCENE[job.arrival.name]
+        _, gpus, nodes, limit = scene[job.arrival.name]
         config = ReplayConfig(gpu_type="t4", gpus=gpus, nodes=nodes, micro_batch=8, accumulation=1)
-        return ReplayDecision(partition="p", config=config, time_limit_s=limit)
+        partition = "q" if job.arrival.name == elsewhere else "p"
+        return ReplayDecision(partition=partition, config=config, time_limit_s=limit)
 
     jobs = [
         Job(
@@ -33,10 +40,10 @@ def _starts(backfill: Backfill) -> dict[str, float]:
             user_gpu_type="t4",
             user_limit_s=400.0,
         )
-        for name, (at, gpus, _, limit) in SCENE.items()
+        for name, (at, gpus, _, limit) in scene.items()
     ]
     outcomes = simulate(
-        jobs, decide, "habits", Inventory(pools=[pool]), lambda job, _: float(job.steps), backfill=backfill
+        jobs, decide, "habits", Inventory(pools=pools), lambda job, _: float(job.steps), backfill=backfill
     )
     return {outcome.name: outcome.start_s for outcome in outcomes}
 
@@ -58,3 +65,36 @@ def test_a_later_slot_begins_at_the_end_of_the_batch_that_reaches_it(
 ) -> None:
     starts = _starts(Backfill(will_run_batch_s=batch_s))
     assert (starts["b"], starts["c"]) == (b_start, c_start)
+
+
+#: x ends at 155, w at 190: whether x shares a batch depends on where the marks fall.
+MARKS = {**SCENE, "x": (0.0, 4, 1, 155.0), "w": (0.0, 4, 1, 190.0), "c": (2.0, 4, 1, 60.0)}
+
+
+@pytest.mark.parametrize(
+    ("origin_s", "b_start", "c_start"),
+    [
+        # Marks at 120 (a's end 100 rounded up to the clock's 30 s), then 150, 180, 240. At 1: a, then x
+        # alone: b's slot at 155 on a's and x's nodes; c (60 s) would overlap it on a's node, and is
+        # planned on w's at 190. At 100 (a ended) the marks are 180 (x's 155 rounded up), then 210: x and w
+        # are one batch, b's slot moves to 190, and c fits before it on a's node: it starts at 100; b
+        # waits for c's node and starts at 160.
+        (0.0, 160.0, 100.0),
+        # The clock 7 s later: marks 127, 157 at 1 (a and x one batch: b at 155), and at 100 157, 187: x
+        # alone, b's slot stays at 155 and c waits for w's node (190).
+        (7.0, 155.0, 190.0),
+    ],
+)
+def test_the_batches_end_at_marks_on_the_clock(origin_s: float, b_start: float, c_start: float) -> None:
+    starts = _starts(Backfill(will_run_batch_s=30.0, will_run_origin_s=origin_s), MARKS)
+    assert (starts["b"], starts["c"]) == (b_start, c_start)
+
+
+def test_a_job_of_another_partition_carries_the_walk_on() -> None:
+    """Clock as in the second case above, and z (q's node, ends at 170) between x (155) and w (190) in the
+    walk over the cluster's running jobs. At 1 the job after x is z, past the mark 157: a and x are one
+    batch, b's slot 155. At 100 (marks 157, 187) the job after x is z, within 187, so the walk goes on to w
+    and frees it too, though 190 is past the mark: b's slot 190, c fits before it at 100, b starts at 160."""
+    scene = {**MARKS, "z": (0.0, 4, 1, 170.0)}
+    starts = _starts(Backfill(will_run_batch_s=30.0, will_run_origin_s=7.0), scene, elsewhere="z")
+    assert (starts["b"], starts["c"], starts["z"]) == (160.0, 100.0, 0.0)

@@ -106,7 +106,11 @@ def prepare(
 
 def run_simulated(experiment: Experiment, inventory: Inventory) -> dict[ArmName, list[ReplayOutcome]]:
     """Every arm on a simulated cluster in real time."""
-    return _simulate_arms(experiment, inventory, experiment.arms(), REAL_TIME, {})
+    truth = experiment.table.true_run_s
+    return {
+        name: simulate(experiment.jobs, arm, name, inventory, truth, backfill=REAL_TIME)
+        for name, arm in experiment.arms().items()
+    }
 
 
 def run_twin(
@@ -119,7 +123,7 @@ def run_twin(
     deciding anew in the twin does is `redecided`. The oracle, simulated only, decides in the twin."""
     arms = experiment.arms(compression)
     arms.update({name: as_decided(outcomes) for name, outcomes in real.items()})
-    return _simulate_arms(experiment, inventory, arms, matching_backfill(compression), _submitted(real))
+    return _simulate_arms(experiment, inventory, arms, compression, real)
 
 
 def redecided(
@@ -139,7 +143,7 @@ def redecided(
         name,
         inventory,
         experiment.table.true_run_s,
-        backfill=matching_backfill(compression),
+        backfill=matching_backfill(compression, _real_zero(real.get(name, []))),
         submitted_at=_submitted(real).get(name),
         caches=caches,
     )
@@ -162,17 +166,28 @@ def _submitted(real: dict[ArmName, list[ReplayOutcome]]) -> dict[ArmName, dict[s
     }
 
 
+def _real_zero(outcomes: Sequence[ReplayOutcome]) -> float | None:
+    return next((o.real_zero_s for o in outcomes if o.real_zero_s is not None), None)
+
+
 def _simulate_arms(
     experiment: Experiment,
     inventory: Inventory,
     arms: dict[ArmName, Arm],
-    backfill: Backfill,
-    submitted: dict[ArmName, dict[str, float]],
+    compression: float,
+    real: dict[ArmName, list[ReplayOutcome]],
 ) -> dict[ArmName, list[ReplayOutcome]]:
-    truth = experiment.table.true_run_s
+    """Every arm in the twin, each on the clock of its own real run."""
+    truth, submitted = experiment.table.true_run_s, _submitted(real)
     return {
         name: simulate(
-            experiment.jobs, arm, name, inventory, truth, backfill=backfill, submitted_at=submitted.get(name)
+            experiment.jobs,
+            arm,
+            name,
+            inventory,
+            truth,
+            backfill=matching_backfill(compression, _real_zero(real.get(name, []))),
+            submitted_at=submitted.get(name),
         )
         for name, arm in arms.items()
     }
@@ -198,11 +213,13 @@ REAL_TIME = Backfill(limit_resolution_s=60)
 """A cluster in real time: Slurm's one-minute limits and its default one-day backfill window."""
 
 
-def matching_backfill(compression: float) -> Backfill:
+def matching_backfill(compression: float, real_zero_s: float | None = None) -> Backfill:
     """The simulated twin of the real replay's scheduler: its backfill window, its whole-minute time
-    limits and its will-run test's batches of ending jobs, in the workload's seconds."""
+    limits and its will-run test's batches of ending jobs, in the workload's seconds; ``real_zero_s`` (the
+    real run's clock at workload second 0, `ReplayOutcome.real_zero_s`) places the batches' marks."""
     return Backfill(
         window_s=BACKFILL_WINDOW_MIN * 60 * compression,
         limit_resolution_s=60 * compression,
         will_run_batch_s=30 * compression,
+        will_run_origin_s=0.0 if real_zero_s is None else compression * (-real_zero_s % 30),
     )

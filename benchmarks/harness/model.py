@@ -117,6 +117,9 @@ class ReplayOutcome(_ReplayFrozen):
     submitted_s: float | None = None
     """When the first attempt reached the scheduler, where a real run's decision took time; None: at its
     arrival (the simulator decides in no time)."""
+    real_zero_s: float | None = None
+    """A real run's clock (Unix seconds) at workload second 0, where Slurm's will-run test aligns its
+    batches of ending jobs; None in the simulator."""
 
 
 class QueueView(Protocol):

@@ -37,10 +37,14 @@ class Backfill(BaseModel):
     seconds, so the twin of a compressed run plans on limits rounded up to that (jobs still end at their
     own limit). Zero: limits as given."""
     will_run_batch_s: float = Field(default=0.0, ge=0)
-    """Slurm's will-run test (``select/cons_tres``, behind backfill's slots and ``--test-only``) frees
-    running jobs by planned end a batch at a time, the jobs ending within a window of the batch's first,
-    the window 30 real seconds and doubling each batch, and plans a later start at the end of the batch
-    it first fits after. Compressed c times, the first window is 30c workload seconds. Zero: no batches."""
+    """Slurm's will-run test (``select/cons_tres``'s ``_will_run_test`` in 22.05, behind backfill's slots
+    and ``--test-only``) frees running jobs by planned end a batch at a time and plans a later start at
+    the last end of the batch it first fits after. The batches end at fixed marks: the first job's end
+    rounded up to the next multiple of 30 real seconds on the clock, plus 30, 60, 120 ... seconds.
+    Compressed c times, 30 real seconds are 30c workload seconds. Zero: no batches."""
+    will_run_origin_s: float = 0.0
+    """A workload second at which the real clock is a multiple of 30 s, where the marks align
+    (`matching_backfill` takes it from the real run's clock)."""
 
     def planned(self, limit_s: float) -> float:
         """The limit the scheduler plans with."""
@@ -110,6 +114,9 @@ class SimPartition:
         self._plan: _Plan | None = None
         self._whole: Amount = (pool.gpus_per_node, pool.gpus_per_node, 0)
         """A node's GPUs and CPUs (the sandbox gives a node a CPU per GPU)."""
+        self.neighbours: list[SimPartition] = []
+        """The cluster's other partitions, whose running jobs Slurm's will-run test walks past (see
+        ``_batched``): a start or an end there can move this partition's later slots."""
 
     def submit(self, attempt: Attempt) -> None:
         """Queue an attempt; one that could never fit is the arm's error, not a job to wait forever."""
@@ -125,6 +132,10 @@ class SimPartition:
         self.running.remove(attempt)
         for node in attempt.nodes:
             self._used[node] -= attempt.ask[1]
+        self._plan = None
+
+    def forget_plan(self) -> None:
+        """A neighbour's running jobs changed: the next pass plans anew."""
         self._plan = None
 
     def schedule(self, now: float) -> list[Attempt]:
@@ -225,25 +236,36 @@ class SimPartition:
 
     def _batched(self, begin: float, now: float) -> float:
         """The start Slurm's will-run test plans for a slot the profile finds at ``begin`` (see
-        ``Backfill.will_run_batch_s``): the last planned end of the batch of running jobs that reaches it."""
+        ``Backfill.will_run_batch_s``): the last planned end of the batch of running jobs that reaches it.
+
+        As in Slurm 22.05's ``_will_run_test``, the walk goes over every running job of the cluster by
+        planned end and frees this partition's; a batch ends where the job after the one just freed ends
+        past the mark, so a neighbour's job within the mark carries the walk on to this partition's next
+        job, wherever that one ends."""
         window = self.backfill.will_run_batch_s
         if window == 0 or begin <= now or begin == INF:
             return begin
         ends = sorted(
-            attempt.start_s + self.backfill.planned(attempt.limit_s)
-            for attempt in self.running
+            (attempt.start_s + self.backfill.planned(attempt.limit_s), attempt.order, partition is self)
+            for partition in [self, *self.neighbours]
+            for attempt in partition.running
             if attempt.start_s is not None
         )
-        first = 0
-        while first < len(ends):
-            last = first
-            while last + 1 < len(ends) and ends[last + 1] <= ends[first] + window:
-                last += 1
-            if ends[last] >= begin:
-                return ends[last]
-            window *= 2
-            first = last + 1
-        return begin
+        origin, mark, last = self.backfill.will_run_origin_s, INF, -INF
+        for index, (end, _, mine) in enumerate(ends):
+            if not mine:
+                continue
+            if mark == INF:  # the first end, rounded up to the clock's next multiple of the window
+                mark = origin + (math.floor((end - origin) / window) + 1) * window
+            last = end
+            following = ends[index + 1][0] if index + 1 < len(ends) else INF
+            if following > mark + window:  # the batch ends here, and Slurm tests the slot
+                if last >= begin:
+                    return last
+                window *= 2
+                while following != INF and following > mark + window:
+                    window *= 2
+        return last if last >= begin else begin
 
 
 @dataclass(slots=True)

@@ -67,6 +67,9 @@ def simulate(
     arm sees the queue through a daemon's caches, as old as they may be.
     """
     cluster = {pool.partition: SimPartition(pool, backfill) for pool in inventory.pools}
+    if backfill.will_run_batch_s:  # Slurm's will-run test walks every partition's running jobs
+        for partition in cluster.values():
+            partition.neighbours = [other for other in cluster.values() if other is not partition]
     delays = submitted_at or {}
     if delays and len({job.arrival.name for job in jobs}) < len(jobs):
         raise ValueError("submission times are given by job name, and the names repeat")
@@ -79,9 +82,17 @@ def simulate(
     ends: list[tuple[float, int, Attempt]] = []
     outcomes: dict[int, ReplayOutcome] = {}  # by id of the job: names need not be unique
 
-    def run_pass(partition: SimPartition, now: float) -> None:
-        for attempt in partition.schedule(now):
-            heapq.heappush(ends, (attempt.end_s, attempt.order, attempt))
+    def run_passes(partitions: Sequence[SimPartition], now: float) -> None:
+        """A pass on each; a start there replans its neighbours too."""
+        waiting = list(partitions)
+        while waiting:
+            started = waiting.pop(0).schedule(now)
+            for attempt in started:
+                heapq.heappush(ends, (attempt.end_s, attempt.order, attempt))
+            for other in _partition(cluster, started[0].decision.partition).neighbours if started else []:
+                other.forget_plan()
+                if other not in waiting:
+                    waiting.append(other)
 
     position = 0
     while position < len(arrivals) or ends:
@@ -94,13 +105,14 @@ def simulate(
             attempt = heapq.heappop(ends)[2]
             partition = cluster[attempt.decision.partition]
             partition.finish(attempt)
-            touched[partition.pool.partition] = partition
+            for other in [partition, *partition.neighbours]:
+                other.forget_plan()
+                touched[other.pool.partition] = other
             if attempt.killed and attempt.killed_start_s is None:
                 partition.submit(_rerun(attempt, next(orders), now))
             else:
                 outcomes[id(attempt.job)] = _outcome(attempt, arm_name)
-        for partition in touched.values():
-            run_pass(partition, now)
+        run_passes(list(touched.values()), now)
         while position < len(arrivals) and submitted(arrivals[position]) == now:
             job = arrivals[position]
             position += 1
@@ -109,7 +121,7 @@ def simulate(
             partition = _partition(cluster, decision.partition)
             true_run_s = truth(job, decision.config)
             partition.submit(Attempt(next(orders), job, decision, decision.time_limit_s, now, true_run_s))
-            run_pass(partition, now)
+            run_passes([partition], now)
     return [outcomes[id(job)] for job in arrivals]
 
 

@@ -11,9 +11,11 @@ What that costs in fidelity, for the report to state:
   is ``compression`` simulated seconds of extra wait per job that a real cluster would not have.
 - The backfill scheduler plans at ``bf_resolution`` (one real second) and looks ``BACKFILL_WINDOW_MIN``
   real minutes ahead; a job whose compressed limit is longer is not planned for.
-- Slurm's will-run test (behind backfill's slots and ``--test-only``) frees running jobs in batches of
-  planned ends 30, 60, 120 ... real seconds wide, so it plans a later start up to ``compression`` times
-  that late; the twin plans the same batches.
+- Slurm's will-run test (behind backfill's slots and ``--test-only``) frees running jobs in batches that
+  end at marks on the real clock (the first planned end rounded up to 30 s, then 30, 60, 120 ... s on),
+  walking every partition's running jobs, so it plans a later start up to ``compression`` times that
+  late, and a start or an end in one partition can move another's slots; the twin plans the same
+  batches on the real run's clock (`ReplayOutcome.real_zero_s`).
 """
 
 from __future__ import annotations
@@ -265,6 +267,7 @@ def outcome(
         timed_out=first.timed_out,
         killed_start_s=simulated(first_record.start_time) if rerun else None,
         submitted_s=simulated(first_record.submit_time),
+        real_zero_s=started.timestamp() - 0.5,
     )
 
 
