@@ -49,3 +49,20 @@ def test_passes_with_an_event_of_the_partition_between_them_are_not_compared() -
     # 1->2 has a100's start between (skipped); 2->3 moved; 3->4 kept for a100, t4 skipped (job 9 of t4 ended).
     assert found.kept == 1
     assert len(found.moved) == 1
+    assert found.quiet == 1  # 2->3 had no start or end anywhere
+
+
+def test_a_move_after_an_end_in_another_partition_is_not_quiet() -> None:
+    ended_elsewhere = "_job_complete: JobId=9 done"
+    submitted_elsewhere = "_slurm_rpc_submit_batch_job: JobId=12 InitPrio=4294901360 usec=316"
+    log = _log(
+        (1, [(76, 5, "a100-[2,4]", "a100"), (9, 4, "t4-1", "t4")]),
+        (2, [(76, 7, "a100-[4-5]", "a100"), (12, 4, "t4-1", "t4")]),
+        (3, [(76, 5, "a100-[2,4]", "a100")]),
+        between={1: ended_elsewhere, 2: submitted_elsewhere},
+    )
+    found = stability(log)
+    # Both a100 moves count; 2->3 had only t4's submission of job 12 between: quiet. t4's job 9 ended
+    # between 1 and 2.
+    assert len(found.moved) == 2
+    assert found.quiet == 1
