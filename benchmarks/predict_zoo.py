@@ -26,6 +26,7 @@ per batch size: the noise no predictor's held-out MAPE can get under, to read ne
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import random
 import sys
@@ -44,7 +45,7 @@ from advisor.bench.plan import DeviceProfile, build_plan, nightly_grid
 from advisor.bench.results import jsonl_sink, read_jsonl
 from advisor.bench.run import RunOn, run_plan, terminal_reporter
 from advisor.bench.tables import zoo_table
-from advisor.predict.evaluate import held_out
+from advisor.predict.evaluate import Fit, held_out
 from advisor.predict.machine import StepSample, fit_machine
 from advisor.predict.opsum import fit_opsum
 from advisor.predict.registry import layer_samples, machines, step_samples
@@ -88,11 +89,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--compare", action="store_true", help="today's step model and the op-sum one on --db, side by side"
     )
+    parser.add_argument(
+        "--opsum-before",
+        type=Path,
+        help="with --compare: another tree's advisor/predict/opsum.py (a worktree of the commit before), "
+        "held out as a third column in the same run",
+    )
     args = parser.parse_args(argv)
     if args.passes < 1:
         parser.error(f"--passes must be at least 1, not {args.passes}")
     if args.compare:
-        compare(Store.existing(args.db))
+        before = () if args.opsum_before is None else (("op sum before", fit_from(args.opsum_before)),)
+        compare(Store.existing(args.db), (*MODELS, *before))
         return 0
     if args.spread:
         print(json.dumps(repeat_spread(Store.open(args.db).step_rows()), indent=2))
@@ -108,6 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         layer_batches=args.layer_batches,
         steps=5 if args.steps_only else NIGHTLY.steps,
         warmup=2 if args.steps_only else NIGHTLY.warmup,
+        # A pass of one kind is what --passes repeats.
+        step_passes=1 if args.steps_only or args.layers_only else NIGHTLY.step_passes,
     )
     plan = build_plan(grid, DeviceProfile.assumed("cpu"), zoo_table)
     print(
@@ -136,21 +146,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-MODELS = (("today's", fit_machine), ("op sum", fit_opsum))
+MODELS: tuple[tuple[str, Fit], ...] = (("today's", fit_machine), ("op sum", fit_opsum))
 
 
-def compare(store: Store) -> None:
+def fit_from(path: Path) -> Fit:
+    """``fit_opsum`` of an op-sum module file from another tree, run against this tree's package."""
+    spec = importlib.util.spec_from_file_location("opsum_before", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"predict_zoo: --opsum-before {path}: not a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    fit: Fit = module.fit_opsum
+    return fit
+
+
+def compare(store: Store, models: Sequence[tuple[str, Fit]] = MODELS) -> None:
     """Each machine's held-out figures, one column per step model, fitted on the same samples."""
     tables = measured_tables(store)
     for machine in machines(store):
         steps = step_samples(store.step_rows(machine), tables)
         layers = layer_samples(store.layer_rows(machine))
-        results = [held_out(machine, steps, layers, fit) for _name, fit in MODELS]
+        results = [held_out(machine, steps, layers, fit) for _name, fit in models]
         table = Table(
             title=f"machine {machine}: {len(steps)} steps, {len(layers)} layers", title_justify="left"
         )
         table.add_column("held out")
-        for name, _fit in MODELS:
+        for name, _fit in models:
             table.add_column(f"{name} MAPE", justify="right")
         table.add_row("leave one model out", *(percent(r.lomo_mape) for r in results))
         for model in results[0].lomo_mape_by_model:

@@ -138,8 +138,10 @@ def tonight(
     """The night of ``history``'s machine: what it has not measured first, then the oldest it has."""
     machine, measured = history.machine, history.measured
     full = _grid_plan(grid, device, tables)
-    keys = [item.config.key() for item in full.items]
-    missing = [(item, key) for item, key in zip(full.items, keys, strict=True) if key not in measured]
+    # A night's repeats are its freshness share: the grid's own later passes would repeat tonight's items.
+    grid_items = [item for item in full.items if item.phase is not Phase.REPEATS]
+    keys = [item.config.key() for item in grid_items]
+    missing = [(item, key) for item, key in zip(grid_items, keys, strict=True) if key not in measured]
     # The machine's rates (a minute) ahead of the coarse grid: every prediction uses them.
     first = [item for item in missing if item[0].phase in SWEPT] + [
         item for item in missing if item[0].phase is Phase.COARSE
@@ -147,7 +149,7 @@ def tonight(
     coarse = [(_subject(item), item, key) for item, key in first]
     rest = [(_subject(item), item, key) for item, key in missing if item.phase not in (*SWEPT, Phase.COARSE)]
     oldest = sorted(
-        (measured[key], key, item) for item, key in zip(full.items, keys, strict=True) if key in measured
+        (measured[key], key, item) for item, key in zip(grid_items, keys, strict=True) if key in measured
     )
     fresh_budget = FRESHNESS_SHARE * budget_s if measured else 0.0
     wanted = [
@@ -164,7 +166,7 @@ def tonight(
         machine=machine,
         budget_s=budget_s,
         entries=tuple(chosen),
-        grid_items=len(full.items),
+        grid_items=len(grid_items),
         covered=sum(key in measured for key in set(keys)),
         steps=full.steps,
         warmup=full.warmup,

@@ -4,17 +4,19 @@ The order is the point: a run is cut by its time budget, so what it measures fir
 predictors learn most from. The coarse batch grid over every model at default settings comes first, then
 what is not compute (`advisor.bench.sweeps`: the machine's bandwidth, launch and optimizer rates, which
 every prediction uses, in about a minute on a CPU and seconds on a GPU), then each distinct layer once,
-then the rest of the batch grid, then each setting (AMP, channels_last, pinned
-host memory) in turn, each new setting crossed with those before it. Durations come from introspected
-FLOPs and an assumed throughput per device kind: rough, but enough to cut a plan to a budget.
+then the rest of the batch grid, then each setting (AMP, channels_last, pinned host memory) in turn, each
+new setting crossed with those before it, the layer grid, and last the batch grid again where the grid
+asks for more than one pass of it. Durations come from introspected FLOPs and an assumed throughput per
+device kind: rough, but enough to cut a plan to a budget.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from itertools import product
+from random import Random
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -53,9 +55,11 @@ class Phase(StrEnum):
     CHANNELS_LAST = "channels_last"
     PINNED = "pinned"
     LAYER_GRID = "layer_grid"
+    REPEATS = "repeats"
 
 
 _SETTINGS = (Phase.AMP, Phase.CHANNELS_LAST, Phase.PINNED)
+_GRID = (Phase.COARSE, Phase.BATCHES)
 _MAX_WORKERS = 4
 
 
@@ -85,8 +89,7 @@ class DeviceProfile:
         return replace(_ASSUMED[kind], memory_bytes=memory_bytes)
 
 
-# The CPU figures were measured on a shared 2-core x86 VM without native bf16 (autocast is emulated
-# there, hence slower); the GPU's are a data-centre GPU's dense throughput at realistic utilisation.
+# CPU: measured on a shared 2-core x86 VM, bf16 emulated (slower); GPU: a data-centre GPU's realistic rate.
 _ASSUMED = {
     "cpu": DeviceProfile("cpu", None, 5e9, 0.1, 0.15, 1.0, 0.05, 0.1, 5e9, 2e-5, 0.1),
     "cuda": DeviceProfile("cuda", None, 40e12, 2.0, 0.005, 1.5, 0.0002, 0.05, 2e12, 1e-5, 0.0),
@@ -148,6 +151,9 @@ class Grid:
     repeats: int
     sweeps: Sweeps = NO_SWEEPS
     """What is not compute (`advisor.bench.sweeps`): measured right after the coarse grid."""
+    step_passes: int = 1
+    """Times the grid's steps are measured; the later passes last, each in its own order (one slow minute
+    shifts no batch size whole)."""
 
 
 def quick_plan(tables: TableSource, device: DeviceProfile | None = None) -> Plan:
@@ -175,13 +181,13 @@ def nightly_grid(kind: DeviceKind, *, workers: int = 4) -> Grid:
 
     On a GPU, the whole zoo at both input sides and the transformer family at its published sizes and
     sequence lengths (`GPU_SIZES`), every setting, batches up to 4096. On a CPU, the twenty CNNs that train
-    at 32x32 in minutes and the small transformer family (`CPU_SIZES`), batches up to 128, no settings
-    (bf16 autocast is emulated there),
-    and layers on each side of PyTorch's CPU convolution kernel switches (one thread, float32, torch 2.14,
-    seen with ``torch.profiler``): a 3x3 or 1x1 convolution of a small input runs ``_slow_conv2d`` at batch
-    1 and oneDNN from 2, a stride-1 1x1 convolution ``_slow_conv2d`` below 16 and oneDNN from 16. A layer's
-    time is a polyline through its batches, so no segment may cross a switch. The first layer batch is
-    measured early, in the layers phase; the others later.
+    at 32x32 in minutes and the small transformer family (`CPU_SIZES`), batches up to 128, no settings (bf16
+    autocast is emulated there), the steps twice (the plan ends within a night), and layers on each side of
+    PyTorch's CPU convolution kernel switches (one thread, float32, torch 2.14, seen with
+    ``torch.profiler``): a 3x3 or 1x1 convolution of a small input runs ``_slow_conv2d`` at batch 1 and
+    oneDNN from 2, a stride-1 1x1 convolution ``_slow_conv2d`` below 16 and oneDNN from 16. A layer's time
+    is a polyline through its batches, so no segment may cross a switch. The first layer batch is measured
+    early, in the layers phase; the others later.
     """
     if kind == "cpu":
         batches = geometric(128)
@@ -199,6 +205,7 @@ def nightly_grid(kind: DeviceKind, *, workers: int = 4) -> Grid:
             warmup=1,
             repeats=3,
             sweeps=CPU_SWEEPS,
+            step_passes=2,
         )
     batches = geometric(4096)
     models = (*(model.name for model in ZOO), *GPU_SEQUENCE_MODELS)
@@ -259,7 +266,7 @@ def build_plan(grid: Grid, device: DeviceProfile, tables: TableSource) -> Plan:
         *_steps(grid, device, tables, Phase.COARSE, grid.coarse, [(False, False, False)]),
         *_swept(grid, device),
         *_layers(grid, device, tables, Phase.LAYERS, grid.layer_batches[:1], [(False, True)]),
-        *_steps(grid, device, tables, Phase.BATCHES, _rest(grid), [(False, False, False)]),
+        *_steps(grid, device, tables, Phase.BATCHES, {*grid.batches} - {*grid.coarse}, [(False,) * 3]),
     ]
     varied: set[Phase] = set()
     for phase in (setting for setting in _SETTINGS if setting in grid.settings):
@@ -270,11 +277,10 @@ def build_plan(grid: Grid, device: DeviceProfile, tables: TableSource) -> Plan:
     benchmark = (True, False) if device.kind == "cuda" else (True,)
     settings = list(product(layer_amp, benchmark))
     items += _layers(grid, device, tables, Phase.LAYER_GRID, grid.layer_batches, settings)
+    steps = [item.model_copy(update={"phase": Phase.REPEATS}) for item in items if item.phase in _GRID]
+    for again in range(1, grid.step_passes):
+        items += Random(again).sample(steps, len(steps))  # noqa: S311 (an order, not a secret)
     return Plan(items=tuple(items), steps=grid.steps, warmup=grid.warmup, repeats=grid.repeats)
-
-
-def _rest(grid: Grid) -> tuple[int, ...]:
-    return tuple(batch for batch in grid.batches if batch not in grid.coarse)
 
 
 def _settings_of(phase: Phase, varied: set[Phase]) -> list[tuple[bool, bool, bool]]:
@@ -294,7 +300,7 @@ def _steps(
     device: DeviceProfile,
     tables: TableSource,
     phase: Phase,
-    batches: Sequence[int],
+    batches: Iterable[int],
     settings: Sequence[tuple[bool, bool, bool]],
 ) -> Iterator[PlanItem]:
     """Batch-major, so a cut plan has every model at small batches before any model at large ones."""
@@ -351,7 +357,9 @@ def _layers(
             too_big = device.memory_bytes is not None and 2 * (costs.bytes_read + costs.bytes_written) > (
                 device.memory_bytes
             )
-            if too_big or (phase is Phase.LAYER_GRID and _in_layers_phase(grid, at)):
+            # The layer grid leaves out what the layers phase measured.
+            first = batch == grid.layer_batches[0] and not amp and benchmark
+            if too_big or (phase is Phase.LAYER_GRID and first):
                 continue
             yield PlanItem(phase=phase, config=at, estimate_s=layer_estimate(grid, device, layer, at))
 
@@ -390,7 +398,3 @@ def _micro_s(grid: Grid, device: DeviceProfile, run_s: float) -> float:
     """A micro-benchmark of ``run_s`` a run: set up, paced before and after (a CPU), every repeat."""
     per_repeat = run_s + device.layer_overhead_s
     return device.layer_item_overhead_s + 2 * device.pace_s + (grid.warmup + grid.repeats) * per_repeat
-
-
-def _in_layers_phase(grid: Grid, config: LayerConfig) -> bool:
-    return config.batch == grid.layer_batches[0] and not config.amp and config.cudnn_benchmark
