@@ -20,7 +20,9 @@ prints both held-out figures side by side, in one run: leave one model out, unse
 peak memory.
 
 ``--spread`` prints how far repeated measurements of the same step lie apart (paced ones by their ratio),
-per batch size: the noise no predictor's held-out MAPE can get under, to read next to the evaluation.
+per batch size: the noise no predictor's held-out MAPE can get under, to read next to the evaluation;
+beside it the floor ``--compare`` prints too, without training anything: each interior step against the
+line through its model's measured neighbours.
 """
 
 from __future__ import annotations
@@ -103,7 +105,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         compare(Store.existing(args.db), (*MODELS, *before))
         return 0
     if args.spread:
-        print(json.dumps(repeat_spread(Store.open(args.db).step_rows()), indent=2))
+        store = Store.existing(args.db)
+        spread = {"repeat spread": repeat_spread(store.step_rows()), "floor": floor(store)}
+        print(json.dumps(spread, indent=2))
         return 0
     torch.set_num_threads(args.threads)
     batches = args.batches
@@ -193,12 +197,32 @@ def compare(store: Store, models: Sequence[tuple[str, Fit]] = MODELS) -> None:
         )
 
 
+def floor(store: Store) -> dict[str, float]:
+    """Each machine's steps as training reads them (`step_samples`), each interior one against the line
+    through its model's measured neighbours (`neighbour_errors`): overall and per batch size. Noise and real
+    kinks alike (a CPU's convolution kernels switch between batches 8 and 16: benchmarks/README.md)."""
+    tables = measured_tables(store)
+    errors: dict[int, list[float]] = {}
+    for machine in machines(store):
+        for batch, found in neighbour_errors(step_samples(store.step_rows(machine), tables)).items():
+            errors.setdefault(batch, []).extend(found)
+    every = [error for found in errors.values() for error in found]
+    return {
+        "interior steps": len(every),
+        "all": mean(every) if every else 0.0,
+        **{f"batch {batch}": mean(found) for batch, found in sorted(errors.items())},
+    }
+
+
 def neighbour_errors(steps: Sequence[StepSample]) -> dict[int, list[float]]:
     """Each interior step's relative error when read off the line, in log batch and log seconds, through
     its model's measured neighbours: how far the measurements themselves stray between batch sizes."""
-    series: dict[tuple[str, bool, bool], dict[int, float]] = {}
+    series: dict[tuple[str, str, bool, bool], dict[int, float]] = {}
     for sample in steps:
-        series.setdefault((sample.model, sample.amp, sample.channels_last), {})[sample.batch] = sample.seconds
+        # A transformer of the family is measured at three sequence lengths: each its own series.
+        size = f"{sample.table.input_shape} {sample.table.sequence_length}"
+        key = (sample.model, size, sample.amp, sample.channels_last)
+        series.setdefault(key, {})[sample.batch] = sample.seconds
     errors: dict[int, list[float]] = {}
     for times in series.values():
         sizes = sorted(times)
