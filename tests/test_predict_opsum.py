@@ -4,16 +4,23 @@
 from __future__ import annotations
 
 import json
+from math import log
 from pathlib import Path
 
 import pytest
 
 from advisor.bench.tables import zoo_table
 from advisor.cli import main as cli
+from advisor.introspect.table import TrainingSettings
 from advisor.ops import Cost, layer_op
+from advisor.ops.rates import MachineRates
+from advisor.predict.boosters import STEP_PARAMS, train_booster
 from advisor.predict.evaluate import held_out
+from advisor.predict.features import timed_layers
 from advisor.predict.heldout import without_models
-from advisor.predict.opsum import fit_opsum, untimed_seconds
+from advisor.predict.leastsquares import relative_least_squares
+from advisor.predict.machine import fit_layers
+from advisor.predict.opsum import OpSumModel, fit_opsum, op_terms, untimed_seconds
 from advisor.predict.registry import layer_samples, machines, step_samples
 from advisor.predict.roofline import Roofline, fit_roofline
 from advisor.records import LayerConfig, StepPart
@@ -75,11 +82,64 @@ def test_untimed_ops_are_priced_by_their_bytes_and_timed_ones_left_to_their_curv
     assert untimed_seconds(table, 8, False, roofline) > untimed_seconds(table, 4, False, roofline)
 
 
+def test_a_fit_on_top_of_seconds_already_priced_scales_only_what_is_left() -> None:
+    # 1 s of each step is priced already; the rest is exactly 2 per unit of the one term.
+    assert relative_least_squares([[1], [2], [3]], [3, 5, 7], offset=[1, 1, 1]) == pytest.approx((2,))
+    assert relative_least_squares([[1], [2], [3]], [3, 5, 7])[0] > 2.0
+
+
+def test_the_update_is_priced_for_the_optimizer_the_table_trains_with(store: Store) -> None:
+    """Unswept, AdamW moves 7 floats a parameter where SGD with momentum moves 5
+    (`advisor.ops.costs`): 1,000 parameters at 2 ns each for SGD's are 2.8 us for AdamW's."""
+    roofline = Roofline({"convolution": 1e12}, 1e9, 1e-6, update_s=2e-9)
+    assert roofline.update_seconds(1000, 2) == pytest.approx(2e-6)
+    assert roofline.update_seconds(1000, 2, "adamw") == pytest.approx(2.8e-6)
+    (machine,) = machines(store)
+    layers = fit_layers(machine, layer_samples(store.layer_rows(machine)))
+    table = zoo_table("resnet18", 32)
+    adamw = table.model_copy(update={"training": TrainingSettings(optimizer="adamw")})
+    sgd_s = op_terms(layers, roofline, table, 4, False, False).optimizer_s
+    assert op_terms(layers, roofline, adamw, 4, False, False).optimizer_s == pytest.approx(sgd_s * 7 / 5)
+
+
+def _swept(launch_s: float) -> Roofline:
+    """A roofline whose untimed ops are priced by one swept curve: 10 us at any size up to 1 MB."""
+    curve = ((0.0, log(1e-5)), (log(1e6), log(1e-5)))
+    rates = MachineRates(curves={"activation": curve}, launch_s=launch_s)
+    return Roofline(compute={"convolution": 1e12}, bandwidth=1e9, launch_s=1e-6, update_s=0.0, swept=rates)
+
+
+def test_swept_prices_hold_their_launches_and_the_profile_counts_them_as_dispatch(store: Store) -> None:
+    """resnet18 at batch 4: each timed layer launches three kernels, each untimed op two, at the launch
+    chain's 2 us; swept, no launch term is added on top of the prices that hold them."""
+    (machine,) = machines(store)
+    layers = fit_layers(machine, layer_samples(store.layer_rows(machine)))
+    table = zoo_table("resnet18", 32)
+    timed = len(timed_layers(table, 4, False))
+    untimed = len(table.layers) - timed
+    swept = op_terms(layers, _swept(2e-6), table, 4, False, False)
+    assert swept.launch_s == 0.0 and swept.anchored == {1, 2}, "untimed ops and launches; no update swept"
+    assert swept.dispatch_s == pytest.approx((timed * 3 * 2e-6, untimed * 2 * 2e-6))
+    plain = op_terms(layers, Roofline({"convolution": 1e12}, 1e9, 1e-6, 0.0), table, 4, False, False)
+    assert plain.launch_s == pytest.approx(untimed * 2 * 1e-6) and plain.dispatch_s[1] == 0.0
+    # Each part at scale one and a booster that corrects nothing: the launches held move to dispatch.
+    width = 11
+    flat = train_booster(STEP_PARAMS, 1, [[0.0] * width, [1.0] * width], [0.0, 0.0])
+    model = OpSumModel(layers, _swept(2e-6), (1.0, 1.0, 1.0, 1.0, 0.0, 0.0), {}, flat)
+    parts = model.parts(table, 4, False, False)
+    timed_s = sum(swept.layer_parts.values())
+    assert parts[StepPart.LAYERS] == pytest.approx(timed_s - swept.dispatch_s[0])
+    assert parts[StepPart.MEMORY_BOUND] == pytest.approx(swept.vector_s - swept.dispatch_s[1])
+    assert parts[StepPart.DISPATCH] == pytest.approx(sum(swept.dispatch_s))
+    assert parts[StepPart.OPTIMIZER] == pytest.approx(swept.optimizer_s)
+
+
 def test_a_fitted_op_sum_splits_its_prediction_into_the_profiles_parts(store: Store) -> None:
     (machine,) = machines(store)
     steps = step_samples(store.step_rows(machine), zoo_table)
     model = fit_opsum(machine, steps, layer_samples(store.layer_rows(machine)))
     assert all(c >= 0 for c in model.coefficients)
+    assert not model.terms(zoo_table("resnet18", 32), 8, False, False).anchored, "no sweep: all fitted"
     table = zoo_table("resnet18", 32)
     parts = model.parts(table, 8, False, False)
     assert set(parts) == set(StepPart) and all(s >= 0 for s in parts.values())
@@ -128,3 +188,22 @@ def test_profile_sets_the_op_sums_parts_beside_the_profiled_ones(
     assert all(by_part[str(part)]["op_sum_s"] >= 0 for part in StepPart)
     parts_s = sum(by_part[str(part)]["op_sum_s"] for part in StepPart)
     assert by_part["step"]["op_sum_s"] == pytest.approx(parts_s)
+
+
+def test_the_share_check_counts_a_split_that_matches_the_profile_as_within(store: Store) -> None:
+    """`benchmarks/profile_shares.py`: a profile equal to a model's own split is within 25% on every
+    part; one where the model's smallest part took four times as long is off there."""
+    from benchmarks.profile_shares import share_table, shares
+
+    (machine,) = machines(store)
+    steps = step_samples(store.step_rows(machine), zoo_table)
+    model = fit_opsum(machine, steps, layer_samples(store.layer_rows(machine)))
+    own = model.parts(zoo_table("resnet18", 32), 4, False, False)
+    smallest = min((p for p in StepPart if own[p] > 0), key=lambda p: own[p])
+    slower = {**own, smallest: 4 * own[smallest]}
+    assert shares(slower)[smallest] > 1.25 * shares(own)[smallest]
+    table = share_table([("resnet18", 4)], {("resnet18", 4): own}, [("op sum", model)])
+    assert list(table.columns[-1].cells)[-1] == f"{len(StepPart)} of {len(StepPart)}"
+    table = share_table([("resnet18", 4)], {("resnet18", 4): slower}, [("op sum", model)])
+    cells = list(table.columns[-1].cells)
+    assert cells[list(StepPart).index(smallest)].endswith("off")

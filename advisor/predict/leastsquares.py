@@ -15,12 +15,17 @@ batch sizes, 0.3 and 1 did as well)."""
 
 
 def relative_least_squares(
-    terms: Sequence[Sequence[float]], seconds: Sequence[float], *, shrunk: int = 0
+    terms: Sequence[Sequence[float]],
+    seconds: Sequence[float],
+    *,
+    shrunk: int = 0,
+    offset: Sequence[float] = (),
 ) -> tuple[float, ...]:
     """Non-negative coefficients of ``terms`` that fit ``seconds`` by least squares on relative error: a 10%
     miss on a fast layer or step matters as much as on a slow one. Columns are scaled for the solver. The
     first ``shrunk`` columns' coefficients are pulled toward one shared coefficient, appended last: where
-    the samples say little about a column, it keeps the shared value (``_SHRINKAGE``)."""
+    the samples say little about a column, it keeps the shared value (``_SHRINKAGE``). ``offset``: each
+    sample's seconds already priced at a fixed scale, which the coefficients fit on top of."""
     # Imported here: only fitting needs scipy.optimize, and every process that loads a model would import it.
     from scipy.optimize import nnls  # type: ignore[import-untyped]
 
@@ -28,7 +33,7 @@ def relative_least_squares(
     scale = np.maximum(matrix.max(axis=0), _TINY)
     target = np.asarray(seconds, dtype=float)
     rows = matrix / scale / target[:, None]
-    wanted = np.ones(len(target))
+    wanted = 1.0 - np.asarray(offset, dtype=float) / target if len(offset) else np.ones(len(target))
     if shrunk:
         pull = np.zeros((shrunk, rows.shape[1] + 1))
         pull[range(shrunk), range(shrunk)] = 1.0

@@ -3,16 +3,22 @@
 Each timed op (convolutions, linears) costs its own measured curve where it was micro-benchmarked, else the
 layer booster's (`MachineModel.layer_seconds`); every other op costs the machine's roofline
 (`advisor.predict.roofline`): its hand-counted FLOPs at its family's rate or its bytes at the bandwidth,
-whichever is longer (its swept bandwidth curve where the nightly grid measured it). To those: the launches
-(each layer's kernels at the per-launch cost), the optimizer's update of the parameters, and the time off
-the device (a fixed host cost per step and a per-sample one: the loader's, what makes small batches
-CPU-bound, as the CNN-prediction research's non-GPU term). Each term is in seconds, so a model the zoo
-lacks is priced by what it does, not by what correlates in the zoo; a non-negative fit on relative error
-scales each term once per machine (the timed layers by kernel path and benchmarked batch, shrunk toward one
-shared scale, as the linear base does), and the step booster corrects what is left from batch-free
-features (each term's share), so it cannot learn a batch size it never saw. A model measured whole keeps
-its own two scales, of its fixed and of its per-sample seconds, fitted to its measured steps: one noisy
-step bends a two-parameter curve less than it bends an interpolation through it.
+whichever is longer (its swept bandwidth curve where the nightly grid measured it, which holds its
+launches). To those: the launches no price holds, the update of the trainable parameters by the table's
+optimizer, and the time off the device (a fixed host cost per step and a per-sample one: the loader's, what
+makes small batches CPU-bound, as the CNN-prediction research's non-GPU term). Each term is in seconds, so a
+model the zoo lacks is priced by what it does, not by what correlates in the zoo.
+
+What measures a term alone sets its scale: the untimed ops, the launches and the update stay at the
+sweeps' prices (scale one), as whole steps cannot tell them apart (they grow with the same models; fitted
+freely, the untimed ops got scale 0 and the launches 14.5, benchmarks/README.md). Only the timed layers'
+scale (by kernel path and benchmarked batch, shrunk toward one shared scale: a layer timed alone strays
+from its time inside a network) and the host's two terms are fitted on the steps, on top of the anchored
+seconds; the step booster corrects what is left from batch-free features (each term's share), so it cannot
+learn a batch size it never saw. A model measured whole keeps its own two scales, of its fixed and of its
+per-sample seconds, fitted to its measured steps: one noisy step bends a two-parameter curve less than it
+bends an interpolation through it. Split for `advisor profile`, each price's launches (the launch chain's
+cost a kernel) count as per-op dispatch, as a profile counts what runs outside the kernels.
 
 Not the product's step model yet: ``benchmarks/predict_zoo.py --compare`` sets its held-out figures beside
 today's (`advisor.predict.machine`), and it replaces that only when it is better on both.
@@ -25,9 +31,10 @@ from dataclasses import dataclass, field
 from math import exp, log
 
 from advisor.introspect import LayerTable
+from advisor.introspect.training import trainable_parameters
 from advisor.ops import Cost, layer_op
 from advisor.predict.boosters import STEP_PARAMS, STEP_ROUNDS, apply_booster, train_booster
-from advisor.predict.features import Part
+from advisor.predict.features import Part, timed_layers
 from advisor.predict.leastsquares import relative_least_squares
 from advisor.predict.machine import (
     LayerSample,
@@ -37,12 +44,14 @@ from advisor.predict.machine import (
     fit_layers,
     series,
 )
-from advisor.predict.roofline import LAUNCHES_PER_LAYER, Roofline, fit_roofline
+from advisor.predict.roofline import LAUNCHES_PER_LAYER, UPDATES, Roofline, fit_roofline
 from advisor.records import StepPart
 
 _TINY = 1e-9
 _TENSORS_PER_LAYER = 2
 """A weight and a bias (or a norm's scale and shift): the tensors an optimizer updates per layer."""
+_UNTIMED_LAUNCHES = 2
+"""A forward and a backward kernel: what an untimed op launches in a training step."""
 TERM_PARTS = (
     StepPart.LAYERS,
     StepPart.MEMORY_BOUND,
@@ -53,6 +62,10 @@ TERM_PARTS = (
 )
 """What `advisor profile` names each of ``OpTerms.columns`` (timed layers, untimed ops, launches, the
 optimizer, the host per step and per sample): the time off the device is profiled outside every kernel."""
+_MEASURABLE = (1, 2, 3)
+"""The columns a sweep measures alone (untimed ops, launches, the update): where it did, they are anchored,
+kept at scale one, as whole steps cannot tell them apart (they grow with the same models); where it did
+not, their prices are the timed layers' roofline's guesses, and the steps fit their scales."""
 
 
 @dataclass(frozen=True)
@@ -66,9 +79,15 @@ class OpTerms:
     """The timed layers' seconds by kernel path and benchmarked batch (`advisor.predict.features.Part`)."""
     vector_s: float
     launch_s: float
+    """Launches no op's price holds (every untimed op's where no sweep priced it)."""
     optimizer_s: float
     parameters: int
     layers: int
+    anchored: frozenset[int] = frozenset()
+    """The columns priced by a sweep's measurements, at scale one (``_MEASURABLE``)."""
+    dispatch_s: tuple[float, float] = (0.0, 0.0)
+    """Of the timed layers' and the untimed ops' prices, their launches' seconds (the launch chain's cost
+    each): what a profile counts outside the kernels, as per-op dispatch."""
 
     def columns(self, calibration: Mapping[Part, float]) -> list[float]:
         timed = sum(calibration.get(part, 1.0) * s for part, s in self.layer_parts.items())
@@ -96,18 +115,28 @@ def untimed_seconds(table: LayerTable, batch: int, amp: bool, rates: Roofline) -
 def op_terms(
     layers: MachineModel, rates: Roofline, table: LayerTable, batch: int, amp: bool, channels_last: bool
 ) -> OpTerms:
+    """The step's terms. A launch costs what the launch chain says; the timed layers' curves hold their
+    launches, and so do the untimed ops' prices where the sweeps measured them (their curves' small end is
+    the launches), else the launches are a term of their own."""
     features = layers.features(table, batch, amp, channels_last)
     weighted = sum(layer.parameters > 0 for layer in table.layers)
+    timed = len(timed_layers(table, batch, amp))
+    untimed_launches = (len(table.layers) - timed) * _UNTIMED_LAUNCHES * rates.launch_seconds()
+    held = rates.prices_launches
+    update = UPDATES[table.training.optimizer if table.training else None]
+    swept = (held, held or rates.swept.launch_s is not None, rates.swept.update_s(update, 1) is not None)
     return OpTerms(
         batch=batch,
         amp=amp,
         channels_last=channels_last,
         layer_parts=features.layer_parts,
         vector_s=untimed_seconds(table, batch, amp, rates),
-        launch_s=len(table.layers) * LAUNCHES_PER_LAYER * rates.launch_seconds(),
-        optimizer_s=rates.update_seconds(table.totals.parameters, _TENSORS_PER_LAYER * weighted),
+        launch_s=0.0 if held else untimed_launches,
+        optimizer_s=rates.update_seconds(trainable_parameters(table), _TENSORS_PER_LAYER * weighted, update),
         parameters=table.totals.parameters,
         layers=len(table.layers),
+        anchored=frozenset(i for i, measured in zip(_MEASURABLE, swept, strict=True) if measured),
+        dispatch_s=(timed * LAUNCHES_PER_LAYER * rates.launch_seconds(), untimed_launches if held else 0.0),
     )
 
 
@@ -129,7 +158,9 @@ class OpSumModel:
 
     def shares(self, terms: OpTerms) -> list[float]:
         """Each term's seconds after the machine's scales."""
-        return [c * t for c, t in zip(self.coefficients, terms.columns(self.calibration), strict=True)]
+        columns = terms.columns(self.calibration)
+        scales = zip(self.coefficients, columns, strict=True)
+        return [t if i in terms.anchored else c * t for i, (c, t) in enumerate(scales)]
 
     def base(self, terms: OpTerms) -> float:
         return max(sum(self.shares(terms)), _TINY)
@@ -144,15 +175,25 @@ class OpSumModel:
         return self.base(terms) * exp(ratio)
 
     def parts(self, table: LayerTable, batch: int, amp: bool, channels_last: bool) -> dict[StepPart, float]:
-        """The predicted step split by term, each term's share of the sum times the whole prediction."""
+        """The predicted step split by term, each term's share of the sum times the whole prediction; of
+        the timed layers' and untimed ops' shares, their launches' share is per-op dispatch, as a profile
+        counts it."""
         terms = self.terms(table, batch, amp, channels_last)
         scale = self.step_seconds(table, batch, amp, channels_last) / self.base(terms)
+        shares = self.shares(terms)
         split = dict.fromkeys(StepPart, 0.0)
-        for part, seconds in zip(TERM_PARTS, self.shares(terms), strict=True):
+        for part, seconds in zip(TERM_PARTS, shares, strict=True):
             split[part] += seconds * scale
+        priced = (sum(terms.layer_parts.values()), terms.vector_s)
+        for part, launches, whole in zip(_HOLD_LAUNCHES, terms.dispatch_s, priced, strict=True):
+            moved = split[part] * min(launches / max(whole, _TINY), 1.0)
+            split[part] -= moved
+            split[StepPart.DISPATCH] += moved
         return split
 
 
+_HOLD_LAUNCHES = (StepPart.LAYERS, StepPart.MEMORY_BOUND)
+"""The parts whose prices hold their launches (``OpTerms.dispatch_s``)."""
 _FIXED = (2, 3, 4)
 """The sum's terms that do not grow with the batch: launches, the optimizer, the host's per-step cost."""
 
@@ -210,10 +251,17 @@ def fit_opsum(machine: str, steps: Sequence[StepSample], layers: Sequence[LayerS
 def _scales(
     terms: Sequence[OpTerms], seconds: Sequence[float]
 ) -> tuple[tuple[float, ...], dict[Part, float]]:
-    """Each term's scale, and a multiplier of the timed layers' for each ``Part``, shrunk toward theirs."""
+    """The timed layers' scale with a multiplier for each ``Part`` (shrunk toward it: a layer timed alone
+    strays from its time inside a network by kernel path and batch), the scales of the measurable terms no
+    sweep priced, and the host's per step and per sample, fitted on top of the anchored terms' seconds."""
     parts = sorted({part for t in terms for part in t.layer_parts})
-    rows = [[t.layer_parts.get(part, 0.0) for part in parts] + t.columns({})[1:] for t in terms]
-    *coefficients, shared = relative_least_squares(rows, seconds, shrunk=len(parts))
+    rows, anchored = [], []
+    for t in terms:
+        columns = t.columns({})
+        free = [0.0 if i in t.anchored else columns[i] for i in _MEASURABLE]
+        rows.append([t.layer_parts.get(part, 0.0) for part in parts] + free + columns[4:])
+        anchored.append(sum(columns[i] for i in t.anchored))
+    *coefficients, shared = relative_least_squares(rows, seconds, shrunk=len(parts), offset=anchored)
     calibration = (
         {p: c / shared for p, c in zip(parts, coefficients[: len(parts)], strict=True)} if shared else {}
     )

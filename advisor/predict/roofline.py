@@ -29,7 +29,9 @@ _UPPER = 90.0
 LAUNCHES_PER_LAYER = 3
 """Forward, input gradient and weight gradient: what a layer with weights launches in a training step."""
 _OPTIMIZER = "sgd_momentum"
-"""The update the nightly grid's steps run (`advisor.bench.training`)."""
+"""The update the nightly grid's CNN steps run (`advisor.bench.training`), and a table's without one."""
+UPDATES = {None: _OPTIMIZER, "sgd": _OPTIMIZER, "adam": "adam", "adamw": "adamw"}
+"""The registry's update op of each optimizer a layer table's training settings name."""
 _DEFAULT_FLOPS = 1e10
 _DEFAULT_BANDWIDTH = 1e10
 _DEFAULT_LAUNCH_S = 1e-5
@@ -59,13 +61,22 @@ class Roofline:
         swept = self.swept.bytes_seconds(moved, op)
         return max(flops, swept if swept is not None else moved / self.bandwidth)
 
+    @property
+    def prices_launches(self) -> bool:
+        """Whether an untimed op's price holds its launches: a swept curve's small end is its launches."""
+        return bool(self.swept.curves)
+
     def launch_seconds(self) -> float:
         return self.swept.launch_s if self.swept.launch_s is not None else self.launch_s
 
-    def update_seconds(self, parameters: int, tensors: int) -> float:
-        """The optimizer's update of ``parameters`` in ``tensors``: swept where it was, else per parameter."""
-        swept = self.swept.update_s(_OPTIMIZER, parameters, tensors)
-        return swept if swept is not None else parameters * self.update_s
+    def update_seconds(self, parameters: int, tensors: int, optimizer: str = _OPTIMIZER) -> float:
+        """``optimizer``'s update of ``parameters`` in ``tensors``: its swept curves where it was swept, else
+        its hand-counted bytes per parameter (`advisor.ops.costs`) at the cost per byte of SGD's."""
+        swept = self.swept.update_s(optimizer, parameters, tensors)
+        if swept is not None:
+            return swept
+        bytes_ratio = _update_bytes(optimizer) / _update_bytes(_OPTIMIZER)
+        return parameters * self.update_s * bytes_ratio
 
 
 def _upper(values: Iterable[float], default: float) -> float:
@@ -87,20 +98,24 @@ def fit_roofline(layers: Sequence[tuple[LayerConfig, float]]) -> Roofline:
     compute = {family: _upper(rates, _DEFAULT_FLOPS) for family, rates in families.items()}
     bandwidth = _upper(moved, _DEFAULT_BANDWIDTH)
     launch_s = min((s for _c, s in timed), default=_DEFAULT_LAUNCH_S * LAUNCHES_PER_LAYER)
-    update = op_named(_OPTIMIZER).cost(_one_parameter())
     return Roofline(
         compute=compute or {"convolution": _DEFAULT_FLOPS},
         bandwidth=bandwidth,
         launch_s=launch_s / LAUNCHES_PER_LAYER,
-        update_s=update.forward_bytes / bandwidth,
+        update_s=_update_bytes(_OPTIMIZER) / bandwidth,
         swept=fit_rates(layers),
     )
 
 
-def _one_parameter() -> LayerConfig:
+def _update_bytes(optimizer: str) -> float:
+    """The bytes ``optimizer``'s update moves a parameter, by its hand count."""
+    return op_named(optimizer).cost(_one_parameter(optimizer)).forward_bytes
+
+
+def _one_parameter(optimizer: str) -> LayerConfig:
     return LayerConfig.model_validate(
         {
-            "op": _OPTIMIZER,
+            "op": optimizer,
             "in_channels": 1,
             "out_channels": 1,
             "kernel": (1, 1),

@@ -1,0 +1,119 @@
+"""Each part's share of a real training step (`advisor profile`'s parts: convolutions and linears, per-op
+dispatch, the optimizer, memory-bound ops), profiled on this machine, beside each step model's predicted
+share, all fitted on one database in one run: issue 51's check that a model puts each op class's time where
+the step spends it (each predicted share within 25% of the profiled one).
+
+``python -m benchmarks.profile_shares --db DB [--opsum-before WORKTREE/advisor/predict/opsum.py]``: the
+profiles are taken ``--repeats`` times, interleaved over the models and batches so a slow spell of a shared
+CPU touches every configuration, one thread, and each part's median is kept; pin it (``taskset -c N``).
+The database is the machine's nightly pass (`advisor bench run`); its models are fitted once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from statistics import median
+from typing import Protocol
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from advisor.bench.architectures import measured_tables
+from advisor.bench.profile import profile_step
+from advisor.bench.tables import zoo_table
+from advisor.introspect import LayerTable
+from advisor.predict.machine import fit_machine
+from advisor.predict.opsum import fit_opsum
+from advisor.predict.registry import layer_samples, machines, step_samples
+from advisor.readable import percent
+from advisor.records import StepConfig, StepPart
+from advisor.store import Store
+from benchmarks.predict_zoo import fit_from
+
+_PLAIN = {"input_size": 32, "amp": False, "channels_last": False, "pinned": False, "workers": 0}
+"""How the nightly grid's CNN steps run: 32x32, fp32, no loader workers."""
+WITHIN = 0.25
+"""Issue 51's bound: a predicted share within 25% of the profiled share."""
+
+
+class Splits(Protocol):
+    def parts(
+        self, table: LayerTable, batch: int, amp: bool, channels_last: bool
+    ) -> dict[StepPart, float]: ...
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--db", type=Path, required=True)
+    parser.add_argument("--models", default="resnet18,mobilenet_v2")
+    parser.add_argument("--batches", default="2,32")
+    parser.add_argument("--repeats", type=int, default=5, help="profiles of each configuration (default 5)")
+    parser.add_argument("--opsum-before", type=Path, help="another tree's op-sum module, as a third model")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    configs = [(m, int(b)) for m in args.models.split(",") for b in args.batches.split(",")]
+    store = Store.existing(args.db)
+    (machine, *_) = machines(store)
+    steps = step_samples(store.step_rows(machine), measured_tables(store))
+    layers = layer_samples(store.layer_rows(machine))
+    fitted: list[tuple[str, Splits]] = [
+        ("today's", fit_machine(machine, steps, layers)),
+        ("op sum", fit_opsum(machine, steps, layers)),
+    ]
+    if args.opsum_before is not None:
+        before: Splits = fit_from(args.opsum_before)(machine, steps, layers)  # type: ignore[assignment]
+        fitted.append(("op sum before", before))
+    profiled = profiles(configs, args.repeats)
+    Console().print(share_table(configs, profiled, fitted))
+    return 0
+
+
+def profiles(
+    configs: Sequence[tuple[str, int]], repeats: int
+) -> dict[tuple[str, int], dict[StepPart, float]]:
+    """Each configuration's median seconds per part over ``repeats`` interleaved profiles."""
+    runs: dict[tuple[str, int], list[dict[StepPart, float]]] = {c: [] for c in configs}
+    for _ in range(repeats):
+        for model, batch in configs:
+            config = StepConfig.model_validate({"model": model, "batch": batch, **_PLAIN})
+            runs[(model, batch)].append(profile_step(config, torch.device("cpu")))
+    return {c: {p: median(r[p] for r in found) for p in StepPart} for c, found in runs.items()}
+
+
+def shares(seconds: Mapping[StepPart, float]) -> dict[StepPart, float]:
+    total = sum(seconds.values())
+    return {p: s / total if total > 0 else 0.0 for p, s in seconds.items()}
+
+
+def share_table(
+    configs: Sequence[tuple[str, int]],
+    profiled: Mapping[tuple[str, int], Mapping[StepPart, float]],
+    fitted: Sequence[tuple[str, Splits]],
+) -> Table:
+    """A row per configuration and part: the profiled share, each model's, and whether it is within 25%."""
+    table = Table(title="share of the step, profiled and predicted", title_justify="left")
+    for column in ("model, batch", "part", "profiled", *(name for name, _ in fitted)):
+        table.add_column(column, justify="left" if column in ("model, batch", "part") else "right")
+    within = [0] * len(fitted)
+    for model, batch in configs:
+        measured = shares(profiled[(model, batch)])
+        tables = zoo_table(model, 32)
+        predicted = [shares(m.parts(tables, batch, False, False)) for _, m in fitted]
+        for part in StepPart:
+            cells = []
+            for i, share in enumerate(p[part] for p in predicted):
+                ok = abs(share - measured[part]) <= WITHIN * measured[part]
+                within[i] += ok
+                cells.append(f"{percent(share)} {'ok' if ok else 'off'}")
+            table.add_row(f"{model}, {batch}", str(part), percent(measured[part]), *cells)
+    count = len(configs) * len(StepPart)
+    table.add_row("within 25%", "", "", *(f"{w} of {count}" for w in within))
+    return table
+
+
+if __name__ == "__main__":
+    sys.exit(main())
