@@ -1,6 +1,8 @@
 """The daemon's background jobs, on an APScheduler 3 scheduler.
 
-At the start, load the libraries ``hf:``/``timm:`` tables are built with, so no request waits for them.
+At the start, load the libraries layer tables are built with, so no request waits for them: torch and
+torchvision, and those of ``hf:``/``timm:`` tables unless the settings' ``preload_model_libraries`` is false
+(a site that runs neither keeps their memory).
 Every few minutes read finished advised jobs from Slurm's history (calibration and the wait estimators'
 track record); where the settings make the daemon the owner of retraining (``[models] retrain = "daemon"``),
 every few minutes retrain the per-machine predictors when the benchmark database has new rows (the nightly
@@ -48,7 +50,8 @@ def start_jobs(
     history_model = models_dir / MODEL_FILE
     history_serves = _check_models(advisor)
     scheduler = BackgroundScheduler(timezone="UTC")
-    scheduler.add_job(_load_libraries, "date", id="model-libraries")  # once, now
+    # Once, now.
+    scheduler.add_job(_load_libraries, "date", args=[settings.preload_model_libraries], id="model-libraries")
     scheduler.add_job(_collect, "interval", minutes=OUTCOME_MINUTES, args=[advisor], id="outcomes")
     scheduler.add_job(_purge, "interval", hours=1, args=[advisor], id="audit-retention")
     # Accounting history for the queue replay, read here and never in a request (sacct is slow on a big
@@ -106,12 +109,23 @@ def _check_models(advisor: AdviceService) -> bool:
     return advisor.run_history is not None and advisor.run_history.trained() is not None
 
 
-def _load_libraries() -> None:
-    """transformers and timm loaded in the background (`load_libraries`): the first ``hf:``/``timm:`` table
-    a request builds would otherwise wait for them, over ten seconds on a busy machine."""
+def _load_libraries(model_libraries: bool) -> None:
+    """What the daemon builds layer tables with, loaded in the background: the first job would otherwise
+    wait for it, over ten seconds on a busy machine. torch and torchvision always (every table is built
+    with torch, most by torchvision); transformers and timm (`load_libraries`) where the settings'
+    ``preload_model_libraries`` says so, else with the first ``hf:``/``timm:`` job."""
     from advisor.introspect.builders import load_libraries
 
     started = time.monotonic()
+    import torchvision  # noqa: F401  (torch with it; loaded for the requests to come)
+
+    if not model_libraries:
+        log.info(
+            "torch and torchvision loaded (%.1f s); model libraries left to the first hf:/timm: job "
+            "(preload_model_libraries = false)",
+            time.monotonic() - started,
+        )
+        return
     loaded = load_libraries()
     took_s = time.monotonic() - started
     log.info("model libraries loaded: %s (%.1f s)", ", ".join(loaded) or "none installed", took_s)

@@ -123,6 +123,10 @@ class Settings(Frozen):
     """Who may serve the socket besides root and the caller."""
     allow_root: bool = False
     """Lets the daemon run as root: for test suites that run as root, never on a cluster."""
+    preload_model_libraries: bool = True
+    """The daemon loads transformers and timm in the background at its start (torch and torchvision whatever
+    this says), so that the first ``hf:`` or ``timm:`` job does not wait for them; false keeps their memory
+    (about 50 MiB) for a site whose users run neither, the first such job loading them instead."""
     admins: Annotated[list[str], BeforeValidator(_names)] = Field(default_factory=list)
     """User names (or numeric uids) the daemon shows the admin view (``advisor web``'s admin page): model
     accuracy, benchmark coverage, the queue and the savings of every user's advised jobs. Nobody else, root
