@@ -8,6 +8,11 @@ from advisor.store.table import Table
 
 
 class FingerprintRow(Frozen):
+    """A `Fingerprint` as stored, with its key and machine hash as columns (the measurement tables and the
+    machine queries join on them). Its fields repeat the record's instead of extending it: these two columns
+    would shadow the record's `key()` (every record's identity) and `machine()` methods; and a field the
+    record gains becomes a column only once added here (`of` refuses one this row lacks)."""
+
     key: str
     machine: str
     partition: str | None
