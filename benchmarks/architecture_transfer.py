@@ -27,12 +27,21 @@ from rich.console import Console
 from rich.table import Table
 
 from advisor.argtypes import input_shape
+from advisor.bench.architectures import measured_tables
 from advisor.cli import main as advisor
+from advisor.introspect import LayerTable
 from advisor.introspect.run import introspect
+from advisor.predict.opsum import OpSumModel, fit_opsum
+from advisor.predict.registry import layer_samples, machines, step_samples
 from advisor.predict.service import Predictors, StepQuestion, predict
+from advisor.predict.types import Prediction
 from advisor.store import Store
 
-ARMS = (("zoo only", None), ("own layers", ["--layers-only"]), ("+ whole steps", []))
+ARMS: tuple[tuple[str, list[str] | None], ...] = (
+    ("zoo only", None),
+    ("own layers", ["--layers-only"]),
+    ("+ whole steps", []),
+)
 DEFAULT = (
     "benchmarks.harness.transfer_nets:vgg5x5",
     "benchmarks.harness.transfer_nets:dilated",
@@ -44,40 +53,64 @@ def main() -> int:
     args = _parser().parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     shape = ",".join(map(str, args.input_shape))
+    arms = [(arm, extra) for arm, extra in ARMS if arm in args.arms]
+    names = [arm for arm, _ in arms] + ([OPSUM] if args.opsum else [])
     table = Table(title=f"step time on partition {args.partition}, {shape}", title_justify="left")
-    for column in ("architecture", "batch", "measured ms", *(f"{arm} ms (error)" for arm, _ in ARMS)):
+    for column in ("architecture", "batch", "measured ms", *(f"{arm} ms (error)" for arm in names)):
         table.add_column(column, justify="left" if column == "architecture" else "right")
-    errors: dict[str, list[float]] = {arm: [] for arm, _ in ARMS}
-    confidence: dict[str, set[str]] = {arm: set() for arm, _ in ARMS}
+    errors: dict[str, list[float]] = {arm: [] for arm in names}
+    confidence: dict[str, set[str]] = {arm: set() for arm in names}
+    opsum = _zoo_opsum(args.zoo) if args.opsum else None
     for reference in args.architectures:
         truth = _truth(args, reference, shape)
         layer_table = introspect(reference, args.input_shape, {}, allow_factories=True)
-        predicted: dict[str, dict[int, float]] = {}
-        for arm, extra in ARMS:
-            db = args.work / f"{_slug(reference)}-{_slug(arm)}.db"
-            shutil.copy(args.zoo, db)
-            if extra is not None:
-                _advisor(*_bench(args, reference, shape, db), *extra)
-            _advisor("models", "train", "--db", str(db), "--models-dir", str(db.with_suffix(".models")))
-            predictors = Predictors.load(Store.open(db))
-            predicted[arm] = {}
-            for batch in args.batches:
-                question = StepQuestion(args.partition, layer_table, batch, False, False)
-                answer = predict(predictors, question, [])
-                predicted[arm][batch] = answer.step_s
-                confidence[arm].add(answer.confidence)
+        predicted = {
+            arm: _product_arm(args, reference, shape, arm, extra, layer_table) for arm, extra in arms
+        }
+        for arm in predicted:
+            confidence[arm] |= {answer.confidence for answer in predicted[arm].values()}
+        seconds = {arm: {b: answer.step_s for b, answer in found.items()} for arm, found in predicted.items()}
+        if opsum is not None:
+            seconds[OPSUM] = {b: opsum.step_seconds(layer_table, b, False, False) for b in args.batches}
         for batch in args.batches:
             cells = []
-            for arm, _ in ARMS:
-                error = predicted[arm][batch] / truth[batch] - 1
+            for arm in names:
+                error = seconds[arm][batch] / truth[batch] - 1
                 errors[arm].append(abs(error))
-                cells.append(f"{predicted[arm][batch] * 1000:.1f} ({error:+.0%})")
+                cells.append(f"{seconds[arm][batch] * 1000:.1f} ({error:+.0%})")
             table.add_row(reference.rpartition(":")[2], str(batch), f"{truth[batch] * 1000:.1f}", *cells)
-    mape = [f"{statistics.mean(errors[arm]):.1%}" for arm, _ in ARMS]
+    mape = [f"{statistics.mean(errors[arm]):.1%}" for arm in names]
     table.add_row("MAPE", "", "", *mape, end_section=True)
-    table.add_row("confidence", "", "", *(", ".join(sorted(confidence[arm])) for arm, _ in ARMS))
+    table.add_row("confidence", "", "", *(", ".join(sorted(confidence[arm])) or "-" for arm in names))
     Console(width=140).print(table)
     return 0
+
+
+OPSUM = "op sum, zoo only"
+"""The op-sum step model (`advisor.predict.opsum`) fitted on the zoo database alone, beside the arms."""
+
+
+def _zoo_opsum(zoo: Path) -> OpSumModel:
+    store = Store.existing(zoo)
+    (machine, *_) = machines(store)
+    steps = step_samples(store.step_rows(machine), measured_tables(store))
+    return fit_opsum(machine, steps, layer_samples(store.layer_rows(machine)))
+
+
+def _product_arm(
+    args: argparse.Namespace, reference: str, shape: str, arm: str, extra: list[str] | None, table: LayerTable
+) -> dict[int, Prediction]:
+    """One arm: the product's commands on a copy of the zoo database, then its predictor at each batch."""
+    db = args.work / f"{_slug(reference)}-{_slug(arm)}.db"
+    shutil.copy(args.zoo, db)
+    if extra is not None:
+        _advisor(*_bench(args, reference, shape, db), *extra)
+    _advisor("models", "train", "--db", str(db), "--models-dir", str(db.with_suffix(".models")))
+    predictors = Predictors.load(Store.open(db))
+    return {
+        batch: predict(predictors, StepQuestion(args.partition, table, batch, False, False), [])
+        for batch in args.batches
+    }
 
 
 def _truth(args: argparse.Namespace, reference: str, shape: str) -> dict[int, float]:
@@ -134,6 +167,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--input-shape", type=input_shape, default=(3, 32, 32), metavar="C,H,W")
     parser.add_argument("--batches", type=int, nargs="+", default=[2, 8, 32])
     parser.add_argument("--budget-minutes", type=float, default=10.0)
+    parser.add_argument(
+        "--arms",
+        nargs="*",
+        default=[arm for arm, _ in ARMS],
+        help=f"the product's arms to run (default all: {', '.join(arm for arm, _ in ARMS)}); none: the "
+        "truth and --opsum alone",
+    )
+    parser.add_argument("--opsum", action="store_true", help=f"add the column {OPSUM!r}")
     return parser
 
 

@@ -72,16 +72,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def profiles(
-    configs: Sequence[tuple[str, int]], repeats: int
-) -> dict[tuple[str, int], dict[StepPart, float]]:
-    """Each configuration's median seconds per part over ``repeats`` interleaved profiles."""
-    runs: dict[tuple[str, int], list[dict[StepPart, float]]] = {c: [] for c in configs}
+Profiles = dict[tuple[str, int], list[dict[StepPart, float]]]
+
+
+def profiles(configs: Sequence[tuple[str, int]], repeats: int) -> Profiles:
+    """Each configuration's seconds per part, ``repeats`` profiles interleaved over the configurations."""
+    runs: Profiles = {c: [] for c in configs}
     for _ in range(repeats):
         for model, batch in configs:
             config = StepConfig.model_validate({"model": model, "batch": batch, **_PLAIN})
             runs[(model, batch)].append(profile_step(config, torch.device("cpu")))
-    return {c: {p: median(r[p] for r in found) for p in StepPart} for c, found in runs.items()}
+    return runs
 
 
 def shares(seconds: Mapping[StepPart, float]) -> dict[StepPart, float]:
@@ -90,28 +91,29 @@ def shares(seconds: Mapping[StepPart, float]) -> dict[StepPart, float]:
 
 
 def share_table(
-    configs: Sequence[tuple[str, int]],
-    profiled: Mapping[tuple[str, int], Mapping[StepPart, float]],
-    fitted: Sequence[tuple[str, Splits]],
+    configs: Sequence[tuple[str, int]], profiled: Profiles, fitted: Sequence[tuple[str, Splits]]
 ) -> Table:
-    """A row per configuration and part: the profiled share, each model's, and whether it is within 25%."""
+    """A row per configuration and part: the profiled share (the median of the profiles' shares, and their
+    range), each model's, and whether it is within 25% of the median."""
     table = Table(title="share of the step, profiled and predicted", title_justify="left")
-    for column in ("model, batch", "part", "profiled", *(name for name, _ in fitted)):
+    for column in ("model, batch", "part", "profiled", "profiles' range", *(name for name, _ in fitted)):
         table.add_column(column, justify="left" if column in ("model, batch", "part") else "right")
     within = [0] * len(fitted)
     for model, batch in configs:
-        measured = shares(profiled[(model, batch)])
+        runs = [shares(run) for run in profiled[(model, batch)]]
         tables = zoo_table(model, 32)
         predicted = [shares(m.parts(tables, batch, False, False)) for _, m in fitted]
         for part in StepPart:
+            measured = median(run[part] for run in runs)
+            spread = f"{percent(min(r[part] for r in runs))}-{percent(max(r[part] for r in runs))}"
             cells = []
             for i, share in enumerate(p[part] for p in predicted):
-                ok = abs(share - measured[part]) <= WITHIN * measured[part]
+                ok = abs(share - measured) <= WITHIN * measured
                 within[i] += ok
                 cells.append(f"{percent(share)} {'ok' if ok else 'off'}")
-            table.add_row(f"{model}, {batch}", str(part), percent(measured[part]), *cells)
+            table.add_row(f"{model}, {batch}", str(part), percent(measured), spread, *cells)
     count = len(configs) * len(StepPart)
-    table.add_row("within 25%", "", "", *(f"{w} of {count}" for w in within))
+    table.add_row("within 25%", "", "", "", *(f"{w} of {count}" for w in within))
     return table
 
 

@@ -202,8 +202,8 @@ def test_the_share_check_counts_a_split_that_matches_the_profile_as_within(store
     smallest = min((p for p in StepPart if own[p] > 0), key=lambda p: own[p])
     slower = {**own, smallest: 4 * own[smallest]}
     assert shares(slower)[smallest] > 1.25 * shares(own)[smallest]
-    table = share_table([("resnet18", 4)], {("resnet18", 4): own}, [("op sum", model)])
+    table = share_table([("resnet18", 4)], {("resnet18", 4): [own]}, [("op sum", model)])
     assert list(table.columns[-1].cells)[-1] == f"{len(StepPart)} of {len(StepPart)}"
-    table = share_table([("resnet18", 4)], {("resnet18", 4): slower}, [("op sum", model)])
+    table = share_table([("resnet18", 4)], {("resnet18", 4): [slower, slower]}, [("op sum", model)])
     cells = list(table.columns[-1].cells)
     assert cells[list(StepPart).index(smallest)].endswith("off")

@@ -5,8 +5,9 @@ torch.profiler's self CPU time per aten op, by the op registry's families (`advi
 convolutions and matrix products are the layers the benchmarks time; the optimizer's update is every op
 under ``Optimizer.step`` and every update kernel; every other aten op (norms,
 activations, pooling, element-wise, copies) is memory-bound; what no op accounts for (autograd's engine,
-dispatch, Python, the loader's collation) counts as per-op dispatch. The profiler's own overhead lands there
-too, so that part is an upper bound.
+dispatch, Python, the loader's collation) counts as per-op dispatch: the unprofiled step's wall time less
+the kernels' self time, so the profiler's own cost per event does not (what the profiler adds inside the
+kernels' self time still does).
 """
 
 from __future__ import annotations
@@ -51,16 +52,20 @@ def _in_optimizer(event: Any) -> bool:
 def profile_step(
     config: StepConfig, device: torch.device, steps: int = 5, *, allow_factories: bool = False
 ) -> dict[StepPart, float]:
-    """Seconds per step of each part, over ``steps`` profiled steps after two untimed ones."""
+    """Seconds per step of each part, over ``steps`` profiled steps after two untimed ones. Per-op dispatch
+    is what the same number of steps take unprofiled, just before, less the kernels' self time: the
+    profiler's own cost per event (thousands a step) would otherwise land there."""
     warmup = 2
-    training = start_training(config, device, warmup + steps, allow_factories=allow_factories)
+    training = start_training(config, device, warmup + 2 * steps, allow_factories=allow_factories)
     for _ in range(warmup):
         training.compute(*training.fetch())
+    began = time.perf_counter()
+    for _ in range(steps):
+        training.compute(*training.fetch())
+    wall = (time.perf_counter() - began) / steps
     with profile(activities=[ProfilerActivity.CPU]) as profiled:
-        began = time.perf_counter()
         for _ in range(steps):
             training.compute(*training.fetch())
-        wall = (time.perf_counter() - began) / steps
     parts = dict.fromkeys(StepPart, 0.0)
     for event in profiled.events():
         part = op_part(event.name)

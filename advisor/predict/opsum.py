@@ -9,16 +9,17 @@ optimizer, and the time off the device (a fixed host cost per step and a per-sam
 makes small batches CPU-bound, as the CNN-prediction research's non-GPU term). Each term is in seconds, so a
 model the zoo lacks is priced by what it does, not by what correlates in the zoo.
 
-What measures a term alone sets its scale: the untimed ops, the launches and the update stay at the
-sweeps' prices (scale one), as whole steps cannot tell them apart (they grow with the same models; fitted
-freely, the untimed ops got scale 0 and the launches 14.5, benchmarks/README.md). Only the timed layers'
-scale (by kernel path and benchmarked batch, shrunk toward one shared scale: a layer timed alone strays
-from its time inside a network) and the host's two terms are fitted on the steps, on top of the anchored
-seconds; the step booster corrects what is left from batch-free features (each term's share), so it cannot
-learn a batch size it never saw. A model measured whole keeps its own two scales, of its fixed and of its
-per-sample seconds, fitted to its measured steps: one noisy step bends a two-parameter curve less than it
-bends an interpolation through it. Split for `advisor profile`, each price's launches (the launch chain's
-cost a kernel) count as per-op dispatch, as a profile counts what runs outside the kernels.
+What measures a term alone sets its price: the untimed ops, the launches and the update keep the sweeps'
+prices in proportion to each other, as whole steps cannot tell them apart (they grow with the same models;
+fitted freely, the untimed ops got scale 0 and the launches 14.5, benchmarks/README.md). The steps fit
+only what an op timed alone costs inside a network: one scale for those anchored terms together and the
+timed layers' (by kernel path and benchmarked batch), all shrunk toward one shared scale; the host's two
+terms; and the scales of measurable terms no sweep priced (their prices then are the timed layers'
+roofline's guesses). The step booster corrects what is left from batch-free features (each term's share),
+so it cannot learn a batch size it never saw. A model measured whole keeps its own two scales, of its fixed
+and of its per-sample seconds, fitted to its measured steps: one noisy step bends a two-parameter curve
+less than it bends an interpolation through it. Split for `advisor profile`, each price's launches (the
+launch chain's cost a kernel) count as per-op dispatch, as a profile counts what runs outside the kernels.
 
 Not the product's step model yet: ``benchmarks/predict_zoo.py --compare`` sets its held-out figures beside
 today's (`advisor.predict.machine`), and it replaces that only when it is better on both.
@@ -64,8 +65,8 @@ TERM_PARTS = (
 optimizer, the host per step and per sample): the time off the device is profiled outside every kernel."""
 _MEASURABLE = (1, 2, 3)
 """The columns a sweep measures alone (untimed ops, launches, the update): where it did, they are anchored,
-kept at scale one, as whole steps cannot tell them apart (they grow with the same models); where it did
-not, their prices are the timed layers' roofline's guesses, and the steps fit their scales."""
+one scale for them all, as whole steps cannot tell them apart (they grow with the same models); where it
+did not, their prices are the timed layers' roofline's guesses, and the steps fit their scales."""
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ class OpTerms:
     parameters: int
     layers: int
     anchored: frozenset[int] = frozenset()
-    """The columns priced by a sweep's measurements, at scale one (``_MEASURABLE``)."""
+    """The columns priced by a sweep's measurements, under one scale (``_MEASURABLE``)."""
     dispatch_s: tuple[float, float] = (0.0, 0.0)
     """Of the timed layers' and the untimed ops' prices, their launches' seconds (the launch chain's cost
     each): what a profile counts outside the kernels, as per-op dispatch."""
@@ -152,6 +153,8 @@ class OpSumModel:
     booster: str
     own_scales: Mapping[tuple[str, bool, bool], tuple[float, float]] = field(default_factory=dict)
     """Each model measured whole: its scales of the sum's fixed and per-sample seconds."""
+    anchored_scale: float = 1.0
+    """The anchored terms' one scale: the sweeps' prices inside a network (``OpTerms.anchored``)."""
 
     def terms(self, table: LayerTable, batch: int, amp: bool, channels_last: bool) -> OpTerms:
         return op_terms(self.layers, self.rates, table, batch, amp, channels_last)
@@ -160,7 +163,7 @@ class OpSumModel:
         """Each term's seconds after the machine's scales."""
         columns = terms.columns(self.calibration)
         scales = zip(self.coefficients, columns, strict=True)
-        return [t if i in terms.anchored else c * t for i, (c, t) in enumerate(scales)]
+        return [(self.anchored_scale if i in terms.anchored else c) * t for i, (c, t) in enumerate(scales)]
 
     def base(self, terms: OpTerms) -> float:
         return max(sum(self.shares(terms)), _TINY)
@@ -237,32 +240,35 @@ def fit_opsum(machine: str, steps: Sequence[StepSample], layers: Sequence[LayerS
     layer_model = fit_layers(machine, layers)
     rates = fit_roofline([(s.config, s.seconds) for s in layers])
     terms = [op_terms(layer_model, rates, s.table, s.batch, s.amp, s.channels_last) for s in steps]
-    coefficients, calibration = _scales(terms, [s.seconds for s in steps])
-    model = OpSumModel(layer_model, rates, coefficients, calibration, booster="")
+    coefficients, calibration, anchored = _scales(terms, [s.seconds for s in steps])
+    model = OpSumModel(layer_model, rates, coefficients, calibration, "", anchored_scale=anchored)
     logs = [log(s.seconds) - log(model.base(t)) for s, t in zip(steps, terms, strict=True)]
     booster = train_booster(STEP_PARAMS, STEP_ROUNDS, [booster_row(model, t) for t in terms], logs)
     own: dict[tuple[str, bool, bool], list[tuple[tuple[float, float], float]]] = {}
     for sample, t in zip(steps, terms, strict=True):
         own.setdefault(series(sample), []).append((fixed_and_sampled(model.shares(t)), sample.seconds))
     scales = {key: _own_scales(pairs) for key, pairs in own.items()}
-    return OpSumModel(layer_model, rates, coefficients, calibration, booster, scales)
+    return OpSumModel(layer_model, rates, coefficients, calibration, booster, scales, anchored)
 
 
 def _scales(
     terms: Sequence[OpTerms], seconds: Sequence[float]
-) -> tuple[tuple[float, ...], dict[Part, float]]:
-    """The timed layers' scale with a multiplier for each ``Part`` (shrunk toward it: a layer timed alone
-    strays from its time inside a network by kernel path and batch), the scales of the measurable terms no
-    sweep priced, and the host's per step and per sample, fitted on top of the anchored terms' seconds."""
+) -> tuple[tuple[float, ...], dict[Part, float], float]:
+    """The scales fitted on whole steps: the timed layers' with a multiplier for each ``Part``, and one
+    for the anchored terms together, all shrunk toward one shared scale (what an op timed alone costs
+    inside a network: a layer strays by kernel path and batch, and the sweeps keep the anchored terms'
+    prices in proportion); the measurable terms no sweep priced, each its own; the host's per step and per
+    sample."""
     parts = sorted({part for t in terms for part in t.layer_parts})
-    rows, anchored = [], []
+    rows = []
     for t in terms:
         columns = t.columns({})
         free = [0.0 if i in t.anchored else columns[i] for i in _MEASURABLE]
-        rows.append([t.layer_parts.get(part, 0.0) for part in parts] + free + columns[4:])
-        anchored.append(sum(columns[i] for i in t.anchored))
-    *coefficients, shared = relative_least_squares(rows, seconds, shrunk=len(parts), offset=anchored)
+        anchored = sum(columns[i] for i in t.anchored)
+        rows.append([t.layer_parts.get(part, 0.0) for part in parts] + [anchored] + free + columns[4:])
+    *coefficients, shared = relative_least_squares(rows, seconds, shrunk=len(parts) + 1)
     calibration = (
         {p: c / shared for p, c in zip(parts, coefficients[: len(parts)], strict=True)} if shared else {}
     )
-    return (shared, *coefficients[len(parts) :]), calibration
+    together, *rest = coefficients[len(parts) :]
+    return (shared, *rest), calibration, together
