@@ -130,3 +130,13 @@ def test_tonight_travels_as_json_to_the_job() -> None:
     night = _night({}, [_submitted("a_network_nobody_has_measured_yet")])
     again = Tonight.model_validate_json(night.model_dump_json())
     assert again == night and again.plan().items == tuple(entry.item for entry in night.entries)
+
+
+def test_a_cpu_night_counts_its_grid_once_and_leaves_the_steps_second_pass_to_freshness() -> None:
+    grid, device = nightly_grid("cpu"), DeviceProfile.assumed("cpu")
+    full = build_plan(grid, device, fake_table)
+    first_pass = [item for item in full.items if item.phase is not Phase.REPEATS]
+    assert len(first_pass) < len(full.items), "the CPU grid measures its steps twice"
+    night = tonight(grid, device, fake_table, MeasuredOn(None, {}), [], 24 * 3600.0)
+    keys = [entry.item.config.key() for entry in night.entries]
+    assert night.grid_items == len(first_pass) == len(keys) == len(set(keys))
