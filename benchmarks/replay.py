@@ -38,6 +38,7 @@ from advisor.policy.load import PolicyError, load_policy
 from benchmarks.harness.experiment import (
     Experiment,
     InventoryError,
+    SlurmAlso,
     load_inventory,
     prepare,
     redecided,
@@ -197,6 +198,12 @@ def _agreement(
         "the twin against the real run, mean JCT (goal: within 10%): "
         + ", ".join(f"{arm} {gap:+.1%}{_beyond(gap)}" for arm, gap in row["agreement"].items())
     ]
+    for also, what in _SLURM_ALSO:
+        twin = run_twin(experiment, inventory, compression, real, also=[also])
+        lines.append(
+            f"the twin with {what} (left out: worse agreement over the README's runs): "
+            + ", ".join(f"{arm} {agreement(twin[arm], real[arm]):+.1%}" for arm in real)
+        )
     for arm, how in _DECIDING_ANEW:
         anew = redecided(experiment, inventory, compression, real, arm)
         row["redecided"][arm] = agreement(anew, real[arm])
@@ -209,6 +216,10 @@ def _agreement(
 
 
 _LETTER: dict[str, str] = {"habits": "A", "slurm": "B", "advisor": "C"}
+_SLURM_ALSO: tuple[tuple[SlurmAlso, str], ...] = (
+    ("walk", "Slurm's will-run walk over every partition's running jobs"),
+    ("passes", "backfill passes every real second and only in-order starts between"),
+)
 _DECIDING_ANEW: tuple[tuple[ArmName, str], ...] = (
     ("slurm", "asking the twin's `--test-only`"),
     ("advisor", "from the daemon's cache windows"),

@@ -96,5 +96,9 @@ def test_a_job_of_another_partition_carries_the_walk_on() -> None:
     batch, b's slot 155. At 100 (marks 157, 187) the job after x is z, within 187, so the walk goes on to w
     and frees it too, though 190 is past the mark: b's slot 190, c fits before it at 100, b starts at 160."""
     scene = {**MARKS, "z": (0.0, 4, 1, 170.0)}
-    starts = _starts(Backfill(will_run_batch_s=30.0, will_run_origin_s=7.0), scene, elsewhere="z")
+    walking = Backfill(will_run_batch_s=30.0, will_run_origin_s=7.0, will_run_walk=True)
+    starts = _starts(walking, scene, elsewhere="z")
     assert (starts["b"], starts["c"], starts["z"]) == (160.0, 100.0, 0.0)
+    # Walking this partition's jobs only, x is a batch of its own as without z: b at 155, c at 190.
+    alone = _starts(walking.model_copy(update={"will_run_walk": False}), scene, elsewhere="z")
+    assert (alone["b"], alone["c"]) == (155.0, 190.0)

@@ -9,9 +9,10 @@ truth, runs in the simulator only: it bounds what any predictor could reach.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from pydantic import ValidationError
 
@@ -34,7 +35,7 @@ from benchmarks.harness.predictor import HeldOutError, held_out_batches, held_ou
 from benchmarks.harness.product import TRAINED_AT, product_arm
 from benchmarks.harness.scheduler import Backfill
 from benchmarks.harness.simulate import DaemonCaches, simulate
-from benchmarks.harness.slurm import run_arms_on_slurm
+from benchmarks.harness.slurm import REPLAY_SCHEDULER, run_arms_on_slurm
 from benchmarks.harness.step_file import learned_times, true_times
 from benchmarks.harness.truth import StepTable
 from benchmarks.harness.workload import Habits, load_durations, make_jobs
@@ -114,16 +115,21 @@ def run_simulated(experiment: Experiment, inventory: Inventory) -> dict[ArmName,
 
 
 def run_twin(
-    experiment: Experiment, inventory: Inventory, compression: float, real: dict[ArmName, list[ReplayOutcome]]
+    experiment: Experiment,
+    inventory: Inventory,
+    compression: float,
+    real: dict[ArmName, list[ReplayOutcome]],
+    also: Collection[SlurmAlso] = (),
 ) -> dict[ArmName, list[ReplayOutcome]]:
     """The simulated twin of a real run: its scheduler in compressed time, each job submitted when and as
     the real run submitted it (a decision's real second is ``compression`` workload seconds there), so the
     twin checks the simulator's scheduling of the same jobs. Decisions rest on the queue at the moment
     they were asked (arm C's on its daemon's caches, whose fill times no simulator reproduces); what
-    deciding anew in the twin does is `redecided`. The oracle, simulated only, decides in the twin."""
+    deciding anew in the twin does is `redecided`. The oracle, simulated only, decides in the twin.
+    ``also``: what Slurm does that the twin leaves out unless asked (`SlurmAlso`)."""
     arms = experiment.arms(compression)
     arms.update({name: as_decided(outcomes) for name, outcomes in real.items()})
-    return _simulate_arms(experiment, inventory, arms, compression, real)
+    return _simulate_arms(experiment, inventory, arms, compression, real, also)
 
 
 def redecided(
@@ -138,7 +144,7 @@ def redecided(
     filled when the twin's decisions ask). How far the decisions alone part the twin from the real run."""
     caches = DaemonCaches(compression) if name == "advisor" else None
     return simulate(
-        experiment.jobs,
+        _in_real_order(experiment.jobs, real.get(name, [])),
         experiment.arms(compression)[name],
         name,
         inventory,
@@ -166,6 +172,13 @@ def _submitted(real: dict[ArmName, list[ReplayOutcome]]) -> dict[ArmName, dict[s
     }
 
 
+def _in_real_order(jobs: Sequence[Job], outcomes: Sequence[ReplayOutcome]) -> list[Job]:
+    """The jobs in the order the real run submitted them (its job ids), so that the twin gives jobs
+    submitted in one real second Slurm's priorities; arrival order where the run has no ids."""
+    ids = {o.name: o.job_id for o in outcomes if o.job_id is not None}
+    return sorted(jobs, key=lambda job: ids.get(job.arrival.name, 0))
+
+
 def _real_zero(outcomes: Sequence[ReplayOutcome]) -> float | None:
     return next((o.real_zero_s for o in outcomes if o.real_zero_s is not None), None)
 
@@ -176,17 +189,18 @@ def _simulate_arms(
     arms: dict[ArmName, Arm],
     compression: float,
     real: dict[ArmName, list[ReplayOutcome]],
+    also: Collection[SlurmAlso],
 ) -> dict[ArmName, list[ReplayOutcome]]:
     """Every arm in the twin, each on the clock of its own real run."""
     truth, submitted = experiment.table.true_run_s, _submitted(real)
     return {
         name: simulate(
-            experiment.jobs,
+            _in_real_order(experiment.jobs, real.get(name, [])),
             arm,
             name,
             inventory,
             truth,
-            backfill=matching_backfill(compression, _real_zero(real.get(name, []))),
+            backfill=matching_backfill(compression, _real_zero(real.get(name, [])), also),
             submitted_at=submitted.get(name),
         )
         for name, arm in arms.items()
@@ -213,7 +227,17 @@ REAL_TIME = Backfill(limit_resolution_s=60)
 """A cluster in real time: Slurm's one-minute limits and its default one-day backfill window."""
 
 
-def matching_backfill(compression: float, real_zero_s: float | None = None) -> Backfill:
+SlurmAlso = Literal["walk", "passes"]
+"""What the sandbox's Slurm also does that the twin leaves out by default, each with its agreement in the
+report: ``walk``, the will-run test's walk over every partition's running jobs; ``passes``, backfill
+passes every ``bf_interval`` with only the main scheduler (in priority order) between them. Each made the
+twin's agreement worse over the real runs in benchmarks/README.md: the twin cannot place them in time as
+Slurm did (which jobs a pass sees together)."""
+
+
+def matching_backfill(
+    compression: float, real_zero_s: float | None = None, also: Collection[SlurmAlso] = ()
+) -> Backfill:
     """The simulated twin of the real replay's scheduler: its backfill window, its whole-minute time
     limits and its will-run test's batches of ending jobs, in the workload's seconds; ``real_zero_s`` (the
     real run's clock at workload second 0, `ReplayOutcome.real_zero_s`) places the batches' marks."""
@@ -222,4 +246,6 @@ def matching_backfill(compression: float, real_zero_s: float | None = None) -> B
         limit_resolution_s=60 * compression,
         will_run_batch_s=30 * compression,
         will_run_origin_s=0.0 if real_zero_s is None else compression * (-real_zero_s % 30),
+        will_run_walk="walk" in also,
+        pass_interval_s=REPLAY_SCHEDULER.bf_interval_s * compression if "passes" in also else 0.0,
     )

@@ -117,6 +117,9 @@ class ReplayOutcome(_ReplayFrozen):
     submitted_s: float | None = None
     """When the first attempt reached the scheduler, where a real run's decision took time; None: at its
     arrival (the simulator decides in no time)."""
+    job_id: int | None = None
+    """A real run's Slurm job id of the first attempt: the order of submissions within one real second,
+    which is their priority; None in the simulator."""
     real_zero_s: float | None = None
     """A real run's clock (Unix seconds) at workload second 0, where Slurm's will-run test aligns its
     batches of ending jobs; None in the simulator."""

@@ -42,6 +42,13 @@ class Backfill(BaseModel):
     the last end of the batch it first fits after. The batches end at fixed marks: the first job's end
     rounded up to the next multiple of 30 real seconds on the clock, plus 30, 60, 120 ... seconds.
     Compressed c times, 30 real seconds are 30c workload seconds. Zero: no batches."""
+    pass_interval_s: float = Field(default=0.0, ge=0)
+    """Slurm's ``bf_interval``: backfill passes come this often (from workload second 0 here), and
+    between them only the main scheduler starts jobs, at each event, in priority order while they fit.
+    Zero: a full pass at every event."""
+    will_run_walk: bool = False
+    """Whether the batches' walk goes over every partition's running jobs, as Slurm's does (see
+    ``SimPartition._batched``); False: this partition's only."""
     will_run_origin_s: float = 0.0
     """A workload second at which the real clock is a multiple of 30 s, where the marks align
     (`matching_backfill` takes it from the real run's clock)."""
@@ -138,26 +145,39 @@ class SimPartition:
         """A neighbour's running jobs changed: the next pass plans anew."""
         self._plan = None
 
-    def schedule(self, now: float) -> list[Attempt]:
-        """One scheduling pass at ``now``; returns the attempts it started."""
+    def schedule(self, now: float, in_order: bool = False) -> list[Attempt]:
+        """One scheduling pass at ``now``; returns the attempts it started. ``in_order``: Slurm's main
+        scheduler, which starts jobs in priority order while they fit now and backfills none."""
         if all(used == self.pool.gpus_per_node for used in self._used):
             return []  # nothing can start now
-        plan = self._plan_at(now, until_full=True)
+        if in_order:
+            starting = self._in_order(now)
+        else:
+            plan = self._plan_at(now, until_full=True)
+            starting = plan.starting
         started = []
-        for attempt, nodes in plan.starting:
+        for attempt, nodes in starting:
             attempt.start_s, attempt.nodes = now, nodes
             for node in nodes:
                 self._used[node] += attempt.ask[1]
             started.append(attempt)
         if started:
-            # Started attempts are among the planned ones, at the head of the queue. The plan goes: its
+            # Started attempts are at the head of the queue or among the planned ones. The plan goes: its
             # earlier slots were chosen before these held their nodes, and Slurm's next pass plans with them
             # running (a later slot's best fit can differ).
-            head = self.pending[: plan.planned]
-            self.pending[: plan.planned] = [attempt for attempt in head if attempt.start_s is None]
+            self.pending = [attempt for attempt in self.pending if attempt.start_s is None]
             self.running.extend(started)
             self._plan = None
         return started
+
+    def _in_order(self, now: float) -> list[tuple[Attempt, list[int]]]:
+        profile, starting = self._profile(now), []
+        for attempt in self.pending[: self.backfill.max_jobs]:
+            begin, nodes = self._reserve(profile, attempt.ask, attempt.limit_s, now)
+            if begin != now:
+                break
+            starting.append((attempt, nodes))
+        return starting
 
     def test_only(self, query: ReplayQuery, now: float) -> float | None:
         """The start ``sbatch --test-only`` reports: after the slots of the pending jobs a pass plans,

@@ -67,7 +67,7 @@ def simulate(
     arm sees the queue through a daemon's caches, as old as they may be.
     """
     cluster = {pool.partition: SimPartition(pool, backfill) for pool in inventory.pools}
-    if backfill.will_run_batch_s:  # Slurm's will-run test walks every partition's running jobs
+    if backfill.will_run_batch_s and backfill.will_run_walk:
         for partition in cluster.values():
             partition.neighbours = [other for other in cluster.values() if other is not partition]
     delays = submitted_at or {}
@@ -82,23 +82,29 @@ def simulate(
     ends: list[tuple[float, int, Attempt]] = []
     outcomes: dict[int, ReplayOutcome] = {}  # by id of the job: names need not be unique
 
-    def run_passes(partitions: Sequence[SimPartition], now: float) -> None:
-        """A pass on each; a start there replans its neighbours too."""
+    # Between backfill passes (``pass_interval_s``) only the main scheduler starts jobs, in order.
+    interval = backfill.pass_interval_s
+
+    def run_passes(partitions: Sequence[SimPartition], now: float, in_order: bool = False) -> None:
+        """A pass on each; a backfill pass's start replans its neighbours too."""
         waiting = list(partitions)
         while waiting:
-            started = waiting.pop(0).schedule(now)
+            started = waiting.pop(0).schedule(now, in_order)
             for attempt in started:
                 heapq.heappush(ends, (attempt.end_s, attempt.order, attempt))
             for other in _partition(cluster, started[0].decision.partition).neighbours if started else []:
                 other.forget_plan()
-                if other not in waiting:
+                if other not in waiting and not in_order:
                     waiting.append(other)
 
-    position = 0
+    position, now = 0, 0.0
     while position < len(arrivals) or ends:
+        waiting = interval and any(partition.pending for partition in cluster.values())
+        tick = (math.floor(now / interval) + 1) * interval if waiting else math.inf
         now = min(
             ends[0][0] if ends else math.inf,
             submitted(arrivals[position]) if position < len(arrivals) else math.inf,
+            tick,
         )
         touched: dict[str, SimPartition] = {}
         while ends and ends[0][0] == now:
@@ -112,7 +118,10 @@ def simulate(
                 partition.submit(_rerun(attempt, next(orders), now))
             else:
                 outcomes[id(attempt.job)] = _outcome(attempt, arm_name)
-        run_passes(list(touched.values()), now)
+        if now == tick:
+            run_passes(list(cluster.values()), now)
+        else:
+            run_passes(list(touched.values()), now, in_order=bool(interval))
         while position < len(arrivals) and submitted(arrivals[position]) == now:
             job = arrivals[position]
             position += 1
@@ -121,7 +130,7 @@ def simulate(
             partition = _partition(cluster, decision.partition)
             true_run_s = truth(job, decision.config)
             partition.submit(Attempt(next(orders), job, decision, decision.time_limit_s, now, true_run_s))
-            run_passes([partition], now)
+            run_passes([partition], now, in_order=bool(interval))
     return [outcomes[id(job)] for job in arrivals]
 
 

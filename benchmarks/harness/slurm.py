@@ -267,6 +267,7 @@ def outcome(
         timed_out=first.timed_out,
         killed_start_s=simulated(first_record.start_time) if rerun else None,
         submitted_s=simulated(first_record.submit_time),
+        job_id=first.job_id,
         real_zero_s=started.timestamp() - 0.5,
     )
 
