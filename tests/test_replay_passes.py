@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.harness.model import Arrival, Inventory, Job, Pool, QueueView, ReplayConfig, ReplayDecision
 from benchmarks.harness.scheduler import Backfill
-from benchmarks.harness.simulate import simulate
+from tests.test_replay_will_run import scene_starts
 
 #: name: (arrival, GPUs, nodes, limit = run), on two nodes of 4 GPUs.
 SCENE = {
@@ -16,29 +15,6 @@ SCENE = {
     "s": (2.0, 4, 1, 30.0),
     "t": (3.0, 4, 1, 5.0),
 }
-
-
-def _starts(backfill: Backfill) -> dict[str, float]:
-    pool = Pool(partition="p", gpu_type="t4", nodes=2, gpus_per_node=4)
-
-    def decide(job: Job, view: QueueView) -> ReplayDecision:
-        _, gpus, nodes, limit = SCENE[job.arrival.name]
-        config = ReplayConfig(gpu_type="t4", gpus=gpus, nodes=nodes, micro_batch=8, accumulation=1)
-        return ReplayDecision(partition="p", config=config, time_limit_s=limit)
-
-    jobs = [
-        Job(
-            arrival=Arrival(name=name, time_s=at, application="toy", gpus=gpus, global_batch=8 * gpus),
-            steps=int(limit),
-            user_gpu_type="t4",
-            user_limit_s=400.0,
-        )
-        for name, (at, gpus, _, limit) in SCENE.items()
-    ]
-    outcomes = simulate(
-        jobs, decide, "habits", Inventory(pools=[pool]), lambda job, _: float(job.steps), backfill=backfill
-    )
-    return {outcome.name: outcome.start_s for outcome in outcomes}
 
 
 @pytest.mark.parametrize(
@@ -56,4 +32,4 @@ def _starts(backfill: Backfill) -> dict[str, float]:
 def test_jobs_behind_the_head_start_at_backfill_passes_only(
     interval_s: float, expected: dict[str, float]
 ) -> None:
-    assert _starts(Backfill(pass_interval_s=interval_s)) == expected
+    assert scene_starts(Backfill(pass_interval_s=interval_s), SCENE, nodes=2) == expected

@@ -18,18 +18,22 @@ SCENE = {
 }
 
 
-def _starts(
-    backfill: Backfill, scene: dict[str, tuple[float, int, int, float]] = SCENE, elsewhere: str = ""
+def scene_starts(
+    backfill: Backfill,
+    scene: dict[str, tuple[float, int, int, float]] = SCENE,
+    elsewhere: str = "",
+    nodes: int = 3,
 ) -> dict[str, float]:
-    """Start of each job; the job named ``elsewhere`` runs in partition q (one node), the rest in p."""
+    """Start of each job of ``scene`` (name: arrival, GPUs, nodes, limit = run); the job named
+    ``elsewhere`` runs in partition q (one node), the rest in p (``nodes`` nodes); 4 GPUs a node."""
     pools = [
-        Pool(partition="p", gpu_type="t4", nodes=3, gpus_per_node=4),
+        Pool(partition="p", gpu_type="t4", nodes=nodes, gpus_per_node=4),
         Pool(partition="q", gpu_type="t4", nodes=1, gpus_per_node=4),
     ]
 
     def decide(job: Job, view: QueueView) -> ReplayDecision:
-        _, gpus, nodes, limit = scene[job.arrival.name]
-        config = ReplayConfig(gpu_type="t4", gpus=gpus, nodes=nodes, micro_batch=8, accumulation=1)
+        _, gpus, count, limit = scene[job.arrival.name]
+        config = ReplayConfig(gpu_type="t4", gpus=gpus, nodes=count, micro_batch=8, accumulation=1)
         partition = "q" if job.arrival.name == elsewhere else "p"
         return ReplayDecision(partition=partition, config=config, time_limit_s=limit)
 
@@ -63,7 +67,7 @@ def _starts(
 def test_a_later_slot_begins_at_the_end_of_the_batch_that_reaches_it(
     batch_s: float, b_start: float, c_start: float
 ) -> None:
-    starts = _starts(Backfill(will_run_batch_s=batch_s))
+    starts = scene_starts(Backfill(will_run_batch_s=batch_s))
     assert (starts["b"], starts["c"]) == (b_start, c_start)
 
 
@@ -86,7 +90,7 @@ MARKS = {**SCENE, "x": (0.0, 4, 1, 155.0), "w": (0.0, 4, 1, 190.0), "c": (2.0, 4
     ],
 )
 def test_the_batches_end_at_marks_on_the_clock(origin_s: float, b_start: float, c_start: float) -> None:
-    starts = _starts(Backfill(will_run_batch_s=30.0, will_run_origin_s=origin_s), MARKS)
+    starts = scene_starts(Backfill(will_run_batch_s=30.0, will_run_origin_s=origin_s), MARKS)
     assert (starts["b"], starts["c"]) == (b_start, c_start)
 
 
@@ -97,8 +101,8 @@ def test_a_job_of_another_partition_carries_the_walk_on() -> None:
     and frees it too, though 190 is past the mark: b's slot 190, c fits before it at 100, b starts at 160."""
     scene = {**MARKS, "z": (0.0, 4, 1, 170.0)}
     walking = Backfill(will_run_batch_s=30.0, will_run_origin_s=7.0, will_run_walk=True)
-    starts = _starts(walking, scene, elsewhere="z")
+    starts = scene_starts(walking, scene, elsewhere="z")
     assert (starts["b"], starts["c"], starts["z"]) == (160.0, 100.0, 0.0)
     # Walking this partition's jobs only, x is a batch of its own as without z: b at 155, c at 190.
-    alone = _starts(walking.model_copy(update={"will_run_walk": False}), scene, elsewhere="z")
+    alone = scene_starts(walking.model_copy(update={"will_run_walk": False}), scene, elsewhere="z")
     assert (alone["b"], alone["c"]) == (155.0, 190.0)
