@@ -135,7 +135,7 @@ class _Marks:
 
 
 @dataclass(frozen=True)
-class _Group:
+class _TimedGroup:
     """One timed group of steps: its marks, and on a CPU what it waited for the CPU (`run_delay_s`)."""
 
     start: Any
@@ -212,7 +212,7 @@ def _train(
 
 def _time_groups(
     training: Training, marks: _Marks, steps: int, group: int, pace: Callable[[], float] | None
-) -> tuple[list[_Group], list[tuple[float, ...]]]:
+) -> tuple[list[_TimedGroup], list[tuple[float, ...]]]:
     """``steps`` groups of ``group`` steps and, paced, the pace step's times before and after each.
 
     Paced (a CPU), a group that waited for the CPU more than `DISTURBED_SHARE` of its time is timed
@@ -220,7 +220,7 @@ def _time_groups(
     tasks' time slices also emptied its caches, which made a small step's own time up to 1.6 times its
     quiet one (benchmarks/README.md).
     """
-    groups: list[_Group] = []
+    groups: list[_TimedGroup] = []
     paces: list[tuple[float, ...]] = []
     before = pace() if pace else None
     while len(groups) < steps * (RETIMES if pace else 1) and sum(not g.disturbed for g in groups) < steps:
@@ -233,7 +233,7 @@ def _time_groups(
             spans.append((fed, marks.mark()))
         waited = run_delay_s() - waited if pace else 0.0
         disturbed = waited > DISTURBED_SHARE * (time.perf_counter() - began)
-        groups.append(_Group(start, spans, waited, disturbed))
+        groups.append(_TimedGroup(start, spans, waited, disturbed))
         after = pace() if pace else None
         paces.append((before, after) if before is not None and after is not None else ())
         before = after
