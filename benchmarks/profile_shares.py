@@ -12,6 +12,7 @@ The database is the machine's nightly pass (`advisor bench run`); its models are
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -53,6 +54,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--batches", default="2,32")
     parser.add_argument("--repeats", type=int, default=5, help="profiles of each configuration (default 5)")
     parser.add_argument("--opsum-before", type=Path, help="another tree's op-sum module, as a third model")
+    parser.add_argument(
+        "--keep", type=Path, help="a JSON file: its profiles if it exists, else write them there"
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     configs = [(m, int(b)) for m in args.models.split(",") for b in args.batches.split(",")]
@@ -67,7 +71,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.opsum_before is not None:
         before: Splits = fit_from(args.opsum_before)(machine, steps, layers)  # type: ignore[assignment]
         fitted.append(("op sum before", before))
-    profiled = profiles(configs, args.repeats)
+    profiled = kept(args.keep) if args.keep and args.keep.exists() else profiles(configs, args.repeats)
+    if args.keep and not args.keep.exists():
+        write_kept(args.keep, profiled)
     Console().print(share_table(configs, profiled, fitted))
     return 0
 
@@ -83,6 +89,19 @@ def profiles(configs: Sequence[tuple[str, int]], repeats: int) -> Profiles:
             config = StepConfig.model_validate({"model": model, "batch": batch, **_PLAIN})
             runs[(model, batch)].append(profile_step(config, torch.device("cpu")))
     return runs
+
+
+def kept(path: Path) -> Profiles:
+    """Profiles ``--keep`` wrote: each configuration's runs, part by part."""
+    rows = json.loads(path.read_text())
+    return {(m, b): [{StepPart(p): s for p, s in run.items()} for run in runs] for m, b, runs in rows}
+
+
+def write_kept(path: Path, profiled: Profiles) -> None:
+    rows = [
+        [m, b, [{str(p): s for p, s in run.items()} for run in runs]] for (m, b), runs in profiled.items()
+    ]
+    path.write_text(json.dumps(rows))
 
 
 def shares(seconds: Mapping[StepPart, float]) -> dict[StepPart, float]:

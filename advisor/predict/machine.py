@@ -178,9 +178,9 @@ class MachineModel(BaseModel):
         return bool(configs) and all(_key(config) in self._polylines for config in configs)
 
     def layer_seconds(self, configs: Sequence[LayerConfig]) -> dict[LayerConfig, float]:
-        return {c: through(points, c.batch) for c, points in self._layer_points(configs).items()}
+        return {c: through(points, c.batch) for c, points in self.layer_points(configs).items()}
 
-    def _layer_points(self, configs: Sequence[LayerConfig]) -> dict[LayerConfig, Polyline]:
+    def layer_points(self, configs: Sequence[LayerConfig]) -> dict[LayerConfig, Polyline]:
         """Each layer's polyline through its micro-benchmarks where it has two or more, else through the
         layer booster's times at the benchmarked batch sizes."""
         missing = sorted({_key(c) for c in configs} - self._polylines.keys(), key=lambda c: c.key())
@@ -197,7 +197,7 @@ class MachineModel(BaseModel):
         return dict(zip(keys, [tuple((c.batch, next(seconds)) for c in row) for row in grid], strict=True))
 
     def features(self, table: LayerTable, batch: int, amp: bool, channels_last: bool) -> StepFeatures:
-        points = self._layer_points(timed_layers(table, batch, amp))
+        points = self.layer_points(timed_layers(table, batch, amp))
         return step_features(table, batch, amp, channels_last, points)
 
     def predict(

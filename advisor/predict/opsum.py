@@ -33,9 +33,10 @@ from math import exp, log
 
 from advisor.introspect import LayerTable
 from advisor.introspect.training import trainable_parameters
-from advisor.ops import Cost, layer_op
+from advisor.ops import Cost, KernelPath, layer_op, op_of
 from advisor.predict.boosters import STEP_PARAMS, STEP_ROUNDS, apply_booster, train_booster
-from advisor.predict.features import Part, timed_layers
+from advisor.predict.curves import through_weights
+from advisor.predict.features import kernel_path, timed_layers
 from advisor.predict.leastsquares import relative_least_squares
 from advisor.predict.machine import (
     LayerSample,
@@ -76,8 +77,8 @@ class OpTerms:
     batch: int
     amp: bool
     channels_last: bool
-    layer_parts: Mapping[Part, float]
-    """The timed layers' seconds by kernel path and benchmarked batch (`advisor.predict.features.Part`)."""
+    layer_parts: Mapping[OpPart, float]
+    """The timed layers' seconds by ``OpPart``."""
     vector_s: float
     launch_s: float
     """Launches no op's price holds (every untimed op's where no sweep priced it)."""
@@ -90,7 +91,7 @@ class OpTerms:
     """Of the timed layers' and the untimed ops' prices, their launches' seconds (the launch chain's cost
     each): what a profile counts outside the kernels, as per-op dispatch."""
 
-    def columns(self, calibration: Mapping[Part, float]) -> list[float]:
+    def columns(self, calibration: Mapping[OpPart, float]) -> list[float]:
         timed = sum(calibration.get(part, 1.0) * s for part, s in self.layer_parts.items())
         return [timed, self.vector_s, self.launch_s, self.optimizer_s, 1.0, float(self.batch)]
 
@@ -113,13 +114,30 @@ def untimed_seconds(table: LayerTable, batch: int, amp: bool, rates: Roofline) -
     return total
 
 
+OpPart = tuple[str, KernelPath, int]
+"""Timed layers' seconds by op (dense, depthwise, grouped convolution, linear), kernel path and the
+benchmarked batch they are interpolated from: a depthwise convolution timed alone strays from its time
+inside a network otherwise than a dense one."""
+
+
+def op_parts(layers: MachineModel, table: LayerTable, batch: int, amp: bool) -> dict[OpPart, float]:
+    configs = timed_layers(table, batch, amp)
+    points = layers.layer_points(configs)
+    parts: dict[OpPart, float] = {}
+    for config in configs:
+        seconds = dict(points[config])
+        for benchmarked, weight in through_weights(points[config], batch):
+            part = (op_of(config).name, kernel_path(config), benchmarked)
+            parts[part] = parts.get(part, 0.0) + weight * seconds[benchmarked]
+    return parts
+
+
 def op_terms(
     layers: MachineModel, rates: Roofline, table: LayerTable, batch: int, amp: bool, channels_last: bool
 ) -> OpTerms:
     """The step's terms. A launch costs what the launch chain says; the timed layers' curves hold their
     launches, and so do the untimed ops' prices where the sweeps measured them (their curves' small end is
     the launches), else the launches are a term of their own."""
-    features = layers.features(table, batch, amp, channels_last)
     weighted = sum(layer.parameters > 0 for layer in table.layers)
     timed = len(timed_layers(table, batch, amp))
     untimed_launches = (len(table.layers) - timed) * _UNTIMED_LAUNCHES * rates.launch_seconds()
@@ -130,7 +148,7 @@ def op_terms(
         batch=batch,
         amp=amp,
         channels_last=channels_last,
-        layer_parts=features.layer_parts,
+        layer_parts=op_parts(layers, table, batch, amp),
         vector_s=untimed_seconds(table, batch, amp, rates),
         launch_s=0.0 if held else untimed_launches,
         optimizer_s=rates.update_seconds(trainable_parameters(table), _TENSORS_PER_LAYER * weighted, update),
@@ -149,7 +167,7 @@ class OpSumModel:
     """The layer part: measured curves and the layer booster (``fit_layers``)."""
     rates: Roofline
     coefficients: tuple[float, ...]
-    calibration: Mapping[Part, float]
+    calibration: Mapping[OpPart, float]
     booster: str
     own_scales: Mapping[tuple[str, bool, bool], tuple[float, float]] = field(default_factory=dict)
     """Each model measured whole: its scales of the sum's fixed and per-sample seconds."""
@@ -253,7 +271,7 @@ def fit_opsum(machine: str, steps: Sequence[StepSample], layers: Sequence[LayerS
 
 def _scales(
     terms: Sequence[OpTerms], seconds: Sequence[float]
-) -> tuple[tuple[float, ...], dict[Part, float], float]:
+) -> tuple[tuple[float, ...], dict[OpPart, float], float]:
     """The scales fitted on whole steps: the timed layers' with a multiplier for each ``Part``, and one
     for the anchored terms together, all shrunk toward one shared scale (what an op timed alone costs
     inside a network: a layer strays by kernel path and batch, and the sweeps keep the anchored terms'
