@@ -207,3 +207,23 @@ def test_the_share_check_counts_a_split_that_matches_the_profile_as_within(store
     table = share_table([("resnet18", 4)], {("resnet18", 4): [slower, slower]}, [("op sum", model)])
     cells = list(table.columns[-1].cells)
     assert cells[list(StepPart).index(smallest)].endswith("off")
+
+
+def test_the_anchored_terms_take_one_scale_with_the_timed_layers_when_the_steps_say_so() -> None:
+    """Steps that take exactly half of every priced term (timed layers and swept untimed ops alike) fit
+    one shared scale of 0.5, the anchored terms' 0.5 with it, and no host time."""
+    from advisor.ops import KernelPath
+    from advisor.predict.opsum import OpTerms, _scales
+
+    def terms(batch: int, timed: float, vector: float) -> OpTerms:
+        return OpTerms(
+            batch, False, False, {("conv2d", KernelPath.OTHER, 1): timed}, vector, 0.0, 0.0, 1, 1,
+            anchored=frozenset({1, 2, 3}),
+        )  # fmt: skip
+
+    priced = [terms(1, 0.010, 0.004), terms(2, 0.030, 0.002), terms(4, 0.020, 0.010), terms(8, 0.050, 0.020)]
+    seconds = [0.5 * (t.layer_parts[("conv2d", KernelPath.OTHER, 1)] + t.vector_s) for t in priced]
+    coefficients, calibration, anchored = _scales(priced, seconds)
+    assert coefficients[0] == pytest.approx(0.5, rel=1e-3) and anchored == pytest.approx(0.5, rel=1e-3)
+    assert calibration[("conv2d", KernelPath.OTHER, 1)] == pytest.approx(1.0, rel=1e-3)
+    assert coefficients[-2:] == pytest.approx((0.0, 0.0), abs=1e-6), "no host time per step or sample"
