@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.harness.model import Arrival, Inventory, Job, Pool, QueueView, ReplayConfig, ReplayDecision
+from benchmarks.harness.model import (
+    Arrival,
+    Inventory,
+    Job,
+    Pool,
+    QueueView,
+    ReplayConfig,
+    ReplayDecision,
+    ReplayQuery,
+)
 from benchmarks.harness.scheduler import Backfill
 from benchmarks.harness.simulate import simulate
 
@@ -106,3 +115,37 @@ def test_a_job_of_another_partition_carries_the_walk_on() -> None:
     # Walking this partition's jobs only, x is a batch of its own as without z: b at 155, c at 190.
     alone = scene_starts(walking.model_copy(update={"will_run_walk": False}), scene, elsewhere="z")
     assert (alone["b"], alone["c"]) == (155.0, 190.0)
+
+
+def test_the_walk_frees_no_job_on_a_node_an_earlier_slot_holds() -> None:
+    """Four nodes, each held whole by a job ending at 100 (a), 130 (x), 200 (w), 230 (y); b (one node,
+    1000 s) waits, its slot on a's node from 130 (marks 120, 150: a and x one batch). At 3, ``--test-only``
+    for two nodes for 100 s: the earliest two are x's and w's at 200. The walk leaves a out (its node is
+    b's over 200-300), so its marks are x's 130 rounded up, 150, then 180, 210: x alone, then w alone
+    (y's 230 is past 210): 200. Walking a too, the marks would be 120, 150, 180, 240: w and y together,
+    230."""
+    pool = Pool(partition="p", gpu_type="t4", nodes=4, gpus_per_node=4)
+    scene = {"a": (0.0, 100.0), "x": (0.0, 130.0), "w": (0.0, 200.0), "y": (0.0, 230.0), "b": (1.0, 1000.0)}
+    scene["probe"] = (3.0, 10.0)
+    asked: list[float | None] = []
+
+    def decide(job: Job, view: QueueView) -> ReplayDecision:
+        if job.arrival.name == "probe":
+            asked.extend(view.slurm_waits([ReplayQuery(partition="p", gpus=8, nodes=2, time_limit_s=100.0)]))
+        config = ReplayConfig(gpu_type="t4", gpus=4, nodes=1, micro_batch=8, accumulation=1)
+        return ReplayDecision(partition="p", config=config, time_limit_s=scene[job.arrival.name][1])
+
+    jobs = [
+        Job(
+            arrival=Arrival(name=name, time_s=at, application="toy", gpus=4, global_batch=32),
+            steps=int(limit),
+            user_gpu_type="t4",
+            user_limit_s=2000.0,
+        )
+        for name, (at, limit) in scene.items()
+    ]
+    backfill = Backfill(will_run_batch_s=30.0)
+    simulate(
+        jobs, decide, "habits", Inventory(pools=[pool]), lambda job, _: float(job.steps), backfill=backfill
+    )
+    assert asked == [200.0 - 3.0]

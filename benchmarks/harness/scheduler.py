@@ -121,6 +121,8 @@ class SimPartition:
         self._plan: _Plan | None = None
         self._whole: Amount = (pool.gpus_per_node, pool.gpus_per_node, 0)
         """A node's GPUs and CPUs (the sandbox gives a node a CPU per GPU)."""
+        self._slots: list[tuple[float, float, list[int]]] = []
+        """The kept plan's later slots (begin, end, nodes): the will-run test leaves their nodes out."""
         self.neighbours: list[SimPartition] = []
         """The cluster's other partitions, whose running jobs Slurm's will-run test walks past (see
         ``_batched``): a start or an end there can move this partition's later slots."""
@@ -194,6 +196,7 @@ class SimPartition:
         plan = self._plan
         if plan is None or not plan.holds_at(now, self.backfill.window_s):
             plan = self._plan = _Plan(self._profile(now), now)
+            self._slots = []
         plan.as_of = now
         free = sum(self.pool.gpus_per_node - used for used in self._used)
         free -= sum(attempt.ask[1] * len(nodes) for attempt, nodes in plan.starting)
@@ -202,6 +205,8 @@ class SimPartition:
                 break
             begin, nodes = self._reserve(plan.profile, attempt.ask, attempt.limit_s, now)
             plan.add(attempt, begin, nodes, now, self.backfill.window_s)
+            if now < begin <= now + self.backfill.window_s:
+                self._slots.append((begin, begin + self.backfill.planned(attempt.limit_s), nodes))
             if begin == now:
                 free -= attempt.ask[1] * len(nodes)
         return plan
@@ -241,7 +246,7 @@ class SimPartition:
         begin, first = profile.earliest_on(
             range(self.pool.nodes), count, amount, limit_s, [now] * self.pool.nodes, INF
         )
-        batched = self._batched(begin, now)
+        batched = self._batched(begin, now, limit_s)
         if batched > begin:
             floors = [batched] * self.pool.nodes
             begin, first = profile.earliest_on(range(self.pool.nodes), count, amount, limit_s, floors, INF)
@@ -254,19 +259,31 @@ class SimPartition:
         ]
         return begin, best_fit(usable, count, [profile.free(node, begin)[1] for node in usable])
 
-    def _batched(self, begin: float, now: float) -> float:
+    def _batched(self, begin: float, now: float, limit_s: float) -> float:
         """The start Slurm's will-run test plans for a slot the profile finds at ``begin`` (see
         ``Backfill.will_run_batch_s``): the last planned end of the batch of running jobs that reaches it.
 
         As in Slurm 22.05's ``_will_run_test``, the walk goes over every running job of the cluster by
-        planned end and frees this partition's; a batch ends where the job after the one just freed ends
-        past the mark, so a neighbour's job within the mark carries the walk on to this partition's next
-        job, wherever that one ends."""
+        planned end and frees this partition's on nodes no earlier slot holds over ``limit_s`` from
+        ``begin``; a batch ends where the job after the one just freed ends past the mark, so another job
+        within the mark (a neighbour's with ``will_run_walk``, or one on a held node) carries the walk on
+        to the next job it frees, wherever that one ends."""
         window = self.backfill.will_run_batch_s
         if window == 0 or begin <= now or begin == INF:
             return begin
+        # Slurm frees only jobs on the nodes the job may use: not those earlier slots hold meanwhile.
+        held = {
+            node
+            for start, end, nodes in self._slots
+            if start < begin + limit_s and end > begin
+            for node in nodes
+        }
         ends = sorted(
-            (attempt.start_s + self.backfill.planned(attempt.limit_s), attempt.order, partition is self)
+            (
+                attempt.start_s + self.backfill.planned(attempt.limit_s),
+                attempt.order,
+                partition is self and not held.issuperset(attempt.nodes),
+            )
             for partition in [self, *self.neighbours]
             for attempt in partition.running
             if attempt.start_s is not None
