@@ -19,7 +19,7 @@ Then ``advisor models train --db DB`` and ``advisor models evaluate --db DB --js
 prints both held-out figures side by side, in one run: leave one model out, unseen batch sizes (each) and
 peak memory.
 
-``--spread`` prints how far repeated measurements of the same step lie apart (paced ones by their ratio),
+``--spread`` prints how far repeated measurements of the same step lie apart, each as training reads it,
 per batch size: the noise no predictor's held-out MAPE can get under, to read next to the evaluation;
 beside it the floor ``--compare`` prints too, without training anything: each interior step against the
 line through its model's measured neighbours.
@@ -32,7 +32,7 @@ import importlib.util
 import json
 import random
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from math import exp, log
 from pathlib import Path
@@ -52,7 +52,7 @@ from advisor.predict.machine import StepSample, fit_machine
 from advisor.predict.opsum import fit_opsum
 from advisor.predict.registry import layer_samples, machines, step_samples
 from advisor.readable import percent
-from advisor.store import StepMeasurementRow, Store
+from advisor.store import Store
 
 NIGHTLY = nightly_grid("cpu")
 
@@ -105,9 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         compare(Store.existing(args.db), (*MODELS, *before))
         return 0
     if args.spread:
-        store = Store.existing(args.db)
-        spread = {"repeat spread": repeat_spread(store.step_rows()), "floor": floor(store)}
-        print(json.dumps(spread, indent=2))
+        print(json.dumps(spread_and_floor(Store.existing(args.db)), indent=2))
         return 0
     torch.set_num_threads(args.threads)
     batches = args.batches
@@ -197,20 +195,24 @@ def compare(store: Store, models: Sequence[tuple[str, Fit]] = MODELS) -> None:
         )
 
 
-def floor(store: Store) -> dict[str, float]:
-    """Each machine's steps as training reads them (`step_samples`), each interior one against the line
-    through its model's measured neighbours (`neighbour_errors`): overall and per batch size. Noise and real
-    kinks alike (a CPU's convolution kernels switch between batches 8 and 16: benchmarks/README.md)."""
+def spread_and_floor(store: Store) -> dict[str, dict[str, float]]:
+    """Each machine's steps as training reads them (`step_samples`): how far a step's repeats lie apart
+    (`repeat_spread`), and each interior one against the line through its model's measured neighbours
+    (`neighbour_errors`), overall and per batch size. The floor counts noise and real kinks alike (a CPU's
+    convolution kernels switch between batches 8 and 16: benchmarks/README.md)."""
     tables = measured_tables(store)
+    steps: list[StepSample] = []
     errors: dict[int, list[float]] = {}
     for machine in machines(store):
-        for batch, found in neighbour_errors(step_samples(store.step_rows(machine), tables)).items():
-            errors.setdefault(batch, []).extend(found)
+        samples = step_samples(store.step_rows(machine), tables)
+        steps += samples
+        for batch, batch_errors in neighbour_errors(samples).items():
+            errors.setdefault(batch, []).extend(batch_errors)
     every = [error for found in errors.values() for error in found]
+    floor = {f"batch {batch}": mean(found) for batch, found in sorted(errors.items())}
     return {
-        "interior steps": len(every),
-        "all": mean(every) if every else 0.0,
-        **{f"batch {batch}": mean(found) for batch, found in sorted(errors.items())},
+        "repeat spread": repeat_spread(steps),
+        "floor": {"interior steps": len(every), "all": mean(every) if every else 0.0, **floor},
     }
 
 
@@ -233,23 +235,10 @@ def neighbour_errors(steps: Sequence[StepSample]) -> dict[int, list[float]]:
     return errors
 
 
-def repeat_spread(rows: Iterable[StepMeasurementRow]) -> dict[str, float]:
-    """Mean log(slowest / fastest) over steps measured more than once, overall and per batch size; paced
-    and unpaced measurements of a step are two series."""
-    times: dict[tuple[str, str, int, int, bool, bool, bool], list[float]] = {}
-    for row in rows:
-        if row.fits and row.median_s:
-            key = (
-                row.machine,
-                row.model,
-                row.input_size,
-                row.batch,
-                row.amp,
-                row.channels_last,
-                row.pace_ratio is not None,
-            )
-            times.setdefault(key, []).append(float(row.pace_ratio or row.median_s))
-    spreads = [(key[3], log(max(t) / min(t))) for key, t in times.items() if len(t) > 1]
+def repeat_spread(steps: Sequence[StepSample]) -> dict[str, float]:
+    """Mean log(slowest / fastest) over the steps measured more than once, each measurement as training
+    reads it (`step_samples`: at the machine's pace, its run's level out), overall and per batch size."""
+    spreads = [(s.batch, log(max(s.runs) / min(s.runs))) for s in steps if len(s.runs) > 1]
     by_batch = {
         f"batch {b}": mean(s for batch, s in spreads if batch == b) for b in sorted({b for b, _ in spreads})
     }

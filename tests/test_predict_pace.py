@@ -6,8 +6,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from advisor.bench.results import read_jsonl
-from advisor.predict.registry import layer_samples, machine_pace
+from advisor.predict.registry import PACE_BAND, layer_samples, machine_pace
 from advisor.records import LayerConfig, LayerMeasurement, ResultLine
 from advisor.store import LayerMeasurementRow, Store
 
@@ -72,3 +74,23 @@ def _row(run_id: str, pace_s: float, minute: int) -> LayerMeasurementRow:
     line = line.model_copy(update={"measured_at": T0 + timedelta(minutes=minute)})
     assert isinstance(line.measurement, LayerMeasurement)
     return LayerMeasurementRow.of(line, line.measurement)
+
+
+def test_a_pace_step_that_strays_from_its_runs_is_held_within_the_band(tmp_path: Path) -> None:
+    """Width 60's pace steps took four times the run's (its step ran at its usual 18 ms): its ratio is read
+    at the band's edge, not at a quarter of its time; width 70's, 5% slow, is within the band and kept."""
+    lines = _run("night", range(10, 50), 0.030, timedelta(minutes=20))
+    lines += [_line("night", 60, 0.018, 0.120), _line("night", 70, 0.021, 0.0315)]
+    store = Store.open(tmp_path / "advisor.db")
+    store.ingest(lines)
+    seconds = {s.config: s.seconds for s in layer_samples(store.layer_rows(FINGERPRINT.machine()))}
+    assert seconds[_linear(60)] == pytest.approx(0.018 / PACE_BAND)
+    assert seconds[_linear(70)] == pytest.approx(0.021 / 1.05)
+    assert seconds[_linear(30)] == pytest.approx(0.030 * 0.30)
+
+
+def _line(run_id: str, width: int, step_s: float, pace_s: float) -> ResultLine:
+    measurement = LayerMeasurement(
+        config=_linear(width), median_s=step_s, fits=True, pace_ratio=step_s / pace_s, pace_s=pace_s
+    )
+    return ResultLine(run_id=run_id, fingerprint=FINGERPRINT, measured_at=T0, measurement=measurement)

@@ -30,6 +30,8 @@ TableSource = Callable[[str, int], LayerTable]
 HELDOUT_FOLDS = 5
 DEFAULT_MAX_WORSE_MAPE = 0.02
 _CUT_EACH_END = 0.25
+PACE_BAND = 1.1
+"""How far a measurement's pace step may stray from its run's median and still be trusted (`_paced_ratio`)."""
 _LEAST_SPAN_S = 1.0
 """A run's weight in the machine's pace is at least this, however few rows it wrote."""
 K = TypeVar("K", bound=Hashable)
@@ -78,11 +80,10 @@ def _seconds(groups: Mapping[K, Sequence[MeasurementRow]]) -> dict[K, tuple[floa
     # Imported here: only training needs scipy.stats, and every process that loads a model would import it.
     from scipy.stats import trim_mean  # type: ignore[import-untyped]
 
-    paced = [
-        (row, key, row.pace_ratio) for key, members in groups.items() for row in members if row.pace_ratio
-    ]
-    pace = machine_pace([row for row, _, _ in paced])
-    cells = [(row.run_id, key, log(ratio)) for row, key, ratio in paced]
+    paced = [(row, key) for key, members in groups.items() for row in members if row.pace_ratio]
+    pace = machine_pace([row for row, _ in paced])
+    run_paces = _run_paces(row for row, _ in paced)
+    cells = [(row.run_id, key, log(_paced_ratio(row, run_paces.get(row.run_id)))) for row, key in paced]
     levels, _effects = median_polish(cells)
     relative: dict[K, list[float]] = {}
     for run, key, value in cells:
@@ -96,6 +97,29 @@ def _seconds(groups: Mapping[K, Sequence[MeasurementRow]]) -> dict[K, tuple[floa
         else (min(runs := [float(row.median_s or 0.0) for row in members]), tuple(runs))
         for key, members in groups.items()
     }
+
+
+def _run_paces(rows: Iterable[MeasurementRow]) -> dict[str, float]:
+    """Each run's median pace step."""
+    runs: dict[str, list[float]] = {}
+    for row in rows:
+        if row.pace_s:
+            runs.setdefault(row.run_id, []).append(row.pace_s)
+    return {run: median(paces) for run, paces in runs.items()}
+
+
+def _paced_ratio(row: MeasurementRow, run_pace: float | None) -> float:
+    """A row's ratio to the pace step, that pace held within `PACE_BAND` of its run's median.
+
+    A measurement's own pace steps can stray alone: on the 45-minute pass of 2026-12-05 they took 4.6 times
+    their run's median through a whole measurement (resnet34 at batch 64) whose steps ran at their usual
+    speed, and its ratio put that step at a fifth of its time. Held within the band, a pace still follows
+    the drifts of a few percent it is there for (benchmarks/README.md)."""
+    ratio = float(row.pace_ratio or 0.0)
+    if not row.pace_s or not run_pace:
+        return ratio
+    trusted = min(max(row.pace_s, run_pace / PACE_BAND), run_pace * PACE_BAND)
+    return ratio * row.pace_s / trusted
 
 
 def machine_pace(rows: Sequence[MeasurementRow]) -> float:
