@@ -12,8 +12,8 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from advisor.recommend.cluster import SNAPSHOT_FRESH_FOR, TEST_ONLY_FRESH_FOR
@@ -33,6 +33,7 @@ from benchmarks.harness.model import (
     Inventory,
     Job,
     QueueView,
+    ReplayDecision,
     ReplayOutcome,
     ReplayQuery,
     TrueRunTime,
@@ -78,60 +79,85 @@ def simulate(
         return max(job.arrival.time_s, delays.get(job.arrival.name, job.arrival.time_s))
 
     arrivals = sorted(jobs, key=submitted)
-    orders = itertools.count()
-    ends: list[tuple[float, int, Attempt]] = []
-    outcomes: dict[int, ReplayOutcome] = {}  # by id of the job: names need not be unique
-
-    # Between backfill passes (``pass_interval_s``) only the main scheduler starts jobs, in order.
-    interval = backfill.pass_interval_s
-
-    def run_passes(partitions: Sequence[SimPartition], now: float, in_order: bool = False) -> None:
-        """A pass on each; a backfill pass's start replans its neighbours too."""
-        waiting = list(partitions)
-        while waiting:
-            started = waiting.pop(0).schedule(now, in_order)
-            for attempt in started:
-                heapq.heappush(ends, (attempt.end_s, attempt.order, attempt))
-            for other in _partition(cluster, started[0].decision.partition).neighbours if started else []:
-                other.forget_plan()
-                if other not in waiting and not in_order:
-                    waiting.append(other)
-
+    events = _Events(cluster, arm_name, backfill.pass_interval_s)
     position, now = 0, 0.0
-    while position < len(arrivals) or ends:
-        waiting = interval and any(partition.pending for partition in cluster.values())
-        tick = (math.floor(now / interval) + 1) * interval if waiting else math.inf
+    while position < len(arrivals) or events.ends:
+        tick = events.next_pass(now)
         now = min(
-            ends[0][0] if ends else math.inf,
+            events.ends[0][0] if events.ends else math.inf,
             submitted(arrivals[position]) if position < len(arrivals) else math.inf,
             tick,
         )
-        touched: dict[str, SimPartition] = {}
-        while ends and ends[0][0] == now:
-            attempt = heapq.heappop(ends)[2]
-            partition = cluster[attempt.decision.partition]
-            partition.finish(attempt)
-            for other in [partition, *partition.neighbours]:
-                other.forget_plan()
-                touched[other.pool.partition] = other
-            if attempt.killed and attempt.killed_start_s is None:
-                partition.submit(_rerun(attempt, next(orders), now))
-            else:
-                outcomes[id(attempt.job)] = _outcome(attempt, arm_name)
+        touched = events.end_jobs(now)
         if now == tick:
-            run_passes(list(cluster.values()), now)
+            events.run_passes(list(cluster.values()), now)
         else:
-            run_passes(list(touched.values()), now, in_order=bool(interval))
+            events.run_passes(touched, now, in_order=bool(events.interval))
         while position < len(arrivals) and submitted(arrivals[position]) == now:
             job = arrivals[position]
             position += 1
             queue = SimulatedQueue(cluster, now, backfill)
             decision = arm(job, queue if caches is None else caches.view(queue))
-            partition = _partition(cluster, decision.partition)
-            true_run_s = truth(job, decision.config)
-            partition.submit(Attempt(next(orders), job, decision, decision.time_limit_s, now, true_run_s))
-            run_passes([partition], now, in_order=bool(interval))
-    return [outcomes[id(job)] for job in arrivals]
+            events.submit(job, decision, truth(job, decision.config), now)
+    return [events.outcomes[id(job)] for job in arrivals]
+
+
+@dataclass
+class _Events:
+    """The replay's jobs in flight: their ends by time, and the passes their events call for.
+
+    Between backfill passes (``interval``, Slurm's ``bf_interval``; 0: a full pass at every event) only
+    the main scheduler starts jobs, in priority order."""
+
+    cluster: Cluster
+    arm_name: ArmName
+    interval: float
+    ends: list[tuple[float, int, Attempt]] = field(default_factory=list)
+    orders: Iterator[int] = field(default_factory=itertools.count)
+    outcomes: dict[int, ReplayOutcome] = field(default_factory=dict)
+    """By id of the job: names need not be unique."""
+
+    def next_pass(self, now: float) -> float:
+        """When the next backfill pass comes after ``now``; never while no job waits."""
+        waiting = any(partition.pending for partition in self.cluster.values())
+        return (
+            (math.floor(now / self.interval) + 1) * self.interval if self.interval and waiting else math.inf
+        )
+
+    def run_passes(self, partitions: Sequence[SimPartition], now: float, in_order: bool = False) -> None:
+        """A pass on each; a backfill pass's start replans its neighbours too."""
+        waiting = list(partitions)
+        while waiting:
+            started = waiting.pop(0).schedule(now, in_order)
+            for attempt in started:
+                heapq.heappush(self.ends, (attempt.end_s, attempt.order, attempt))
+            for other in (
+                _partition(self.cluster, started[0].decision.partition).neighbours if started else []
+            ):
+                other.forget_plan()
+                if other not in waiting and not in_order:
+                    waiting.append(other)
+
+    def end_jobs(self, now: float) -> list[SimPartition]:
+        """The attempts that end at ``now`` leave (a killed first one is rerun); the partitions touched."""
+        touched: dict[str, SimPartition] = {}
+        while self.ends and self.ends[0][0] == now:
+            attempt = heapq.heappop(self.ends)[2]
+            partition = self.cluster[attempt.decision.partition]
+            partition.finish(attempt)
+            for other in [partition, *partition.neighbours]:
+                other.forget_plan()
+                touched[other.pool.partition] = other
+            if attempt.killed and attempt.killed_start_s is None:
+                partition.submit(_rerun(attempt, next(self.orders), now))
+            else:
+                self.outcomes[id(attempt.job)] = _outcome(attempt, self.arm_name)
+        return list(touched.values())
+
+    def submit(self, job: Job, decision: ReplayDecision, true_run_s: float, now: float) -> None:
+        partition = _partition(self.cluster, decision.partition)
+        partition.submit(Attempt(next(self.orders), job, decision, decision.time_limit_s, now, true_run_s))
+        self.run_passes([partition], now, in_order=bool(self.interval))
 
 
 @dataclass(frozen=True, slots=True)
