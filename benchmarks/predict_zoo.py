@@ -46,6 +46,7 @@ from advisor.bench.architectures import measured_tables
 from advisor.bench.plan import DeviceProfile, build_plan, nightly_grid
 from advisor.bench.results import jsonl_sink, read_jsonl
 from advisor.bench.run import RunOn, run_plan, terminal_reporter
+from advisor.bench.sweeps import NO_SWEEPS
 from advisor.bench.tables import zoo_table
 from advisor.predict.evaluate import Fit, held_out
 from advisor.predict.machine import StepSample, fit_machine
@@ -118,8 +119,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         layer_batches=args.layer_batches,
         steps=5 if args.steps_only else NIGHTLY.steps,
         warmup=2 if args.steps_only else NIGHTLY.warmup,
-        # A pass of one kind is what --passes repeats.
+        # A pass of one kind is what --passes repeats; the sweeps are micro-benchmarks, not steps.
         step_passes=1 if args.steps_only or args.layers_only else NIGHTLY.step_passes,
+        sweeps=NO_SWEEPS if args.steps_only else NIGHTLY.sweeps,
     )
     plan = build_plan(grid, DeviceProfile.assumed("cpu"), zoo_table)
     print(
