@@ -217,8 +217,8 @@ def _time_groups(
 
     Paced (a CPU), a group that waited for the CPU more than `DISTURBED_SHARE` of its time is timed
     again, up to `RETIMES` x ``steps`` groups in all: its own time leaves the wait out, but the other
-    tasks' time slices also emptied its caches, which made a small step's own time up to 1.6 times its
-    quiet one (benchmarks/README.md).
+    tasks' time slices also emptied its caches (squeezenet1_1 at batch 4: 4.6 ms a step quiet, up to
+    7.9 ms of its own time on a contended core of the shared VM).
     """
     groups: list[_TimedGroup] = []
     paces: list[tuple[float, ...]] = []
