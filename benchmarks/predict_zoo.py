@@ -17,7 +17,9 @@ Then ``advisor models train --db DB`` and ``advisor models evaluate --db DB --js
 
 ``--compare`` trains today's step model and the op-sum one (`advisor.predict.opsum`) on ``--db`` and
 prints both held-out figures side by side, in one run: leave one model out, unseen batch sizes (each) and
-peak memory.
+peak memory; beside them two blends of the two models' predictions of each held-out step, fitted on
+nothing more: their geometric mean, and a weighted one whose weight is fitted on the other models' (batch
+sizes') held-out steps.
 
 ``--spread`` prints how far repeated measurements of the same step lie apart, each as training reads it,
 per batch size: the noise no predictor's held-out MAPE can get under, to read next to the evaluation;
@@ -32,7 +34,7 @@ import importlib.util
 import json
 import random
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from math import exp, log
 from pathlib import Path
@@ -48,8 +50,8 @@ from advisor.bench.results import jsonl_sink, read_jsonl
 from advisor.bench.run import RunOn, run_plan, terminal_reporter
 from advisor.bench.sweeps import NO_SWEEPS
 from advisor.bench.tables import zoo_table
-from advisor.predict.evaluate import Fit, held_out
-from advisor.predict.machine import StepSample, fit_machine
+from advisor.predict.evaluate import Fit, Point, leave_one_model_out, memory_error, unseen_batches
+from advisor.predict.machine import LayerSample, StepSample, fit_machine
 from advisor.predict.opsum import fit_opsum
 from advisor.predict.registry import layer_samples, machines, step_samples
 from advisor.readable import percent
@@ -165,29 +167,41 @@ def fit_from(path: Path) -> Fit:
     return fit
 
 
+HeldOut = tuple[list[Point], list[Point]]
+"""One step model's held-out steps: leave one model out's, the unseen batch sizes'."""
+
+
 def compare(store: Store, models: Sequence[tuple[str, Fit]] = MODELS) -> None:
-    """Each machine's held-out figures, one column per step model, fitted on the same samples."""
+    """Each machine's held-out figures, one column per step model, fitted on the same samples; then the
+    first two's predictions of each held-out step blended (`blends`, no fit of their own): what a blend
+    of today's model and the op sum would score."""
     tables = measured_tables(store)
     for machine in machines(store):
         steps = step_samples(store.step_rows(machine), tables)
         layers = layer_samples(store.layer_rows(machine))
-        results = [held_out(machine, steps, layers, fit) for _name, fit in models]
+        held = [_held_out_points(machine, steps, layers, fit) for _name, fit in models]
+        names = [name for name, _fit in models]
+        if len(held) >= 2:
+            names += ["blend", "weighted blend"]
+            held += blends(held[0], held[1])
+        columns = [_column(lomo, batches) for lomo, batches in held]
         table = Table(
-            title=f"machine {machine}: {len(steps)} steps, {len(layers)} layers", title_justify="left"
+            title=f"machine {machine}: {len(steps)} steps, {len(layers)} layers, held-out MAPE",
+            title_justify="left",
         )
         table.add_column("held out")
-        for name, _fit in models:
-            table.add_column(f"{name} MAPE", justify="right")
-        table.add_row("leave one model out", *(percent(r.lomo_mape) for r in results))
-        for model in results[0].lomo_mape_by_model:
-            table.add_row(f"  {model}", *(percent(r.lomo_mape_by_model[model]) for r in results))
-        table.add_row("unseen batch sizes", *(percent(r.unseen_batch_mape) for r in results))
-        for batch in results[0].unseen_batch_mape_by_batch:
-            table.add_row(
-                f"  batch {batch}", *(percent(r.unseen_batch_mape_by_batch[batch]) for r in results)
-            )
-        table.add_row("peak memory", *(percent(r.memory_mape) for r in results))
+        for name in names:
+            table.add_column(name, justify="right")
+        for row in columns[0]:
+            table.add_row(row, *(percent(column.get(row)) for column in columns))
+        table.add_row("peak memory", *[percent(memory_error(steps))] * len(columns))
         Console().print(table)
+        if len(models) >= 2:
+            print(
+                f"blend: the geometric mean of two columns' predictions of each held-out step ({names[0]}, "
+                f"{names[1]}); "
+                "weighted blend: its weight fitted on the other models' (batch sizes') held-out steps"
+            )
         errors = neighbour_errors(steps)
         by_batch = ", ".join(f"{b}: {percent(mean(e))}" for b, e in sorted(errors.items()))
         every = [e for batch_errors in errors.values() for e in batch_errors]
@@ -195,6 +209,73 @@ def compare(store: Store, models: Sequence[tuple[str, Fit]] = MODELS) -> None:
             f"no model, each unseen batch size's step from its model's two measured neighbours (log-log): "
             f"{percent(mean(every) if every else None)} ({by_batch})"
         )
+
+
+def _held_out_points(
+    machine: str, steps: Sequence[StepSample], layers: Sequence[LayerSample], fit: Fit
+) -> HeldOut:
+    """One step model's held-out predictions: leave one model out, then each unseen batch size."""
+    lomo = leave_one_model_out(machine, steps, layers, fit)
+    batches, _interior = unseen_batches(machine, steps, layers, fit)
+    return lomo, batches
+
+
+def mix(first: Point, second: Point, weight: float) -> Point:
+    """One held-out step's weighted geometric mean of two models' predictions of it."""
+    if (first.model, first.batch, first.measured_s) != (second.model, second.batch, second.measured_s):
+        raise ValueError(
+            f"predict_zoo: mix pairs {first.model} at batch {first.batch} with {second.model} at batch "
+            f"{second.batch}"
+        )
+    predicted = exp(weight * log(first.predicted_s) + (1 - weight) * log(second.predicted_s))
+    return first.model_copy(update={"predicted_s": predicted})
+
+
+def fitted_blend(
+    first: Sequence[Point], second: Sequence[Point], key: Callable[[Point], int | str]
+) -> list[Point]:
+    """Each group's (``key``: its model, or its batch size) steps mixed with the weight (in twentieths)
+    that fits the other groups' held-out steps best: the group held out is not among them, though the
+    other groups' predictions came from fits that saw it."""
+    pairs = list(zip(first, second, strict=True))
+    mixed = []
+    for group in sorted({key(a) for a in first}, key=str):
+        others = [(a, b) for a, b in pairs if key(a) != group]
+        weight = min(_WEIGHTS, key=lambda w: mean(mix(a, b, w).error for a, b in others))
+        mixed += [mix(a, b, weight) for a, b in pairs if key(a) == group]
+    return mixed
+
+
+def blends(first: HeldOut, second: HeldOut) -> list[HeldOut]:
+    """Two models' held-out steps mixed: half and half (their geometric mean), and with a fitted weight."""
+    (first_lomo, first_batches), (second_lomo, second_batches) = first, second
+    half = (
+        [mix(a, b, 0.5) for a, b in zip(first_lomo, second_lomo, strict=True)],
+        [mix(a, b, 0.5) for a, b in zip(first_batches, second_batches, strict=True)],
+    )
+    fitted = (
+        fitted_blend(first_lomo, second_lomo, lambda p: p.model),
+        fitted_blend(first_batches, second_batches, lambda p: p.batch),
+    )
+    return [half, fitted]
+
+
+_WEIGHTS = tuple(i / 20 for i in range(21))
+
+
+def _column(lomo: Sequence[Point], batches: Sequence[Point]) -> dict[str, float | None]:
+    """A model's held-out MAPEs by row of the side-by-side table."""
+
+    def mape(points: Sequence[Point]) -> float | None:
+        return mean(p.error for p in points) if points else None
+
+    rows = {"leave one model out": mape(lomo)}
+    for model in sorted({p.model for p in lomo}):
+        rows[f"  {model}"] = mape([p for p in lomo if p.model == model])
+    rows["unseen batch sizes"] = mape(batches)
+    for batch in sorted({p.batch for p in batches}):
+        rows[f"  batch {batch}"] = mape([p for p in batches if p.batch == batch])
+    return rows
 
 
 def spread_and_floor(store: Store) -> dict[str, dict[str, float]]:
