@@ -6,17 +6,17 @@ gradients and optimizer state; checkpointing keeps fewer activations; ZeRO divid
 An estimate, not a measurement: the table's saved activations were measured in fp32 on the meta device;
 under autocast most of them (convolution and matmul inputs and outputs) are half precision, which the
 ``_HALF_ACTIVATIONS`` factor approximates. The allocator's fragmentation and library workspaces are not
-modelled beyond one transient layer.
+modelled beyond one layer's gradients at a time (`transient_bytes`).
 
-The step's peak is the larger of two moments: the end of the forward (activations kept for the backward)
-and the optimizer's update, after the backward has freed them, where the update's own temporaries sit on
-top of weights, gradients and state. Which temporaries, counted from torch's optimizers (2.x,
-``torch/optim/adam.py``, ``sgd.py``): Adam/AdamW one tensor at a time (``_single_tensor_adam``, a CPU's
-only path) build ``exp_avg_sq.sqrt() / bias_correction2_sqrt``, two temporaries the size of the tensor
-updated, so twice the largest; the multi-tensor update (``_multi_tensor_adam``, a GPU's default)
-``_foreach_sqrt`` of every second moment at once, one temporary the size of all trainable parameters.
-SGD with momentum updates in place on either path (no temporaries; Nesterov and coupled weight decay,
-not counted, would add one gradient's worth).
+The step's peak is the larger of two moments: in the backward (`transient_bytes`: activations kept for it are
+freed and gradients made as it goes) and the optimizer's update, after the backward has freed them, where the
+update's own temporaries sit on top of weights, gradients and state. Which temporaries, counted from torch's
+optimizers (2.x, ``torch/optim/adam.py``, ``sgd.py``): Adam/AdamW one tensor at a time
+(``_single_tensor_adam``, a CPU's only path) build ``exp_avg_sq.sqrt() / bias_correction2_sqrt``, two
+temporaries the size of the tensor updated, so twice the largest; the multi-tensor update
+(``_multi_tensor_adam``, a GPU's default) ``_foreach_sqrt`` of every second moment at once, one temporary the
+size of all trainable parameters. SGD with momentum updates in place on either path (no temporaries; Nesterov
+and coupled weight decay, not counted, would add one gradient's worth).
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ class MemoryEstimate:
 
     @property
     def forward_peak(self) -> int:
-        """End of the forward, start of the backward: the activations kept for it and one layer's."""
+        """The backward's peak: the activations kept for it and the walk's excess (`transient_bytes`)."""
         return self.state + self.autocast_weight_copies + self.activations + self.transient
 
     @property
@@ -106,7 +106,7 @@ def estimate_peak_memory(
     devices: int = 1,
     update: OptimizerUpdate = OptimizerUpdate.FOREACH,
 ) -> MemoryEstimate:
-    """Bytes on one of ``devices`` GPUs at the peak of a training step, the end of the forward or the
+    """Bytes on one of ``devices`` GPUs at the peak of a training step, in the backward or the
     optimizer's ``update``, whichever holds more."""
     training = table.training
     parameters = table.totals.parameters + adapter_parameters(table)
@@ -116,17 +116,37 @@ def estimate_peak_memory(
     shards = [max(devices, 1) if stage >= level else 1 for level in (1, 2, 3)]
     half = precision is not Precision.FP32
     scale = _HALF_ACTIVATIONS if half else 1.0
-    # The largest single layer's inputs and outputs exist at once on top of what is saved for backward.
-    transient = table.largest_layer_bytes(batch_size)
+    gradients = trainable * _FP32 // shards[1]
+    activations = round(kept_activation_bytes(table, batch_size) * scale)
     return MemoryEstimate(
         weights=parameters * _FP32 // shards[2],
-        gradients=trainable * _FP32 // shards[1],
+        gradients=gradients,
         optimizer_state=optimizer_state_bytes(trainable, chosen) // shards[0],
         autocast_weight_copies=parameters * _HALF // shards[2] if half else 0,
-        activations=round(kept_activation_bytes(table, batch_size) * scale),
-        transient=round(transient * scale),
+        activations=activations,
+        transient=transient_bytes(table, batch_size, activations, gradients, scale),
         update_temporaries=update_temporary_bytes(table, chosen, update) // shards[0],
     )
+
+
+def transient_bytes(table: LayerTable, batch_size: int, kept: int, gradients: int, scale: float = 1.0) -> int:
+    """The backward's peak less the state's and the ``kept`` activations' (negative where it is lower).
+    Walking the layers back, at each: the gradients of its inputs and outputs (their sizes times ``scale``;
+    its weights are state already), less the activations the layers after it kept (freed by then; ``kept``
+    shared out by bytes written), less the ``gradients`` of the layers before it (not made yet: the step
+    began with none, ``zero_grad`` sets them to None; shared out by parameters). A language model's logits
+    come last and count whole; a CNN's largest layers come first, when most activations are freed."""
+    layers = table.layers
+    written = [layer.bytes_written.per_sample * batch_size for layer in layers]
+    total, later = max(sum(written), 1), sum(written)
+    parameters, before = max(sum(layer.parameters for layer in layers), 1), 0
+    most = float(-gradients)  # the end of the forward: every activation kept, no gradient yet
+    for layer, own in zip(layers, written, strict=True):
+        later -= own
+        moved = (layer.bytes_read.per_sample + layer.bytes_written.per_sample) * batch_size * scale
+        most = max(most, moved - kept * later / total - gradients * before / parameters)
+        before += layer.parameters
+    return round(most)
 
 
 def update_temporary_bytes(table: LayerTable, optimizer: Optimizer, update: OptimizerUpdate) -> int:
