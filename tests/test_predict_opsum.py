@@ -12,7 +12,7 @@ import pytest
 from advisor.bench.tables import zoo_table
 from advisor.cli import main as cli
 from advisor.introspect.table import TrainingSettings
-from advisor.ops import Cost, layer_op
+from advisor.ops import Cost, layer_op, op_of
 from advisor.ops.rates import MachineRates
 from advisor.predict.boosters import STEP_PARAMS, train_booster
 from advisor.predict.evaluate import held_out
@@ -20,7 +20,7 @@ from advisor.predict.features import timed_layers
 from advisor.predict.heldout import without_models
 from advisor.predict.leastsquares import relative_least_squares
 from advisor.predict.machine import fit_layers
-from advisor.predict.opsum import OpSumModel, fit_opsum, op_terms, untimed_seconds
+from advisor.predict.opsum import OpSumModel, fit_opsum, op_parts, op_terms, untimed_seconds
 from advisor.predict.registry import layer_samples, machines, step_samples
 from advisor.predict.roofline import Roofline, fit_roofline
 from advisor.records import LayerConfig, StepPart
@@ -227,3 +227,28 @@ def test_the_anchored_terms_take_one_scale_with_the_timed_layers_when_the_steps_
     assert coefficients[0] == pytest.approx(0.5, rel=1e-3) and anchored == pytest.approx(0.5, rel=1e-3)
     assert calibration[("conv2d", KernelPath.OTHER, 1)] == pytest.approx(1.0, rel=1e-3)
     assert coefficients[-2:] == pytest.approx((0.0, 0.0), abs=1e-6), "no host time per step or sample"
+
+
+def test_the_bandwidth_roof_is_the_fastest_swept_op_at_that_size() -> None:
+    one_gb_s = ((0.0, log(1e-9)), (log(1e9), 0.0))
+    two_gb_s = ((0.0, log(5e-10)), (log(1e9), log(0.5)))
+    rates = MachineRates(curves={"activation": one_gb_s, "softmax": two_gb_s})
+    assert rates.least_bytes_seconds(1e6) == pytest.approx(5e-4)
+    assert MachineRates().least_bytes_seconds(1e6) is None
+
+
+def test_a_timed_layer_takes_no_less_than_its_bytes_at_the_bandwidth_roof(store: Store) -> None:
+    """At one byte a second every layer is bound by its bytes, which grow linearly with the batch: the
+    timed layers' seconds are their bytes at any batch; without sweeps, their curves alone."""
+    (machine,) = machines(store)
+    layers = fit_layers(machine, layer_samples(store.layer_rows(machine)))
+    table = zoo_table("resnet18", 32)
+    one_byte_s = ((0.0, 0.0), (log(1e12), log(1e12)))
+    slow = Roofline({"convolution": 1e12}, 1e9, 1e-6, 0.0, MachineRates(curves={"activation": one_byte_s}))
+    moved = 0.0
+    for config in timed_layers(table, 4, False):
+        cost = op_of(config).cost(config)
+        moved += cost.forward_bytes + cost.backward_bytes
+    assert sum(op_parts(layers, slow, table, 4, False).values()) == pytest.approx(moved)
+    plain = Roofline({"convolution": 1e12}, 1e9, 1e-6, 0.0)
+    assert sum(op_parts(layers, plain, table, 4, False).values()) < 1.0

@@ -80,6 +80,13 @@ class MachineRates:
             return None
         return exp(fmean(_at(curve, log(moved)) for curve in curves))
 
+    def least_bytes_seconds(self, moved: float) -> float | None:
+        """The least seconds any swept op takes to move ``moved`` bytes: the bandwidth roof at that size,
+        under which no op moving them can run."""
+        if not self.curves or moved <= 0:
+            return None
+        return min(exp(_at(curve, log(moved))) for curve in self.curves.values())
+
     def bytes_per_s(self, moved: float, op: str | None = None) -> float | None:
         """The bandwidth an op moving ``moved`` bytes reaches (`bytes_seconds`)."""
         seconds = self.bytes_seconds(moved, op)

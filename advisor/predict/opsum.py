@@ -1,7 +1,8 @@
 """The step as a sum of what its ops cost, then a booster on what that sum leaves (issue 51).
 
 Each timed op (convolutions, linears) costs its own measured curve where it was micro-benchmarked, else the
-layer booster's (`MachineModel.layer_seconds`); every other op costs the machine's roofline
+layer booster's (`MachineModel.layer_seconds`), never less than its bytes at the bandwidth roof (the booster
+prices a huge linear's weights as cheap as a small one's); every other op costs the machine's roofline
 (`advisor.predict.roofline`): its hand-counted FLOPs at its family's rate or its bytes at the bandwidth,
 whichever is longer (its swept bandwidth curve where the nightly grid measured it, which holds its
 launches). To those: the launches no price holds, the update of the trainable parameters by the table's
@@ -47,7 +48,7 @@ from advisor.predict.machine import (
     series,
 )
 from advisor.predict.roofline import LAUNCHES_PER_LAYER, UPDATES, Roofline, fit_roofline
-from advisor.records import StepPart
+from advisor.records import LayerConfig, StepPart
 
 _TINY = 1e-9
 _TENSORS_PER_LAYER = 2
@@ -120,16 +121,28 @@ benchmarked batch they are interpolated from: a depthwise convolution timed alon
 inside a network otherwise than a dense one."""
 
 
-def op_parts(layers: MachineModel, table: LayerTable, batch: int, amp: bool) -> dict[OpPart, float]:
+def op_parts(
+    layers: MachineModel, rates: Roofline, table: LayerTable, batch: int, amp: bool
+) -> dict[OpPart, float]:
+    """Each benchmarked batch's time no shorter than the layer's bytes take at the bandwidth roof
+    (`bytes_floor`): the layer booster, fitted on small layers, does not know a huge one's weights are
+    memory-bound at small batches."""
     configs = timed_layers(table, batch, amp)
     points = layers.layer_points(configs)
     parts: dict[OpPart, float] = {}
     for config in configs:
-        seconds = dict(points[config])
-        for benchmarked, weight in through_weights(points[config], batch):
+        floored = tuple((b, max(s, bytes_floor(rates, config, b))) for b, s in points[config])
+        for benchmarked, weight in through_weights(floored, batch):
             part = (op_of(config).name, kernel_path(config), benchmarked)
-            parts[part] = parts.get(part, 0.0) + weight * seconds[benchmarked]
+            parts[part] = parts.get(part, 0.0) + weight * dict(floored)[benchmarked]
     return parts
+
+
+def bytes_floor(rates: Roofline, config: LayerConfig, batch: int) -> float:
+    """The seconds a timed layer's forward and backward bytes (its weights read twice, their gradient
+    written) take at ``batch`` at the fastest swept op's bandwidth at that size; none unswept."""
+    cost = op_of(config).cost(config.model_copy(update={"batch": batch}))
+    return rates.swept.least_bytes_seconds(cost.forward_bytes + cost.backward_bytes) or 0.0
 
 
 def op_terms(
@@ -148,7 +161,7 @@ def op_terms(
         batch=batch,
         amp=amp,
         channels_last=channels_last,
-        layer_parts=op_parts(layers, table, batch, amp),
+        layer_parts=op_parts(layers, rates, table, batch, amp),
         vector_s=untimed_seconds(table, batch, amp, rates),
         launch_s=0.0 if held else untimed_launches,
         optimizer_s=rates.update_seconds(trainable_parameters(table), _TENSORS_PER_LAYER * weighted, update),
