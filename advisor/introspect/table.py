@@ -302,11 +302,6 @@ class LayerTable(Frozen):
         """The whole model's costs at one batch size, without each layer's (a plan asks tens of thousands)."""
         return _costs_at(self.totals, _positive(batch_size))
 
-    def largest_layer_bytes(self, batch_size: int) -> int:
-        """The most bytes one layer reads and writes at this batch size: what exists at once for a moment."""
-        n = _positive(batch_size)
-        return max((layer.bytes_read.at(n) + layer.bytes_written.at(n) for layer in self.layers), default=0)
-
 
 @dataclass(frozen=True)
 class BatchCosts:
