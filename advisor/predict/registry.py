@@ -82,7 +82,7 @@ def _seconds(groups: Mapping[K, Sequence[MeasurementRow]]) -> dict[K, tuple[floa
 
     paced = [(row, key) for key, members in groups.items() for row in members if row.pace_ratio]
     pace = machine_pace([row for row, _ in paced])
-    run_paces = _run_paces(row for row, _ in paced)
+    run_paces = _run_paces(_paced_runs(row for row, _ in paced))
     cells = [(row.run_id, key, log(_paced_ratio(row, run_paces.get(row.run_id)))) for row, key in paced]
     levels, _effects = median_polish(cells)
     relative: dict[K, list[float]] = {}
@@ -99,13 +99,18 @@ def _seconds(groups: Mapping[K, Sequence[MeasurementRow]]) -> dict[K, tuple[floa
     }
 
 
-def _run_paces(rows: Iterable[MeasurementRow]) -> dict[str, float]:
-    """Each run's median pace step."""
-    runs: dict[str, list[float]] = {}
+def _paced_runs(rows: Iterable[MeasurementRow]) -> dict[str, list[MeasurementRow]]:
+    """Each run's rows that timed the pace step."""
+    runs: dict[str, list[MeasurementRow]] = {}
     for row in rows:
         if row.pace_s:
-            runs.setdefault(row.run_id, []).append(row.pace_s)
-    return {run: median(paces) for run, paces in runs.items()}
+            runs.setdefault(row.run_id, []).append(row)
+    return runs
+
+
+def _run_paces(runs: Mapping[str, Sequence[MeasurementRow]]) -> dict[str, float]:
+    """Each run's median pace step (``runs`` as `_paced_runs` groups them)."""
+    return {run: median(float(row.pace_s or 0.0) for row in members) for run, members in runs.items()}
 
 
 def _paced_ratio(row: MeasurementRow, run_pace: float | None) -> float:
@@ -127,15 +132,12 @@ def machine_pace(rows: Sequence[MeasurementRow]) -> float:
     ran rather than by how many rows they wrote. A first sight writes dozens of rows in minutes, maybe in a
     slow spell of a shared CPU; counted by rows, it moved every prediction of the machine (a 3-minute first
     sight beside a 9-minute grid pass of steps, 1.72x: benchmarks/README.md)."""
-    runs: dict[str, list[MeasurementRow]] = {}
-    for row in rows:
-        if row.pace_s:
-            runs.setdefault(row.run_id, []).append(row)
+    runs = _paced_runs(rows)
+    paces = _run_paces(runs)
     weighted = []
-    for members in runs.values():
+    for run, members in runs.items():
         times = [row.measured_at for row in members]
-        span = max((max(times) - min(times)).total_seconds(), _LEAST_SPAN_S)
-        weighted.append((median(float(row.pace_s or 0.0) for row in members), span))
+        weighted.append((paces[run], max((max(times) - min(times)).total_seconds(), _LEAST_SPAN_S)))
     weighted.sort()
     half, passed = sum(weight for _, weight in weighted) / 2, 0.0
     for pace, weight in weighted:
