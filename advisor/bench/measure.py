@@ -223,7 +223,7 @@ def _time_groups(
     groups: list[_TimedGroup] = []
     paces: list[tuple[float, ...]] = []
     before = pace() if pace else None
-    while len(groups) < steps * (RETIMES if pace else 1) and sum(not g.disturbed for g in groups) < steps:
+    while _timing_more([g.disturbed for g in groups], steps, paced=pace is not None):
         waited, began = run_delay_s() if pace else 0.0, time.perf_counter()
         start, spans = marks.mark(), []
         for _ in range(group):
@@ -238,6 +238,12 @@ def _time_groups(
         paces.append((before, after) if before is not None and after is not None else ())
         before = after
     return groups, paces
+
+
+def _timing_more(disturbed: Sequence[bool], wanted: int, *, paced: bool) -> bool:
+    """Whether to time one more group or repeat: fewer than ``wanted`` undisturbed so far, and fewer than
+    `RETIMES` x ``wanted`` timed in all (unpaced, ``wanted`` in all: nothing is judged disturbed)."""
+    return len(disturbed) < wanted * (RETIMES if paced else 1) and disturbed.count(False) < wanted
 
 
 class _TensorMemory(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch leaves it untyped
@@ -321,7 +327,7 @@ def _time_layer(
         workload.run()
     pace_s = [pace()] if pace else []
     runs: list[tuple[Any, Any, float, bool]] = []
-    while len(runs) < repeats * (RETIMES if pace else 1) and sum(not run[3] for run in runs) < repeats:
+    while _timing_more([run[3] for run in runs], repeats, paced=pace is not None):
         workload.reset()
         waited = run_delay_s() if pace else 0.0
         start = marks.mark()
