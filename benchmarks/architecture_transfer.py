@@ -101,7 +101,7 @@ def _product_arm(
     args: argparse.Namespace, reference: str, shape: str, arm: str, extra: list[str] | None, table: LayerTable
 ) -> dict[int, Prediction]:
     """One arm: the product's commands on a copy of the zoo database, then its predictor at each batch."""
-    db = args.work / f"{_slug(reference)}-{_slug(arm)}.db"
+    db = args.work / f"{slug(reference)}-{slug(arm)}.db"
     shutil.copy(args.zoo, db)
     if extra is not None:
         _advisor(*_bench(args, reference, shape, db), *extra)
@@ -114,7 +114,7 @@ def _product_arm(
 
 
 def _truth(args: argparse.Namespace, reference: str, shape: str) -> dict[int, float]:
-    db = args.work / f"{_slug(reference)}-truth.db"
+    db = args.work / f"{slug(reference)}-truth.db"
     db.unlink(missing_ok=True)
     batches = ",".join(map(str, args.batches))
     _advisor(*_bench(args, reference, shape, db), "--batch-sizes", batches)
@@ -152,7 +152,9 @@ def _advisor(*words: str) -> None:
         raise SystemExit(f"advisor {' '.join(words)}: failed")
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
+    """A name for a file in the work folder: an architecture's reference or an arm's words, runs of
+    anything but letters and digits as dashes."""
     return "".join(c if c.isalnum() else "-" for c in text).strip("-")
 
 

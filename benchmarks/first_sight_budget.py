@@ -32,6 +32,7 @@ from advisor.predict.registry import machine_pace
 from advisor.predict.service import Predictors, StepQuestion, predict
 from advisor.records import StepMeasurement
 from advisor.store import Store
+from benchmarks.architecture_transfer import slug
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT = ("benchmarks.harness.transfer_nets:vgg5x5", "benchmarks.harness.transfer_nets:dilated")
@@ -56,7 +57,7 @@ def main() -> int:
         predicted: dict[str, dict[int, float]] = {}
         shift: dict[str, float] = {}
         for arm, (tree, extra) in arms.items():
-            db = args.work / f"{_slug(reference)}-{arm}.db"
+            db = args.work / f"{slug(reference)}-{arm}.db"
             shutil.copy(args.zoo, db)
             summary, batches = _bench(tree, [*_words(args, reference, shape, db), *extra])
             shift[arm] = _pace(db) / _pace(args.zoo)
@@ -94,7 +95,7 @@ def main() -> int:
 
 def _truth(args: argparse.Namespace, reference: str, shape: str) -> dict[int, float]:
     """Each batch's median paced step, in the zoo database's seconds."""
-    db = args.work / f"{_slug(reference)}-truth.db"
+    db = args.work / f"{slug(reference)}-truth.db"
     db.unlink(missing_ok=True)
     words = _words(args, reference, shape, db)
     words[words.index("--budget-minutes") + 1] = str(args.truth_minutes)
@@ -138,10 +139,6 @@ def _cli(tree: Path, words: list[str]) -> str:
     if done.returncode != 0:
         raise SystemExit(f"advisor {' '.join(words)} in {tree}: failed\n{done.stderr[-2000:]}")
     return done.stdout
-
-
-def _slug(text: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in text).strip("-")
 
 
 def _parser() -> argparse.ArgumentParser:
