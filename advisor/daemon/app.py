@@ -131,9 +131,6 @@ class AdviceService:
             else:  # a burst is over: the pool shrinks back
                 store.db.conn.close()
 
-    def reload(self) -> None:
-        self.policy.reload()
-
     def health(self) -> Health:
         error = self.policy.last_error
         return Health(

@@ -325,7 +325,7 @@ async def _serve(advisor: AdviceService, socket_path: Path, limits: Limits, list
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
 
-    reloading = PolicyReload(advisor)
+    reloading = PolicyReload(advisor.policy, loop)
     # Handlers first: a SIGHUP that arrives once the socket exists must reload, not kill.
     loop.add_signal_handler(signal.SIGHUP, reloading.start)
     for number in (signal.SIGTERM, signal.SIGINT):
