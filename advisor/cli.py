@@ -275,9 +275,12 @@ def _parse_script(args: argparse.Namespace, console: Console) -> int:
     table = Table(title=str(args.script), show_header=False, title_justify="left")
     rows = parsed.request.model_dump(exclude={"script", "options"})
     if parsed.description is not None:
-        rows |= {f"#ADVISOR {name}": value for name, value in parsed.description.model_dump().items()}
+        # A token model's input is its sequence: the image shape's default is not read, so not shown.
+        unread = {"input_shape"} if parsed.description.sequence_length is not None else set()
+        described = parsed.description.model_dump(exclude=unread)
+        rows |= {f"#ADVISOR {name}": value for name, value in described.items()}
     for name, value in rows.items():
-        if value not in (None, [], {}):
+        if value not in (None, [], (), {}, ""):
             table.add_row(readable.header(name), _parsed_value(name, value))
     console.print(table)
     return 0

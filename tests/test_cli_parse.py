@@ -113,6 +113,26 @@ def test_parse_takes_json_before_the_script_and_shows_values_as_written() -> Non
         assert raw not in shown, raw
 
 
+def test_parse_shows_a_token_model_no_image_shape_and_no_empty_rows(tmp_path: Path) -> None:
+    """An accelerate job of a causal LM: its sequence is its input (the 3x224x224 default is not read) and
+    a field it leaves empty (LoRA targets) is not a row."""
+    script = tmp_path / "sft.sh"
+    script.write_text(
+        "#!/bin/bash\n#SBATCH -p a100 --gres=gpu:4 -t 1-00:00:00\n"
+        "accelerate launch --num_processes 4 run_clm.py --model_name_or_path gpt2 --dataset_name wikitext"
+        " --dataset_config_name wikitext-2-raw-v1 --per_device_train_batch_size 8 --block_size 512"
+        " --num_train_epochs 1\n",
+        encoding="utf-8",
+    )
+    result = advisor_parse(str(script))
+    assert result.returncode == 0, result.stderr
+    assert "hf:gpt2" in result.stdout and "512" in result.stdout
+    assert "input shape" not in result.stdout and "224" not in result.stdout
+    assert "lora targets" not in result.stdout
+    described = json.loads(advisor_parse("--json", str(script)).stdout)["description"]
+    assert described["sequence_length"] == 512 and described["lora_targets"] == []
+
+
 def test_the_commands_that_print_data_take_json() -> None:
     """``--json`` where a command prints data (before: sandbox status/up, models train, history train,
     profile, bench plan/run/submit/ingest, comm measure/ingest/show, and recommend before its script
