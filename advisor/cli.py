@@ -283,6 +283,8 @@ def _parse_script(args: argparse.Namespace, console: Console) -> int:
         if value not in (None, [], (), {}, ""):
             table.add_row(readable.header(name), _parsed_value(name, value))
     console.print(table)
+    if parsed.undescribed is not None:
+        console.print(f"no job description: {parsed.undescribed}", highlight=False)
     return 0
 
 

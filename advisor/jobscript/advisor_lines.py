@@ -152,17 +152,18 @@ def describe_job(
     script: str, where: str, command_line: Sequence[str] = (), infer: Infer | None = None
 ) -> tuple[JobDescription | None, Inferred | None]:
     """`parse_description`, and where neither names a model, over what ``infer`` reads from the training
-    command (`#ADVISOR` values win); the second is what was inferred and used, if anything."""
+    command (`#ADVISOR` values win); the second is what was inferred, used where the first is not None. A
+    command without its dataset's size (``lacking``) is used only where `#ADVISOR` gives it."""
     values, origin = description_values(script, where, command_line)
     style = values.pop("command_style", None)
     if style is not None and style not in STYLES:
         raise ScriptError(origin["command_style"], f"--command-style: expected one of {', '.join(STYLES)}")
     inferred = infer(style) if infer is not None and "model" not in values else None
-    if inferred is not None:
+    if inferred is not None and (inferred.lacking is None or "dataset_size" in values):
         origin = {**dict.fromkeys(inferred.values, inferred.place), **origin}
         values = {**inferred.values, **values}
     if not values:
-        return None, None
+        return None, inferred
     return _validated(values, origin, where), inferred
 
 

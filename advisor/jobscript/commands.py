@@ -26,13 +26,13 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from advisor.jobscript.datasets import Dataset
+from advisor.jobscript.datasets import Dataset, dataset_in
 from advisor.jobscript.launchers import Launch, program_of
 from advisor.jobscript.recipes import Read, recipe_flags
-from advisor.jobscript.trainers import optimizer_named, read_hf, read_lightning
+from advisor.jobscript.trainers import named_data, optimizer_named, read_hf, read_lightning
 
 STYLES = ("imagenet", "torchvision", "timm", "hf", "lightning")
 _ASSIGNMENT = re.compile(r"(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(\S*)")
@@ -66,6 +66,9 @@ class Inferred:
     """The files the command names that were read for it (a recipe, accelerate's, DeepSpeed's)."""
     unread: tuple[str, ...] = ()
     """Those that could not be read here (the daemon reads none)."""
+    lacking: str | None = None
+    """Why the values hold no length where they run epochs over data the dataset table does not know:
+    `#ADVISOR --dataset-size` completes them, else they describe no job and this says why."""
 
 
 @dataclass(frozen=True)
@@ -100,8 +103,10 @@ def infer_description(
     style: str | None = None,
 ) -> Inferred | None:
     """The first training command the script runs, read in ``style`` (default: recognised by its flags);
-    None where no command says enough (a model the advisor can build, a batch size, a length)."""
+    None where no command says enough (a model the advisor can build, a batch size). One whose length is
+    epochs over data the table lacks is returned, ``lacking`` why, where no later command says it all."""
     variables: dict[str, str | None] = {}
+    lacking: Inferred | None = None
     for line in _logical_lines(script):
         assignment = _ASSIGNMENT.fullmatch(line.text.split(" #", 1)[0].strip())
         if assignment is not None:
@@ -123,11 +128,40 @@ def infer_description(
             values = _read(chosen, launch, merged, positional, processes, reading.datasets)
         except _Unknown:
             values = None
-        if values is not None:
-            command = " ".join(word.replace(UNKNOWN, "?") for word in words)
-            files = (tuple(recipe.read), tuple(recipe.unread))
-            return Inferred(values, f"{where}:{line.number}", chosen, command, *files)
-    return None
+        if values is None:
+            continue
+        command = " ".join(word.replace(UNKNOWN, "?") for word in words)
+        files = (tuple(recipe.read), tuple(recipe.unread))
+        inferred = Inferred(values, f"{where}:{line.number}", chosen, command, *files)
+        if "epochs" not in values or "dataset_size" in values:
+            return inferred
+        why = _unknown_data(launch.program, chosen, values, _data_named(chosen, merged, positional))
+        lacking = lacking or replace(inferred, lacking=why)
+    return lacking
+
+
+_STEPS_FLAGS = {"hf": "--max_steps", "lightning": "--trainer.max_steps"}
+
+
+def _unknown_data(program: str, style: str, values: Mapping[str, Any], data: str | None) -> str:
+    """Why a command's epochs give no length, and what gives it: worded for `advisor parse` and the advice."""
+    epochs = str(values["epochs"])
+    plural = "" if epochs == "1" else "s"
+    trains = f"{program.rsplit('/', 1)[-1]} trains {values['model']} for {epochs} epoch{plural}"
+    over = f"of {data}, a dataset the advisor does not know" if data else "of data the command does not name"
+    remedy = 'add "#ADVISOR --dataset-size N" (its training samples)'
+    steps = _STEPS_FLAGS.get(style)
+    return f"{trains} {over}: {remedy}" + (f" or pass {steps}" if steps else "")
+
+
+def _data_named(style: str, flags: Mapping[str, str], positional: Sequence[str]) -> str | None:
+    """The data a command trains on as its user names it: a trainer's dataset, else an image program's
+    data folder (its flag, timm's ``--dataset``, or its argument)."""
+    if style in ("hf", "lightning"):
+        return named_data(flags)
+    names = (*_CONVENTIONS[style].data, "dataset")
+    folder = next((flags[name] for name in names if flags.get(name)), None) or next(iter(positional), None)
+    return None if folder is None else f'"{folder}"'
 
 
 def _world(launch: Launch, world_size: int) -> int:
@@ -298,18 +332,7 @@ def _read(
 
 def _unknown_matters(flags: Mapping[str, str], known: Mapping[str, str]) -> bool:
     """A flag computed at run time that sizes the job (its batch, length, model, steps): not guessed."""
-    sizing = (
-        "batch",
-        "steps",
-        "epochs",
-        "model",
-        "length",
-        "block-size",
-        "accumulat",
-        "precision",
-        "bf16",
-        "fp16",
-    )
+    sizing = ("batch", "steps", "epochs", "model", "length", "block-size", "accumulat", "precision", "f16")
     return any(word in key for key in flags.keys() - known.keys() for word in sizing)
 
 
@@ -337,9 +360,7 @@ def _read_images(
     amp = [flags[name] for name in convention.amp if name in flags]
     if any(UNKNOWN in switch for switch in amp):
         raise _Unknown("amp")
-    data = value("data")
-    words = [data, *positional, *flags.values()]
-    dataset = next((found for word in words if (found := _dataset(word, datasets))), None)
+    dataset = dataset_in([value("data"), *positional, *flags.values()], datasets)
     global_batch = _product(batch, accumulation, str(scale))
     if model is None or not _TORCHVISION_NAME.fullmatch(model.split(".", 1)[0]) or global_batch is None:
         return None
@@ -352,8 +373,8 @@ def _read_images(
         return None
     if steps and steps not in ("-1", "0"):
         values["steps"] = steps
-    elif epochs and dataset is not None:
-        values |= {"epochs": epochs, "dataset_size": str(dataset.samples)}
+    elif epochs:  # over data the table lacks, without its size (`Inferred.lacking`)
+        values |= {"epochs": epochs} | ({} if dataset is None else {"dataset_size": str(dataset.samples)})
     else:
         return None
     if dataset is not None and dataset.side is not None and dataset.classes is not None:
@@ -374,13 +395,3 @@ def _product(*factors: str | None) -> int | None:
             return None
         result *= int(factor)
     return result
-
-
-def _dataset(data: str | None, datasets: Mapping[str, Dataset]) -> Dataset | None:
-    if not data:
-        return None
-    lowered = data.lower()
-    for name in sorted(datasets, key=len, reverse=True):
-        if name in lowered:
-            return datasets[name]
-    return None

@@ -4,7 +4,7 @@ whose entries win. A bad site table is refused with its ``FILE:LINE``, like a po
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -18,6 +18,7 @@ from advisor.tomlfile import TomlFileError, load_model, parse_model
 _SHIPPED = "advisor/data/datasets.toml"
 DatasetName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]*$")]
 """Lower case: it is looked for in a lowered path (``/data/ImageNet/train`` names ``imagenet``)."""
+_SEPARATORS = str.maketrans("", "", "-_")
 
 
 class Dataset(Frozen):
@@ -51,3 +52,17 @@ def load_datasets(site: Path | None) -> Mapping[str, Dataset]:
     if site is None:
         return shipped_datasets()
     return {**shipped_datasets(), **load_model(site, DatasetTable, DatasetsFileError).root}
+
+
+def dataset_in(words: Iterable[str | None], table: Mapping[str, Dataset]) -> Dataset | None:
+    """The dataset the first word that names one names: the longest table name it contains, lowered and
+    ``-``/``_`` aside, as folders and hub names spell them (``cifar-10-batches-py`` names ``cifar10``,
+    ``/data/tiny_imagenet`` ``tiny-imagenet``, not ``imagenet``)."""
+    plain = {name: name.translate(_SEPARATORS) for name in table}
+    names = sorted(table, key=lambda name: len(plain[name]), reverse=True)
+    for word in words:
+        lowered = (word or "").lower().translate(_SEPARATORS)
+        found = next((name for name in names if lowered and plain[name] in lowered), None)
+        if found is not None:
+            return table[found]
+    return None

@@ -11,7 +11,8 @@ the program (``run_clm`` causal LM, ``run_mlm`` masked LM, ``run_glue`` classifi
 ``run_translation`` seq2seq, ``trl sft`` causal LM). ``lightning``: ``--model.*``, ``--data.batch_size``,
 ``--trainer.max_steps``/``max_epochs``, ``--trainer.precision``, ``--trainer.accumulate_grad_batches``,
 ``--trainer.devices``/``num_nodes``. Epochs need a dataset the table knows (`advisor.jobscript.datasets`):
-a causal LM packs its tokens into sequences, others take one sequence per sample.
+a causal LM packs its tokens into sequences, others take one sequence per sample; over one it does not
+know, the values keep their epochs without a dataset size (`#ADVISOR --dataset-size` may complete them).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from advisor.introspect.hub import shipped_architecture
-from advisor.jobscript.datasets import Dataset
+from advisor.jobscript.datasets import Dataset, dataset_in
 
 _TASKS = (
     (re.compile(r"run_clm|(^|[/_ ])(sft|dpo|orpo|kto|grpo|pretrain)"), "causal-lm"),
@@ -108,9 +109,25 @@ def read_lightning(
 
 def _data_words(flags: Mapping[str, str]) -> list[str | None]:
     """Values that name the data (``--dataset_name``, ``--task_name``, ``--data.data_dir``): not every
-    path, where a user's name could hold a dataset's."""
+    path, where a user's name could hold a dataset's. First the dataset with its configuration as one word
+    (``wmt16-ro-en``): the table names a dataset whose configurations differ in size by both."""
     named = ("dataset", "task-name", "train-file", "train-dir", "data-dir", "data.")
-    return [value for key, value in flags.items() if any(word in key for word in named)]
+    name, config = flags.get("dataset-name"), flags.get("dataset-config-name")
+    configured = f"{name}-{config}" if name and config else None
+    return [configured, *(value for key, value in flags.items() if any(word in key for word in named))]
+
+
+_NAMING = ("dataset-name", "task-name", "dataset", "train-file", "train-dir", "data-dir", "data-path", "root")
+
+
+def named_data(flags: Mapping[str, str]) -> str | None:
+    """The data a Hugging Face or Lightning command trains on, as its user would name it: the dataset (with
+    its configuration, ``"wmt16" (ro-en)``), else its file or folder; None where no flag names it."""
+    key = next((key for word in _NAMING for key in flags if key.endswith(word) and flags[key]), None)
+    if key is None:
+        return None
+    config = flags.get(key.replace("dataset-name", "dataset-config-name")) if "dataset-name" in key else None
+    return f'"{flags[key]}"' + (f" ({config})" if config else "")
 
 
 def _prefixed(flags: Mapping[str, str]) -> dict[str, str]:
@@ -222,16 +239,17 @@ def _length(
     epochs: str,
     words: list[str | None],
     datasets: Mapping[str, Dataset],
-) -> dict[str, Any] | None:
-    """Steps as given, else epochs over a known dataset: a causal LM's tokens packed into sequences.
-    The dataset also gives a classifier its classes, and an image model its input side."""
-    dataset = next((found for word in words if word and (found := _dataset(word, datasets))), None)
+) -> dict[str, Any]:
+    """Steps as given, else epochs over a known dataset: a causal LM's tokens packed into sequences (over
+    one the table lacks, the epochs alone). The dataset also gives a classifier its classes, and an image
+    model its input side."""
+    dataset = dataset_in(words, datasets)
     if dataset is not None:
         values = values | _shaped(values, dataset)
     if steps and steps not in ("-1", "0"):
         return values | {"steps": steps}
     if dataset is None:
-        return None
+        return values | {"epochs": epochs}
     samples = dataset.samples
     length = int(values.get("sequence_length", 0))
     if dataset.tokens is not None and length and values.get("task", "causal-lm") == "causal-lm":
@@ -253,8 +271,3 @@ def _shaped(values: Mapping[str, Any], dataset: Dataset) -> dict[str, Any]:
         if not hugging_face and dataset.classes is not None:
             kwargs["num_classes"] = dataset.classes
     return shaped | {"model_kwargs": kwargs}
-
-
-def _dataset(word: str, datasets: Mapping[str, Dataset]) -> Dataset | None:
-    lowered = word.lower()
-    return next((datasets[name] for name in sorted(datasets, key=len, reverse=True) if name in lowered), None)

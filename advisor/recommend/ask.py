@@ -38,7 +38,8 @@ class Ask:
     """One submission to advise. ``standing``: the caller's groups and associations, checked against each
     partition's access lists (None where nothing is known of them, as in a replay: only the nodes are
     checked); ``history``: what the caller's earlier runs say, for a job that describes no model or whose
-    model was not read; ``unread``: why a described model was not read (said first)."""
+    model was not read; ``unread``: why the job gets no model advice though it names a model: a described
+    model not read here, or a training command whose length is not known (said first)."""
 
     request: JobRequest
     description: JobDescription | None

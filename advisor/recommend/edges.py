@@ -99,7 +99,7 @@ def _ask(
         job = history_ask(parsed, user, asked_partition(request, partitions), now)
         history = PastRuns(job, sources.run_history.forecast(cluster.history(), job))
     caller = Caller(user, account)
-    return Ask(request, parsed.description, caller, now, standing, history, unread)
+    return Ask(request, parsed.description, caller, now, standing, history, unread or parsed.undescribed)
 
 
 def _step_predictor(
