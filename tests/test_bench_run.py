@@ -166,7 +166,10 @@ def test_bench_plan_shows_what_a_first_sight_of_an_architecture_measures(
     assert cli([*words, "--layers-only", "--json"]) == 0
     assert [row["part"] for row in json.loads(capsys.readouterr().out)["rows"]] == ["layers"]
     assert cli([*words, "--budget-minutes", "3"]) == 0
-    assert "until the 00:03:00 budget is spent" in " ".join(capsys.readouterr().out.split())
+    said = " ".join(capsys.readouterr().out.split())
+    assert "(the steps again: each pass in an order of its own) until the 00:03:00 budget is spent" in said
+    assert cli([*words, "--layers-only"]) == 0
+    assert "steps again" not in " ".join(capsys.readouterr().out.split()), "layers only: no passes"
     with pytest.raises(SystemExit):
         cli([*words, "--micro-batches", "32-2"])
     assert "low to high, not '32-2'" in capsys.readouterr().err

@@ -13,7 +13,14 @@ from rich.table import Table
 from advisor import readable, terminal
 from advisor.argtypes import input_shape
 from advisor.bench.plan import DeviceKind, DeviceProfile, nightly_grid
-from advisor.bench.sight_plan import DEFAULT_RANGE, SightPlan, range_batches, sight_plan, spread
+from advisor.bench.sight_plan import (
+    DEFAULT_RANGE,
+    SightPart,
+    SightPlan,
+    range_batches,
+    sight_plan,
+    spread,
+)
 from advisor.introspect import LayerTable
 
 
@@ -145,7 +152,9 @@ def show_sight(console: Console, plan: SightPlan) -> None:
 
 def said_sight(plan: SightPlan) -> str:
     """How a first sight's plan and its budget meet: the run, not the estimate, decides where it stops."""
+    again = any(entry.part is SightPart.AGAIN for entry in plan.items)
+    passes = " (the steps again: each pass in an order of its own)" if again else ""
     return (
         f"{len(plan.items)} measurements, estimated {readable.duration(plan.estimate_s)} in all by assumed "
-        f"speeds; measured in this order until the {readable.duration(plan.budget_s)} budget is spent"
+        f"speeds; measured in this order{passes} until the {readable.duration(plan.budget_s)} budget is spent"
     )
