@@ -72,6 +72,23 @@ def test_items_whose_estimate_exceeds_the_remaining_budget_are_skipped() -> None
     assert summary.skipped_budget == 2 and summary.measured == 0
 
 
+@pytest.mark.parametrize(("learn", "measured"), [(False, 1), (True, 3)])
+def test_a_first_sight_judges_what_is_left_by_how_long_its_items_took(learn: bool, measured: int) -> None:
+    """Each call of the budget clock is 10 s: the first step takes 10 s of its 50 s estimate. Learning,
+    the same step again is expected to take 10 s, another batch a fifth of its estimate: both fit in what
+    is left; by the estimates alone neither does."""
+    ticks: Iterator[float] = iter(range(0, 1000, 10))
+    plan = _plan(2, 2, 4, estimate_s=50).model_copy(update={"learn_estimates": learn})
+    summary = run_plan(
+        plan,
+        RunOn(CPU, None),
+        budget_s=85,
+        sink=lambda _line: None,
+        clocks=Clocks(budget=lambda: float(next(ticks))),
+    )
+    assert (summary.measured, summary.skipped_budget) == (measured, 3 - measured)
+
+
 _WRITER = textwrap.dedent(
     """
     import sys, time

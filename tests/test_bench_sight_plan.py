@@ -54,6 +54,7 @@ def test_steps_span_the_range_first_then_layers_at_its_batches_then_steps_again_
     night = plan.night()
     assert [entry.item for entry in night.entries] == [entry.item for entry in plan.items]
     assert night.budget_s == budget_s
+    assert night.plan().learn_estimates, "minutes of budget: the run learns how long its items take"
 
 
 def test_without_whole_steps_only_the_layers_are_planned_once() -> None:

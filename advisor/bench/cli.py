@@ -82,7 +82,12 @@ def _add_run(actions: argparse._SubParsersAction[argparse.ArgumentParser], setti
         "--device", choices=["auto", "cpu", "cuda"], default="auto", help="auto: CUDA where torch sees it"
     )
     add_architecture_options(run, verb="measure")
-    run.add_argument("--budget-minutes", type=float)
+    run.add_argument(
+        "--budget-minutes",
+        type=float,
+        help="stop starting measurements after this long (default: the plan's own; with --architecture, "
+        "[bench] budget_minutes)",
+    )
     run.add_argument("--partition", help="recorded in the fingerprint")
     run.add_argument("--out", type=Path, help="JSON-lines results file (default: in the state folder)")
     run.add_argument("--db", type=Path, default=settings.database)

@@ -109,6 +109,9 @@ class Tonight(BaseModel):
     steps: int
     warmup: int
     repeats: int
+    learn_estimates: bool = False
+    """A first sight's: its budget is minutes and the assumed speeds overstate its steps many times, so the
+    run judges what is left by how long its items took (`run_plan`); a night keeps to the estimates."""
 
     @property
     def estimate_s(self) -> float:
@@ -116,7 +119,13 @@ class Tonight(BaseModel):
 
     def plan(self) -> Plan:
         items = tuple(entry.item for entry in self.entries)
-        return Plan(items=items, steps=self.steps, warmup=self.warmup, repeats=self.repeats)
+        return Plan(
+            items=items,
+            steps=self.steps,
+            warmup=self.warmup,
+            repeats=self.repeats,
+            learn_estimates=self.learn_estimates,
+        )
 
 
 @dataclass(frozen=True)

@@ -112,6 +112,8 @@ class Plan(BaseModel):
     warmup: int = Field(ge=0)
     repeats: int = Field(ge=1)
     """Timed repetitions of each layer micro-benchmark."""
+    learn_estimates: bool = False
+    """The run judges what is left by how long its items took against their estimates (`run_plan`)."""
 
     @property
     def estimate_s(self) -> float:

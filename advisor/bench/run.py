@@ -8,7 +8,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Literal, TextIO
 
@@ -105,12 +105,13 @@ def run_plan(
     start = clock()
     failing: dict[StepConfig | LayerConfig, int] = {}
     counts = dict.fromkeys(("measured", "does not fit", "skipped: budget", "skipped: series", "failed"), 0)
+    taken = _Taken(plan.learn_estimates)
     for index, item in enumerate(plan.items, start=1):
         began = clock()
         series = item.config.model_copy(update={"batch": 1})
         status: Status
         error = None
-        if item.estimate_s > budget_s - (began - start):
+        if taken.expected_s(item) > budget_s - (began - start):
             status = "skipped: budget"
         elif item.config.batch >= failing.get(series, sys.maxsize):
             status = "skipped: a smaller batch did not fit"
@@ -129,8 +130,38 @@ def run_plan(
                 if not measurement.fits:
                     failing[series] = min(item.config.batch, failing.get(series, sys.maxsize))
         counts["skipped: series" if status.startswith("skipped: a") else status] += 1
+        if not status.startswith("skipped"):
+            taken.took(item, clock() - began)
         report(Event(index, len(plan.items), status, describe_item(item), clock() - began, error))
     return _summary(run_id, len(plan.items), counts, clock() - start)
+
+
+@dataclass
+class _Taken:
+    """How long a run's items took against their estimates, where the plan learns from them
+    (`Plan.learn_estimates`): the assumed speeds overstate a shared CPU's first-sight steps about 15 times,
+    and judged by them a 3-minute first sight of a dilated CNN skipped its batch 32 (estimated 75 s) in the
+    last 75 s of its budget, its 16 in the last 38 s (benchmarks/README.md)."""
+
+    learning: bool
+    longest_s: dict[StepConfig | LayerConfig, float] = field(default_factory=dict)
+    """Each configuration measured so far: the longest it took."""
+    share: dict[type, float] = field(default_factory=dict)
+    """Each kind (steps, layers): the largest share of its estimate an item of it took."""
+
+    def expected_s(self, item: PlanItem) -> float:
+        """Never beyond the estimate: a configuration measured before, the longest it took; another, its
+        estimate scaled by its kind's largest share."""
+        if item.config in self.longest_s:
+            return min(self.longest_s[item.config], item.estimate_s)
+        return item.estimate_s * min(self.share.get(type(item.config), 1.0), 1.0)
+
+    def took(self, item: PlanItem, seconds: float) -> None:
+        if not self.learning or item.estimate_s <= 0:
+            return
+        kind, config = type(item.config), item.config
+        self.longest_s[config] = max(self.longest_s.get(config, 0.0), seconds)
+        self.share[kind] = max(self.share.get(kind, 0.0), seconds / item.estimate_s)
 
 
 def _summary(run_id: str, planned: int, counts: dict[str, int], elapsed_s: float) -> RunSummary:

@@ -94,6 +94,7 @@ class SightPlan(BaseModel):
             steps=self.steps,
             warmup=self.warmup,
             repeats=self.repeats,
+            learn_estimates=True,
         )
 
     def rows(self) -> list[SightRow]:
