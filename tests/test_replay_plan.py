@@ -58,7 +58,7 @@ def scratch_slot(
     usable = [
         n for n in range(POOL.nodes) if profile.earliest(n, (gpus, 1, 0), planned, begin, begin) == begin
     ]
-    return begin, best_fit(usable, count, [profile.free(node, begin)[1] for node in usable])
+    return begin, best_fit(usable, count)
 
 
 def scratch_test_only(partition: SimPartition, query: ReplayQuery, now: float) -> float | None:
@@ -128,14 +128,16 @@ def test_the_kept_plan_answers_like_a_plan_made_from_scratch(
 
 
 def test_best_fit_picks_nodes_as_slurms_cons_tres_does() -> None:
-    """Counted by hand: runs of consecutive usable nodes, the tightest run with enough nodes (fewest free
-    CPUs), within it the node with the fewest free CPUs; else the largest run, then again."""
+    """Counted by hand: runs of consecutive usable nodes, the shortest run with enough nodes (the first of
+    equals), its first nodes; else the longest run whole, then again. How full a node is does not count:
+    Slurm caps a node's usable CPUs at the job's one task of one CPU."""
     usable = [0, 1, 2, 4]
-    assert best_fit(usable, 1, [3, 1, 2, 4]) == [4], "run [4] holds 4 free CPUs, run [0-2] 6"
-    assert best_fit(usable, 1, [3, 1, 2, 8]) == [1], "run [0-2] (6) is tighter; node 1 is its fullest"
-    assert best_fit([0, 1, 3, 4, 5], 2, [4, 4, 4, 4, 4]) == [0, 1], "8 free CPUs against 12"
-    assert best_fit([0, 1, 3, 4, 5], 2, [4, 4, 1, 1, 1]) == [3, 4], "3 against 8: the run's first two"
-    assert best_fit([0, 2, 4], 3, [4, 4, 4]) == [0, 2, 4], "no run is long enough: the largest, in turn"
+    assert best_fit(usable, 1) == [4], "run [4] is shorter than run [0-2]"
+    assert best_fit([0, 1, 3, 4], 1) == [0], "two runs of two: the first, and its first node"
+    assert best_fit([0, 1, 3, 4, 5], 2) == [0, 1], "run [0-1] is shorter than run [3-5]"
+    assert best_fit([0, 2, 3, 4, 6, 7], 2) == [6, 7], "[6-7] is shorter than [2-4]; [0] is too short"
+    assert best_fit([0, 2, 3, 5], 3) == [0, 2, 3], "no run is long enough: the longest, then the first"
+    assert best_fit([0, 2, 4], 3) == [0, 2, 4], "runs of one, in turn"
 
 
 def test_a_later_slot_holds_its_nodes_whole() -> None:

@@ -6,7 +6,8 @@ touching the slots of the jobs before it, and starts if that slot begins now. Th
 scheduler (jobs in order while they fit) and conservative backfill (a later job starts only where it
 delays no earlier one's planned start) in one sweep. Like Slurm's ``bf_window``, a slot that begins
 after the window holds no reservation, and like ``bf_max_job_test`` a pass looks at the first jobs of the
-queue only (per partition here; Slurm counts over all). Nodes are chosen first-fit in index order.
+queue only (per partition here; Slurm counts over all). Nodes are chosen as ``select/cons_tres`` chooses
+them for these jobs (`best_fit`).
 """
 
 from __future__ import annotations
@@ -257,7 +258,7 @@ class SimPartition:
             for node in range(self.pool.nodes)
             if profile.earliest(node, amount, limit_s, begin, begin) == begin
         ]
-        return begin, best_fit(usable, count, [profile.free(node, begin)[1] for node in usable])
+        return begin, best_fit(usable, count)
 
     def _batched(self, begin: float, now: float, limit_s: float) -> float:
         """The start Slurm's will-run test plans for a slot the profile finds at ``begin`` (see
@@ -343,11 +344,15 @@ def _held(ask: tuple[int, int]) -> Amount:
     return (ask[1], 1, 0)
 
 
-def best_fit(usable: list[int], count: int, free_cpus: list[int]) -> list[int]:
-    """``count`` of the ``usable`` nodes (ascending), as Slurm's ``select/cons_tres`` picks them: runs of
-    consecutive usable nodes, the run with the fewest free CPUs that has enough nodes (else the largest,
-    then again for the rest); one node from a run: the one with the fewest free CPUs; else the run's first."""
-    free = dict(zip(usable, free_cpus, strict=True))
+def best_fit(usable: list[int], count: int) -> list[int]:
+    """``count`` of the ``usable`` nodes (ascending), as Slurm 22.05's ``select/cons_tres`` picks them for a
+    replayed job: runs of consecutive usable nodes, the shortest run with enough nodes, the first of equals,
+    and its first nodes; with no run long enough, the longest (the first of equals) whole, then again.
+
+    ``_eval_nodes`` takes the run with the fewest usable CPUs, and in it the node with the fewest, but a
+    node's usable CPUs are capped at the job's tasks on it times its CPUs per task
+    (``gres_select_filter_sock_core``): one for a replayed job (one task of one CPU per node), so every
+    usable node counts one, and how full a node is does not matter."""
     runs: list[list[int]] = []
     for node in usable:
         if runs and runs[-1][-1] == node - 1:
@@ -358,13 +363,7 @@ def best_fit(usable: list[int], count: int, free_cpus: list[int]) -> list[int]:
     while len(chosen) < count and runs:
         left = count - len(chosen)
         enough = [run for run in runs if len(run) >= left]
-        if enough:
-            run = min(enough, key=lambda run: sum(free[node] for node in run))
-        else:
-            run = max(runs, key=lambda run: sum(free[node] for node in run))
+        run = min(enough, key=len) if enough else max(runs, key=len)
         runs.remove(run)
-        if left == 1:
-            chosen.append(min(run, key=lambda node: free[node]))
-        else:
-            chosen += run[:left]
+        chosen += run[:left]
     return sorted(chosen)
