@@ -24,6 +24,7 @@ its plots; ``OUT/summary.md`` compares them all.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shlex
 import statistics
@@ -85,6 +86,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="replay only each workload's first N arrivals (a slice that fits a short real run)",
     )
     parser.add_argument(
+        "--keep",
+        type=Path,
+        metavar="DIR",
+        help="keep each real run's sandboxes (their slurmctld logs and slurm.conf) in DIR/WORKLOAD/ARM, a "
+        "new folder, for `python -m benchmarks.harness.twin_nodes` (default: a temporary folder)",
+    )
+    parser.add_argument(
         "--philly",
         type=int,
         metavar="N",
@@ -107,6 +115,8 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     folder = args.data / "sia" / "workloads"
     if args.jobs is not None and args.jobs < 1:
         parser.error(f"--jobs {args.jobs}: a slice has at least one job")
+    if args.keep is not None and args.keep.exists() and any(args.keep.iterdir()):
+        parser.error(f"--keep {args.keep}: not empty; the sandboxes need a new folder")
     if args.philly is not None:
         if args.mode != "sim":
             parser.error("--philly replays in the discrete-event mode only (--mode sim)")
@@ -162,7 +172,7 @@ def _replay(
     results: dict[str, dict[ArmName, list[ReplayOutcome]]] = {}
     if args.mode in ("slurm", "both"):
         began = time.monotonic()
-        with tempfile.TemporaryDirectory(prefix="advisor-replay-") as root:
+        with _sandboxes(args.keep, name) as root:
             results["slurm"] = run_real(experiment, inventory, args.compression, Path(root), args.base_port)
         row["slurm_s"] = time.monotonic() - began
     if args.mode in ("sim", "both"):
@@ -180,6 +190,14 @@ def _replay(
         report = write_report(outcomes, args.out / name / mode, title, said)
         row[mode] = json.loads((report.parent / "report.json").read_text(encoding="utf-8"))
     return row
+
+
+def _sandboxes(keep: Path | None, name: str) -> contextlib.AbstractContextManager[str]:
+    """Where a real run's sandboxes live: ``keep/name``, kept, or a temporary folder."""
+    if keep is None:
+        return tempfile.TemporaryDirectory(prefix="advisor-replay-")
+    (keep / name).mkdir(parents=True)
+    return contextlib.nullcontext(str(keep / name))
 
 
 def _agreement(

@@ -77,6 +77,14 @@ def test_the_replay_command_names_a_bad_file_and_stops_cleanly(
     assert "Traceback" not in err
 
 
+def test_keeping_the_sandboxes_needs_a_new_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A used folder would hand a new cluster an old one's state and logs: refused before any arm runs."""
+    (tmp_path / "old.log").write_text("", encoding="utf-8")
+    status, _, err = replay(capsys, "--mode", "slurm", "--keep", str(tmp_path))
+    assert status == 2
+    assert f"--keep {tmp_path}: not empty" in err
+
+
 def test_the_twin_of_a_compressed_run_keeps_its_window_and_minute_in_workload_seconds() -> None:
     twin = matching_backfill(400)
     assert twin.limit_resolution_s == 24_000
