@@ -52,6 +52,7 @@ from benchmarks.harness.philly import load_philly_arrivals
 from benchmarks.harness.report import agreement, write_report
 from benchmarks.harness.slurm import __doc__ as COMPRESSION_LIMITS
 from benchmarks.harness.truth import StepTable
+from benchmarks.harness.twin_jitter import JITTER_DRAWS, jitter_gaps
 from benchmarks.harness.workload import Habits, WorkloadError, load_arrivals
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -222,6 +223,7 @@ def _agreement(
             f"the twin with {what} (left out: worse agreement over the README's runs): "
             + ", ".join(f"{arm} {agreement(twin[arm], real[arm]):+.1%}" for arm in real)
         )
+    lines.append(_jitter_spread(experiment, inventory, compression, real))
     for arm, how in _DECIDING_ANEW:
         anew = redecided(experiment, inventory, compression, real, arm)
         row["redecided"][arm] = agreement(anew, real[arm])
@@ -231,6 +233,17 @@ def _agreement(
             f"{mean_s:,.0f} s, {row['redecided'][arm]:+.1%} against the real run"
         )
     return lines
+
+
+def _jitter_spread(
+    experiment: Experiment, inventory: Inventory, compression: float, real: dict[ArmName, list[ReplayOutcome]]
+) -> str:
+    gaps = jitter_gaps(experiment, inventory, compression, real)
+    return (
+        f"the twin with each submission moved within its real second ({JITTER_DRAWS} draws; the spread "
+        "the inputs' resolution allows): "
+        + ", ".join(f"{arm} {min(found):+.1%} to {max(found):+.1%}" for arm, found in gaps.items())
+    )
 
 
 _LETTER: dict[str, str] = {"habits": "A", "slurm": "B", "advisor": "C"}
