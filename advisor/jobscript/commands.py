@@ -1,6 +1,6 @@
 """A job description read from the training command line, for scripts without `#ADVISOR --model`.
 
-Six conventions are understood, as their own programs define their flags:
+Seven conventions are understood, as their own programs define their flags:
 - ``imagenet``: PyTorch's ImageNet example (``-a/--arch``, ``-b/--batch-size`` for all GPUs of a node,
   ``--epochs``, the data folder as its argument);
 - ``torchvision``: torchvision's reference scripts (``--model``, ``-b/--batch-size`` per GPU, ``--epochs``,
@@ -8,35 +8,40 @@ Six conventions are understood, as their own programs define their flags:
 - ``timm``: timm's train.py (``--model`` built by timm, ``-b/--batch-size`` per process,
   ``--grad-accum-steps``, ``--epochs``, ``--img-size``, ``--data-dir`` or the data folder as its argument);
 - ``hf``: Hugging Face ``TrainingArguments``, TRL and their YAML recipes, and ``lightning``: the
-  Lightning CLI (`advisor.jobscript.trainers`), with the files they name (`advisor.jobscript.recipes`).
+  Lightning CLI (`advisor.jobscript.trainers`), with the files they name (`advisor.jobscript.recipes`);
+- ``axolotl`` and ``torchtune``: LLM fine-tuning from a YAML config (`advisor.jobscript.finetuners`).
 ``-`` and ``_`` spellings alike.
 Such a script follows its own flags, not the advice's ``ADVISOR_*`` variables (``follows_advice`` is
 False): the advice is its partition and time limit, on as many GPUs as it asks for, predicted in its own
 precision (``--amp``, ``--fp16``, ``--bf16``) and accumulation.
 Under the launchers `advisor.jobscript.launchers` knows (their process counts win over the Slurm
-request's where they give them). Lines
-continue after a backslash, comments are dropped, and a variable the script sets to a literal (``BS=256``)
-is followed; one computed at run time is not guessed, and then nothing is inferred. Pure: the caller hands
-in the world size (from the Slurm request), the dataset table (`advisor.jobscript.datasets`) and, in
-the user's own process, a reader for the files the command names.
+request's where they give them). Lines continue after a backslash, comments are dropped, and a variable
+the script sets to a literal (``BS=256``) is followed; one computed at run time is not guessed, and then
+nothing is inferred. Pure: the caller hands in the world size (from the Slurm request), the dataset table
+(`advisor.jobscript.datasets`) and, in the user's own process, a reader for the files the command names.
 """
 
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from advisor.jobscript.datasets import Dataset, dataset_in
-from advisor.jobscript.launchers import Launch, program_of
+from advisor.jobscript.finetuners import (
+    FINETUNERS,
+    FinetuneCommand,
+    Undescribed,
+    finetuner_style,
+    read_finetuner,
+)
+from advisor.jobscript.launchers import UNKNOWN, Launch, expand, program_of, words_of
 from advisor.jobscript.recipes import Read, recipe_flags
 from advisor.jobscript.trainers import named_data, optimizer_named, read_hf, read_lightning
 
-STYLES = ("imagenet", "torchvision", "timm", "hf", "lightning")
+STYLES = ("imagenet", "torchvision", "timm", "hf", "lightning", *FINETUNERS)
 _ASSIGNMENT = re.compile(r"(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(\S*)")
-_REFERENCE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 _TORCHVISION_NAME = re.compile(r"[a-z][a-z0-9_]*")
 _SWITCHES = frozenset(
     {
@@ -50,8 +55,6 @@ _TIMM_FLAGS = frozenset(
 )
 _LIGHTNING_STEPS = frozenset({"fit", "validate", "test", "predict"})
 _BOOLEANS = frozenset({"true", "false", "1", "0", "yes", "no"})
-UNKNOWN = "\x00"
-"""A word whose value the script computes at run time."""
 
 
 @dataclass(frozen=True)
@@ -67,8 +70,8 @@ class Inferred:
     unread: tuple[str, ...] = ()
     """Those that could not be read here (the daemon reads none)."""
     lacking: str | None = None
-    """Why the values hold no length where they run epochs over data the dataset table does not know:
-    `#ADVISOR --dataset-size` completes them, else they describe no job and this says why."""
+    """Why the values describe no job: epochs over data the dataset table does not know (`#ADVISOR
+    --dataset-size` completes them), or a fine-tuning config that says too little (`Undescribed`)."""
 
 
 @dataclass(frozen=True)
@@ -111,28 +114,35 @@ def infer_description(
         assignment = _ASSIGNMENT.fullmatch(line.text.split(" #", 1)[0].strip())
         if assignment is not None:
             name, value = assignment.groups()
-            variables[name] = None if ("$(" in value or "`" in value) else _expand(value, variables)
+            variables[name] = None if ("$(" in value or "`" in value) else expand(value, variables)
             continue
-        words = _words(line.text, variables)
+        words = words_of(line.text, variables)
         launch = program_of(words) if words else None
         if launch is None:
             continue
         flags, positional = _options(launch.arguments)
         recipe = recipe_flags(flags, positional, launch.launcher, reading.read)
         merged = {**recipe.values, **flags}
-        chosen = style or _style(merged, positional)
+        chosen = style or finetuner_style(launch.program, merged) or _style(merged, positional)
         if chosen is None:
             continue
+        command = " ".join(word.replace(UNKNOWN, "?") for word in words)
+        files, place = (tuple(recipe.read), tuple(recipe.unread)), f"{where}:{line.number}"
         try:
             processes = _Processes(_world(launch, world_size), nodes)
-            values = _read(chosen, launch, merged, positional, processes, reading.datasets)
+            if chosen in FINETUNERS:
+                tuned = FinetuneCommand(launch.program, merged, positional, recipe.unread, processes.world)
+                values = read_finetuner(chosen, tuned, reading.datasets)
+            else:
+                values = _read(chosen, launch, merged, positional, processes, reading.datasets)
         except _Unknown:
             values = None
+        except Undescribed as left:  # says why, and what `#ADVISOR` may complete
+            lacking = lacking or Inferred(left.values, place, chosen, command, *files, lacking=left.reason)
+            continue
         if values is None:
             continue
-        command = " ".join(word.replace(UNKNOWN, "?") for word in words)
-        files = (tuple(recipe.read), tuple(recipe.unread))
-        inferred = Inferred(values, f"{where}:{line.number}", chosen, command, *files)
+        inferred = Inferred(values, place, chosen, command, *files)
         if "epochs" not in values or "dataset_size" in values:
             return inferred
         why = _unknown_data(launch.program, chosen, values, _data_named(chosen, merged, positional))
@@ -191,37 +201,6 @@ def _logical_lines(script: str) -> list[_Line]:
     if pending:
         lines.append(_Line(start, pending))
     return [line for line in lines if line.text.strip() and not line.text.lstrip().startswith("#")]
-
-
-def _expand(text: str, variables: Mapping[str, str | None]) -> str | None:
-    """``$NAME`` and ``${NAME}`` replaced by what the script set them to; None where one is unknown."""
-    unknown = False
-
-    def value(match: re.Match[str]) -> str:
-        nonlocal unknown
-        found = variables.get(match[1] or match[2])
-        unknown = unknown or found is None
-        return found or ""
-
-    expanded = _REFERENCE.sub(value, text)
-    return None if unknown or "$" in expanded else expanded
-
-
-def _words(text: str, variables: Mapping[str, str | None]) -> list[str]:
-    """The line's words with the script's variables in place; a value only known at run time is `UNKNOWN`
-    (an option keeps its name: ``--nproc_per_node=$NGPU`` is that option with an unknown value)."""
-    try:
-        words = shlex.split(text, comments=True)
-    except ValueError:  # unbalanced quotes: not a command this reads
-        return []
-    expanded = []
-    for word in words:
-        found = _expand(word, variables) if "$" in word else word
-        if found is None:
-            name, has_value, _ = word.partition("=")
-            found = f"{name}={UNKNOWN}" if word.startswith("-") and has_value and "$" not in name else UNKNOWN
-        expanded.append(found)
-    return expanded
 
 
 def _options(arguments: Sequence[str]) -> tuple[dict[str, str], list[str]]:

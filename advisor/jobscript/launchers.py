@@ -1,14 +1,18 @@
 """The training program in a command line, past its launchers, with the launchers' own options kept.
 
 Launchers: ``srun``, ``torchrun``, ``python -m torch.distributed.run``, ``accelerate launch``,
-``deepspeed``, ``python [-u] [-m module]``; TRL's command (``trl sft --config recipe.yaml``) is its own
-program. What a launcher says about the processes and precision (``--nproc_per_node``, ``--nnodes``,
-``--num_processes``, ``--num_machines``, ``--mixed_precision``, ``--config_file``) is kept by name,
-``-``/``_`` spellings as one.
+``deepspeed``, ``python [-u] [-m module]``, a launcher's own ``-m module`` (``accelerate launch -m
+axolotl.cli.train config.yml``); TRL's command (``trl sft --config recipe.yaml``), axolotl's (``axolotl train
+config.yml``) and torchtune's (``tune run [torchrun's options] RECIPE --config FILE``, the recipe its program)
+are programs of their own. What a launcher says about the processes and precision (``--nproc_per_node``,
+``--nnodes``, ``--num_processes``, ``--num_machines``, ``--mixed_precision``, ``--config_file``) is kept by
+name, ``-``/``_`` spellings as one. A line's words come with the script's variables in place (`words_of`).
 """
 
 from __future__ import annotations
 
+import re
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -26,6 +30,13 @@ _ACCELERATE_KEYS = {
 }
 """``accelerate launch``'s own options under the names its config file's keys are read by."""
 _TRL_COMMANDS = frozenset({"sft", "dpo", "grpo", "kto", "reward", "rloo"})
+_COMMANDS = frozenset({*(("trl", name) for name in _TRL_COMMANDS), ("axolotl", "train")})
+"""Programs of two words (``trl sft``, ``axolotl train``)."""
+UNKNOWN = "\x00"
+"""A word whose value the script computes at run time."""
+_REFERENCE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+_MODULE = frozenset({"-m", "--module"})
+"""A launcher's option whose next word is the module it runs (accelerate's, torchrun's, DeepSpeed's)."""
 
 
 @dataclass(frozen=True)
@@ -45,8 +56,15 @@ def program_of(words: Sequence[str]) -> Launch | None:
     while index < len(words):
         word = words[index]
         base = word.rsplit("/", 1)[-1]
-        if base == "trl" and index + 1 < len(words) and words[index + 1] in _TRL_COMMANDS:
-            return Launch(f"trl {words[index + 1]}", list(words[index + 2 :]), launcher)
+        following = words[index + 1] if index + 1 < len(words) else ""
+        if (base, following) in _COMMANDS:
+            return Launch(f"{base} {following}", list(words[index + 2 :]), launcher)
+        if (base, following) == ("tune", "run"):
+            index = _launcher_options(words, index + 2, launcher)
+            recipe = words[index] if index < len(words) else ""
+            return Launch(f"tune run {recipe}", list(words[index + 1 :]), launcher)
+        if word in _MODULE and following:
+            return Launch(following, list(words[index + 2 :]), launcher)
         if base in _LAUNCHERS or (base == "launch" and index > 0):
             index = _launcher_options(words, index + 1, launcher)
             continue
@@ -68,7 +86,7 @@ def program_of(words: Sequence[str]) -> Launch | None:
 
 def _launcher_options(words: Sequence[str], index: int, kept: dict[str, str]) -> int:
     """Past a launcher's own options (``--nproc_per_node=4``, ``-u``, ``--nnodes 2``), keeping each."""
-    while index < len(words) and words[index].startswith("-"):
+    while index < len(words) and words[index].startswith("-") and words[index] not in _MODULE:
         word = words[index]
         index += 1
         name, has_value, value = word.partition("=")
@@ -89,3 +107,35 @@ def accelerate_flags(launcher: Mapping[str, str]) -> dict[str, str]:
     if "use-fsdp" in launcher:
         found["accelerate.distributed-type"] = "FSDP"
     return found
+
+
+def expand(text: str, variables: Mapping[str, str | None]) -> str | None:
+    """``$NAME`` and ``${NAME}`` replaced by what the script set them to; None where one is unknown."""
+    unknown = False
+
+    def value(match: re.Match[str]) -> str:
+        nonlocal unknown
+        found = variables.get(match[1] or match[2])
+        unknown = unknown or found is None
+        return found or ""
+
+    expanded = _REFERENCE.sub(value, text)
+    return None if unknown or "$" in expanded else expanded
+
+
+def words_of(text: str, variables: Mapping[str, str | None]) -> list[str]:
+    """The line's words with the script's variables in place; a value only known at run time is `UNKNOWN`
+    (an option keeps its name: ``--nproc_per_node=$NGPU`` is that option with an unknown value, torchtune's
+    ``batch_size=$BS`` that key's)."""
+    try:
+        words = shlex.split(text, comments=True)
+    except ValueError:  # unbalanced quotes: not a command this reads
+        return []
+    expanded = []
+    for word in words:
+        found = expand(word, variables) if "$" in word else word
+        if found is None:
+            name, has_value, _ = word.partition("=")
+            found = f"{name}={UNKNOWN}" if has_value and "$" not in name else UNKNOWN
+        expanded.append(found)
+    return expanded

@@ -3,7 +3,8 @@ YAML or JSON as Hugging Face's argument parser takes one), ``accelerate launch -
 and a DeepSpeed JSON (``--deepspeed ds.json``, or the one accelerate's file names).
 
 Nested keys become dotted flags (Lightning's ``trainer: {max_steps: 10}`` is ``--trainer.max_steps 10``,
-``init_args`` levels dropped), ``_`` spelt ``-`` as the command line's are; accelerate's keys are kept
+``init_args`` levels dropped; a list of mappings numbers them: ``datasets.0.path``), ``_`` spelt ``-`` as the
+command line's are; accelerate's keys are kept
 under ``accelerate.``, DeepSpeed's under ``deepspeed.``. The command line's own flags win over a recipe.
 Reading is the caller's (``read``: the user's process reads the user's files; the daemon reads none), so
 this stays pure; a file that cannot be read is named, not guessed.
@@ -95,6 +96,9 @@ def _flattened(data: object, prefix: str = "") -> dict[str, str]:
         name = f"{prefix}{key}"
         if isinstance(value, dict):
             flat |= _flattened(value, prefix if key == "init-args" else f"{name}.")
+        elif isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
+            for position, item in enumerate(value):  # axolotl's datasets: [{path: ...}]
+                flat |= _flattened(item, f"{name}.{position}.")
         elif value is not None and name:
             flat[name] = _text(value)
     return flat

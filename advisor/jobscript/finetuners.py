@@ -1,0 +1,381 @@
+"""LLM fine-tuning programs that take their job from a YAML config, read as data (never imported or run).
+
+``axolotl`` (``axolotl train config.yml``, ``accelerate launch -m axolotl.cli.train config.yml``, ``python -m
+axolotl.cli.train config.yml``; the command line's ``--key value`` over the file's): ``base_model``;
+``micro_batch_size`` (1) per process x ``gradient_accumulation_steps`` (else ``batch_size`` over the
+micro-batch) x the processes (accelerate's, else the job's GPUs) over ``context_parallel_size`` x
+``tensor_parallel_size``, as axolotl's ``normalize_config`` counts its batch; ``max_steps``, else
+``num_epochs`` (1) over ``datasets`` (``path``, with ``name`` its configuration) less ``val_set_size``;
+``sequence_len`` (512); ``adapter: lora`` or ``qlora`` with ``lora_r``, ``lora_target_modules``,
+``lora_target_linear``; ``bf16`` (``auto`` by default: bf16 where the GPU has it, else fp16) and ``fp16``;
+``gradient_checkpointing``; ``optimizer`` (``adamw_torch_fused``); ``deepspeed`` (its JSON,
+`advisor.jobscript.recipes`) or ``fsdp``/``fsdp_config``. Unpacked, a sample is one sequence of at most
+``sequence_len`` tokens, the length predicted (an upper bound); with ``sample_packing`` an epoch is the
+dataset's tokens over ``sequence_len``, known only for a corpus whose tokens the table holds.
+
+``torchtune`` (``tune run [--nproc_per_node N] RECIPE --config FILE [key=value ...]``, the overrides over the
+file): ``model._component_``, a builder whose architecture is a shipped Hugging Face one (`TORCHTUNE_MODELS`),
+its ``lora_``/``qlora_`` form with ``lora_rank``, ``lora_attn_modules``, ``apply_lora_to_mlp``,
+``apply_lora_to_output``; ``batch_size`` x ``gradient_accumulation_steps`` x the processes; ``epochs`` of the
+recipe's steps (the dataset's samples spread over the processes, then whole batches, then whole accumulations,
+as its data loader drops the last), at most ``max_steps_per_epoch``; ``tokenizer.max_seq_len``; ``dtype``
+(bf16: every tensor in bf16, predicted as mixed precision); ``enable_activation_checkpointing``;
+``optimizer._component_``; ``dataset._component_`` or its ``source``; a ``distributed`` recipe shards with
+FSDP (``fsdp_reshard_after_forward``: ZeRO-3, else 2). A config torchtune ships is a name, not a file here.
+
+What the job needs and the config does not say raises `Undescribed`, with why and what was read.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from advisor.jobscript.datasets import Dataset, dataset_in
+from advisor.jobscript.launchers import UNKNOWN
+from advisor.jobscript.trainers import model_reference, optimizer_named
+
+FINETUNERS = ("axolotl", "torchtune")
+_FALSE = ("false", "0", "no", "none", "null")
+_CONFIGS = (".yaml", ".yml", ".json")
+_AXOLOTL = frozenset({"axolotl train", "axolotl.cli.train"})
+TORCHTUNE_MODELS = {
+    "llama2_7b": "meta-llama/Llama-2-7b-hf",
+    "llama2_13b": "meta-llama/Llama-2-13b-hf",
+    "llama2_70b": "meta-llama/Llama-2-70b-hf",
+    "llama3_8b": "meta-llama/Meta-Llama-3-8B",
+    "llama3_70b": "meta-llama/Meta-Llama-3-70B",
+    "llama3_1_8b": "meta-llama/Llama-3.1-8B",
+    "llama3_1_70b": "meta-llama/Llama-3.1-70B",
+    "llama3_2_1b": "meta-llama/Llama-3.2-1B",
+    "llama3_2_3b": "meta-llama/Llama-3.2-3B",
+    "mistral_7b": "mistralai/Mistral-7B-v0.1",
+    "qwen2_5_0_5b": "Qwen/Qwen2.5-0.5B",
+    "qwen2_5_1_5b_base": "Qwen/Qwen2.5-1.5B",
+    "qwen2_5_1_5b_instruct": "Qwen/Qwen2.5-1.5B-Instruct",
+    "qwen2_5_3b": "Qwen/Qwen2.5-3B",
+    "qwen2_5_7b_base": "Qwen/Qwen2.5-7B",
+    "qwen2_5_7b_instruct": "Qwen/Qwen2.5-7B-Instruct",
+    "gemma_2b": "google/gemma-2b",
+    "gemma_7b": "google/gemma-7b",
+}
+"""torchtune's model builders (``torchtune.models.llama3_2.llama3_2_1b``; ``lora_`` and ``qlora_`` the same
+model) whose vocabulary, layers, heads, key-value heads, widths and tied embeddings equal a shipped Hugging
+Face architecture's (torchtune's ``_model_builders.py`` against ``advisor/data/architectures.toml``); any
+other is not guessed."""
+_TORCHTUNE_SOURCES = {
+    "alpaca_dataset": "tatsu-lab/alpaca",
+    "alpaca_cleaned_dataset": "yahma/alpaca-cleaned",
+    "samsum_dataset": "Samsung/samsum",
+    "slimorca_dataset": "Open-Orca/SlimOrca-Dedup",
+    "grammar_dataset": "liweili/c4_200m",
+    "cnn_dailymail_articles_dataset": "ccdv/cnn_dailymail",
+    "wikitext_dataset": "EleutherAI/wikitext_document_level",
+}
+"""The Hugging Face dataset each torchtune dataset builder loads where its config names no ``source``."""
+_TORCHTUNE_LORA = {"output_proj": "o_proj"}
+"""torchtune's attention projections by the names Hugging Face's Llama, Mistral, Qwen and Gemma give them."""
+_MLP = ["gate_proj", "up_proj", "down_proj"]
+_REMEDY = 'add "#ADVISOR --dataset-size N"'
+
+
+class Undescribed(Exception):
+    """A fine-tuning command whose job the advisor cannot describe, and why: ``values`` holds what was read
+    (epochs `#ADVISOR --dataset-size` completes)."""
+
+    def __init__(self, reason: str, values: Mapping[str, Any] | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.values = dict(values or {})
+
+
+class _RunTime(Exception):
+    """A value the script computes at run time: nothing is guessed."""
+
+
+@dataclass(frozen=True)
+class FinetuneCommand:
+    """A fine-tuning command as read: its program, its config's keys with the command line's over them (``-``
+    for ``_``), its other words, the files that could not be read, and the processes it starts."""
+
+    program: str
+    flags: Mapping[str, str]
+    positional: Sequence[str]
+    unread: Sequence[str]
+    world: int
+
+    def value(self, key: str, default: str | None = None) -> str | None:
+        found = self.flags.get(key, default)
+        if found is not None and UNKNOWN in found:
+            raise _RunTime(key)
+        return found
+
+    def true(self, key: str, default: str = "false") -> bool:
+        return (self.value(key, default) or "").lower() not in _FALSE
+
+
+def finetuner_style(program: str, flags: Mapping[str, str]) -> str | None:
+    """``axolotl`` or ``torchtune`` by the program, or an axolotl config by its own keys (an older
+    ``accelerate launch scripts/finetune.py config.yml``); None for another program."""
+    if program.startswith("tune run"):
+        return "torchtune"
+    if program in _AXOLOTL or {"base-model", "micro-batch-size"} <= flags.keys():
+        return "axolotl"
+    return None
+
+
+def read_finetuner(
+    style: str, command: FinetuneCommand, datasets: Mapping[str, Dataset]
+) -> dict[str, Any] | None:
+    """The job description's values; None where a value is computed at run time; `Undescribed` where the
+    config leaves the job undescribed."""
+    try:
+        if style == "torchtune":
+            return _torchtune(_with_overrides(command), datasets)
+        return _axolotl(command, datasets)
+    except _RunTime:
+        return None
+
+
+def _fixed(amp: bool, accumulation: str) -> dict[str, Any]:
+    """What these programs fix for themselves: they read their config, not the advice's variables."""
+    own = {"own_amp": amp, "own_accumulation": accumulation}
+    return own | {"allow_amp": False, "allow_grad_accum": False, "follows_advice": False}
+
+
+def _axolotl(command: FinetuneCommand, datasets: Mapping[str, Dataset]) -> dict[str, Any]:
+    config = next((word for word in command.positional if word.endswith(_CONFIGS)), "its config")
+    name = command.value("base-model")
+    if not name:
+        raise Undescribed(_unread("axolotl", config, "base_model", command.unread))
+    model = model_reference(name)
+    if model is None:
+        raise Undescribed(f'axolotl\'s base_model "{name}" is not a model name the advisor builds')
+    micro, accumulation = (
+        command.value("micro-batch-size", "1") or "1",
+        command.value("gradient-accumulation-steps"),
+    )
+    total = command.value("batch-size") or ""
+    if accumulation is None:
+        accumulation = str(int(total) // int(micro)) if total.isdigit() and micro.isdigit() else "1"
+    processes = command.value("accelerate.num-processes") or command.value("num-processes") or ""
+    world = int(processes) if processes.isdigit() and int(processes) > 0 else command.world
+    split = [command.value(key) or "1" for key in ("context-parallel-size", "tensor-parallel-size")]
+    if not all(part.isdigit() and int(part) > 0 for part in (micro, accumulation, *split)):
+        raise Undescribed(
+            f"axolotl's micro_batch_size {micro} x gradient_accumulation_steps {accumulation} is not a batch"
+        )
+    batch = int(micro) * int(accumulation) * max(1, world // (int(split[0]) * int(split[1])))
+    length = command.value("sequence-len", "512") or "512"
+    bf16, fp16 = command.value("bf16", "auto") or "auto", command.true("fp16")
+    values: dict[str, Any] = {
+        "model": model, "global_batch": str(batch), "task": "causal-lm", "sequence_length": length,
+        "model_kwargs": {}, "gradient_checkpointing": command.true("gradient-checkpointing"),
+    }  # fmt: skip
+    if command.value("adapter") in ("lora", "qlora"):
+        targets = [word.strip(" '\"[]") for word in (command.value("lora-target-modules") or "").split(",")]
+        linear = ["all-linear"] if command.true("lora-target-linear") else []
+        values |= {
+            "lora_rank": command.value("lora-r", "8"),
+            "lora_targets": [*filter(None, targets), *linear],
+        }
+    optimizer = optimizer_named(command.value("optimizer", "adamw_torch_fused") or "")
+    values |= ({"optimizer": optimizer} if optimizer else {}) | _axolotl_sharding(command)
+    values |= _fixed(bf16.lower() not in _FALSE or fp16, accumulation)
+    return values | _axolotl_length(command, values, config, datasets)
+
+
+def _unread(program: str, config: str, key: str, unread: Sequence[str]) -> str:
+    """Why a config gave no model: it could not be read here (the daemon reads none), or it names none."""
+    entry = next((entry for entry in unread if entry.split(" (", 1)[0] == config), None)
+    if entry is not None:
+        return (
+            f"{program}'s config {entry} could not be read here: the job's model, batch and length are in it"
+        )
+    return f"{program}'s config {config} names no {key}"
+
+
+def _axolotl_sharding(command: FinetuneCommand) -> dict[str, Any]:
+    """DeepSpeed's ZeRO stage from the JSON the config names, else FSDP's: ``fsdp: [full_shard, auto_wrap]``
+    or ``fsdp_config``'s strategy, FSDP2 (``fsdp_version: 2``) by ``reshard_after_forward`` (True: ZeRO-3)."""
+    stage = command.value("deepspeed.zero-optimization.stage") or ""
+    if stage.isdigit():
+        return {"zero_stage": stage}
+    version = command.value("fsdp-version") or command.value("fsdp-config.fsdp-version")
+    if version == "2" or "fsdp-config.reshard-after-forward" in command.flags:
+        return {"zero_stage": "3" if command.true("fsdp-config.reshard-after-forward", "true") else "2"}
+    strategy = command.value("fsdp-config.fsdp-sharding-strategy") or ""
+    words = {
+        word.strip().lower().replace("_", "-")
+        for word in [*(command.value("fsdp") or "").split(","), strategy]
+    }
+    if "hybrid-shard" in words:
+        return {"zero_stage": "3", "hybrid_shard": True}
+    if "full-shard" in words:
+        return {"zero_stage": "3"}
+    return {"zero_stage": "2"} if "shard-grad-op" in words else {}
+
+
+def _entries(flags: Mapping[str, str], key: str) -> list[dict[str, str]]:
+    """A list of mappings in the config (``datasets.0.path``), else the one mapping (``dataset.source``)."""
+    numbered: dict[int, dict[str, str]] = {}
+    for name, value in flags.items():
+        head, _, rest = name.partition(".")
+        position, _, field = rest.partition(".")
+        if head == key and position.isdigit() and field:
+            numbered.setdefault(int(position), {})[field] = value
+    if numbered:
+        return [numbered[position] for position in sorted(numbered)]
+    single = {name.split(".", 1)[1]: value for name, value in flags.items() if name.startswith(f"{key}.")}
+    return [single] if single else []
+
+
+def _axolotl_length(
+    command: FinetuneCommand, values: Mapping[str, Any], config: str, datasets: Mapping[str, Dataset]
+) -> dict[str, Any]:
+    """``max_steps``, else ``num_epochs`` over the datasets' samples (packed: their tokens per sequence)."""
+    steps = command.value("max-steps") or ""
+    if steps.isdigit() and int(steps) > 0:
+        return {"steps": steps}
+    epochs = command.value("num-epochs", "1") or "1"
+    entries = _entries(command.flags, "datasets")
+    named = [entry.get("path", "") for entry in entries]
+    found = [
+        dataset_in([f"{entry.get('path')}-{entry.get('name')}", entry.get("path")], datasets)
+        for entry in entries
+    ]
+    kept = 1 - _fraction(command.value("val-set-size") or "0")
+    packed = command.true("sample-packing")
+    remedy = f"or set max_steps in {config}"
+    trains = f"axolotl trains {values['model']} for {epochs} epoch{'' if epochs == '1' else 's'}"
+    unknown = [name for name, dataset in zip(named, found, strict=True) if dataset is None]
+    if not entries or unknown:
+        data = f'of "{unknown[0]}", a dataset' if unknown else "of data its config does not name, which"
+        reason = f"{trains} {data} the advisor does not know: {_REMEDY} (its training samples) {remedy}"
+        raise Undescribed(reason, {**values, "epochs": epochs})
+    known = [dataset for dataset in found if dataset is not None]
+    if not packed:
+        return {"epochs": epochs, "dataset_size": str(max(1, int(sum(d.samples for d in known) * kept)))}
+    tokens = [dataset.tokens for dataset in known]
+    if None in tokens:
+        reason = (
+            f'{trains} of "{named[tokens.index(None)]}" packed into sequences of {values["sequence_length"]} '
+            f"tokens, and the advisor does not know its tokens: {_REMEDY} (the packed sequences of an epoch) "
+            f"{remedy}"
+        )
+        raise Undescribed(reason, {**values, "epochs": epochs})
+    packs = int(sum(t or 0 for t in tokens) * kept) // int(values["sequence_length"])
+    return {"epochs": epochs, "dataset_size": str(max(1, packs))}
+
+
+def _fraction(text: str) -> float:
+    """axolotl's ``val_set_size``: the share of the data held out for evaluation (0 to 1)."""
+    try:
+        share = float(text)
+    except ValueError:
+        return 0.0
+    return share if 0 <= share < 1 else 0.0
+
+
+def _with_overrides(command: FinetuneCommand) -> FinetuneCommand:
+    """torchtune's ``key=value`` words over its config's keys (``model.lora_rank=16``)."""
+    pairs = [word.partition("=") for word in command.positional if "=" in word and not word.startswith("-")]
+    overrides = {key.lstrip("~").replace("_", "-"): value for key, _, value in pairs}
+    words = [word for word in command.positional if "=" not in word]
+    return FinetuneCommand(
+        command.program, {**command.flags, **overrides}, words, command.unread, command.world
+    )
+
+
+def _torchtune(command: FinetuneCommand, datasets: Mapping[str, Dataset]) -> dict[str, Any]:
+    recipe = command.program.removeprefix("tune run ")
+    config = command.value("config") or "its config"
+    component = command.value("model.-component-")
+    if not component and config in command.unread and not config.endswith(_CONFIGS):
+        raise Undescribed(
+            f'{recipe} runs torchtune\'s own config "{config}", which the advisor cannot read here: copy it '
+            f'("tune cp {config} my_config.yaml") and run --config my_config.yaml'
+        )
+    if not component:
+        raise Undescribed(_unread(f"torchtune's {recipe}", config, "model", command.unread))
+    builder = component.rsplit(".", 1)[-1]
+    base = builder.removeprefix("q").removeprefix("lora_")
+    if base not in TORCHTUNE_MODELS:
+        raise Undescribed(
+            f"{recipe} trains {component}, a torchtune model the advisor does not match to a Hugging Face "
+            "architecture: describe the job with #ADVISOR lines (--model hf:NAME --global-batch N --steps N)"
+        )
+    batch, accumulation = (
+        command.value("batch-size") or "",
+        command.value("gradient-accumulation-steps", "1") or "",
+    )
+    if not (batch.isdigit() and accumulation.isdigit() and int(batch) > 0 and int(accumulation) > 0):
+        raise Undescribed(f"{recipe}'s batch_size {batch or 'is not given'}: not a batch")
+    length = command.value("tokenizer.max-seq-len") or ""
+    if not length.isdigit():
+        raise Undescribed(
+            f"{recipe} pads each batch to its longest sample (tokenizer.max_seq_len is not set), a length "
+            "the advisor cannot know: pass tokenizer.max_seq_len=N"
+        )
+    values: dict[str, Any] = {
+        "model": f"hf:{TORCHTUNE_MODELS[base]}", "task": "causal-lm", "sequence_length": length,
+        "global_batch": str(int(batch) * int(accumulation) * command.world), "model_kwargs": {},
+        "gradient_checkpointing": command.true("enable-activation-checkpointing"),
+    }  # fmt: skip
+    if builder != base:
+        values |= _torchtune_lora(command)
+    optimizer = optimizer_named(command.value("optimizer.-component-") or "")
+    values |= {"optimizer": optimizer} if optimizer else {}
+    if "distributed" in recipe:  # FSDP2 over every process, resharded after forward unless told not to
+        values["zero_stage"] = "3" if command.true("fsdp-reshard-after-forward", "true") else "2"
+    amp = (command.value("dtype", "fp32") or "").lower() in ("bf16", "fp16")
+    values |= _fixed(amp, accumulation)
+    return values | _torchtune_length(command, values, recipe, datasets)
+
+
+def _torchtune_lora(command: FinetuneCommand) -> dict[str, Any]:
+    """The adapters a ``lora_`` builder adds (rank 8 by default), by the Hugging Face layers' names."""
+    modules = (command.value("model.lora-attn-modules") or "").split(",")
+    targets = [_TORCHTUNE_LORA.get(name, name) for name in (word.strip(" '\"[]") for word in modules) if name]
+    targets += _MLP if command.true("model.apply-lora-to-mlp") else []
+    targets += ["lm_head"] if command.true("model.apply-lora-to-output") else []
+    return {"lora_rank": command.value("model.lora-rank", "8"), "lora_targets": targets}
+
+
+def _torchtune_length(
+    command: FinetuneCommand, values: Mapping[str, Any], recipe: str, datasets: Mapping[str, Dataset]
+) -> dict[str, Any]:
+    """``epochs`` of the recipe's steps per epoch (at most ``max_steps_per_epoch``), as its loop counts."""
+    epochs = command.value("epochs", "1") or "1"
+    cap = command.value("max-steps-per-epoch") or ""
+    entries = _entries(command.flags, "dataset")
+    sources = [
+        entry.get("source") or _TORCHTUNE_SOURCES.get(entry.get("-component-", "").rsplit(".", 1)[-1], "")
+        for entry in entries
+    ]
+    found = [dataset_in([source], datasets) for source in sources]
+    packed = any(entry.get("packed", "false").lower() not in _FALSE for entry in entries)
+    if sources and None not in found and not packed and epochs.isdigit():
+        samples = sum(dataset.samples for dataset in found if dataset is not None)
+        accumulation = int(values["own_accumulation"])
+        batch = int(values["global_batch"]) // command.world // accumulation
+        per_epoch = math.ceil(samples / command.world) // batch // accumulation
+        steps = min(per_epoch, int(cap)) if cap.isdigit() else per_epoch
+        return {"steps": str(max(1, int(epochs) * steps))}
+    if (
+        cap.isdigit() and epochs.isdigit()
+    ):  # at most: the data the advisor does not know may end an epoch first
+        return {"steps": str(int(epochs) * int(cap))}
+    data = next((source for source, dataset in zip(sources, found, strict=True) if dataset is None), None)
+    what = f'"{data}", a dataset the advisor does not know' if data else "its dataset"
+    what = (
+        f"{what} packed into sequences of {values['sequence_length']} tokens" if packed and not data else what
+    )
+    plural = "" if epochs == "1" else "s"
+    reason = (
+        f"{recipe} trains {values['model']} for {epochs} epoch{plural} of {what}: {_REMEDY} (its training "
+        "samples) or pass max_steps_per_epoch=N"
+    )
+    raise Undescribed(reason, {**values, "epochs": epochs})
