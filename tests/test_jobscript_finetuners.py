@@ -82,13 +82,14 @@ def test_an_axolotl_lora_job_is_read_from_its_config_under_each_launcher(
     command: str, processes: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """2 per process x 4 accumulated x the processes (accelerate's, else the job's 4 GPUs); 3 epochs of
-    alpaca less the 5% axolotl holds out for evaluation; bf16 by axolotl's default ``auto``."""
+    alpaca less the 5% axolotl holds out for evaluation (2,601 rows, 5% rounded up as ``train_test_split``
+    does); bf16 by axolotl's default ``auto``."""
     found = parsed(tmp_path, command, monkeypatch, {"config.yml": AXOLOTL}, gpus=4)
     assert found.description is not None and found.undescribed is None
     described = found.description
     assert described.model == "hf:meta-llama/Llama-3.2-1B" and described.global_batch == 2 * 4 * processes
-    assert (described.epochs, described.dataset_size) == (3, int(ALPACA * 0.95))
-    assert described.total_steps == 3 * math.ceil(int(ALPACA * 0.95) / (8 * processes))
+    assert (described.epochs, described.dataset_size) == (3, ALPACA - 2601)
+    assert described.total_steps == 3 * math.ceil((ALPACA - 2601) / (8 * processes))
     assert (described.sequence_length, described.own_accumulation, described.own_amp) == (2048, 4, True)
     assert (described.lora_rank, described.lora_targets) == (32, ("all-linear",))
     assert described.gradient_checkpointing and described.optimizer == "adamw"
@@ -191,6 +192,23 @@ def test_a_torchtune_recipe_reads_its_config_with_the_overrides_over_it(
     assert described.own_amp and described.optimizer == "adamw" and not described.gradient_checkpointing
 
 
+def test_a_full_fine_tune_of_another_family_and_a_held_out_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Qwen2.5 0.5B trained whole by torchtune on samsum (14,732 rows): 14,732 // 4 // 8 = 460 steps;
+    axolotl's ``val_set_size: 500`` holds out 500 rows."""
+    config = TORCHTUNE.replace("llama3_2.lora_llama3_2_1b", "qwen2_5.qwen2_5_0_5b").replace(
+        "alpaca_", "samsum_"
+    )
+    command = "tune run full_finetune_single_device --config tune.yaml"
+    described = parsed(tmp_path, command, monkeypatch, {"tune.yaml": config}).description
+    assert described is not None and described.model == "hf:Qwen/Qwen2.5-0.5B"
+    assert (described.steps, described.lora_rank, described.lora_targets) == (14732 // 4 // 8, None, ())
+    config = AXOLOTL.replace("val_set_size: 0.05", "val_set_size: 500")
+    described = parsed(tmp_path, "axolotl train config.yml", monkeypatch, {"config.yml": config}).description
+    assert described is not None and described.dataset_size == ALPACA - 500
+
+
 def test_max_steps_per_epoch_caps_an_epoch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     command = "tune run full_finetune_single_device --config tune.yaml max_steps_per_epoch=100 epochs=3"
     config = TORCHTUNE.replace("lora_llama3_2_1b", "llama3_2_1b")
@@ -233,9 +251,9 @@ def test_a_config_torchtune_ships_is_named_not_guessed(
         ),
         (
             ("packed: False", "packed: True"),
-            "lora_finetune_single_device trains hf:meta-llama/Llama-3.2-1B for 1 epoch of its dataset packed "
-            'into sequences of 2048 tokens: add "#ADVISOR --dataset-size N" (its training samples) or pass '
-            "max_steps_per_epoch=N",
+            'lora_finetune_single_device trains hf:meta-llama/Llama-3.2-1B for 1 epoch of "tatsu-lab/alpaca" '
+            'packed into sequences of 2048 tokens: add "#ADVISOR --dataset-size N" (the packed sequences of '
+            "an epoch) or pass max_steps_per_epoch=N",
         ),
     ],
 )

@@ -242,22 +242,27 @@ def _axolotl_length(
     epochs = command.value("num-epochs", "1") or "1"
     entries = _entries(command.flags, "datasets")
     named = [entry.get("path", "") for entry in entries]
+    configured = [f"{entry.get('path')}-{entry['name']}" if entry.get("name") else None for entry in entries]
     found = [
-        dataset_in([f"{entry.get('path')}-{entry.get('name')}", entry.get("path")], datasets)
-        for entry in entries
+        dataset_in([both, entry.get("path")], datasets)
+        for both, entry in zip(configured, entries, strict=True)
     ]
-    kept = 1 - _fraction(command.value("val-set-size") or "0")
+    held = command.value("val-set-size") or "0"
     packed = command.true("sample-packing")
     remedy = f"or set max_steps in {config}"
     trains = f"axolotl trains {values['model']} for {epochs} epoch{'' if epochs == '1' else 's'}"
     unknown = [name for name, dataset in zip(named, found, strict=True) if dataset is None]
     if not entries or unknown:
-        data = f'of "{unknown[0]}", a dataset' if unknown else "of data its config does not name, which"
-        reason = f"{trains} {data} the advisor does not know: {_REMEDY} (its training samples) {remedy}"
+        data = (
+            f'"{unknown[0]}", a dataset the advisor does not know'
+            if unknown
+            else "data it lists no datasets for"
+        )
+        reason = f"{trains} of {data}: {_REMEDY} (its training samples) {remedy}"
         raise Undescribed(reason, {**values, "epochs": epochs})
     known = [dataset for dataset in found if dataset is not None]
     if not packed:
-        return {"epochs": epochs, "dataset_size": str(max(1, int(sum(d.samples for d in known) * kept)))}
+        return {"epochs": epochs, "dataset_size": str(max(1, _kept(sum(d.samples for d in known), held)))}
     tokens = [dataset.tokens for dataset in known]
     if None in tokens:
         reason = (
@@ -266,17 +271,18 @@ def _axolotl_length(
             f"{remedy}"
         )
         raise Undescribed(reason, {**values, "epochs": epochs})
-    packs = int(sum(t or 0 for t in tokens) * kept) // int(values["sequence_length"])
+    packs = _kept(sum(t or 0 for t in tokens), held) // int(values["sequence_length"])
     return {"epochs": epochs, "dataset_size": str(max(1, packs))}
 
 
-def _fraction(text: str) -> float:
-    """axolotl's ``val_set_size``: the share of the data held out for evaluation (0 to 1)."""
+def _kept(total: int, held: str) -> int:
+    """What axolotl trains on of ``total`` less ``val_set_size``, held out for evaluation as ``datasets``'
+    ``train_test_split`` does: a share under 1 (rounded up), else that many rows."""
     try:
-        share = float(text)
+        share = float(held)
     except ValueError:
-        return 0.0
-    return share if 0 <= share < 1 else 0.0
+        return total
+    return total - (math.ceil(total * share) if 0 <= share < 1 else int(share))
 
 
 def _with_overrides(command: FinetuneCommand) -> FinetuneCommand:
@@ -301,7 +307,7 @@ def _torchtune(command: FinetuneCommand, datasets: Mapping[str, Dataset]) -> dic
     if not component:
         raise Undescribed(_unread(f"torchtune's {recipe}", config, "model", command.unread))
     builder = component.rsplit(".", 1)[-1]
-    base = builder.removeprefix("q").removeprefix("lora_")
+    base = builder.removeprefix("qlora_").removeprefix("lora_")
     if base not in TORCHTUNE_MODELS:
         raise Undescribed(
             f"{recipe} trains {component}, a torchtune model the advisor does not match to a Hugging Face "
@@ -364,18 +370,23 @@ def _torchtune_length(
         per_epoch = math.ceil(samples / command.world) // batch // accumulation
         steps = min(per_epoch, int(cap)) if cap.isdigit() else per_epoch
         return {"steps": str(max(1, int(epochs) * steps))}
-    if (
-        cap.isdigit() and epochs.isdigit()
-    ):  # at most: the data the advisor does not know may end an epoch first
+    if cap.isdigit() and epochs.isdigit():  # at most: data the advisor does not know may end an epoch first
         return {"steps": str(int(epochs) * int(cap))}
-    data = next((source for source, dataset in zip(sources, found, strict=True) if dataset is None), None)
-    what = f'"{data}", a dataset the advisor does not know' if data else "its dataset"
-    what = (
-        f"{what} packed into sequences of {values['sequence_length']} tokens" if packed and not data else what
+    unknown = [
+        f'"{source}", a dataset the advisor does not know'
+        for source, dataset in zip(sources, found, strict=True)
+        if dataset is None and source
+    ]
+    what = next(iter(unknown), f'"{sources[0]}"' if sources and sources[0] else "its dataset")
+    length = values["sequence_length"]
+    what, size = (
+        (f"{what} packed into sequences of {length} tokens", "the packed sequences of an epoch")
+        if packed
+        else (what, "its training samples")
     )
     plural = "" if epochs == "1" else "s"
     reason = (
-        f"{recipe} trains {values['model']} for {epochs} epoch{plural} of {what}: {_REMEDY} (its training "
-        "samples) or pass max_steps_per_epoch=N"
+        f"{recipe} trains {values['model']} for {epochs} epoch{plural} of {what}: {_REMEDY} ({size}) or pass "
+        "max_steps_per_epoch=N"
     )
     raise Undescribed(reason, {**values, "epochs": epochs})
