@@ -36,7 +36,8 @@ UNKNOWN = "\x00"
 """A word whose value the script computes at run time."""
 _REFERENCE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 _MODULE = frozenset({"-m", "--module"})
-"""A launcher's option whose next word is the module it runs (accelerate's, torchrun's, DeepSpeed's)."""
+"""A launcher's option whose next word is the module it runs (accelerate's, torchrun's, DeepSpeed's; srun's
+``-m`` is its task distribution)."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ def program_of(words: Sequence[str]) -> Launch | None:
         if word in _MODULE and following:
             return Launch(following, list(words[index + 2 :]), launcher)
         if base in _LAUNCHERS or (base == "launch" and index > 0):
-            index = _launcher_options(words, index + 1, launcher)
+            index = _launcher_options(words, index + 1, launcher, module=base != "srun")
             continue
         if base.startswith("python"):
             saw_python, index = True, _launcher_options(words, index + 1, {})
@@ -84,9 +85,9 @@ def program_of(words: Sequence[str]) -> Launch | None:
     return None
 
 
-def _launcher_options(words: Sequence[str], index: int, kept: dict[str, str]) -> int:
+def _launcher_options(words: Sequence[str], index: int, kept: dict[str, str], module: bool = True) -> int:
     """Past a launcher's own options (``--nproc_per_node=4``, ``-u``, ``--nnodes 2``), keeping each."""
-    while index < len(words) and words[index].startswith("-") and words[index] not in _MODULE:
+    while index < len(words) and words[index].startswith("-") and not (module and words[index] in _MODULE):
         word = words[index]
         index += 1
         name, has_value, value = word.partition("=")
