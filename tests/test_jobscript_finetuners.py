@@ -288,6 +288,8 @@ def test_each_torchtune_model_the_advisor_maps_is_a_shipped_architecture() -> No
         ("torchrun --nproc_per_node 8 -m my.train --lr 1", "my.train", ["--lr", "1"],
          {"nproc-per-node": "8"}),
         ("srun -m block:cyclic python -m my.train --lr 1", "my.train", ["--lr", "1"], {"m": "block:cyclic"}),
+        ("CUDA_VISIBLE_DEVICES=0,1 env A=1 accelerate launch -m axolotl.cli.train c.yml", "axolotl.cli.train",
+         ["c.yml"], {}),
         ("tune run --nnodes 2 --nproc_per_node 8 full_finetune_distributed --config c.yaml",
          "tune run full_finetune_distributed", ["--config", "c.yaml"],
          {"nnodes": "2", "nproc-per-node": "8"}),

@@ -6,7 +6,8 @@ axolotl.cli.train config.yml``); TRL's command (``trl sft --config recipe.yaml``
 config.yml``) and torchtune's (``tune run [torchrun's options] RECIPE --config FILE``, the recipe its program)
 are programs of their own. What a launcher says about the processes and precision (``--nproc_per_node``,
 ``--nnodes``, ``--num_processes``, ``--num_machines``, ``--mixed_precision``, ``--config_file``) is kept by
-name, ``-``/``_`` spellings as one. A line's words come with the script's variables in place (`words_of`).
+name, ``-``/``_`` spellings as one; variables set for the command alone (``CUDA_VISIBLE_DEVICES=0 python``)
+are passed over. A line's words come with the script's variables in place (`words_of`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ _COMMANDS = frozenset({*(("trl", name) for name in _TRL_COMMANDS), ("axolotl", "
 """Programs of two words (``trl sft``, ``axolotl train``)."""
 UNKNOWN = "\x00"
 """A word whose value the script computes at run time."""
+_ENVIRONMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
+"""A variable set for the command alone (``CUDA_VISIBLE_DEVICES=0,1 accelerate launch ...``)."""
 _REFERENCE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 _MODULE = frozenset({"-m", "--module"})
 """A launcher's option whose next word is the module it runs (accelerate's, torchrun's, DeepSpeed's; srun's
@@ -54,6 +57,8 @@ def program_of(words: Sequence[str]) -> Launch | None:
     """The training program of a command line; None for a line that runs no Python."""
     launcher: dict[str, str] = {}
     index, saw_python = 0, False
+    while index < len(words) and (words[index] == "env" or _ENVIRONMENT.fullmatch(words[index])):
+        index += 1  # the command's own environment, before its program
     while index < len(words):
         word = words[index]
         base = word.rsplit("/", 1)[-1]
