@@ -19,7 +19,9 @@ Then ``advisor models train --db DB`` and ``advisor models evaluate --db DB --js
 prints both held-out figures side by side, in one run: leave one model out, unseen batch sizes (each) and
 peak memory; beside them two blends of the two models' predictions of each held-out step, fitted on
 nothing more: their geometric mean, and a weighted one whose weight is fitted on the other models' (batch
-sizes') held-out steps.
+sizes') held-out steps; and today's model with its layer booster correcting each layer's roof (its
+FLOPs at its family's rate or its bytes at the bandwidth, whichever is longer) in place of a line fitted
+through the layers, a candidate for the layers no zoo model has (issue 51).
 
 ``--spread`` prints how far repeated measurements of the same step lie apart, each as training reads it,
 per batch size: the noise no predictor's held-out MAPE can get under, to read next to the evaluation;
@@ -36,6 +38,7 @@ import random
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from math import exp, log
 from pathlib import Path
 from statistics import mean
@@ -152,7 +155,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-MODELS: tuple[tuple[str, Fit], ...] = (("today's", fit_machine), ("op sum", fit_opsum))
+MODELS: tuple[tuple[str, Fit], ...] = (
+    ("today's", fit_machine),
+    ("op sum", fit_opsum),
+    ("today's, layer roof", partial(fit_machine, layer_roof=True)),
+)
+"""The product's step model, the op sum, and the product's with its layer booster correcting the layers'
+roof instead of a line (`advisor.predict.machine.fit_layers`); the blends mix the first two."""
 
 
 def fit_from(path: Path) -> Fit:
@@ -195,7 +204,7 @@ def compare(store: Store, models: Sequence[tuple[str, Fit]] = MODELS) -> None:
         for row in columns[0]:
             table.add_row(row, *(percent(column.get(row)) for column in columns))
         table.add_row("peak memory", *[percent(memory_error(steps))] * len(columns))
-        Console().print(table)
+        Console(width=160).print(table)
         if len(models) >= 2:
             print(
                 f"blend: the geometric mean of two columns' predictions of each held-out step ({names[0]}, "

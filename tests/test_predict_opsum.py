@@ -62,6 +62,21 @@ def test_the_roofline_is_read_off_the_micro_benchmarks() -> None:
     assert roofline.update_s == pytest.approx(20 / roofline.bandwidth)
 
 
+def test_a_layers_roof_is_its_fixed_cost_plus_its_arithmetic_or_its_bytes() -> None:
+    """A 1000 -> 1000 linear, one row a sample. At batch 1: 3 * 2 * 1000 * 1000 = 6e6 FLOPs (6 ms at
+    1 GFLOP/s); bytes (4 each) input 1,000 + weights 1e6 + output 1,000 elements forward, output + 2x input
+    + 2x weights backward: 12,020,000 bytes (12.02 ms at 1 GB/s), so it streams. At batch 1,000: 6e9 FLOPs
+    (6 s) against 4 * (3e6 + 5e6) = 32e6 bytes (32 ms), so it computes. The fixed cost comes on top."""
+    roof = Roofline({"matrix": 1e9}, bandwidth=1e9, launch_s=1e-5 / 3, update_s=0.0).layer_roof()
+    linear = _config(op="linear", in_channels=1000, out_channels=1000, height=1)
+    assert roof.fixed_s == pytest.approx(1e-5), "three launches"
+    assert roof.seconds(linear) == pytest.approx(1e-5 + 12_020_000 / 1e9)
+    assert roof.seconds(linear.model_copy(update={"batch": 1000})) == pytest.approx(1e-5 + 6.0)
+    # A convolution on a machine that benchmarked only linears computes at the fastest rate known.
+    conv = _config(in_channels=1000, out_channels=1000, height=1, batch=1000)
+    assert roof.seconds(conv) == pytest.approx(1e-5 + 6.0)
+
+
 def test_untimed_ops_are_priced_by_their_bytes_and_timed_ones_left_to_their_curves() -> None:
     table = zoo_table("resnet18", 32)
     roofline = Roofline(compute={"convolution": 1e30}, bandwidth=1e9, launch_s=0.0, update_s=0.0)

@@ -48,6 +48,7 @@ from advisor.predict.features import (
 from advisor.predict.layout import FeatureLayout, current_layout
 from advisor.predict.leastsquares import relative_least_squares
 from advisor.predict.peak_memory import MemoryFit, fit_peak_memory
+from advisor.predict.roofline import LayerRoof, fit_roofline
 from advisor.predict.types import Evidence
 from advisor.records import LayerConfig, StepPart
 
@@ -131,6 +132,9 @@ class MachineModel(BaseModel):
     layer_base: tuple[float, float, float] = (1.0, 1.0, 0.0)
     """Coefficients of ``layer_terms``, which the layer booster corrects; the default (a second per flop, plus
     one) reads versions stored before the field."""
+    layer_roof: LayerRoof | None = None
+    """Where set, what the layer booster corrects in place of ``layer_base``: a candidate that
+    `benchmarks/predict_zoo.py --compare` holds out beside the product (issue 51); never in a model file."""
     layer_booster: str
     measured_layers: tuple[tuple[LayerConfig, float], ...]
     step_base: tuple[float, ...]
@@ -193,8 +197,14 @@ class MachineModel(BaseModel):
         grid = [[key.model_copy(update={"batch": batch}) for batch in self._grid or (1,)] for key in keys]
         flat = [config for row in grid for config in row]
         ratios = apply_booster(self.layer_booster, [layer_features(c) for c in flat])
-        seconds = iter(exp(r) * _layer_base_s(self.layer_base, c) for c, r in zip(flat, ratios, strict=True))
+        seconds = iter(exp(r) * self.layer_base_s(c) for c, r in zip(flat, ratios, strict=True))
         return dict(zip(keys, [tuple((c.batch, next(seconds)) for c in row) for row in grid], strict=True))
+
+    def layer_base_s(self, config: LayerConfig) -> float:
+        """What the layer booster's ratio multiplies: the layer's roof where it has one, else the line."""
+        if self.layer_roof is not None:
+            return self.layer_roof.seconds(config)
+        return max(float(np.dot(self.layer_base, layer_terms(config))), _TINY_S)
 
     def features(self, table: LayerTable, batch: int, amp: bool, channels_last: bool) -> StepFeatures:
         points = self.layer_points(timed_layers(table, batch, amp))
@@ -271,11 +281,14 @@ class MachineModel(BaseModel):
         return low
 
 
-def fit_machine(machine: str, steps: Sequence[StepSample], layers: Sequence[LayerSample]) -> MachineModel:
-    """Fits every predictor of one machine, without bands (`advisor.predict.heldout.fit_with_bands`)."""
+def fit_machine(
+    machine: str, steps: Sequence[StepSample], layers: Sequence[LayerSample], *, layer_roof: bool = False
+) -> MachineModel:
+    """Fits every predictor of one machine, without bands (`advisor.predict.heldout.fit_with_bands`);
+    ``layer_roof``: the layer booster corrects the layers' roof (``fit_layers``)."""
     if not steps or not layers:
         raise NotEnoughDataError(f"machine {machine}: no step or no layer measurements to train on")
-    base = fit_layers(machine, layers).model_copy(
+    base = fit_layers(machine, layers, roof=layer_roof).model_copy(
         update={
             "memory": fit_memory(steps),
             "architectures": tuple(sorted({s.table.architecture_hash for s in steps})),
@@ -294,23 +307,20 @@ def fit_machine(machine: str, steps: Sequence[StepSample], layers: Sequence[Laye
     )
 
 
-def fit_layers(machine: str, layers: Sequence[LayerSample]) -> MachineModel:
+def fit_layers(machine: str, layers: Sequence[LayerSample], *, roof: bool = False) -> MachineModel:
     """The machine's layer times alone (``layer_seconds``), before any step is fitted on top of them: the
-    timed ops' (the sweeps of what is not compute are the roofline's, `advisor.predict.roofline`)."""
+    timed ops' (the sweeps of what is not compute are the roofline's, `advisor.predict.roofline`). The
+    booster corrects a line in FLOPs and bytes fitted to the layers, or with ``roof`` the layers' roof
+    (`advisor.predict.roofline.LayerRoof`), to which a layer larger than any benchmarked keeps its ratio."""
     layers = [s for s in layers if op_of(s.config).timed]
     if not layers:
         raise NotEnoughDataError(f"machine {machine}: no convolution or linear measured to train on")
-    layer_base = relative_least_squares([layer_terms(s.config) for s in layers], [s.seconds for s in layers])
-    layer_booster = train_booster(
-        LAYER_PARAMS,
-        LAYER_ROUNDS,
-        [layer_features(s.config) for s in layers],
-        [log(s.seconds) - log(_layer_base_s(layer_base, s.config)) for s in layers],
-    )
-    return MachineModel(
+    line = relative_least_squares([layer_terms(s.config) for s in layers], [s.seconds for s in layers])
+    model = MachineModel(
         machine=machine,
-        layer_base=(layer_base[0], layer_base[1], layer_base[2]),
-        layer_booster=layer_booster,
+        layer_base=(line[0], line[1], line[2]),
+        layer_roof=fit_roofline([(s.config, s.seconds) for s in layers]).layer_roof() if roof else None,
+        layer_booster="",
         measured_layers=tuple((s.config, s.seconds) for s in layers),
         step_base=(),
         step_booster="",
@@ -320,10 +330,9 @@ def fit_layers(machine: str, layers: Sequence[LayerSample]) -> MachineModel:
         architectures=(),
         layout=current_layout(),
     )
-
-
-def _layer_base_s(coefficients: Sequence[float], config: LayerConfig) -> float:
-    return max(float(np.dot(coefficients, layer_terms(config))), _TINY_S)
+    ratios = [log(s.seconds) - log(model.layer_base_s(s.config)) for s in layers]
+    rows = [layer_features(s.config) for s in layers]
+    return model.model_copy(update={"layer_booster": train_booster(LAYER_PARAMS, LAYER_ROUNDS, rows, ratios)})
 
 
 def _measured_curves(

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from advisor.frozen import Frozen
 from advisor.ops import Cost, op_named, op_of
 from advisor.ops.op import Family
 from advisor.ops.rates import MachineRates, fit_rates
@@ -56,10 +57,17 @@ class Roofline:
     def op_seconds(self, family: Family, cost: Cost, op: str | None = None) -> float:
         """The roofline: forward and backward's arithmetic at the family's rate, or their bytes at the
         bandwidth (``op``'s swept curve at its size where measured), whichever takes longer."""
-        flops = cost.train_flops / self.compute.get(family, max(self.compute.values()))
         moved = cost.forward_bytes + cost.backward_bytes
         swept = self.swept.bytes_seconds(moved, op)
-        return max(flops, swept if swept is not None else moved / self.bandwidth)
+        return max(
+            _compute_s(self.compute, family, cost), swept if swept is not None else moved / self.bandwidth
+        )
+
+    def layer_roof(self) -> LayerRoof:
+        """The timed layers' own roof, without the sweeps: what the layer booster corrects."""
+        return LayerRoof(
+            compute=dict(self.compute), bandwidth=self.bandwidth, fixed_s=LAUNCHES_PER_LAYER * self.launch_s
+        )
 
     @property
     def prices_launches(self) -> bool:
@@ -77,6 +85,33 @@ class Roofline:
             return swept
         bytes_ratio = _update_bytes(optimizer) / _update_bytes(_OPTIMIZER)
         return parameters * self.update_s * bytes_ratio
+
+
+class LayerRoof(Frozen):
+    """A timed layer's training step at its machine's roofs: its fixed cost, plus its arithmetic at its
+    family's rate or its bytes at the bandwidth, whichever takes longer (the rates of `fit_roofline`: what
+    the machine's fastest benchmarked layers reach). The layer booster learns each layer's time relative to
+    this, not to a line fitted through every layer: a tree is flat outside its data, so a layer far larger
+    than any benchmarked keeps the largest ones' ratio to their roof, which is near one wherever they
+    compute or stream (vgg11_bn's 25088 x 4096 linear: benchmarks/README.md, issue 51)."""
+
+    compute: dict[Family, float]
+    """FLOP/s by op family."""
+    bandwidth: float
+    """Bytes/s."""
+    fixed_s: float
+    """Seconds before any arithmetic: the fastest layer's, its three launches."""
+
+    def seconds(self, config: LayerConfig) -> float:
+        op = op_of(config)
+        cost = op.cost(config)
+        moved = cost.forward_bytes + cost.backward_bytes
+        return self.fixed_s + max(_compute_s(self.compute, op.family, cost), moved / self.bandwidth)
+
+
+def _compute_s(compute: Mapping[Family, float], family: Family, cost: Cost) -> float:
+    """Forward and backward's arithmetic at the family's rate; a family never benchmarked at the fastest."""
+    return cost.train_flops / compute.get(family, max(compute.values()))
 
 
 def _upper(values: Iterable[float], default: float) -> float:
