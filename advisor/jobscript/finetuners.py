@@ -191,9 +191,7 @@ def _unread(program: str, config: str, key: str, unread: Sequence[str]) -> str:
     """Why a config gave no model: it could not be read here (the daemon reads none), or it names none."""
     entry = next((entry for entry in unread if entry.split(" (", 1)[0] == config), None)
     if entry is not None:
-        return (
-            f"{program}'s config {entry} could not be read here: the job's model, batch and length are in it"
-        )
+        return f"{program}'s config {entry} could not be read: the job's model, batch and length are in it"
     return f"{program}'s config {config} names no {key}"
 
 

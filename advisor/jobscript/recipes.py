@@ -61,7 +61,9 @@ def recipe_flags(
 def _load(name: str, read: Read | None, recipe: Recipe) -> object:
     text = None if read is None else read(name)
     if text is None:
-        recipe.unread.append(name)
+        recipe.unread.append(
+            name if read is not None else f"{name} (the advisor's daemon reads no user's file)"
+        )
         return {}
     try:
         data = json.loads(text) if name.endswith(".json") else _yaml(text)
