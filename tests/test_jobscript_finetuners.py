@@ -14,7 +14,7 @@ import pytest
 from advisor.introspect.hub import shipped_architecture
 from advisor.jobscript.commands import CommandReading, infer_description
 from advisor.jobscript.datasets import shipped_datasets
-from advisor.jobscript.finetuners import TORCHTUNE_MODELS
+from advisor.jobscript.finetuners import TORCHTUNE_MODELS, hub_dataset
 from advisor.jobscript.launchers import program_of
 from advisor.jobscript.submission import ParsedSubmission, parse_submission
 
@@ -131,7 +131,8 @@ def test_packed_samples_of_a_corpus_with_known_tokens_are_its_tokens_over_the_le
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """wikitext-2's 2,373,632 tokens in sequences of 1,024: 2,318 a full epoch (no evaluation held out)."""
-    config = AXOLOTL.replace("tatsu-lab/alpaca", "wikitext-2-raw-v1").replace("val_set_size: 0.05", "")
+    config = AXOLOTL.replace("tatsu-lab/alpaca", "Salesforce/wikitext\n    name: wikitext-2-raw-v1")
+    config = config.replace("val_set_size: 0.05", "")
     config = config.replace("sequence_len: 2048", "sequence_len: 1024") + "sample_packing: true\n"
     described = parsed(tmp_path, "axolotl train config.yml", monkeypatch, {"config.yml": config}).description
     assert described is not None and described.dataset_size == 2373632 // 1024 == 2318
@@ -145,6 +146,24 @@ def test_a_dataset_the_table_lacks_says_why(tmp_path: Path, monkeypatch: pytest.
         'advisor does not know: add "#ADVISOR --dataset-size N" (its training samples) or set max_steps in '
         "config.yml"
     )
+
+
+@pytest.mark.parametrize(
+    ("path", "configuration", "samples"),
+    [
+        ("tatsu-lab/alpaca", None, ALPACA),
+        ("mhenrichsen/alpaca_2k_test", None, None),  # axolotl's examples' 2,000 rows, not alpaca's 52,002
+        ("yahma/alpaca-cleaned", None, None),  # torchtune's default: another set
+        ("wmt16", "ro-en", 610320),
+        ("Salesforce/wikitext", "wikitext-2-raw-v1", 36718),
+        ("ccdv/cnn_dailymail", "3.0.0", 287113),
+    ],
+)
+def test_a_hub_dataset_is_the_table_entry_its_name_is_not_one_it_contains(
+    path: str, configuration: str | None, samples: int | None
+) -> None:
+    found = hub_dataset(path, configuration, shipped_datasets())
+    assert (found.samples if found is not None else None) == samples
 
 
 def test_deepspeed_and_fsdp_named_by_the_config_and_a_file_that_cannot_be_read(

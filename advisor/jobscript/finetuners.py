@@ -78,6 +78,7 @@ _TORCHTUNE_SOURCES = {
 _TORCHTUNE_LORA = {"output_proj": "o_proj"}
 """torchtune's attention projections by the names Hugging Face's Llama, Mistral, Qwen and Gemma give them."""
 _MLP = ["gate_proj", "up_proj", "down_proj"]
+_PLAIN = str.maketrans("", "", "-_")
 _REMEDY = 'add "#ADVISOR --dataset-size N"'
 
 
@@ -240,11 +241,7 @@ def _axolotl_length(
     epochs = command.value("num-epochs", "1") or "1"
     entries = _entries(command.flags, "datasets")
     named = [entry.get("path", "") for entry in entries]
-    configured = [f"{entry.get('path')}-{entry['name']}" if entry.get("name") else None for entry in entries]
-    found = [
-        dataset_in([both, entry.get("path")], datasets)
-        for both, entry in zip(configured, entries, strict=True)
-    ]
+    found = [hub_dataset(entry.get("path", ""), entry.get("name"), datasets) for entry in entries]
     held = command.value("val-set-size") or "0"
     packed = command.true("sample-packing")
     remedy = f"or set max_steps in {config}"
@@ -271,6 +268,17 @@ def _axolotl_length(
         raise Undescribed(reason, {**values, "epochs": epochs})
     packs = _kept(sum(t or 0 for t in tokens), held) // int(values["sequence_length"])
     return {"epochs": epochs, "dataset_size": str(max(1, packs))}
+
+
+def hub_dataset(path: str, configuration: str | None, table: Mapping[str, Dataset]) -> Dataset | None:
+    """The table's dataset a hub id or folder names: its last part (with its configuration, ``wmt16-ro-en``)
+    equal to a table name, ``-``/``_`` aside, else one its configuration contains (``wikitext-2-raw-v1``); not
+    any name it contains, as `dataset_in` reads paths: ``mhenrichsen/alpaca_2k_test`` (2,000 rows) holds
+    ``alpaca`` (52,002), ``yahma/alpaca-cleaned`` is another set."""
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    words = {name.lower().translate(_PLAIN), f"{name}-{configuration}".lower().translate(_PLAIN)}
+    exact = next((found for key, found in table.items() if key.translate(_PLAIN) in words), None)
+    return exact or (dataset_in([configuration], table) if configuration else None)
 
 
 def _kept(total: int, held: str) -> int:
@@ -359,7 +367,7 @@ def _torchtune_length(
         entry.get("source") or _TORCHTUNE_SOURCES.get(entry.get("-component-", "").rsplit(".", 1)[-1], "")
         for entry in entries
     ]
-    found = [dataset_in([source], datasets) for source in sources]
+    found = [hub_dataset(source, None, datasets) for source in sources]
     packed = any(entry.get("packed", "false").lower() not in _FALSE for entry in entries)
     if sources and None not in found and not packed and epochs.isdigit():
         samples = sum(dataset.samples for dataset in found if dataset is not None)
