@@ -19,12 +19,19 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
 
 from advisor.jobscript.lexer import MAX_SCRIPT_BYTES
 from advisor.jobscript.rewrite import Submission
+from advisor.jobscript.submission import MAX_NAMED_FILE_BYTES
 from advisor.predict.calibration import Outcome, PartitionReport
 from advisor.recommend.choose import Recommendation
 from advisor.recommend.savings import Savings
+
+MAX_SENT_FILES = 8
+"""The most named files one request carries (a recipe, accelerate's, DeepSpeed's: a few)."""
+MAX_SENT_CHARACTERS = 2 * 2**20
+"""Their text in all; each is at most `MAX_NAMED_FILE_BYTES` characters, as `read_named_file` reads it."""
 
 
 class _Message(BaseModel):
@@ -50,6 +57,10 @@ class AdviseRequest(_Message):
     table: dict[str, Any] | None = None
     """The layer table of a factory model, introspected in the user's own process (the daemon imports no
     user code); the daemon validates it before use."""
+    files: dict[str, str] | None = None
+    """The files the training command names (its recipe, accelerate's, DeepSpeed's), by the name it gives
+    them, as the user's process read them (`named_files`): the daemon parses these, as data, and opens none.
+    None: not read (an older client, the cli_filter); a name missing from them could not be read there."""
     preview: bool = False
     """Answered as any request, but nothing is recorded (no audit row, no request id): `advisor web`'s
     comparisons, which submit nothing."""
@@ -62,6 +73,27 @@ class AdviseRequest(_Message):
         except ValueError:
             raise ValueError("not base64") from None
         return value
+
+    @field_validator("files")
+    @classmethod
+    def _capped(cls, files: dict[str, str] | None) -> dict[str, str] | None:
+        if files is None:
+            return None
+        if len(files) > MAX_SENT_FILES:
+            raise PydanticCustomError(
+                "files", f"{len(files)} named files: at most {MAX_SENT_FILES} are taken"
+            )
+        for name, text in files.items():
+            if len(name) > 4096 or len(text) > MAX_NAMED_FILE_BYTES:
+                raise PydanticCustomError(
+                    "files", f"a file over {MAX_NAMED_FILE_BYTES} characters, or a name over 4096"
+                )
+        total = sum(len(text) for text in files.values())
+        if total > MAX_SENT_CHARACTERS:
+            raise PydanticCustomError(
+                "files", f"named files of {total} characters: at most {MAX_SENT_CHARACTERS} are taken"
+            )
+        return files
 
     @property
     def script(self) -> bytes:

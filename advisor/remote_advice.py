@@ -1,11 +1,11 @@
 """`advisor recommend` on an install without the service's packages (a login node's base install): the
 daemon recommends, as a preview (answered like a submission, never audited), and this install shows it.
 
-The daemon reads no user's file: the script's bytes, the words and the caller's ``SBATCH_*`` variables
-travel in the request, as advise-submit sends them; a factory model is not run here (the daemon then
-advises from what the script says without its layer table, as for plain sbatch). A module of its own,
-beside `admin` (`explain`): the recommender's part does not reach for the daemon that imports it.
-"""
+The daemon reads no user's file: the script's bytes, the words, the caller's ``SBATCH_*`` variables and the
+files its training command names travel in the request, as advise-submit sends them; a factory model is not
+run here (the daemon then advises from what the script says without its layer table, as for plain sbatch). A
+module of its own, beside `admin` (`explain`): the recommender's part does not reach for the daemon that
+imports it."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from advisor.daemon.transport import DaemonRefused, DaemonUnreachable, Service, 
 from advisor.jobscript.advisor_words import split_command_line
 from advisor.jobscript.datasets import load_datasets
 from advisor.jobscript.errors import ScriptError
-from advisor.jobscript.submission import parse_submission
+from advisor.jobscript.submission import named_files, parse_submission
 from advisor.recommend.cli import report
 from advisor.settings.validated import Settings
 
@@ -38,12 +38,15 @@ def request_for(script: Path, words: Sequence[str], environ: Mapping[str, str]) 
         data = script.read_bytes()
     except OSError as exc:
         raise ScriptError(str(script), f"cannot read: {exc.strerror}") from None
+    argv = [*sbatch_options, str(script)]
+    sent = {name: value for name, value in environ.items() if name.startswith("SBATCH_")}
     return AdviseRequest.of(
         data,
         where=str(script),
-        sbatch_argv=[*sbatch_options, str(script)],
+        sbatch_argv=argv,
         description_args=description_args,
-        environ={name: value for name, value in environ.items() if name.startswith("SBATCH_")},
+        environ=sent,
+        files=named_files(data, str(script), argv, sent, description_args),
         preview=True,
     )
 

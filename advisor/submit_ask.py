@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import pwd
+import re
 from typing import Any, NamedTuple
 
 from advisor.daemon.transport import DaemonRefused, DaemonUnreachable, Service, call
@@ -20,12 +21,20 @@ from advisor.jobscript.errors import ScriptError
 from advisor.settings import CallerSettings, SettingsError, caller_settings
 from advisor.submit_guard import SbatchCall, UntrustedAdvice, UserJob, checked, sanitized
 
+_NAMES_FILES = re.compile(r"--(config|recipe|deepspeed)|\.(ya?ml|json)\b")
+"""A script whose training command may name a file to read (`advisor.jobscript.recipes`); decided on the
+standard library alone, as this runs before every submission."""
 WRAP = "--wrap"
 """A ``--wrap`` command's place in messages; its script is sbatch's own: ``#!/bin/sh`` and the command."""
 
 
 class AdvisorUnavailable(RuntimeError):
-    """Anything that keeps the advice from arriving; the job then goes to sbatch unchanged."""
+    """Anything that keeps the advice from arriving; the job then goes to sbatch unchanged. ``status``: the
+    daemon's HTTP status where it answered with an error."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class Answer(NamedTuple):
@@ -59,12 +68,34 @@ def advise(
         "description_args": description_args,
         "environ": dict(job.environ),
         "table": _table(job.script, job.where, description_args) if run_factory else None,
+        "files": _files(job, script, description_args) if run_factory else None,
         "preview": preview,
     }
-    body = json.loads(ask("POST", "/advise", json.dumps(request).encode()))
+    body = json.loads(_asked(request))
     if not isinstance(body, dict) or not isinstance(body.get("request_id"), str):
         raise ValueError("the answer carries no request id")
     return Answer(request_id=body["request_id"], submission=checked(job, body.get("submission")), body=body)
+
+
+def _files(job: UserJob, script: bytes, description_args: list[str]) -> dict[str, str] | None:
+    """The files the training command names, read here as the job will find them (the daemon reads none).
+    Only a command the user started reads them, as the user (advise-submit), never the cli_filter."""
+    if not _NAMES_FILES.search(job.script):
+        return None
+    from advisor.jobscript.submission import named_files  # the parser: not the cli_filter's fast path
+
+    return named_files(script, job.where, job.argv, job.environ, description_args)
+
+
+def _asked(request: dict[str, Any]) -> bytes:
+    """The daemon's answer; one that refuses the files (over its caps: the error names them) is asked again
+    without them, so the job is still advised, only less well."""
+    try:
+        return ask("POST", "/advise", json.dumps(request).encode())
+    except AdvisorUnavailable as error:
+        if not request["files"] or error.status not in (400, 413):
+            raise
+    return ask("POST", "/advise", json.dumps({**request, "files": None}).encode())
 
 
 def _table(text: str, where: str, description_args: list[str]) -> dict[str, Any] | None:
@@ -88,7 +119,8 @@ def ask(method: str, path: str, body: bytes | None = None) -> bytes:
     except DaemonUnreachable as error:
         raise AdvisorUnavailable(sanitized(str(error))) from error
     except DaemonRefused as error:
-        raise AdvisorUnavailable(f"the advisor could not advise this job: {sanitized(str(error))}") from error
+        why = f"the advisor could not advise this job: {sanitized(str(error))}"
+        raise AdvisorUnavailable(why, error.status) from error
 
 
 def trusted_uids(settings: CallerSettings) -> set[int]:

@@ -45,7 +45,7 @@ from advisor.jobscript.commands import CommandReading
 from advisor.jobscript.datasets import Dataset, shipped_datasets
 from advisor.jobscript.lexer import STDIN
 from advisor.jobscript.rewrite import AdviceError, Submission, apply_advice, unchanged
-from advisor.jobscript.submission import ParsedSubmission, parse_job
+from advisor.jobscript.submission import ParsedSubmission, parse_job, sent_files
 from advisor.policy.holder import PolicyHolder
 from advisor.predict.scaling import DeviceSpec
 from advisor.recommend.choose import Recommendation
@@ -242,7 +242,9 @@ class AdviceService:
             request.sbatch_argv,
             request.environ,
             request.description_args,
-            CommandReading(self.inputs.datasets),
+            CommandReading(
+                self.inputs.datasets, None if request.files is None else sent_files(request.files)
+            ),
         )
         steps = self._given_steps(parsed)
         table = None if steps is not None else _table(parsed, request)

@@ -13,9 +13,11 @@ from advisor.jobscript.commands import CommandReading, Inferred, infer_descripti
 from advisor.jobscript.datasets import Dataset, shipped_datasets
 from advisor.jobscript.errors import ScriptError
 from advisor.jobscript.lexer import STDIN, check_script
+from advisor.jobscript.recipes import Read
 from advisor.jobscript.request import JobRequest, build_request
 
-_MAX_RECIPE_BYTES = 2**20
+MAX_NAMED_FILE_BYTES = 2**20
+"""The most of a file a training command names that is read (`read_named_file`) or sent to the daemon."""
 
 
 class ParsedSubmission(BaseModel):
@@ -92,7 +94,42 @@ def read_named_file(name: str) -> str | None:
     """A file a training command names, as the user running this reads it (a megabyte at most)."""
     try:
         with Path(name).expanduser().open("rb") as file:
-            data = file.read(_MAX_RECIPE_BYTES + 1)
+            data = file.read(MAX_NAMED_FILE_BYTES + 1)
     except OSError:
         return None
-    return data.decode("utf-8", errors="replace") if len(data) <= _MAX_RECIPE_BYTES else None
+    return data.decode("utf-8", errors="replace") if len(data) <= MAX_NAMED_FILE_BYTES else None
+
+
+def named_files(
+    data: bytes,
+    where: str,
+    sbatch_argv: Sequence[str],
+    environ: Mapping[str, str],
+    description_args: Sequence[str],
+) -> dict[str, str]:
+    """The files the job's training command names, by the name it gives them, each as `read_named_file` reads
+    it here (where the job will find them): what the daemon, which reads no user's file, is sent to parse
+    (`sent_files`). None of them for a script the daemon will refuse anyway."""
+    files: dict[str, str] = {}
+
+    def read(name: str) -> str | None:
+        text = read_named_file(name)
+        if text is not None:
+            files[name] = text
+        return text
+
+    try:
+        parse_job(data, where, sbatch_argv, environ, description_args, CommandReading({}, read))
+    except ScriptError:
+        return {}
+    return files
+
+
+def sent_files(files: Mapping[str, str]) -> Read:
+    """The daemon's reader: a name the command gives is looked up in the files the request carries, and
+    only there (the file system is never asked), so the advice rests on what the user's process read."""
+
+    def read(name: str) -> str | None:
+        return files.get(name)
+
+    return read
