@@ -139,6 +139,8 @@ def _main(words: list[str]) -> int:
         return _finish(job, job.unchanged(), flags, None)  # sbatch refuses it, in its own words
     try:
         advice = advise(job, script, description_args, run_factory=True, preview=flags.dry_run)
+        if advice.files_refused is not None:
+            _say(f"note: advised without the files the job's command names ({advice.files_refused})")
         shown = _show(advice, job, flags)
         agreed = advice.submission.rewritten and not flags.no_rewrite and _agreed(flags)
     except Exception as error:  # fail-open: nothing on the advisor's side may cost the user their job

@@ -43,6 +43,8 @@ class Answer(NamedTuple):
     request_id: str
     submission: SbatchCall
     body: dict[str, Any]
+    files_refused: str | None = None
+    """Why the daemon took the job without the files its command names (over its caps), if it did."""
 
 
 def batch_flag(text: str, where: str, description_args: list[str]) -> str | None:
@@ -71,10 +73,11 @@ def advise(
         "files": _files(job, script, description_args) if run_factory else None,
         "preview": preview,
     }
-    body = json.loads(_asked(request))
+    answer, refused = _asked(request)
+    body = json.loads(answer)
     if not isinstance(body, dict) or not isinstance(body.get("request_id"), str):
         raise ValueError("the answer carries no request id")
-    return Answer(request_id=body["request_id"], submission=checked(job, body.get("submission")), body=body)
+    return Answer(body["request_id"], checked(job, body.get("submission")), body, refused)
 
 
 def _files(job: UserJob, script: bytes, description_args: list[str]) -> dict[str, str] | None:
@@ -87,15 +90,16 @@ def _files(job: UserJob, script: bytes, description_args: list[str]) -> dict[str
     return named_files(script, job.where, job.argv, job.environ, description_args)
 
 
-def _asked(request: dict[str, Any]) -> bytes:
-    """The daemon's answer; one that refuses the files (over its caps: the error names them) is asked again
-    without them, so the job is still advised, only less well."""
+def _asked(request: dict[str, Any]) -> tuple[bytes, str | None]:
+    """The daemon's answer; one that refuses the files (over its caps: the error, returned, names them) is
+    asked again without them, so the job is still advised, only less well."""
     try:
-        return ask("POST", "/advise", json.dumps(request).encode())
+        return ask("POST", "/advise", json.dumps(request).encode()), None
     except AdvisorUnavailable as error:
         if not request["files"] or error.status not in (400, 413):
             raise
-    return ask("POST", "/advise", json.dumps({**request, "files": None}).encode())
+        refused = sanitized(str(error.__cause__))  # the daemon's own words, without ask's preface
+    return ask("POST", "/advise", json.dumps({**request, "files": None}).encode()), refused
 
 
 def _table(text: str, where: str, description_args: list[str]) -> dict[str, Any] | None:

@@ -34,8 +34,11 @@ def daemon(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         server.stop()
 
 
-def _dry_run(daemon: Daemon, folder: Path, name: str, recipe: str, how: str = "--dry-run") -> dict[str, Any]:
-    """advise-submit --dry-run --json of a script whose command names ``recipe``, run where it lies."""
+def _advised(
+    daemon: Daemon, folder: Path, name: str, recipe: str, how: str = "--dry-run"
+) -> tuple[dict[str, Any], str]:
+    """advise-submit ``how`` --json of a script whose command names ``recipe``, run where it lies: its JSON
+    and what it said on stderr."""
     script = folder / f"{name}.sbatch"
     script.write_text(SCRIPT.format(name=name, recipe=recipe), encoding="utf-8")
     result = subprocess.run(
@@ -47,8 +50,7 @@ def _dry_run(daemon: Daemon, folder: Path, name: str, recipe: str, how: str = "-
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
-    shown: dict[str, Any] = json.loads(result.stdout)
-    return shown
+    return json.loads(result.stdout), result.stderr
 
 
 def _posted(daemon: Daemon, request: AdviseRequest) -> tuple[int, dict[str, Any]]:
@@ -64,10 +66,9 @@ def _posted(daemon: Daemon, request: AdviseRequest) -> tuple[int, dict[str, Any]
 def test_a_recipe_the_command_names_is_read_by_the_user_and_described_by_the_daemon(
     daemon: Daemon, tmp_path: Path
 ) -> None:
-    """Before, the daemon said ``recipe.yaml (the advisor's daemon reads no user's file) could not be read``
-    and advised nothing."""
+    """Before, the daemon read no recipe: 'no #ADVISOR job description: nothing to predict'."""
     (tmp_path / "recipe.yaml").write_text(RECIPE, encoding="utf-8")
-    recommendation = _dry_run(daemon, tmp_path, "sft", "recipe.yaml")["advice"]["recommendation"]
+    recommendation = _advised(daemon, tmp_path, "sft", "recipe.yaml")[0]["advice"]["recommendation"]
     assert not any("recipe.yaml" in reason for reason in recommendation["reasons"]), recommendation["reasons"]
     batch = recommendation["baseline"]["candidate"]
     assert (batch["global_batch"], batch["micro_batch"], batch["accumulation"]) == (32, 4, 8)
@@ -83,11 +84,16 @@ def test_files_over_the_caps_are_left_out_and_the_job_still_goes_in_once(
     for name in ["recipe.yaml", *extra]:
         (tmp_path / name).write_text(RECIPE, encoding="utf-8")
     for name, recipe in (("big", "big.yaml"), ("many", " ".join(["recipe.yaml", *extra]))):
-        shown = _dry_run(daemon, tmp_path, name, recipe, "--yes")
+        shown, said = _advised(daemon, tmp_path, name, recipe, "--yes")
         assert shown["advice"]["request_id"], "advised"
         assert shown["advice"]["recommendation"]["candidates"] == [], "described by no file"
         assert shown["stdout"].startswith("Submitted batch job"), shown
         assert jobs_named(local_slurm, name) == ["t4"], "submitted once, as written"
+        refused = (
+            "advise-submit: note: advised without the files the job's command names (malformed request: "
+            f"files: {MAX_SENT_FILES + 1} named files: at most {MAX_SENT_FILES} are taken)"
+        )
+        assert (refused in said.splitlines()) == (name == "many"), said
 
 
 def test_the_daemon_reads_the_files_sent_and_never_the_file_system(daemon: Daemon, tmp_path: Path) -> None:
