@@ -14,6 +14,7 @@ import pytest
 from advisor.api import MAX_SENT_FILES, AdviseRequest
 from advisor.daemon.transport import UnixHTTPConnection
 from advisor.jobscript.submission import MAX_NAMED_FILE_BYTES, sent_files
+from advisor.remote_advice import request_for
 from advisor.sandbox.cluster import Sandbox
 from advisor.slurm.client import SlurmClient
 
@@ -120,3 +121,15 @@ def test_the_daemons_reader_looks_names_up_in_what_was_sent_only(tmp_path: Path)
     assert read("recipe.yaml") == "sent"
     assert read(str(on_disk)) is None, "a file on disk that was not sent is not read"
     assert read(str(on_disk.with_name("other.yaml"))) == "other"
+
+
+def test_advisor_recommend_on_a_base_install_sends_the_files_as_advise_submit_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "recipe.yaml").write_text(RECIPE, encoding="utf-8")
+    script = tmp_path / "sft.sbatch"
+    script.write_text(SCRIPT.format(name="sft", recipe="recipe.yaml absent.yaml"), encoding="utf-8")
+    request = request_for(script, [], {"SBATCH_ACCOUNT": "lab", "HOME": "/root"})
+    assert request.files == {"recipe.yaml": RECIPE}, "read where the user runs it; one that is not, not sent"
+    assert request.environ == {"SBATCH_ACCOUNT": "lab"}
