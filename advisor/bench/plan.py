@@ -7,8 +7,7 @@ every prediction uses, in about a minute on a CPU and seconds on a GPU), then ea
 then the rest of the batch grid, then each setting (AMP, channels_last, pinned host memory) in turn, each
 new setting crossed with those before it, the layer grid, and last the batch grid again where the grid
 asks for more than one pass of it. Durations come from introspected FLOPs and an assumed throughput per
-device kind: rough, but enough to cut a plan to a budget.
-"""
+device kind: rough, but enough to cut a plan to a budget."""
 
 from __future__ import annotations
 
@@ -154,8 +153,7 @@ class Grid:
     sweeps: Sweeps = NO_SWEEPS
     """What is not compute (`advisor.bench.sweeps`): measured right after the coarse grid."""
     step_passes: int = 1
-    """Times the grid's steps are measured; the later passes last, each in its own order (one slow minute
-    shifts no batch size whole)."""
+    """Times the grid's steps are measured; later passes last, each in an order of its own."""
 
 
 def quick_plan(tables: TableSource, device: DeviceProfile | None = None) -> Plan:
