@@ -76,13 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=ROOT / "etc" / "replay-policy.toml",
         help="the admin policy arm C and the oracle decide under (default: etc/replay-policy.toml)",
     )
-    parser.add_argument(
-        "--compression",
-        type=float,
-        default=200.0,
-        help="workload seconds per real second (200: at 400, where Slurm's one-second records fall moved the "
-        "twin's gap by up to 30 points; benchmarks/README.md)",
-    )
+    parser.add_argument("--compression", type=float, default=400.0, help="workload seconds per real second")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--base-port", type=int, default=19000, help="the real sandboxes' first port")
     parser.add_argument("--out", type=Path, default=Path("replay-report"))
