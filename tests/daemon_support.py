@@ -72,8 +72,10 @@ class Daemon:
             connection.close()
 
     def stop(self, how: int = signal.SIGTERM) -> int:
+        """Its exit status; a daemon that has already ended (a test stopped it) is not signalled again."""
         assert self.process is not None
-        self.process.send_signal(how)
+        if self.process.poll() is None:
+            self.process.send_signal(how)
         return self.process.wait(timeout=30)
 
 

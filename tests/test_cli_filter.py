@@ -25,8 +25,7 @@ from .fake_daemon import Script, serving
 def daemon(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     server = started_daemon(sandbox, tmp_path_factory.mktemp("filter-daemon"))
     yield server
-    if server.process is not None and server.process.poll() is None:
-        server.stop()
+    server.stop()
 
 
 def _filtered_conf(sandbox: Sandbox, folder: Path, helper: Path | None = None, timeout_s: float = 20) -> Path:

@@ -31,8 +31,7 @@ from .daemon_support import BIN, SCRIPT, Daemon, jobs_named, libraries_loaded, s
 def daemon(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     server = started_daemon(sandbox, tmp_path_factory.mktemp("daemon"))
     yield server
-    if server.process is not None and server.process.poll() is None:
-        server.stop()
+    server.stop()
 
 
 def test_an_advised_job_is_rewritten_submitted_once_and_explained(

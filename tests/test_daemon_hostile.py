@@ -50,8 +50,7 @@ SLACK = 48 * MIB
 def daemon(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     server = serving_the_cluster(sandbox, tmp_path_factory.mktemp("hostile"), "--connection-deadline", "10")
     yield server
-    if server.process is not None and server.process.poll() is None:
-        server.stop()
+    server.stop()
     assert "Traceback" not in (server.root / "daemon.log").read_text(), "no caller makes the daemon log one"
 
 

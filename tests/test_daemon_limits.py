@@ -35,8 +35,7 @@ def daemon(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     limits = ["--max-connections-per-user", str(PER_USER), "--connection-deadline", str(DEADLINE_S)]
     server = started_daemon(sandbox, tmp_path_factory.mktemp("strict"), *limits, "--workers", "2")
     yield server
-    if server.process is not None and server.process.poll() is None:
-        server.stop()
+    server.stop()
     assert "Traceback" not in (server.root / "daemon.log").read_text(), "no caller makes the daemon log one"
 
 

@@ -28,8 +28,7 @@ def daemon(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     )
     server.env["METRICS_PORT"] = str(port)
     yield server
-    if server.process is not None and server.process.poll() is None:
-        server.stop()
+    server.stop()
 
 
 def scrape(daemon: Daemon, path: str) -> tuple[int, str, bytes]:

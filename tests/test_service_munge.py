@@ -36,8 +36,7 @@ from .fake_daemon import Script, serving_tcp
 def daemon(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     server = serving_the_cluster(sandbox, tmp_path_factory.mktemp("service"))
     yield server
-    if server.process is not None and server.process.poll() is None:
-        server.stop()
+    server.stop()
 
 
 def login_host_env(daemon: Daemon) -> dict[str, str]:

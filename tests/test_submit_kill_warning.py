@@ -31,8 +31,7 @@ WARNED = re.compile(rf"as submitted, likely killed at 00:01:00: p90 run {SPAN}")
 def daemon(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     server = started_daemon(sandbox, tmp_path_factory.mktemp("kill-daemon"))
     yield server
-    if server.process is not None and server.process.poll() is None:
-        server.stop()
+    server.stop()
 
 
 def short(tmp_path: Path, name: str) -> Path:

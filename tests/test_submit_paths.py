@@ -29,8 +29,7 @@ WRAP = "python train.py --model resnet18 --batch-size 64 --epochs 1 --data-path 
 def daemon(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     server = started_daemon(sandbox, tmp_path_factory.mktemp("paths-daemon"))
     yield server
-    if server.process is not None and server.process.poll() is None:
-        server.stop()
+    server.stop()
 
 
 def _audited(daemon: Daemon) -> int:

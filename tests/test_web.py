@@ -172,8 +172,7 @@ def test_a_factory_that_fails_is_a_message_next_to_the_model_and_the_daemon_is_n
 def daemon(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     server = started_daemon(sandbox, tmp_path_factory.mktemp("web-daemon"))
     yield server
-    if server.process is not None and server.process.poll() is None:
-        server.stop()
+    server.stop()
 
 
 @pytest.mark.slurm
