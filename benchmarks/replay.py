@@ -90,8 +90,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--keep",
         type=Path,
         metavar="DIR",
-        help="keep each real run's sandboxes (their slurmctld logs and slurm.conf) in DIR/WORKLOAD/ARM, a "
-        "new folder, for `python -m benchmarks.harness.twin_nodes` (default: a temporary folder)",
+        help="keep each real run's sandboxes (their slurmctld logs, with each backfill pass's plan, and "
+        "slurm.conf) in DIR/WORKLOAD/ARM, a new folder, for `python -m benchmarks.harness.twin_nodes` and "
+        "`backfill_log` (default: a temporary folder)",
     )
     parser.add_argument(
         "--philly",

@@ -130,6 +130,12 @@ def test_each_job_runs_its_true_time_after_arrival_and_a_killed_one_is_rerun(
         assert outcome.start_s >= outcome.arrival_s - COMPRESSION
         assert outcome.submitted_s is not None
         assert outcome.arrival_s - COMPRESSION <= outcome.submitted_s <= outcome.start_s + COMPRESSION
+        # The harness's own sbatch times: after the arrival, and Slurm's second (its middle) holds the
+        # moment between them when the controller accepted the job.
+        assert outcome.sbatch_s is not None
+        sent, answered = outcome.sbatch_s
+        assert outcome.arrival_s <= sent <= answered
+        assert sent - COMPRESSION / 2 <= outcome.submitted_s <= answered + COMPRESSION / 2
         delay = outcome.submitted_s - outcome.arrival_s
         if outcome.name == "short":
             assert delay >= (SLOW_DECISION_S - 1) * COMPRESSION

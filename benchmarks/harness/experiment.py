@@ -165,9 +165,16 @@ def as_decided(outcomes: Sequence[ReplayOutcome]) -> Arm:
     return decide
 
 
+def submitted_at(outcome: ReplayOutcome) -> float | None:
+    """When a real run's job reached Slurm, as the twin submits it: when its sbatch returned (timed by the
+    harness to the millisecond; the controller's log puts the acceptance a few milliseconds before), else
+    Slurm's own whole second (`ReplayOutcome.submitted_s`)."""
+    return outcome.submitted_s if outcome.sbatch_s is None else outcome.sbatch_s[1]
+
+
 def _submitted(real: dict[ArmName, list[ReplayOutcome]]) -> dict[ArmName, dict[str, float]]:
     return {
-        name: {o.name: o.submitted_s for o in outcomes if o.submitted_s is not None}
+        name: {o.name: when for o in outcomes if (when := submitted_at(o)) is not None}
         for name, outcomes in real.items()
     }
 

@@ -117,6 +117,10 @@ class ReplayOutcome(_ReplayFrozen):
     submitted_s: float | None = None
     """When the first attempt reached the scheduler, where a real run's decision took time; None: at its
     arrival (the simulator decides in no time)."""
+    sbatch_s: tuple[float, float] | None = None
+    """A real run's first attempt: when the harness ran its sbatch and when sbatch returned, on the run's
+    own clock to the millisecond (Slurm accepted it in between; ``submitted_s`` is Slurm's whole second);
+    None in the simulator and in runs recorded before the harness timed it."""
     job_id: int | None = None
     """A real run's Slurm job id of the first attempt: the order of submissions within one real second,
     which is their priority; None in the simulator."""

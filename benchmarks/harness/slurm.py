@@ -104,6 +104,8 @@ class ReplaySubmission:
     job_id: int
     rerun_of: int | None
     """The first run's job id, for a rerun."""
+    sbatch_s: tuple[float, float]
+    """When sbatch was run and when it returned, in workload seconds on the replay's own clock."""
 
     @property
     def timed_out(self) -> bool:
@@ -140,6 +142,8 @@ class SlurmReplay:
         self._submissions: list[ReplaySubmission] = []
         self._live: dict[int, ReplaySubmission] = {}
         self._lock = threading.Lock()
+        self._clock = time.monotonic()
+        """The real clock (monotonic) at workload second 0, set when ``run`` starts."""
 
     def run(self, jobs: Sequence[Job]) -> list[ReplayOutcome]:
         """Submit each job once decided, deciding from its compressed arrival time on; rerun the timed-out
@@ -147,6 +151,7 @@ class SlurmReplay:
         self._scripts.mkdir(parents=True, exist_ok=True)
         arrivals = sorted(jobs, key=lambda job: job.arrival.time_s)
         started, clock = datetime.now(UTC), time.monotonic()
+        self._clock = clock
         deciding: list[Future[None]] = []
         with ThreadPoolExecutor(max_workers=DECIDERS, thread_name_prefix=self._arm_name) as deciders:
             while arrivals or deciding or self._live:
@@ -183,13 +188,19 @@ class SlurmReplay:
                 "--output=/dev/null",
                 *sbatch_options(job_request(query, self._compression)),
             ]
+            sent_s = self._workload_now()
             job_id = self._client.submit(None, options, script_path=str(script), parsable=True).job_id
-            submission = ReplaySubmission(job, decision, true_run_s, limit_s, job_id, rerun_of)
+            sbatch_s = (sent_s, self._workload_now())
+            submission = ReplaySubmission(job, decision, true_run_s, limit_s, job_id, rerun_of, sbatch_s)
             self._submissions.append(submission)
             self._live[job_id] = submission
             if decision.predicted_run_s is not None:
                 self._predicted_run_s[job_id] = decision.predicted_run_s
         return job_id
+
+    def _workload_now(self) -> float:
+        """Now on the workload's clock, to the millisecond (Slurm's records have whole seconds)."""
+        return (time.monotonic() - self._clock) * self._compression
 
     def _handle_ended(self) -> None:
         """Forget jobs that left the queue; a first run that hit its limit is rerun under the user's limit."""
@@ -267,6 +278,7 @@ def outcome(
         timed_out=first.timed_out,
         killed_start_s=simulated(first_record.start_time) if rerun else None,
         submitted_s=simulated(first_record.submit_time),
+        sbatch_s=first.sbatch_s,
         job_id=first.job_id,
         real_zero_s=started.timestamp() - 0.5,
     )
@@ -289,6 +301,7 @@ def run_on_slurm(
     sandbox = Sandbox(replay_spec(inventory, base_port), root)
     sandbox.up(timeout_s=300)
     try:
+        trace_backfill(sandbox)
         if isinstance(arm, AdvisorDaemon):
             arm.start(sandbox, root / "daemon")
             replay = SlurmReplay(sandbox, arm.decide, arm_name, truth, compression, linked=arm.submitted)
@@ -300,6 +313,16 @@ def run_on_slurm(
             arm.stop()
         if not keep_up:
             sandbox.down()
+
+
+def trace_backfill(sandbox: Sandbox) -> None:
+    """Each backfill pass logs its plan (the planned start and nodes of every job it tests) in the
+    sandbox's slurmctld log, where `backfill_log` and `twin_nodes` read a run that ``replay --keep`` kept;
+    logging only, the scheduling is unchanged."""
+    argv = ["scontrol", "setdebugflags", "+Backfill"]
+    result = sandbox.runner.run(argv, timeout=15)
+    if result.returncode != 0:
+        raise ReplayError(f"{' '.join(argv)} failed: {result.stderr.strip()}")
 
 
 def run_arms_on_slurm(

@@ -1,10 +1,11 @@
-"""How far the twin's agreement moves with its inputs' resolution alone.
+"""How far the twin's agreement moves with where a submission falls inside its real second.
 
-A real run knows each submission to the whole second (sacct), and `ReplayOutcome.submitted_s` is that
-second's middle: at compression 400, anywhere within 200 workload seconds of the truth. The twin
-replays each job from there, and at this compression a few hundred seconds can reorder a partition's
-queue. Replaying the twin with each submission moved within its second shows the spread of gaps that
-its inputs cannot tell apart (benchmarks/README.md: arm C's gap spanned up to 30 points so).
+Slurm records each submission to the whole second (sacct's `ReplayOutcome.submitted_s`, that second's
+middle): at compression 400, anywhere within 200 workload seconds of the truth. The harness now times its
+own sbatch calls to the millisecond (`ReplayOutcome.sbatch_s`), which the twin takes where recorded; the
+run's other sub-second timings (launch and reaping, completing nodes, when backfill passes fall) it cannot
+know. Replaying the twin with each submission moved within a real second shows how much such timings
+move its agreement (benchmarks/README.md: arm C's gap spanned up to 30 points so).
 """
 
 from __future__ import annotations
@@ -25,19 +26,22 @@ def jittered(
     """The real run with each submission moved by a uniform draw within half a real second either way
     (``compression`` workload seconds a real one), never before its arrival."""
     draw, half = random.Random(seed), compression / 2  # noqa: S311 (where a submission lands, not a secret)
-    moved = {}
-    for arm, outcomes in real.items():
-        moved[arm] = [
-            outcome
-            if outcome.submitted_s is None
-            else outcome.model_copy(
-                update={
-                    "submitted_s": max(outcome.arrival_s, outcome.submitted_s + draw.uniform(-half, half))
-                }
-            )
-            for outcome in outcomes
-        ]
-    return moved
+    return {
+        arm: [_moved(outcome, draw.uniform(-half, half)) for outcome in outcomes]
+        for arm, outcomes in real.items()
+    }
+
+
+def _moved(outcome: ReplayOutcome, by_s: float) -> ReplayOutcome:
+    """The outcome with its submission (Slurm's second, and the harness's sbatch times where recorded)
+    ``by_s`` later, never before its arrival."""
+    if outcome.submitted_s is None:
+        return outcome
+    update: dict[str, object] = {"submitted_s": max(outcome.arrival_s, outcome.submitted_s + by_s)}
+    if outcome.sbatch_s is not None:
+        sent, answered = (max(outcome.arrival_s, when + by_s) for when in outcome.sbatch_s)
+        update["sbatch_s"] = (sent, answered)
+    return outcome.model_copy(update=update)
 
 
 def jitter_gaps(
