@@ -125,10 +125,12 @@ def _arm(
         for batch in args.batches
     }
     counts = ", ".join(f"{batch} x{len(found)}" for batch, found in sorted(ratios.items()))
+    runs = _by_run(db.with_suffix(".jsonl"))
     line = (
         f"{_name(reference)} {arm}: {summary['measured']} measured in {summary['elapsed_s']:.0f} s of "
-        f"{args.budget_minutes * 60:.0f}; whole steps at {counts}; the machine's pace its predictor trained "
-        f"with: {_pace(db) / _pace(args.zoo):.2f}x the zoo's"
+        f"{args.budget_minutes * 60:.0f} in {len(runs)} process(es); whole steps at {counts}; each "
+        f"process's median step ms: {_run_medians(runs, _pace(args.zoo))}; the machine's pace its "
+        f"predictor trained with: {_pace(db) / _pace(args.zoo):.2f}x the zoo's"
     )
     return ratios, predicted, line
 
@@ -141,8 +143,9 @@ def _truth_run(args: argparse.Namespace, layer_table: LayerTable, run: int) -> R
     )
     # Estimated at nothing: the run measures until its budget is spent instead of skipping a step whose
     # rough estimate (15 times a step's time here) exceeds what is left.
+    # In one process: a truth run is one fresh process by design.
     steps = tuple(
-        entry.model_copy(update={"item": entry.item.model_copy(update={"estimate_s": 0.0})})
+        entry.model_copy(update={"item": entry.item.model_copy(update={"estimate_s": 0.0}), "process": 1})
         for entry in plan.items
         if entry.part is not SightPart.LAYERS
     )
@@ -180,6 +183,25 @@ def _ratios(results: Path) -> Ratios:
         if isinstance(step, StepMeasurement) and step.fits and step.pace_ratio:
             ratios.setdefault(step.config.batch, []).append(step.pace_ratio)
     return ratios
+
+
+def _by_run(results: Path) -> dict[str, Ratios]:
+    """Each run's (process's) paced step ratios by batch."""
+    runs: dict[str, Ratios] = {}
+    for line in read_jsonl(results):
+        step = line.measurement
+        if isinstance(step, StepMeasurement) and step.fits and step.pace_ratio:
+            runs.setdefault(line.run_id, {}).setdefault(step.config.batch, []).append(step.pace_ratio)
+    return runs
+
+
+def _run_medians(runs: dict[str, Ratios], pace: float) -> str:
+    """Each run's median step at each batch, in ms: how far the processes lie apart."""
+    batches = sorted({batch for ratios in runs.values() for batch in ratios})
+    return ", ".join(
+        f"{batch}: " + " / ".join(_ms(ratios.get(batch), pace) for ratios in runs.values())
+        for batch in batches
+    )
 
 
 def _ms(ratios: list[float] | None, pace: float) -> str:

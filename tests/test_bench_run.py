@@ -23,6 +23,7 @@ from advisor.bench.sweeps import swept
 from advisor.records import LayerConfig, ResultLine, StepConfig
 
 from .bench_support import CPU, TINY, one_thread  # noqa: F401 (an autouse fixture)
+from .test_bench_neighbours import linear
 
 
 def _plan(*batches: int, estimate_s: float = 1.0) -> Plan:
@@ -33,7 +34,7 @@ def _plan(*batches: int, estimate_s: float = 1.0) -> Plan:
     return Plan(items=items, steps=2, warmup=0, repeats=2)
 
 
-def test_each_result_reaches_the_sink_at_once() -> None:
+def test_each_result_reaches_the_sink_with_its_run_partition_and_date() -> None:
     lines: list[ResultLine] = []
     events: list[Event] = []
     when = datetime(2026, 12, 1, 3, tzinfo=UTC)
@@ -155,7 +156,7 @@ def test_an_architecture_is_measured_by_its_own_layers_and_whole_steps_until_the
     assert cli(words) == 0
     run = json.loads(capsys.readouterr().out)["run"]
     assert run["elapsed_s"] >= 0.8 * 15, "the budget is spent (the steps are planned again and again)"
-    assert run["measured"] + run["skipped_budget"] == run["planned"]
+    assert run["measured"] + run["skipped_budget"] == run["planned"], run
     store = Store.open(db)
     table = introspect(reference, (3, 16, 16), {}, allow_factories=True)
     steps, layers = store.step_rows(), store.layer_rows()
@@ -178,13 +179,22 @@ def test_bench_plan_shows_what_a_first_sight_of_an_architecture_measures(
     shown = json.loads(capsys.readouterr().out)
     rows = {row["part"]: row for row in shown["rows"]}
     assert list(rows) == ["whole steps", "layers", "whole steps again"]
+    assert {row["process"] for row in shown["rows"]} == {1}, "a minute: too short for three processes"
     assert rows["whole steps"]["batches"] == [2, 32, 8, 4, 16]
     assert shown["budget_s"] == 60 and shown["measurements"] == sum(row["items"] for row in rows.values())
+    assert cli([*words, "--micro-batches", "2-32", "--budget-minutes", "3", "--json"]) == 0
+    parts = [(row["process"], row["part"]) for row in json.loads(capsys.readouterr().out)["rows"]]
+    first = [(1, "whole steps"), (1, "layers"), (1, "whole steps again")]
+    assert parts == [*first, (2, "whole steps again"), (3, "whole steps again")]
     assert cli([*words, "--layers-only", "--json"]) == 0
     assert [row["part"] for row in json.loads(capsys.readouterr().out)["rows"]] == ["layers"]
     assert cli([*words, "--budget-minutes", "3"]) == 0
     said = " ".join(capsys.readouterr().out.split())
-    assert "(the steps again: each pass in an order of its own) until the 00:03:00 budget is spent" in said
+    assert "│ 3 │ whole steps again │" in said
+    assert (
+        "(the steps again: each pass in an order of its own) in 3 fresh processes, one after another, each "
+        "the budget left over the processes left, until the 00:03:00 budget is spent"
+    ) in said
     assert cli([*words, "--layers-only"]) == 0
     assert "steps again" not in " ".join(capsys.readouterr().out.split()), "layers only: no passes"
     with pytest.raises(SystemExit):
@@ -244,3 +254,20 @@ def test_a_zoo_transformers_item_is_described_by_its_tokens_and_an_images_by_its
     assert describe_item(step("tiny_gpt2", 128)) == "tiny_gpt2 128 tokens batch 4"
     assert describe_item(step("resnet18", 32)) == "resnet18 32px batch 4"
     assert describe_item(step("vgg5x5", 64)) == "vgg5x5 64px batch 4"  # not in the zoo: first sight's
+
+
+def test_a_plan_in_processes_measures_each_part_in_a_fresh_process_of_its_own_run() -> None:
+    """A first sight's parts (`Plan.processes`): each a child ``advisor.bench.job`` with its share of the
+    budget, its results and events relayed here, numbered in the whole plan, each part a run of its own."""
+    items = tuple(PlanItem(phase=Phase.LAYERS, config=linear(w), estimate_s=0.1) for w in (8, 16, 24))
+    plan = Plan(items=items, steps=2, warmup=0, repeats=2, processes=(1,))
+    lines: list[ResultLine] = []
+    events: list[Event] = []
+    summary = run_plan(plan, RunOn(CPU, "p"), budget_s=300, sink=lines.append, progress=events.append)
+    assert (summary.planned, summary.measured) == (3, 3)
+    assert [(e.index, e.total, e.status) for e in events] == [(i, 3, "measured") for i in (1, 2, 3)]
+    assert [line.measurement.config for line in lines] == [item.config for item in items]
+    runs = [line.run_id for line in lines]
+    assert runs[0] != runs[1] == runs[2], "part 1 (one item), part 2 (two): a run each"
+    assert summary.run_id.split(",") == [runs[0], runs[1]]
+    assert {line.fingerprint.partition for line in lines} == {"p"}

@@ -112,6 +112,10 @@ class Tonight(BaseModel):
     learn_estimates: bool = False
     """A first sight's: its budget is minutes and the assumed speeds overstate its steps many times, so the
     run judges what is left by how long its items took (`run_plan`); a night keeps to the estimates."""
+    processes: tuple[int, ...] = ()
+    """Where each fresh process after the first begins, by entry index: a first sight's passes in
+    processes of their own, so that one process's offset is one of several (`run_plan`); a night runs in
+    one."""
 
     @property
     def estimate_s(self) -> float:
@@ -125,6 +129,7 @@ class Tonight(BaseModel):
             warmup=self.warmup,
             repeats=self.repeats,
             learn_estimates=self.learn_estimates,
+            processes=self.processes,
         )
 
 

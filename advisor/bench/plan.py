@@ -113,6 +113,8 @@ class Plan(BaseModel):
     """Timed repetitions of each layer micro-benchmark."""
     learn_estimates: bool = False
     """The run judges what is left by how long its items took against their estimates (`run_plan`)."""
+    processes: tuple[int, ...] = ()
+    """Where each fresh process after the first begins, by item index: a first sight's (`run_plan`)."""
 
     @property
     def estimate_s(self) -> float:
@@ -353,10 +355,8 @@ def _layers(
         for config, layer in layers.items():
             at = config.model_copy(update={"batch": batch, "amp": amp, "cudnn_benchmark": benchmark})
             costs = layer.at_batch(batch)
-            # Inputs, outputs and their gradients live at once.
-            too_big = device.memory_bytes is not None and 2 * (costs.bytes_read + costs.bytes_written) > (
-                device.memory_bytes
-            )
+            moved = 2 * (costs.bytes_read + costs.bytes_written)  # inputs, outputs, their gradients at once
+            too_big = device.memory_bytes is not None and moved > device.memory_bytes
             # The layer grid leaves out what the layers phase measured.
             first = batch == grid.layer_batches[0] and not amp and benchmark
             if too_big or (phase is Phase.LAYER_GRID and first):

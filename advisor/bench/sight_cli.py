@@ -141,11 +141,11 @@ def sight_json(plan: SightPlan) -> str:
 
 def show_sight(console: Console, plan: SightPlan) -> None:
     table = Table(title=f"first sight of {plan.reference}", title_justify="left")
-    for column in ("part", "items", "batches, in order", "estimate"):
+    for column in ("process", "part", "items", "batches, in order", "estimate"):
         table.add_column(column)
     for row in plan.rows():
         batches = ", ".join(map(str, row.batches))
-        table.add_row(row.part, str(row.items), batches, readable.duration(row.estimate_s))
+        table.add_row(str(row.process), row.part, str(row.items), batches, readable.duration(row.estimate_s))
     terminal.show(table, console)
     console.print(said_sight(plan), highlight=False)
 
@@ -154,7 +154,14 @@ def said_sight(plan: SightPlan) -> str:
     """How a first sight's plan and its budget meet: the run, not the estimate, decides where it stops."""
     again = any(entry.part is SightPart.AGAIN for entry in plan.items)
     passes = " (the steps again: each pass in an order of its own)" if again else ""
+    processes = len(plan.processes) + 1
+    within = (
+        f"in {processes} fresh processes, one after another, each the budget left over the processes left, "
+        if processes > 1
+        else ""
+    )
     return (
         f"{len(plan.items)} measurements, estimated {readable.duration(plan.estimate_s)} in all by assumed "
-        f"speeds; measured in this order{passes} until the {readable.duration(plan.budget_s)} budget is spent"
+        f"speeds; measured in this order{passes} {within}until the {readable.duration(plan.budget_s)} budget "
+        "is spent"
     )

@@ -6,7 +6,10 @@ across that range (its ends first, then the batches between them), then each dis
 batches (and at the grid's layer batches inside the range, where a kernel switches), then the whole steps
 again, pass after pass, each pass in a seeded order of its own (as the nightly grid's second step pass):
 every pass builds each step afresh, and in another order each batch's instance follows other steps and
-meets the CPU's slow minutes at another place. The passes outnumber what the assumed device speeds say
+meets the CPU's slow minutes at another place. The passes run in `PROCESSES` fresh processes, a share of
+the budget each (the first pass and the layers in the first): instances built in one process share its
+offset (two fresh processes timed one step up to 40% apart on this CPU), so one process's is one of
+several, and training takes each run's level apart. The passes outnumber what the assumed device speeds say
 the budget holds: those speeds are rough (on a shared CPU they overstate a small step many times), and
 the run, which stops at its real budget, is what cuts the plan; each pass is one more sample of a step
 whose time on a shared CPU drifts between runs. Pure: no torch, no clock.
@@ -33,10 +36,15 @@ smallest micro-batch first sight measures is the smallest global batch over this
 DEFAULT_RANGE = (1, 64)
 """Micro-batches measured where no job says which: the grid's coarse batches a device holds."""
 OVERPLAN = 30.0
-"""Passes are planned until their estimates reach this many budgets; the run stops at its budget. On this
-shared CPU the assumed speeds overstate a first sight's items about 15 times: at 10, a dilated CNN's plan
-ran out after 120 s of its 180 (benchmarks/README.md)."""
+"""Passes are planned until each process's estimates reach this many times its share of the budget; the
+run stops at its budget. On this shared CPU the assumed speeds overstate a first sight's items about 15
+times: at 10, a dilated CNN's plan ran out after 120 s of its 180 (benchmarks/README.md)."""
 _MOST_PASSES = 50
+PROCESSES = 3
+"""Fresh processes a first sight's passes run in, each a share of the budget (`run_plan`)."""
+LEAST_SHARE_S = 30.0
+"""A budget shorter than `PROCESSES` times this runs in one process: starting one (imports, the pace step,
+the model's first build) took 3-5 s on this CPU."""
 
 
 class SightPart(StrEnum):
@@ -50,6 +58,8 @@ class SightItem(BaseModel):
 
     part: SightPart
     item: PlanItem
+    process: int = Field(default=1, ge=1)
+    """The fresh process it is measured in, from 1."""
 
 
 class SightRow(BaseModel):
@@ -57,6 +67,7 @@ class SightRow(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    process: int
     part: SightPart
     items: int
     batches: tuple[int, ...]
@@ -95,22 +106,30 @@ class SightPlan(BaseModel):
             warmup=self.warmup,
             repeats=self.repeats,
             learn_estimates=True,
+            processes=self.processes,
         )
 
+    @property
+    def processes(self) -> tuple[int, ...]:
+        """Where each process after the first begins, by item index."""
+        pairs = zip(self.items, self.items[1:], strict=False)
+        return tuple(index for index, (a, b) in enumerate(pairs, start=1) if a.process != b.process)
+
     def rows(self) -> list[SightRow]:
-        """Each part in the order it is measured, with its batches in that order (the passes again: in
-        their first pass's order, each later pass in its own)."""
-        parts: dict[SightPart, list[PlanItem]] = {}
+        """Each process's parts in the order they are measured, with their batches in that order (the
+        passes again: in their first pass's order, each later pass in its own)."""
+        parts: dict[tuple[int, SightPart], list[PlanItem]] = {}
         for entry in self.items:
-            parts.setdefault(entry.part, []).append(entry.item)
+            parts.setdefault((entry.process, entry.part), []).append(entry.item)
         return [
             SightRow(
+                process=process,
                 part=part,
                 items=len(items),
                 batches=tuple(dict.fromkeys(item.config.batch for item in items)),
                 estimate_s=sum(item.estimate_s for item in items),
             )
-            for part, items in parts.items()
+            for (process, part), items in parts.items()
         ]
 
 
@@ -159,8 +178,9 @@ def sight_plan(
 ) -> SightPlan:
     """Whole steps at ``batches`` in their order (with ``steps``, where a step can build the model), the
     distinct layers at those batches and the grid's layer batches between them, then the steps again, each
-    pass in a seeded order of its own, until the estimates reach `OVERPLAN` budgets (a layer's
-    micro-benchmark repeats within itself)."""
+    pass in a seeded order of its own: in each of `PROCESSES` processes (the first pass and the layers in
+    the first; one where the budget is short of `LEAST_SHARE_S` each) until its estimates reach `OVERPLAN`
+    times its share of the budget (a layer's micro-benchmark repeats within itself)."""
     if not batches:
         raise ValueError("a first sight needs at least one batch")
     planned = _steps(grid, device, table, batches) if steps else []
@@ -168,14 +188,7 @@ def sight_plan(
     layer_batches = _layer_batches(grid, batches)
     layers = architecture_layers(replace(grid, layer_batches=layer_batches), device, table)
     items += [SightItem(part=SightPart.LAYERS, item=item) for item in layers]
-    estimate = sum(entry.item.estimate_s for entry in items)
-    each = sum(item.estimate_s for item in planned)
-    for again in range(1, _MOST_PASSES + 1 if planned else 1):
-        if estimate >= OVERPLAN * budget_s:
-            break
-        order = Random(again).sample(planned, len(planned))  # noqa: S311 (an order, not a secret)
-        items += [SightItem(part=SightPart.AGAIN, item=item) for item in order]
-        estimate += each
+    items += _passes(planned, sum(entry.item.estimate_s for entry in items), budget_s)
     return SightPlan(
         reference=table.reference,
         budget_s=budget_s,
@@ -184,6 +197,26 @@ def sight_plan(
         warmup=grid.warmup,
         repeats=grid.repeats,
     )
+
+
+def _passes(planned: Sequence[PlanItem], first_s: float, budget_s: float) -> list[SightItem]:
+    """The steps again, pass after pass, each in a seeded order of its own: in each process until its
+    estimates (the first's: after ``first_s``, its first pass and layers) reach `OVERPLAN` shares."""
+    items: list[SightItem] = []
+    if not planned:
+        return items
+    each, seed = sum(item.estimate_s for item in planned), 0
+    processes = PROCESSES if budget_s >= PROCESSES * LEAST_SHARE_S else 1
+    for process in range(1, processes + 1):
+        estimate = first_s if process == 1 else 0.0
+        for _pass in range(_MOST_PASSES):
+            if estimate >= OVERPLAN * budget_s / processes:
+                break
+            seed += 1
+            order = Random(seed).sample(planned, len(planned))  # noqa: S311 (an order, not a secret)
+            items += [SightItem(part=SightPart.AGAIN, item=item, process=process) for item in order]
+            estimate += each
+    return items
 
 
 def _steps(grid: Grid, device: DeviceProfile, table: LayerTable, batches: Sequence[int]) -> list[PlanItem]:
