@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from advisor.bench.plan import DeviceProfile, nightly_grid
-from advisor.bench.run import plan_parts
+from advisor.bench.run import process_plans
 from advisor.bench.sight_plan import (
     DEFAULT_RANGE,
     LEAST_SHARE_S,
@@ -94,7 +94,7 @@ def test_a_first_sight_runs_in_three_fresh_processes_the_first_pass_and_the_laye
     batches = range_batches(CPU, 2, 32)
     plan = sight_plan(CPU, DEVICE, table, 180.0, batches)
     assert PROCESSES == 3 and [row.process for row in plan.rows()] == [1, 1, 1, 2, 3]
-    parts = plan_parts(plan.night().plan())
+    parts = process_plans(plan.night().plan())
     assert len(parts) == 3 and sum(len(part.items) for part in parts) == len(plan.items)
     first = {type(item.config) for item in parts[0].items[: len(batches) + 1]}
     assert first == {StepConfig, LayerConfig}, "the first process: the steps' first pass, then the layers"

@@ -105,7 +105,8 @@ def run_plan(
     An item whose estimate exceeds what is left is skipped (a later, cheaper one may still fit). Once a
     batch of a series (a configuration but for its batch) does not fit, larger batches of it are skipped.
     Errors other than running out of memory are reported and the run goes on: one broken model must not
-    cost a night. A plan in processes (`Plan.processes`) runs each part in a fresh one (`_in_processes`).
+    cost a night. A plan in processes (`Plan.processes`) runs each process's plan in a fresh one
+    (`_in_processes`).
     """
     clock, now = clocks.budget, clocks.dates
     report = progress or (lambda _event: None)
@@ -182,7 +183,7 @@ class _Taken:
         self.share[kind] = max(self.share.get(kind, 0.0), seconds / item.estimate_s)
 
 
-def plan_parts(plan: Plan) -> list[Plan]:
+def process_plans(plan: Plan) -> list[Plan]:
     """A plan in processes (`Plan.processes`) as the plan each of them runs."""
     bounds = [0, *plan.processes, len(plan.items)]
     return [plan.model_copy(update={"items": plan.items[a:b], "processes": ()}) for a, b in pairwise(bounds)]
@@ -191,12 +192,12 @@ def plan_parts(plan: Plan) -> list[Plan]:
 def _in_processes(
     plan: Plan, on: RunOn, budget_s: float, sink: Sink, report: Reporter, clock: Callable[[], float]
 ) -> RunSummary:
-    """Each part of the plan in a fresh process (``python -m advisor.bench.job``, as this one was started),
-    one after another, each the budget left over the parts left, less what starting the last one took.
+    """Each process's plan in a fresh process (``python -m advisor.bench.job``, as this one was started),
+    one after another, each the budget left over the processes left, less what starting the last one took.
     Steps built in one process share its offset (two fresh processes timed one step up to 40% apart on
-    this CPU, one process's instances mostly agree: benchmarks/README.md), so each part is a run of its own
-    and training takes the runs' levels apart. What the parts measure is relayed as if measured here."""
-    parts, start, startup = plan_parts(plan), clock(), 0.0
+    this CPU, one process's instances mostly agree: benchmarks/README.md), so each process is a run of its
+    own and training takes the runs' levels apart. What they measure is relayed as if measured here."""
+    parts, start, startup = process_plans(plan), clock(), 0.0
     relay = _Relay(sink, report, _Taken(plan.learn_estimates), len(plan.items), parts[0])
     with tempfile.TemporaryDirectory(prefix="advisor-bench-") as folder:
         for number, part in enumerate(parts):
@@ -212,7 +213,7 @@ def _in_processes(
 
 
 def _run_child(relay: _Relay, on: RunOn, night: Tonight, folder: Path) -> float:
-    """One part (``night``) in a child process, relayed; the seconds it measured for."""
+    """One process's plan (``night``) in a child process, relayed; the seconds it measured for."""
     folder.mkdir()
     plan_file, out = folder / "plan.json", folder / "results.jsonl"
     plan_file.write_text(night.model_dump_json(), encoding="utf-8")
@@ -233,8 +234,8 @@ def _run_child(relay: _Relay, on: RunOn, night: Tonight, folder: Path) -> float:
 
 
 def _as_night(part: Plan, budget_s: float, taken: _Taken) -> Tonight:
-    """A part as the plan file a benchmark job reads (``--plan``), each item estimated by what the parts
-    before it took (`_Taken`): a fresh process would judge by the assumed speeds again."""
+    """A process's plan as the file a benchmark job reads (``--plan``), each item estimated by what the
+    processes before it took (`_Taken`): a fresh process would judge by the assumed speeds again."""
     learned = [item.model_copy(update={"estimate_s": taken.expected_s(item)}) for item in part.items]
     return Tonight(
         machine=None,
@@ -255,14 +256,14 @@ def _as_night(part: Plan, budget_s: float, taken: _Taken) -> Tonight:
 class _Relay:
     """What child processes measure, passed on as if measured here: their results to the sink, their events
     to the reporter (numbered in the whole plan) and the counts, and how long their items took to what the
-    run has learned of them (`_Taken`), which the next part's estimates start from."""
+    run has learned of them (`_Taken`), which the next process's estimates start from."""
 
     sink: Sink
     report: Reporter
     taken: _Taken
     total: int
     part: Plan
-    """The part its child runs now."""
+    """The plan its child process runs now."""
     offset: int = 0
     heard_events: int = 0
     copied: int = 0
@@ -308,7 +309,7 @@ class _Relay:
             self.report(Event(self.offset + self.heard_events, self.total, "failed", "a process", 0.0, error))
 
     def end(self) -> None:
-        """The part is over: what it left unmeasured (its child never started: no budget left) counts as
+        """The process is over: what it left unmeasured (its child never started: no budget left) counts as
         skipped for the budget."""
         self.counts["skipped: budget"] += len(self.part.items) - self.heard_events
         self.offset += len(self.part.items)
