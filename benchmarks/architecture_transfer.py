@@ -11,7 +11,9 @@ with the product's own commands, and the product's predictor is asked at ``--bat
 
 Truth: the architecture's steps at ``--batches``, measured by ``advisor bench run --architecture REF
 --batch-sizes ...`` into a scratch database, each as its ratio to the pace step times the zoo database's
-pace (the unit the predictors are trained in, whatever the CPU's speed at the time). Measure everything
+pace (the unit the predictors are trained in, whatever the CPU's speed at the time; ``--reuse-truth`` reads
+an earlier run's truth at another zoo's pace). ``--step-model today opsum blend`` adds step models fitted
+on the zoo database alone, each a column, asked on the same layer tables as the arms. Measure everything
 with the same threads, e.g. pinned to one core: ``taskset -c 1 python -m benchmarks.architecture_transfer``.
 """
 
@@ -31,11 +33,12 @@ from advisor.bench.architectures import measured_tables
 from advisor.cli import main as advisor
 from advisor.introspect import LayerTable
 from advisor.introspect.run import introspect
-from advisor.predict.opsum import OpSumModel, fit_opsum
+from advisor.predict.evaluate import Fit, StepTimer
 from advisor.predict.registry import layer_samples, machines, step_samples
 from advisor.predict.service import Predictors, StepQuestion, predict
 from advisor.predict.types import Prediction
 from advisor.store import Store
+from benchmarks.predict_zoo import STEP_MODELS, step_model_option
 
 ARMS: tuple[tuple[str, list[str] | None], ...] = (
     ("zoo only", None),
@@ -54,13 +57,13 @@ def main() -> int:
     args.work.mkdir(parents=True, exist_ok=True)
     shape = ",".join(map(str, args.input_shape))
     arms = [(arm, extra) for arm, extra in ARMS if arm in args.arms]
-    names = [arm for arm, _ in arms] + ([OPSUM] if args.opsum else [])
+    fitted = {f"{name}, zoo only": _zoo_fit(args.zoo, STEP_MODELS[name]) for name in args.step_model}
+    names = [arm for arm, _ in arms] + list(fitted)
     table = Table(title=f"step time on partition {args.partition}, {shape}", title_justify="left")
     for column in ("architecture", "batch", "measured ms", *(f"{arm} ms (error)" for arm in names)):
         table.add_column(column, justify="left" if column == "architecture" else "right")
     errors: dict[str, list[float]] = {arm: [] for arm in names}
     confidence: dict[str, set[str]] = {arm: set() for arm in names}
-    opsum = _zoo_opsum(args.zoo) if args.opsum else None
     for reference in args.architectures:
         truth = _truth(args, reference, shape)
         layer_table = introspect(reference, args.input_shape, {}, allow_factories=True)
@@ -70,8 +73,8 @@ def main() -> int:
         for arm in predicted:
             confidence[arm] |= {answer.confidence for answer in predicted[arm].values()}
         seconds = {arm: {b: answer.step_s for b, answer in found.items()} for arm, found in predicted.items()}
-        if opsum is not None:
-            seconds[OPSUM] = {b: opsum.step_seconds(layer_table, b, False, False) for b in args.batches}
+        for name, model in fitted.items():
+            seconds[name] = {b: model.step_seconds(layer_table, b, False, False) for b in args.batches}
         for batch in args.batches:
             cells = []
             for arm in names:
@@ -86,15 +89,12 @@ def main() -> int:
     return 0
 
 
-OPSUM = "op sum, zoo only"
-"""The op-sum step model (`advisor.predict.opsum`) fitted on the zoo database alone, beside the arms."""
-
-
-def _zoo_opsum(zoo: Path) -> OpSumModel:
+def _zoo_fit(zoo: Path, fit: Fit) -> StepTimer:
+    """A step model (``--step-model``) fitted on the zoo database alone, asked beside the arms."""
     store = Store.existing(zoo)
     (machine, *_) = machines(store)
     steps = step_samples(store.step_rows(machine), measured_tables(store))
-    return fit_opsum(machine, steps, layer_samples(store.layer_rows(machine)))
+    return fit(machine, steps, layer_samples(store.layer_rows(machine)))
 
 
 def _product_arm(
@@ -114,10 +114,13 @@ def _product_arm(
 
 
 def _truth(args: argparse.Namespace, reference: str, shape: str) -> dict[int, float]:
+    """The architecture's steps at ``--batches`` at the zoo database's pace: measured now, or with
+    ``--reuse-truth`` read from the work folder's earlier measurement, if it has one."""
     db = args.work / f"{slug(reference)}-truth.db"
-    db.unlink(missing_ok=True)
-    batches = ",".join(map(str, args.batches))
-    _advisor(*_bench(args, reference, shape, db), "--batch-sizes", batches)
+    if not (args.reuse_truth and db.is_file()):
+        db.unlink(missing_ok=True)
+        batches = ",".join(map(str, args.batches))
+        _advisor(*_bench(args, reference, shape, db), "--batch-sizes", batches)
     pace = statistics.median(row.pace_s for row in Store.open(args.zoo).step_rows() if row.pace_s)
     return {
         row.batch: pace * row.pace_ratio for row in Store.open(db).step_rows() if row.fits and row.pace_ratio
@@ -174,9 +177,19 @@ def _parser() -> argparse.ArgumentParser:
         nargs="*",
         default=[arm for arm, _ in ARMS],
         help=f"the product's arms to run (default all: {', '.join(arm for arm, _ in ARMS)}); none: the "
-        "truth and --opsum alone",
+        "truth and the --step-model columns alone",
     )
-    parser.add_argument("--opsum", action="store_true", help=f"add the column {OPSUM!r}")
+    step_model_option(
+        parser,
+        "step models to fit on the zoo database alone and ask beside the arms, a column each "
+        "(benchmarks/predict_zoo.py's STEP_MODELS: today's, the op sum, their weighted blend)",
+    )
+    parser.add_argument(
+        "--reuse-truth",
+        action="store_true",
+        help="take each architecture's truth from the work folder where an earlier run measured it (its "
+        "batches must hold --batches), read at this --zoo's pace: one measurement judged on two zoos",
+    )
     return parser
 
 

@@ -37,7 +37,7 @@ import json
 import random
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from math import exp, log
 from pathlib import Path
@@ -53,10 +53,19 @@ from advisor.bench.results import jsonl_sink, read_jsonl
 from advisor.bench.run import RunOn, run_plan, terminal_reporter
 from advisor.bench.sweeps import NO_SWEEPS
 from advisor.bench.tables import zoo_table
-from advisor.predict.evaluate import Fit, Point, leave_one_model_out, memory_error, unseen_batches
-from advisor.predict.machine import LayerSample, StepSample, fit_machine
+from advisor.introspect import LayerTable
+from advisor.predict.evaluate import (
+    Fit,
+    Point,
+    StepTimer,
+    leave_one_model_out,
+    memory_error,
+    unseen_batches,
+)
+from advisor.predict.heldout import without_models
+from advisor.predict.machine import LayerSample, NotEnoughDataError, StepSample, fit_machine
 from advisor.predict.opsum import fit_opsum
-from advisor.predict.registry import layer_samples, machines, step_samples
+from advisor.predict.registry import HELDOUT_FOLDS, layer_samples, machines, step_samples
 from advisor.readable import percent
 from advisor.store import Store
 
@@ -103,12 +112,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="with --compare: another tree's advisor/predict/opsum.py (a worktree of the commit before), "
         "held out as a third column in the same run",
     )
+    step_model_option(
+        parser,
+        "with --compare: step models held out as further columns in the same run, each fitted as one (blend: "
+        "the weighted blend with its weight fitted in folds, as a kept-back set asks it; slow)",
+    )
     args = parser.parse_args(argv)
     if args.passes < 1:
         parser.error(f"--passes must be at least 1, not {args.passes}")
     if args.compare:
         before = () if args.opsum_before is None else (("op sum before", fit_from(args.opsum_before)),)
-        compare(Store.existing(args.db), (*MODELS, *before))
+        named = tuple((f"{name}, as a step model", STEP_MODELS[name]) for name in args.step_model)
+        compare(Store.existing(args.db), (*MODELS, *before, *named))
         return 0
     if args.spread:
         print(json.dumps(spread_and_floor(Store.existing(args.db)), indent=2))
@@ -229,6 +244,74 @@ def _held_out_points(
     return lomo, batches
 
 
+_WEIGHTS = tuple(i / 20 for i in range(21))
+
+
+@dataclass(frozen=True)
+class Blend:
+    """Two fitted step models' weighted geometric mean, ``weight`` on the first's prediction."""
+
+    first: StepTimer
+    second: StepTimer
+    weight: float
+
+    def step_seconds(self, table: LayerTable, batch: int, amp: bool, channels_last: bool) -> float:
+        first = self.first.step_seconds(table, batch, amp, channels_last)
+        second = self.second.step_seconds(table, batch, amp, channels_last)
+        return float(exp(self.weight * log(first) + (1 - self.weight) * log(second)))
+
+
+def fit_blend(machine: str, steps: Sequence[StepSample], layers: Sequence[LayerSample]) -> Blend:
+    """Today's model and the op sum fitted on every step, weighted (in twentieths) as fits best the steps
+    of the models held out in `HELDOUT_FOLDS` folds, their own layer geometries dropped (as for a model new
+    to the zoo, the way the product's bands hold models out): the weighted blend as a step model of its
+    own, which a kept-back set can ask."""
+    names = sorted({s.model for s in steps})
+    count = min(HELDOUT_FOLDS, len(names))
+    pairs: list[tuple[Point, Point]] = []
+    for fold in range(count):
+        held = set(names[fold::count])
+        train = [s for s in steps if s.model not in held]
+        kept = without_models(steps, layers, held)
+        try:
+            fitted = (fit_machine(machine, train, kept), fit_opsum(machine, train, kept))
+        except NotEnoughDataError:  # the fold owned every layer measured, or every step
+            continue
+        tested = [s for s in steps if s.model in held]
+        pairs += list(zip(*(_points(f, tested) for f in fitted), strict=True))
+    weight = best_weight(pairs) if pairs else 0.5
+    return Blend(fit_machine(machine, steps, layers), fit_opsum(machine, steps, layers), weight)
+
+
+STEP_MODELS: dict[str, Fit] = {"today": fit_machine, "opsum": fit_opsum, "blend": fit_blend}
+"""What a kept-back set's script asks by name (``--step-model``), each fitted on the same samples: today's
+step model, the op-sum candidate, their weighted blend."""
+
+
+def step_model_option(parser: argparse.ArgumentParser, what: str, default: Sequence[str] = ()) -> None:
+    """``--step-model NAME ...``: which of `STEP_MODELS` a script asks, side by side in one run."""
+    parser.add_argument(
+        "--step-model", nargs="*", choices=sorted(STEP_MODELS), default=list(default), help=what
+    )
+
+
+def _points(fitted: StepTimer, steps: Sequence[StepSample]) -> list[Point]:
+    return [
+        Point(
+            model=s.model,
+            batch=s.batch,
+            measured_s=s.seconds,
+            predicted_s=fitted.step_seconds(s.table, s.batch, s.amp, s.channels_last),
+        )
+        for s in steps
+    ]
+
+
+def best_weight(pairs: Sequence[tuple[Point, Point]]) -> float:
+    """The weight in twentieths on the first model whose mix errs least on ``pairs`` (mean relative error)."""
+    return min(_WEIGHTS, key=lambda w: mean(mix(a, b, w).error for a, b in pairs))
+
+
 def mix(first: Point, second: Point, weight: float) -> Point:
     """One held-out step's weighted geometric mean of two models' predictions of it."""
     if (first.model, first.batch, first.measured_s) != (second.model, second.batch, second.measured_s):
@@ -249,8 +332,7 @@ def fitted_blend(
     pairs = list(zip(first, second, strict=True))
     mixed = []
     for group in sorted({key(a) for a in first}, key=str):
-        others = [(a, b) for a, b in pairs if key(a) != group]
-        weight = min(_WEIGHTS, key=lambda w: mean(mix(a, b, w).error for a, b in others))
+        weight = best_weight([(a, b) for a, b in pairs if key(a) != group])
         mixed += [mix(a, b, weight) for a, b in pairs if key(a) == group]
     return mixed
 
@@ -267,9 +349,6 @@ def blends(first: HeldOut, second: HeldOut) -> list[HeldOut]:
         fitted_blend(first_batches, second_batches, lambda p: p.batch),
     )
     return [half, fitted]
-
-
-_WEIGHTS = tuple(i / 20 for i in range(21))
 
 
 def _column(lomo: Sequence[Point], batches: Sequence[Point]) -> dict[str, float | None]:

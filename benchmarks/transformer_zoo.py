@@ -4,7 +4,8 @@ CPU database, then each family member predicted with the step and memory models 
 
 Measure (one pass in a random order, every step and layer paced as the nightly plan's are; pin it with
 ``taskset -c 1``): ``python -m benchmarks.transformer_zoo --db DB --out RUN.jsonl``. Evaluate:
-``python -m benchmarks.transformer_zoo --db DB --evaluate``. Two predictors per member, side by side:
+``python -m benchmarks.transformer_zoo --db DB --evaluate [--step-model today opsum blend]`` (each step
+model's figures side by side, keyed by its name). Two predictors per member, side by side:
 *before*, the models fitted on the database's other models only (what a machine trained on the CNN zoo
 predicts for a transformer it never measured), and *leave one model out*, fitted on every other model
 including the rest of the family, with the member's own layer geometries dropped.
@@ -30,15 +31,13 @@ from advisor.bench.tables import zoo_table
 from advisor.bench.zoo import CPU_SEQUENCE_MODELS, CPU_SIZES
 from advisor.predict.evaluate import Fit
 from advisor.predict.heldout import without_models
-from advisor.predict.machine import StepSample, fit_machine, fit_memory
-from advisor.predict.opsum import fit_opsum
+from advisor.predict.machine import StepSample, fit_memory
 from advisor.predict.registry import layer_samples, machines, step_samples
 from advisor.store import Store
+from benchmarks.predict_zoo import STEP_MODELS, step_model_option
 
 _BATCHES = (1, 2, 4, 8, 16, 32)
 _LAYER_BATCHES = (16, 1, 2, 8, 32)
-STEP_MODELS: dict[str, Fit] = {"today": fit_machine, "opsum": fit_opsum}
-"""The product's step model and the op-sum candidate (`advisor.predict.opsum`)."""
 _FAMILY_PHASES = frozenset({Phase.COARSE, Phase.LAYERS, Phase.BATCHES, Phase.LAYER_GRID})
 
 
@@ -144,15 +143,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--budget-minutes", type=float, default=8.0)
     parser.add_argument("--seed", type=int, help="of the measuring order (default: a new one each run)")
     parser.add_argument("--evaluate", action="store_true", help="evaluate --db instead of measuring")
-    parser.add_argument(
-        "--step-model", choices=sorted(STEP_MODELS), default="today", help="the step model evaluated"
+    step_model_option(
+        parser, "the step models evaluated, side by side in one run (default: today)", default=["today"]
     )
     parser.add_argument(
         "--steps-of", type=_models, default=(), help="measure only these members' steps (comma-separated)"
     )
     args = parser.parse_args(argv)
     if args.evaluate:
-        print(json.dumps(evaluate(args.db, STEP_MODELS[args.step_model]), indent=2))
+        found = {name: evaluate(args.db, STEP_MODELS[name]) for name in args.step_model}
+        print(json.dumps(found, indent=2))
         return 0
     if args.out is None:
         parser.error("--out is required to measure")
