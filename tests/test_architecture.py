@@ -185,6 +185,7 @@ PURE_CORE = (
     "advisor.bench.plan_rows",
     "advisor.bench.sweeps",
     "advisor.bench.night",
+    "advisor.bench.neighbours",
     "advisor.bench.sight_plan",
     "advisor.bench.zoo",
     "advisor.slurm.models",
