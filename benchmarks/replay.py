@@ -241,8 +241,8 @@ def _jitter_spread(
 ) -> str:
     gaps = jitter_gaps(experiment, inventory, compression, real)
     return (
-        f"the twin with each submission moved within its real second ({JITTER_DRAWS} draws; the spread "
-        "the inputs' resolution allows): "
+        f"the twin with each submission moved within a real second ({JITTER_DRAWS} draws; how far timings "
+        "below a real second, which the twin cannot know, move it): "
         + ", ".join(f"{arm} {min(found):+.1%} to {max(found):+.1%}" for arm, found in gaps.items())
     )
 
