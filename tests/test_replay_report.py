@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 
 from benchmarks.harness.model import ArmName, ReplayConfig, ReplayDecision, ReplayOutcome
-from benchmarks.harness.report import ArmSummary, agreement, compare, summarize, wait_errors, write_report
+from benchmarks.harness.report import (
+    ArmSummary,
+    agreement,
+    compare,
+    disagreement,
+    summarize,
+    wait_errors,
+    write_report,
+)
 
 
 def outcome(
@@ -93,6 +101,20 @@ def test_compare_gives_the_advisors_reduction_against_each_present_arm() -> None
 
 def test_agreement_is_the_relative_difference_of_mean_completion() -> None:
     assert agreement(three_jobs(shift=13), three_jobs()) == pytest.approx(0.1)
+
+
+def test_disagreement_counts_each_job_s_miss_where_early_and_late_cancel_in_the_mean() -> None:
+    """Real JCTs 100, 100, 190 (mean 130); the twin ends a 26 s late and b 26 s early: the means agree,
+    the jobs miss by 26, 26, 0 s, a mean of 52/3 s over 130 s."""
+    real = three_jobs()
+    twin = [
+        real[0].model_copy(update={"end_s": real[0].end_s + 26}),
+        real[1].model_copy(update={"end_s": real[1].end_s - 26}),
+        real[2],
+    ]
+    assert agreement(twin, real) == pytest.approx(0.0)
+    assert disagreement(twin, real) == pytest.approx(52 / 3 / 130)
+    assert disagreement(three_jobs(shift=13), real) == pytest.approx(0.1)
 
 
 def test_write_report_writes_markdown_json_and_plots_with_the_figures(tmp_path: Path) -> None:

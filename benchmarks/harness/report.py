@@ -167,6 +167,14 @@ def agreement(sim: Sequence[ReplayOutcome], real: Sequence[ReplayOutcome]) -> fl
     return statistics.fmean(o.end_s - o.arrival_s for o in sim) / real_mean - 1
 
 
+def disagreement(sim: Sequence[ReplayOutcome], real: Sequence[ReplayOutcome]) -> float:
+    """Job by job (by name), the mean of |simulated - real completion| over the real run's mean JCT: where
+    `agreement` is near zero because early and late jobs cancel, this is not."""
+    ends = {o.name: o.end_s for o in sim}
+    real_mean = statistics.fmean(o.end_s - o.arrival_s for o in real)
+    return statistics.fmean(abs(ends[o.name] - o.end_s) for o in real) / real_mean
+
+
 def write_report(
     results: Mapping[ArmName, list[ReplayOutcome]], out_dir: Path, title: str, notes: list[str]
 ) -> Path:
