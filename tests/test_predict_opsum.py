@@ -117,10 +117,17 @@ def test_the_update_is_priced_for_the_optimizer_the_table_trains_with(store: Sto
     assert op_terms(layers, roofline, adamw, 4, False, False).optimizer_s == pytest.approx(sgd_s * 7 / 5)
 
 
+def _flat(seconds: float) -> tuple[tuple[float, float], ...]:
+    """A swept curve: ``seconds`` at any size up to 1 MB."""
+    return ((0.0, log(seconds)), (log(1e6), log(seconds)))
+
+
 def _swept(launch_s: float) -> Roofline:
-    """A roofline whose untimed ops are priced by one swept curve: 10 us at any size up to 1 MB."""
-    curve = ((0.0, log(1e-5)), (log(1e6), log(1e-5)))
-    rates = MachineRates(curves={"activation": curve}, launch_s=launch_s)
+    """A roofline whose untimed ops are priced by one swept curve, 10 us at any size up to 1 MB; a softmax
+    swept at its two launches says timing an op alone adds nothing (`MachineRates.alone_s`)."""
+    rates = MachineRates(
+        curves={"activation": _flat(1e-5), "softmax": _flat(2 * launch_s)}, launch_s=launch_s
+    )
     return Roofline(compute={"convolution": 1e12}, bandwidth=1e9, launch_s=1e-6, update_s=0.0, swept=rates)
 
 
@@ -267,3 +274,20 @@ def test_a_timed_layer_takes_no_less_than_its_bytes_at_the_bandwidth_roof(store:
     assert sum(op_parts(layers, slow, table, 4, False).values()) == pytest.approx(moved)
     plain = Roofline({"convolution": 1e12}, 1e9, 1e-6, 0.0)
     assert sum(op_parts(layers, plain, table, 4, False).values()) < 1.0
+
+
+def test_a_swept_op_inside_a_network_costs_its_time_alone_less_what_timing_it_alone_adds() -> None:
+    """Hand count at 1 us a launch: the cheapest swept op, an activation, took 10 us alone, two launches of
+    it, so timing an op alone adds 8 us (a module call, a backward's start), which a network pays once a
+    step. Inside one, an activation costs its two launches (2 us), a softmax swept at 25 us (its first
+    byte) 17 us, and at 1 MB, where it took 1 ms alone, 992 us; 1 us forward and 1 backward at the least."""
+    softmax = ((0.0, log(2.5e-5)), (log(1e6), log(1e-3)))
+    rates = MachineRates(curves={"activation": _flat(1e-5), "softmax": softmax}, launch_s=1e-6)
+    assert rates.alone_s == pytest.approx(8e-6)
+    assert rates.network_seconds(1.0, "activation") == pytest.approx(2e-6)
+    assert rates.network_seconds(1.0, "softmax") == pytest.approx(17e-6)
+    assert rates.network_seconds(1e6, "softmax") == pytest.approx(992e-6)
+    assert rates.bytes_seconds(1e6, "softmax") == pytest.approx(1e-3), "the curve itself is as measured"
+    roofline = Roofline({"convolution": 1e12}, 1e9, 1e-6, 0.0, rates)
+    assert roofline.op_seconds("vector", Cost(0.0, 0.0, 5e5, 5e5), "softmax") == pytest.approx(992e-6)
+    assert MachineRates().alone_s == 0.0 and MachineRates().network_seconds(1e6) is None

@@ -18,6 +18,8 @@ from statistics import fmean
 from advisor.ops.known import op_of
 from advisor.records import LayerConfig
 
+OP_LAUNCHES = 2
+"""A forward and a backward kernel: what a memory-bound op launches in a training step."""
 Curve = tuple[tuple[float, float], ...]
 """(log bytes moved, log seconds) points, ascending in bytes."""
 
@@ -79,6 +81,25 @@ class MachineRates:
         if not curves or moved <= 0:
             return None
         return exp(fmean(_at(curve, log(moved)) for curve in curves))
+
+    @property
+    def alone_s(self) -> float:
+        """What an op timed alone costs beyond its forward's and backward's launches, at the least: the
+        measurement's own fixed cost (a module call and the start of a backward), which a network pays once
+        a step, not once an op. The cheapest swept op's least time less its two launches; 0 unswept."""
+        if not self.curves:
+            return 0.0
+        least = min(exp(min(y for _x, y in curve)) for curve in self.curves.values())
+        return max(least - OP_LAUNCHES * (self.launch_s or 0.0), 0.0)
+
+    def network_seconds(self, moved: float, op: str | None = None) -> float | None:
+        """Seconds of a memory-bound op inside a network: its time alone (`bytes_seconds`) less the
+        measurement's own cost (`alone_s`), never under its forward's and backward's launches. A 1 Ki-element
+        op timed alone took 40-60 us on the CPU passes, a tenth of it launches (benchmarks/README.md)."""
+        alone = self.bytes_seconds(moved, op)
+        if alone is None:
+            return None
+        return max(alone - self.alone_s, OP_LAUNCHES * (self.launch_s or 0.0))
 
     def least_bytes_seconds(self, moved: float) -> float | None:
         """The least seconds any swept op takes to move ``moved`` bytes: the bandwidth roof at that size,

@@ -5,10 +5,11 @@ layer booster's (`MachineModel.layer_seconds`), never less than its bytes at the
 prices a huge linear's weights as cheap as a small one's); every other op costs the machine's roofline
 (`advisor.predict.roofline`): its hand-counted FLOPs at its family's rate or its bytes at the bandwidth,
 whichever is longer (its swept bandwidth curve where the nightly grid measured it, which holds its
-launches). To those: the launches no price holds, the update of the trainable parameters by the table's
-optimizer, and the time off the device (a fixed host cost per step and a per-sample one: the loader's, what
-makes small batches CPU-bound, as the CNN-prediction research's non-GPU term). Each term is in seconds, so a
-model the zoo lacks is priced by what it does, not by what correlates in the zoo.
+launches, less what timing an op alone adds: `MachineRates.network_seconds`). To those: the launches no
+price holds, the update of the trainable parameters by the table's optimizer, and the time off the device
+(a fixed host cost per step and a per-sample one: the loader's, what makes small batches CPU-bound, as
+the CNN-prediction research's non-GPU term). Each term is in seconds, so a model the zoo lacks is priced
+by what it does, not by what correlates in the zoo.
 
 What measures a term alone sets its price: the untimed ops, the launches and the update keep the sweeps'
 prices in proportion to each other, as whole steps cannot tell them apart (they grow with the same models;
@@ -35,6 +36,7 @@ from math import exp, log
 from advisor.introspect import LayerTable
 from advisor.introspect.training import trainable_parameters
 from advisor.ops import Cost, KernelPath, layer_op, op_of
+from advisor.ops.rates import OP_LAUNCHES
 from advisor.predict.boosters import STEP_PARAMS, STEP_ROUNDS, apply_booster, train_booster
 from advisor.predict.curves import through_weights
 from advisor.predict.features import kernel_path, timed_layers
@@ -53,8 +55,6 @@ from advisor.records import LayerConfig, StepPart
 _TINY = 1e-9
 _TENSORS_PER_LAYER = 2
 """A weight and a bias (or a norm's scale and shift): the tensors an optimizer updates per layer."""
-_UNTIMED_LAUNCHES = 2
-"""A forward and a backward kernel: what an untimed op launches in a training step."""
 TERM_PARTS = (
     StepPart.LAYERS,
     StepPart.MEMORY_BOUND,
@@ -153,7 +153,7 @@ def op_terms(
     the launches), else the launches are a term of their own."""
     weighted = sum(layer.parameters > 0 for layer in table.layers)
     timed = len(timed_layers(table, batch, amp))
-    untimed_launches = (len(table.layers) - timed) * _UNTIMED_LAUNCHES * rates.launch_seconds()
+    untimed_launches = (len(table.layers) - timed) * OP_LAUNCHES * rates.launch_seconds()
     held = rates.prices_launches
     update = UPDATES[table.training.optimizer if table.training else None]
     swept = (held, held or rates.swept.launch_s is not None, rates.swept.update_s(update, 1) is not None)

@@ -56,9 +56,10 @@ class Roofline:
 
     def op_seconds(self, family: Family, cost: Cost, op: str | None = None) -> float:
         """The roofline: forward and backward's arithmetic at the family's rate, or their bytes at the
-        bandwidth (``op``'s swept curve at its size where measured), whichever takes longer."""
+        bandwidth (``op``'s swept curve at its size where measured, less what timing it alone added),
+        whichever takes longer."""
         moved = cost.forward_bytes + cost.backward_bytes
-        swept = self.swept.bytes_seconds(moved, op)
+        swept = self.swept.network_seconds(moved, op)
         return max(
             _compute_s(self.compute, family, cost), swept if swept is not None else moved / self.bandwidth
         )
