@@ -7,19 +7,19 @@ matrix products (the layers the benchmarks time) and every other aten op (norms,
 element-wise, copies: memory-bound) are torch.profiler's self CPU time by the op registry's families
 (`advisor.ops.profiled_op`); what no op accounts for (autograd's engine, Python, the loader's collation,
 ``zero_grad``) is per-op dispatch: the unprofiled steps' wall time less the others, so the profiler's own
-cost per event (thousands a step) does not land there.
+cost per event (thousands a step) does not land there; what it adds inside the kernels' self time still
+lands in them, so per-op dispatch is a floor. Steps that waited for a shared CPU are taken again.
 """
 
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Iterable
 from statistics import median
 from typing import Any
 
 import torch
-from torch.profiler import ProfilerActivity, profile, schedule
+from torch.profiler import ProfilerActivity, profile
 
 from advisor.bench.training import Training, run_delay_s, start_training
 from advisor.ops import profiled_op
@@ -74,9 +74,9 @@ def split_step(wall_s: float, optimizer_s: float, kernels: dict[StepPart, float]
 
 
 _DISTURBED = 0.05
-"""A round whose timed or profiled step waited this share of its time for the CPU is taken again."""
+"""A step (or a profiled run of steps) that waited this share of its time for the CPU is taken again."""
 _RETRIES = 3
-"""At most this many times the rounds wanted are run."""
+"""At most this many times the steps wanted are taken."""
 
 
 def _own_time(training: Training) -> tuple[float, float, bool]:
@@ -103,40 +103,38 @@ def _own_time(training: Training) -> tuple[float, float, bool]:
     return wall - waited, sum(spent), waited > _DISTURBED * wall
 
 
+def _timed(training: Training, steps: int) -> tuple[float, float]:
+    """The median step's seconds and its optimizer's, of ``steps`` unprofiled steps that did not wait for
+    the CPU (each one that did taken again, up to `_RETRIES` times ``steps``)."""
+    taken = [_own_time(training)]
+    while len(taken) < steps * _RETRIES and sum(not t[2] for t in taken) < steps:
+        taken.append(_own_time(training))
+    kept = [t for t in taken if not t[2]] or taken
+    return median(t[0] for t in kept), median(t[1] for t in kept)
+
+
+def _profiled(training: Training, steps: int) -> dict[StepPart, float]:
+    """The kernels' seconds per step over ``steps`` profiled steps, taken again while the run waited for
+    the CPU (up to `_RETRIES` runs)."""
+    for _ in range(_RETRIES):
+        waited, start = run_delay_s(), time.perf_counter()
+        with profile(activities=[ProfilerActivity.CPU]) as profiled:
+            for _ in range(steps):
+                training.compute(*training.fetch())
+        if run_delay_s() - waited <= _DISTURBED * (time.perf_counter() - start):
+            break
+    return kernel_parts(profiled.events(), steps)
+
+
 def profile_step(
     config: StepConfig, device: torch.device, steps: int = 5, *, allow_factories: bool = False
 ) -> dict[StepPart, float]:
-    """Seconds per step of each part (`split_step`), each part's median over ``steps`` rounds after two
-    untimed steps. A round is a step timed unprofiled, one under the starting profiler and one profiled:
-    timed and profiled steps interleaved, so a slow spell of a shared CPU touches both alike; a round
-    either of whose steps waited for the CPU is run again, up to `_RETRIES` times the rounds."""
+    """Seconds per step of each part (`split_step`) after two untimed steps: the step and its optimizer
+    timed unprofiled (the median of ``steps`` steps), then the kernels profiled over ``steps`` more."""
     warmup = 2
-    training = start_training(config, device, warmup + 3 * steps * _RETRIES, allow_factories=allow_factories)
+    batches = warmup + 2 * steps * _RETRIES
+    training = start_training(config, device, batches, allow_factories=allow_factories)
     for _ in range(warmup):
         training.compute(*training.fetch())
-    kernels: list[dict[StepPart, float]] = []
-    rounds: list[tuple[float, float, bool]] = []
-    with (
-        warnings.catch_warnings(),
-        profile(
-            activities=[ProfilerActivity.CPU],
-            schedule=schedule(wait=1, warmup=1, active=1),
-            on_trace_ready=lambda done: kernels.append(kernel_parts(done.events(), 1)),
-        ) as profiled,
-    ):
-        warnings.filterwarnings("ignore", "Warning: Profiler clears events")  # each round read as it ends
-        while len(rounds) < steps * _RETRIES and sum(not r[2] for r in rounds) < steps:
-            wall, optimizer, disturbed = _own_time(training)
-            profiled.step()
-            training.compute(*training.fetch())
-            profiled.step()
-            waited = run_delay_s()
-            start = time.perf_counter()
-            training.compute(*training.fetch())
-            disturbed |= run_delay_s() - waited > _DISTURBED * (time.perf_counter() - start)
-            profiled.step()
-            rounds.append((wall, optimizer, disturbed))
-    taken = list(zip(rounds, kernels, strict=True))
-    kept = [(r, k) for r, k in taken if not r[2]] or taken
-    split = [split_step(wall, optimizer, k) for (wall, optimizer, _), k in kept]
-    return {part: median(s[part] for s in split) for part in StepPart}
+    wall, optimizer = _timed(training, steps)
+    return split_step(wall, optimizer, _profiled(training, steps))
