@@ -7,6 +7,8 @@ What that costs in fidelity, for the report to state:
   up to ``compression`` simulated minutes. Slurm would kill it late; the job kills itself instead, by
   sleeping ``min(true run, limit)``, and is marked timed out when its true run exceeds its limit.
 - Slurm's timestamps have a one-second resolution: starts and ends are known to ``compression`` seconds.
+  Submissions the harness times itself, to the millisecond (``ReplayOutcome.sbatch_s``), and the twin
+  takes those.
 - Scheduling passes, job launch and the runner's own polling take real time, a second or so each, which
   is ``compression`` simulated seconds of extra wait per job that a real cluster would not have.
 - The backfill scheduler plans at ``bf_resolution`` (one real second) and looks ``BACKFILL_WINDOW_MIN``
