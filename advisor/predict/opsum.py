@@ -124,14 +124,18 @@ inside a network otherwise than a dense one."""
 def op_parts(
     layers: MachineModel, rates: Roofline, table: LayerTable, batch: int, amp: bool
 ) -> dict[OpPart, float]:
-    """Each benchmarked batch's time no shorter than the layer's bytes take at the bandwidth roof
-    (`bytes_floor`): the layer booster, fitted on small layers, does not know a huge one's weights are
-    memory-bound at small batches."""
+    """Each benchmarked batch's time less what timing the layer alone added (`MachineRates.alone_s`, as
+    for a swept op: the same harness times both), no shorter than its launches nor than the layer's bytes
+    take at the bandwidth roof (`bytes_floor`): the layer booster, fitted on small layers, does not know a
+    huge one's weights are memory-bound at small batches."""
     configs = timed_layers(table, batch, amp)
     points = layers.layer_points(configs)
+    alone, launches = rates.swept.alone_s, LAUNCHES_PER_LAYER * rates.launch_seconds()
     parts: dict[OpPart, float] = {}
     for config in configs:
-        floored = tuple((b, max(s, bytes_floor(rates, config, b))) for b, s in points[config])
+        floored = tuple(
+            (b, max(s - alone, launches, bytes_floor(rates, config, b))) for b, s in points[config]
+        )
         for benchmarked, weight in through_weights(floored, batch):
             part = (op_of(config).name, kernel_path(config), benchmarked)
             parts[part] = parts.get(part, 0.0) + weight * dict(floored)[benchmarked]
