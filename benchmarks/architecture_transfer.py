@@ -10,10 +10,11 @@ with the product's own commands, and the product's predictor is asked at ``--bat
   coarse batches, between which ``--batches`` lie).
 
 Truth: the architecture's steps at ``--batches``, measured by ``advisor bench run --architecture REF
---batch-sizes ...`` into a scratch database, each as its ratio to the pace step times the zoo database's
-pace (the unit the predictors are trained in, whatever the CPU's speed at the time; ``--reuse-truth`` reads
-an earlier run's truth at another zoo's pace). ``--step-model today opsum blend`` adds step models fitted
-on the zoo database alone, each a column, asked on the same layer tables as the arms. Measure everything
+--batch-sizes ...`` into a scratch database, each the median of its measurements' ratios to the pace step
+times the zoo database's pace (the unit the predictors are trained in, whatever the CPU's speed at the
+time; ``--reuse-truth`` reads an earlier run's truth at another zoo's pace). ``--step-model today opsum
+blend`` adds step models fitted on the zoo database alone, each a column, asked on the same layer tables as
+the arms. Measure everything
 with the same threads, e.g. pinned to one core: ``taskset -c 1 python -m benchmarks.architecture_transfer``.
 """
 
@@ -122,9 +123,17 @@ def _truth(args: argparse.Namespace, reference: str, shape: str) -> dict[int, fl
         batches = ",".join(map(str, args.batches))
         _advisor(*_bench(args, reference, shape, db), "--batch-sizes", batches)
     pace = statistics.median(row.pace_s for row in Store.open(args.zoo).step_rows() if row.pace_s)
-    return {
-        row.batch: pace * row.pace_ratio for row in Store.open(db).step_rows() if row.fits and row.pace_ratio
-    }
+    return {batch: pace * statistics.median(ratios) for batch, ratios in paced_ratios(Store.open(db)).items()}
+
+
+def paced_ratios(store: Store) -> dict[int, list[float]]:
+    """Each batch's measured steps as ratios to the pace step: every pass's, in every process (a run
+    measures each step several times, and a batch's last row alone strayed up to 30% from their median)."""
+    ratios: dict[int, list[float]] = {}
+    for row in store.step_rows():
+        if row.fits and row.pace_ratio:
+            ratios.setdefault(row.batch, []).append(row.pace_ratio)
+    return ratios
 
 
 def _bench(args: argparse.Namespace, reference: str, shape: str, db: Path) -> list[str]:
