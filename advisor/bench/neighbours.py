@@ -1,5 +1,5 @@
 """A measurement's pace step judged by the measurements around it in its run, not only by the run's
-median (which training holds it to): a pace step that strays alone is held near its neighbours'. Pure."""
+median (which training holds it to): a pace step that strays alone is replaced by its neighbours'. Pure."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from advisor.records import ResultLine
 NEIGHBOURS = 2
 """Paced measurements on each side that a measurement's pace step is judged against (`held_pace`)."""
 STRAY = 1.1
-"""How far a measurement's pace step may lie from its neighbours' before it counts as straying alone."""
+"""How far a measurement's pace step may lie from its neighbours' before it counts as straying alone, and
+theirs is taken instead."""
 
 
 def neighbours_pace(paces: Sequence[float], index: int) -> float | None:
@@ -26,14 +27,14 @@ def neighbours_pace(paces: Sequence[float], index: int) -> float | None:
 
 
 def held_pace(own: float, around: float | None) -> float:
-    """A measurement's pace step held within `STRAY` of its neighbours' (`neighbours_pace`). The pace
-    step can stray alone: around 12 of one first sight's 14 steps at one batch it took 39-49 ms against its
-    run's 29-31, the steps themselves their usual time, and their ratios came out a quarter low; most of
-    its neighbours, other batches in a shuffled pass, were not (benchmarks/README.md). A drift of the whole
+    """A measurement's pace step, or its neighbours' (`neighbours_pace`) where it lies beyond `STRAY` of
+    theirs: it strayed alone, and theirs is the machine's pace then. Around one first sight's steps at one
+    batch it took 35-40 ms against 27-31 around them, the steps themselves their usual time: held to the
+    band's edge, their ratios stayed 10% low, replaced, 1% (benchmarks/README.md). A drift of the whole
     CPU moves the neighbours too, and is kept."""
-    if around is None:
+    if around is None or around / STRAY <= own <= around * STRAY:
         return own
-    return min(max(own, around / STRAY), around * STRAY)
+    return around
 
 
 @dataclass
