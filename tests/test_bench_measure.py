@@ -141,6 +141,39 @@ def test_a_layer_is_timed(config: LayerConfig) -> None:
     assert config.depthwise == (config.groups == 16)
 
 
+def test_a_layer_is_warmed_after_the_pace_step_not_timed_right_after_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a CPU the pace step (a real one) runs before the warm-up and after the timed repeats, never
+    between the warm-up and the first repeat: the runs right after it are timed cold (the first about ten
+    times slow, benchmarks/README.md)."""
+    from advisor.bench import measure
+    from advisor.bench.training import pace_step
+    from advisor.ops.workloads import Workload, build
+
+    happened: list[str] = []
+    real_pace = pace_step()
+
+    def pace() -> float:
+        happened.append("pace")
+        return real_pace()
+
+    def logged(config: LayerConfig, device: object) -> Workload:
+        workload = build(config, CPU)
+
+        def run() -> None:
+            happened.append("run")
+            workload.run()
+
+        return Workload(workload.reset, run)
+
+    monkeypatch.setattr(measure, "pace_step", lambda: pace)
+    monkeypatch.setattr(measure, "build", logged)
+    measure_layer(_conv(groups=16), CPU, repeats=3, warmup=2)
+    assert happened[0] == "pace" and happened[-1] == "pace"
+    assert set(happened[1:-1]) == {"run"} and len(happened[1:-1]) >= 2 + 3
+
+
 def test_a_real_allocation_failure_is_recorded_not_raised() -> None:
     """The child caps its address space a little above what it already maps, then asks for far more."""
     script = textwrap.dedent(

@@ -316,16 +316,20 @@ def measure_layer(config: LayerConfig, device: torch.device, repeats: int, warmu
 def _time_layer(
     config: LayerConfig, device: torch.device, repeats: int, warmup: int
 ) -> tuple[list[float], list[float]]:
-    """The repeats' times and, on a CPU, the pace step's just before and after them. On a CPU a repeat is
-    timed less what it waited for the CPU, and one disturbed (`DISTURBED_SHARE`) is run again, up to
-    `RETIMES` x ``repeats`` runs in all, as steps are (`_time_groups`)."""
+    """The repeats' times and, on a CPU, the pace step's just before the warm-up and after the repeats. On
+    a CPU a repeat is timed less what it waited for the CPU, and one disturbed (`DISTURBED_SHARE`) is run
+    again, up to `RETIMES` x ``repeats`` runs in all, as steps are (`_time_groups`). The warm-up comes
+    after the pace step: run between the warm-up and the repeats, the pace step left the first repeat after
+    it about ten times slow and the second 1.7 times, so the CPU grid's median of three read a small layer
+    or swept op slow (a 1 Ki-element ReLU 40-44 us, now 30-31 us, in 20 repeats 21 us: the first few timed
+    runs are slow even so; benchmarks/README.md, issue 51)."""
     pace = pace_step() if device.type == "cpu" else None
     workload = build(config, device)
     marks = _Marks(device)
+    pace_s = [pace()] if pace else []
     for _ in range(warmup):
         workload.reset()
         workload.run()
-    pace_s = [pace()] if pace else []
     runs: list[tuple[Any, Any, float, bool]] = []
     while _timing_more([run[3] for run in runs], repeats, paced=pace is not None):
         workload.reset()
