@@ -3,6 +3,9 @@ call's time, the kernels by their self time, per-op dispatch the rest."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterable
 
@@ -68,3 +71,27 @@ def test_the_optimizer_is_its_whole_call_not_only_its_kernels(monkeypatch: pytes
     assert parts[StepPart.OPTIMIZER] >= 0.02
     assert parts[StepPart.DISPATCH] < 0.02
     assert parts[StepPart.LAYERS] > 0 and parts[StepPart.MEMORY_BOUND] > 0
+
+
+def test_profiling_a_step_writes_nothing_of_the_profilers_own_to_stderr() -> None:
+    """A fresh process, as `advisor profile` is: libkineto's start/stop lines (and its error on a machine
+    without a GPU) would land amid the command's table."""
+    script = (
+        "import torch\n"
+        "from advisor.bench import profile\n"
+        "from advisor.bench.training import Training\n"
+        "model = torch.nn.Linear(8, 2)\n"
+        "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "def compute(x):\n"
+        "    optimizer.zero_grad()\n"
+        "    model(x).sum().backward()\n"
+        "    optimizer.step()\n"
+        "training = Training(model, optimizer, lambda: (torch.randn(4, 8),), compute)\n"
+        "print(sorted(p.value for p in profile._profiled(training, 2)))\n"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120,
+        env={k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"},
+    )  # fmt: skip
+    assert "convolutions and linears" in ran.stdout
+    assert "profiler_start" not in ran.stderr and "USDT" not in ran.stderr, ran.stderr

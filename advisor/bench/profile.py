@@ -13,6 +13,7 @@ lands in them, so per-op dispatch is a floor. Steps that waited for a shared CPU
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterable
 from statistics import median
@@ -77,6 +78,9 @@ _DISTURBED = 0.05
 """A step (or a profiled run of steps) that waited this share of its time for the CPU is taken again."""
 _RETRIES = 3
 """At most this many times the steps wanted are taken."""
+_KINETO_QUIET = "6"
+"""Above libkineto's highest level (USDT, 5): none of its lines, which `advisor profile` would print amid
+its table; the profiler's failures still raise in Python."""
 
 
 def _own_time(training: Training) -> tuple[float, float, bool]:
@@ -116,6 +120,9 @@ def _timed(training: Training, steps: int) -> tuple[float, float]:
 def _profiled(training: Training, steps: int) -> dict[StepPart, float]:
     """The kernels' seconds per step over ``steps`` profiled steps, taken again while the run waited for
     the CPU (up to `_RETRIES` runs)."""
+    # libkineto reads its log level when the profiler first starts; unset, it writes a line to stderr at
+    # every start and stop (and an error on a machine without a GPU), over the command's own output.
+    os.environ.setdefault("KINETO_LOG_LEVEL", _KINETO_QUIET)
     for _ in range(_RETRIES):
         waited, start = run_delay_s(), time.perf_counter()
         with profile(activities=[ProfilerActivity.CPU]) as profiled:
