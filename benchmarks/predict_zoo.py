@@ -21,7 +21,9 @@ peak memory; beside them two blends of the two models' predictions of each held-
 nothing more: their geometric mean, and a weighted one whose weight is fitted on the other models' (batch
 sizes') held-out steps; and today's model with its layer booster correcting each layer's roof (its
 FLOPs at its family's rate or its bytes at the bandwidth, whichever is longer) in place of a line fitted
-through the layers, a candidate for the layers no zoo model has (issue 51).
+through the layers, a candidate for the layers no zoo model has (issue 51). ``--step-model blend`` holds out
+the weighted blend as a step model of its own besides (``fit_blend``: its weight fitted in folds of the
+training steps, as a kept-back set's script asks it; slow: each of its fits fits both models six times).
 
 ``--spread`` prints how far repeated measurements of the same step lie apart, each as training reads it,
 per batch size: the noise no predictor's held-out MAPE can get under, to read next to the evaluation;
