@@ -262,6 +262,7 @@ ENVIRONMENT_READERS = {
     "advisor.comm.allreduce": "each rank's place in its job (SLURM_*), and the rendezvous",
     "advisor.web.wsgi": "Passenger's entry point has no command line: its environment goes to the settings",
     "advisor.factory_table": "the user's PYTHONPATH, where the factory child finds their package",
+    "advisor.bench.profile": "libkineto's log level, set unless the user set one: its lines amid the table",
 }
 """Where `os.environ` may be read, and why; every other module is handed what it needs. Only
 `advisor.settings` interprets the advisor's own ``ADVISOR_*`` variables, from the mapping it is handed."""
