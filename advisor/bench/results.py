@@ -41,8 +41,14 @@ def complete_lines(path: Path) -> list[str]:
 
 def read_jsonl(path: Path) -> list[ResultLine]:
     """Every complete line (`complete_lines`) as a benchmark result."""
+    return parse_results(path, complete_lines(path))
+
+
+def parse_results(path: Path, texts: list[str], after: int = 0) -> list[ResultLine]:
+    """The complete lines ``texts`` of ``path`` but its first ``after`` as benchmark results: a reader
+    that follows a growing file parses each line once."""
     lines = []
-    for number, text in enumerate(complete_lines(path), start=1):
+    for number, text in enumerate(texts[after:], start=after + 1):
         if text.strip():
             try:
                 lines.append(ResultLine.model_validate_json(text))

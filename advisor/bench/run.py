@@ -29,7 +29,7 @@ from advisor.bench.measure import measure_layer, measure_step
 from advisor.bench.neighbours import Neighbours
 from advisor.bench.night import NightItem, Priority, Tonight
 from advisor.bench.plan import Plan, PlanItem
-from advisor.bench.results import Sink, read_jsonl
+from advisor.bench.results import Sink, complete_lines, parse_results
 from advisor.bench.zoo import zoo_model
 from advisor.ops import op_of
 from advisor.records import (
@@ -294,11 +294,11 @@ class _Relay:
 
     def copy(self, out: Path) -> None:
         """The child's results written since the last look, to the sink."""
-        lines = read_jsonl(out) if out.exists() else []
-        for line in lines[self.copied :]:
+        texts = complete_lines(out) if out.exists() else []
+        for line in parse_results(out, texts, self.copied):
             self.runs[line.run_id] = None
             self.sink(line)
-        self.copied = len(lines)
+        self.copied = len(texts)
 
     def failed(self, error: str) -> None:
         """A child that died: what it had not reported counts as failed, said once."""
