@@ -223,7 +223,7 @@ def _time_groups(
     groups: list[_TimedGroup] = []
     paces: list[tuple[float, ...]] = []
     before = pace() if pace else None
-    while _timing_more([g.disturbed for g in groups], steps, paced=pace is not None):
+    while timing_more([g.disturbed for g in groups], steps, paced=pace is not None):
         waited, began = run_delay_s() if pace else 0.0, time.perf_counter()
         start, spans = marks.mark(), []
         for _ in range(group):
@@ -240,7 +240,7 @@ def _time_groups(
     return groups, paces
 
 
-def _timing_more(disturbed: Sequence[bool], wanted: int, *, paced: bool) -> bool:
+def timing_more(disturbed: Sequence[bool], wanted: int, *, paced: bool) -> bool:
     """Whether to time one more group or repeat: fewer than ``wanted`` undisturbed so far, and fewer than
     `RETIMES` x ``wanted`` timed in all (unpaced, ``wanted`` in all: nothing is judged disturbed)."""
     return len(disturbed) < wanted * (RETIMES if paced else 1) and disturbed.count(False) < wanted
@@ -331,7 +331,7 @@ def _time_layer(
         workload.reset()
         workload.run()
     runs: list[tuple[Any, Any, float, bool]] = []
-    while _timing_more([run[3] for run in runs], repeats, paced=pace is not None):
+    while timing_more([run[3] for run in runs], repeats, paced=pace is not None):
         workload.reset()
         waited = run_delay_s() if pace else 0.0
         start = marks.mark()

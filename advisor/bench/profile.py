@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from advisor.bench.measure import DISTURBED_SHARE, RETIMES, timing_more
 from advisor.bench.training import Training, run_delay_s, start_training
 from advisor.ops import profiled_op
 from advisor.ops.op import Family
@@ -74,10 +75,6 @@ def split_step(wall_s: float, optimizer_s: float, kernels: dict[StepPart, float]
     return parts
 
 
-_DISTURBED = 0.05
-"""A step (or a profiled run of steps) that waited this share of its time for the CPU is taken again."""
-_RETRIES = 3
-"""At most this many times the steps wanted are taken."""
 _KINETO_QUIET = "6"
 """Above libkineto's highest level (USDT, 5): none of its lines, which `advisor profile` would print amid
 its table; the profiler's failures still raise in Python."""
@@ -85,7 +82,7 @@ its table; the profiler's failures still raise in Python."""
 
 def _own_time(training: Training) -> tuple[float, float, bool]:
     """One step's seconds less what it waited for the CPU, its ``Optimizer.step``'s seconds, and whether
-    it waited over `_DISTURBED` of its time."""
+    it waited over `DISTURBED_SHARE` of its time."""
     began: list[float] = []
     spent: list[float] = []
 
@@ -104,14 +101,14 @@ def _own_time(training: Training) -> tuple[float, float, bool]:
     finally:
         before.remove()
         after.remove()
-    return wall - waited, sum(spent), waited > _DISTURBED * wall
+    return wall - waited, sum(spent), waited > DISTURBED_SHARE * wall
 
 
 def _timed(training: Training, steps: int) -> tuple[float, float]:
     """The median step's seconds and its optimizer's, of ``steps`` unprofiled steps that did not wait for
-    the CPU (each one that did taken again, up to `_RETRIES` times ``steps``)."""
-    taken = [_own_time(training)]
-    while len(taken) < steps * _RETRIES and sum(not t[2] for t in taken) < steps:
+    the CPU (each one that did taken again, as a benchmark's groups are: `timing_more`)."""
+    taken: list[tuple[float, float, bool]] = []
+    while timing_more([t[2] for t in taken], steps, paced=True):
         taken.append(_own_time(training))
     kept = [t for t in taken if not t[2]] or taken
     return median(t[0] for t in kept), median(t[1] for t in kept)
@@ -119,16 +116,16 @@ def _timed(training: Training, steps: int) -> tuple[float, float]:
 
 def _profiled(training: Training, steps: int) -> dict[StepPart, float]:
     """The kernels' seconds per step over ``steps`` profiled steps, taken again while the run waited for
-    the CPU (up to `_RETRIES` runs)."""
+    the CPU (up to `RETIMES` runs)."""
     # libkineto reads its log level when the profiler first starts; unset, it writes a line to stderr at
     # every start and stop (and an error on a machine without a GPU), over the command's own output.
     os.environ.setdefault("KINETO_LOG_LEVEL", _KINETO_QUIET)
-    for _ in range(_RETRIES):
+    for _ in range(RETIMES):
         waited, start = run_delay_s(), time.perf_counter()
         with profile(activities=[ProfilerActivity.CPU]) as profiled:
             for _ in range(steps):
                 training.compute(*training.fetch())
-        if run_delay_s() - waited <= _DISTURBED * (time.perf_counter() - start):
+        if run_delay_s() - waited <= DISTURBED_SHARE * (time.perf_counter() - start):
             break
     return kernel_parts(profiled.events(), steps)
 
@@ -139,7 +136,7 @@ def profile_step(
     """Seconds per step of each part (`split_step`) after two untimed steps: the step and its optimizer
     timed unprofiled (the median of ``steps`` steps), then the kernels profiled over ``steps`` more."""
     warmup = 2
-    batches = warmup + 2 * steps * _RETRIES
+    batches = warmup + 2 * steps * RETIMES
     training = start_training(config, device, batches, allow_factories=allow_factories)
     for _ in range(warmup):
         training.compute(*training.fetch())
