@@ -131,11 +131,13 @@ def test_each_job_runs_its_true_time_after_arrival_and_a_killed_one_is_rerun(
         assert outcome.submitted_s is not None
         assert outcome.arrival_s - COMPRESSION <= outcome.submitted_s <= outcome.start_s + COMPRESSION
         # The harness's own sbatch times: after the arrival, and Slurm's second (its middle) holds the
-        # moment between them when the controller accepted the job.
+        # moment between them when the controller accepted the job, give or take the 10 ms by which the
+        # harness's monotonic clock and the controller's wall clock can part (CI saw 1.3 ms).
         assert outcome.sbatch_s is not None
         sent, answered = outcome.sbatch_s
         assert outcome.arrival_s <= sent <= answered
-        assert sent - COMPRESSION / 2 <= outcome.submitted_s <= answered + COMPRESSION / 2
+        slack = COMPRESSION / 2 + 0.01 * COMPRESSION
+        assert sent - slack <= outcome.submitted_s <= answered + slack
         delay = outcome.submitted_s - outcome.arrival_s
         if outcome.name == "short":
             assert delay >= (SLOW_DECISION_S - 1) * COMPRESSION
