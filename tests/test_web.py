@@ -288,17 +288,23 @@ def test_in_a_real_browser_the_compare_page_draws_a_bar_per_partition_and_a_bad_
 
 def _compare(shown: Any, values: dict[str, str]) -> None:
     """The compare form filled in and sent, as a user does."""
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.expected_conditions import staleness_of
     from selenium.webdriver.support.wait import WebDriverWait
 
     for name, value in values.items():
         box = shown.find_element(By.ID, name)
         box.clear()
         box.send_keys(value)
-    old = shown.find_element(By.TAG_NAME, "html")
+    # A mark on the old page's window, not a handle on its element: chromedriver may answer a
+    # handle asked about mid-navigation with an unknown error instead of "stale" (a CI run did).
+    shown.execute_script("window.beforeCompare = true;")
     shown.find_element(By.CSS_SELECTOR, "#compare button").click()
-    WebDriverWait(shown, 60).until(staleness_of(old))
+    WebDriverWait(shown, 60, ignored_exceptions=[WebDriverException]).until(
+        lambda page: page.execute_script(
+            "return window.beforeCompare === undefined && document.readyState === 'complete';"
+        )
+    )
 
 
 @pytest.mark.slurm
