@@ -9,7 +9,7 @@ import torch
 from advisor.bench.zoo import distinct_layers, layer_config
 from advisor.introspect import LayerKind, LayerTable
 from advisor.introspect.run import introspect
-from advisor.ops import OPS, Cost, known, layer_op, op_named, op_of, profiled_op
+from advisor.ops import OPS, Cost, group_alignment, known, layer_op, op_named, op_of, profiled_op
 from advisor.ops import costs as op_costs
 from advisor.ops.workloads import build
 from advisor.predict.features import layer_features, step_feature_names, step_features, timed_layers
@@ -133,6 +133,26 @@ def test_an_ops_costs_are_its_hand_count(name: str) -> None:
     op = op_of(config)
     assert op.name == name
     assert op.cost(config) == expected
+
+
+@pytest.mark.parametrize(
+    ("in_channels", "out_channels", "groups", "aligned"),
+    [
+        (400, 400, 25, 4),  # regnet_x_400mf: 16 a group, 16 = 2**4
+        (1024, 1024, 32, 5),  # resnext50_32x4d's last: 32 = 2**5
+        (912, 912, 38, 3),  # regnet_x_1_6gf: 24 = 8 x 3
+        (440, 440, 55, 3),  # regnet_y_400mf: 8
+        (32, 32, 32, 0),  # depthwise: 1 a group
+        (3, 64, 1, 0),  # a first layer: 3 input channels, odd
+        (64, 24, 1, 3),  # dense, the smaller side: 24 = 8 x 3
+        (256, 512, 1, 6),  # past 64 counted as 64
+    ],
+)
+def test_a_groups_channel_alignment_is_its_hand_count(
+    in_channels: int, out_channels: int, groups: int, aligned: int
+) -> None:
+    config = _config("conv2d", in_channels=in_channels, out_channels=out_channels, groups=groups)
+    assert group_alignment(config) == aligned
 
 
 def test_an_optimizers_update_costs_the_same_at_every_batch() -> None:

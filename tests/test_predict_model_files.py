@@ -20,6 +20,7 @@ from advisor.bench.tables import zoo_table
 from advisor.daemon.app import AdviceService, ServiceInputs
 from advisor.machines import labelled, machine_names
 from advisor.ops import known
+from advisor.predict.layout import current_layout
 from advisor.predict.model_files import QUARANTINE_SUFFIX, digest
 from advisor.predict.registry import active_models, train_machine
 from advisor.slurm.client import SlurmClient
@@ -194,10 +195,12 @@ def test_a_version_from_before_feature_layouts_is_judged_by_its_boosters_widths(
     with store.db.conn:  # the file as written by a version before layouts, with its checksum
         store.db.execute("UPDATE model_versions SET sha256 = ? WHERE path = ?", [digest(data), str(path)])
     assert machine in active_models(store), "its boosters read as many columns as this advisor's"
+    layout = current_layout()
+    layer, step = len(layout.layer), len(layout.step)
     monkeypatch.setattr(known, "OPS", (*known.OPS, TIMED_POOL))
     with caplog.at_level(logging.ERROR, logger="advisor.predict"):
         assert machine not in active_models(store)
     assert (
-        "its boosters read 12 and 28 features, this advisor's layout has 12 and 29 (fitted before model "
-        "files kept their feature layout)"
+        f"its boosters read {layer} and {step} features, this advisor's layout has {layer} and {step + 1} "
+        "(fitted before model files kept their feature layout)"
     ) in caplog.text

@@ -7,13 +7,14 @@ This namespace is pure (no torch); its workloads (`advisor.ops.workloads`) load 
 
 from advisor.ops.costs import Cost
 from advisor.ops.known import OPS, layer_op, op_named, op_of, profiled_op, timed_groups, timed_kinds
-from advisor.ops.op import KernelPath, Op
+from advisor.ops.op import KernelPath, Op, group_alignment
 
 __all__ = [
     "OPS",
     "Cost",
     "KernelPath",
     "Op",
+    "group_alignment",
     "layer_op",
     "op_named",
     "op_of",

@@ -20,6 +20,30 @@ class KernelPath(StrEnum):
     OTHER = "other"
 
 
+ALIGNMENT_CAP = 6
+"""Channels per group counted aligned up to 64 (2**6): past that every kernel's channel block divides them."""
+
+
+def group_alignment(config: LayerConfig) -> int:
+    """How the channels of one group align with a kernel's channel blocks: log2 of the largest power of two
+    dividing both the input's and the output's channels per group, at most `ALIGNMENT_CAP`. Vector kernels
+    block channels by the SIMD width, and a group width off the block takes other kernels: on this project's
+    CPU (AVX-512) oneDNN runs a grouped 3x3 of 16 or 32 channels per group on 16-blocked JIT kernels, one of 8
+    or 24 blocks by 8 and takes its weight gradient by GEMM, 3-5 times slower at batch 128; a layer model
+    that sees only channels and groups prices the one as the other (benchmarks/README.md, issue 51)."""
+    per_group = (config.in_channels // config.groups, config.out_channels // config.groups)
+    return min(_twos(n) for n in per_group)
+
+
+def _twos(n: int) -> int:
+    """The power of two in ``n``, at most `ALIGNMENT_CAP` (0 for an odd or zero ``n``)."""
+    twos = 0
+    while n > 0 and n % 2 == 0 and twos < ALIGNMENT_CAP:
+        n //= 2
+        twos += 1
+    return twos
+
+
 Configure = Callable[[Layer, int, bool], LayerConfig | None]
 """How a layer becomes an op's benchmark configuration at a batch and precision."""
 Sweep = Callable[[int], LayerConfig]

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from advisor.bench.zoo import layer_config
 from advisor.introspect import Costs, Layer, LayerKind, LayerTable
-from advisor.ops import KernelPath, layer_op, op_of, timed_groups, timed_kinds
+from advisor.ops import KernelPath, group_alignment, layer_op, op_of, timed_groups, timed_kinds
 from advisor.predict.curves import Polyline, through_weights
 from advisor.records import LayerConfig
 
@@ -94,6 +94,7 @@ LAYER_FEATURES = (
     "amp",
     "log_flops",
     "log_forward_bytes",
+    "group_alignment",
 )
 """``layer_features``' layout: what a layer booster is fitted on, and its model file records."""
 
@@ -114,6 +115,7 @@ def layer_features(config: LayerConfig) -> list[float]:
         float(c.amp),
         log(layer_flops(c) + 1.0),
         log(layer_bytes(c)),
+        float(group_alignment(c)),
     ]
 
 
