@@ -36,10 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from advisor.policy.load import PolicyError, load_policy
+from benchmarks.harness.backfill_log import run_logs
 from benchmarks.harness.experiment import (
     Experiment,
     InventoryError,
-    SlurmAlso,
+    LeftOut,
+    RunLogs,
     load_inventory,
     prepare,
     redecided,
@@ -172,25 +174,30 @@ def _replay(
     ]
     row: dict[str, Any] = {"workload": name, "prepare_s": time.monotonic() - began}
     results: dict[str, dict[ArmName, list[ReplayOutcome]]] = {}
+    logs: RunLogs = {}
     if args.mode in ("slurm", "both"):
         began = time.monotonic()
         with _sandboxes(args.keep, name) as root:
             results["slurm"] = run_real(experiment, inventory, args.compression, Path(root), args.base_port)
+            logs = run_logs(Path(root), results["slurm"], args.compression)
         row["slurm_s"] = time.monotonic() - began
     if args.mode in ("sim", "both"):
         began = time.monotonic()
         results["sim"] = (
-            run_twin(experiment, inventory, args.compression, results["slurm"])
+            run_twin(experiment, inventory, args.compression, results["slurm"], logs=logs)
             if args.mode == "both"
             else run_simulated(experiment, inventory)
         )
         row["sim_s"] = time.monotonic() - began
     if len(results) == 2:
-        notes += _agreement(experiment, inventory, args.compression, results, row)
+        notes += _agreement(experiment, inventory, args.compression, (results, logs), row)
     for mode, outcomes in results.items():
         title, said = f"{name} ({mode})", notes + _notes(mode, args)
         report = write_report(outcomes, args.out / name / mode, title, said)
         row[mode] = json.loads((report.parent / "report.json").read_text(encoding="utf-8"))
+        if mode == "slurm":  # the twin of these outcomes replays them on the run's own passes and holds
+            every = {arm: log.model_dump(mode="json") for arm, log in logs.items()}
+            (report.parent / "logs.json").write_text(json.dumps(every) + "\n", encoding="utf-8")
     return row
 
 
@@ -206,12 +213,13 @@ def _agreement(
     experiment: Experiment,
     inventory: Inventory,
     compression: float,
-    results: dict[str, dict[ArmName, list[ReplayOutcome]]],
+    run: tuple[dict[str, dict[ArmName, list[ReplayOutcome]]], RunLogs],
     row: dict[str, Any],
 ) -> list[str]:
     """The twin against the real run, arm by arm (into ``row``), and what deciding anew in the twin does;
     the report's lines for them."""
-    sim, real = results["sim"], results["slurm"]
+    (results, logs), sim = run, run[0]["sim"]
+    real = results["slurm"]
     row["agreement"] = {arm: agreement(sim[arm], real[arm]) for arm in real}
     row["redecided"] = {}
     row["disagreement"] = {arm: disagreement(sim[arm], real[arm]) for arm in real}
@@ -222,15 +230,15 @@ def _agreement(
         "(early and late jobs do not cancel here): "
         + ", ".join(f"{arm} {miss:.0%}" for arm, miss in row["disagreement"].items()),
     ]
-    for also, what in _SLURM_ALSO:
-        twin = run_twin(experiment, inventory, compression, real, also=[also])
+    for left_out, what in _LEFT_OUT:
+        twin = run_twin(experiment, inventory, compression, real, without=[left_out], logs=logs)
         lines.append(
-            f"the twin with {what} (left out: worse agreement over the README's runs): "
+            f"the twin with {what}: "
             + ", ".join(f"{arm} {agreement(twin[arm], real[arm]):+.1%}" for arm in real)
         )
-    lines.append(_jitter_spread(experiment, inventory, compression, real))
+    lines.append(_jitter_spread(experiment, inventory, compression, (real, logs)))
     for arm, how in _DECIDING_ANEW:
-        anew = redecided(experiment, inventory, compression, real, arm)
+        anew = redecided(experiment, inventory, compression, real, arm, logs)
         row["redecided"][arm] = agreement(anew, real[arm])
         mean_s = statistics.fmean(o.end_s - o.arrival_s for o in anew)
         lines.append(
@@ -241,9 +249,12 @@ def _agreement(
 
 
 def _jitter_spread(
-    experiment: Experiment, inventory: Inventory, compression: float, real: dict[ArmName, list[ReplayOutcome]]
+    experiment: Experiment,
+    inventory: Inventory,
+    compression: float,
+    run: tuple[dict[ArmName, list[ReplayOutcome]], RunLogs],
 ) -> str:
-    gaps = jitter_gaps(experiment, inventory, compression, real)
+    gaps = jitter_gaps(experiment, inventory, compression, *run)
     return (
         f"the twin with each submission moved within a real second ({JITTER_DRAWS} draws; how far timings "
         "below a real second, which the twin cannot know, move it): "
@@ -252,9 +263,9 @@ def _jitter_spread(
 
 
 _LETTER: dict[str, str] = {"habits": "A", "slurm": "B", "advisor": "C"}
-_SLURM_ALSO: tuple[tuple[SlurmAlso, str], ...] = (
-    ("walk", "Slurm's will-run walk over every partition's running jobs"),
-    ("passes", "backfill passes every real second and only in-order starts between"),
+_LEFT_OUT: tuple[tuple[LeftOut, str], ...] = (
+    ("walk", "its will-run walk over the job's own partition only, not every partition"),
+    ("holds", "each job holding its nodes for its run alone, not as long as in the real run"),
 )
 _DECIDING_ANEW: tuple[tuple[ArmName, str], ...] = (
     ("slurm", "asking the twin's `--test-only`"),

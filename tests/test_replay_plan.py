@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from advisor.wait.profile import INF, Profile
+from benchmarks.harness.backfill import Backfill
 from benchmarks.harness.model import (
     Arm,
     Arrival,
@@ -18,7 +19,7 @@ from benchmarks.harness.model import (
     ReplayDecision,
     ReplayQuery,
 )
-from benchmarks.harness.scheduler import Backfill, SimPartition, best_fit, per_node_gpus
+from benchmarks.harness.scheduler import SimPartition, best_fit, per_node_gpus
 from benchmarks.harness.simulate import SimulatedQueue, simulate
 
 POOL = Pool(partition="p", gpu_type="t4", nodes=3, gpus_per_node=4)

@@ -9,9 +9,11 @@ from dataclasses import dataclass
 
 import pytest
 
+from benchmarks.harness.backfill import Backfill
 from benchmarks.harness.model import (
     Arm,
     Arrival,
+    AsRun,
     Inventory,
     Job,
     Pool,
@@ -21,7 +23,6 @@ from benchmarks.harness.model import (
     ReplayOutcome,
     ReplayQuery,
 )
-from benchmarks.harness.scheduler import Backfill
 from benchmarks.harness.simulate import SLURM_DEFAULTS, DaemonCaches, simulate
 
 
@@ -182,12 +183,14 @@ def test_a_late_submission_is_decided_and_queued_then_but_waits_from_its_arrival
     inventory = Inventory(pools=[Pool(partition="p", gpu_type="t4", nodes=1, gpus_per_node=4)])
     jobs = [job("a", 0, 50), job("b", 10, 5)]
     arm = planned_arm(asks)
-    found = simulate(jobs, arm, "advisor", inventory, seconds_per_step, submitted_at={"a": 30.0})
+    late = AsRun(submitted_at={"a": 30.0})
+    found = simulate(jobs, arm, "advisor", inventory, seconds_per_step, as_run=late)
     outcomes = {outcome.name: outcome for outcome in found}
     assert (outcomes["b"].start_s, outcomes["a"].start_s) == (10, 30), "a starts once submitted, b first"
     assert outcomes["a"].arrival_s == 0 and outcomes["a"].decision.slurm_wait_s == 0
     with pytest.raises(ValueError, match="names repeat"):
-        simulate([*jobs, job("a", 20, 5)], arm, "advisor", inventory, seconds_per_step, submitted_at={"a": 1})
+        again = [*jobs, job("a", 20, 5)]
+        simulate(again, arm, "advisor", inventory, seconds_per_step, as_run=AsRun(submitted_at={"a": 1}))
 
 
 def test_slurm_waits_place_the_request_after_every_pending_job() -> None:

@@ -7,8 +7,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from advisor.sandbox.render import Identity, Layout, render_slurm_conf
+from advisor.sandbox.spec import SchedulerSpec
 from benchmarks.harness.live_queue import real_limit, simulated_wait
 from benchmarks.harness.model import (
     Arrival,
@@ -85,16 +87,23 @@ def habit_arm(job: Job, queue: QueueView) -> ReplayDecision:
     )
 
 
-def test_the_replay_sandbox_schedules_every_second_and_plans_a_day_ahead() -> None:
+def test_the_replay_sandbox_schedules_by_backfill_every_second_and_plans_a_day_ahead() -> None:
     spec = replay_spec(INVENTORY, base_port=19000)
     conf = render_slurm_conf(spec, Layout(Path("/srv/replay")), Identity(user="u", hostname="h"))
     assert (
-        "SchedulerParameters=sched_interval=1,bf_interval=1,bf_resolution=1,bf_window=1440,bf_continue\n"
+        "SchedulerParameters=sched_interval=-1,bf_interval=1,bf_resolution=1,bf_window=1440,bf_continue\n"
         in conf
     )
     assert "MinJobAge=30\n" in conf
     assert "NodeName=v100-2 " in conf and "CPUs=2 RealMemory=200 Gres=gpu:v100:2" in conf
     assert "PartitionName=t4 Nodes=t4-1 " in conf
+
+
+@pytest.mark.parametrize("interval_s", [0, -2])
+def test_a_main_scheduler_period_is_whole_seconds_or_off(interval_s: int) -> None:
+    assert SchedulerSpec(sched_interval_s=-1).parameters().startswith("sched_interval=-1,")
+    with pytest.raises(ValidationError, match="sched_interval_s"):
+        SchedulerSpec(sched_interval_s=interval_s)
 
 
 def test_a_wait_from_slurm_is_whole_real_seconds_so_now_is_now_on_every_partition() -> None:

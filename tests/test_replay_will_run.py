@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks.harness.backfill import Backfill
 from benchmarks.harness.model import (
     Arrival,
     Inventory,
@@ -14,7 +15,6 @@ from benchmarks.harness.model import (
     ReplayDecision,
     ReplayQuery,
 )
-from benchmarks.harness.scheduler import Backfill
 from benchmarks.harness.simulate import simulate
 
 #: name: (arrival, GPUs, nodes, limit = run)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -57,7 +57,8 @@ class SchedulerSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    sched_interval_s: Annotated[int, Field(ge=1)] | None = None
+    sched_interval_s: Annotated[int, Field(ge=1)] | Literal[-1] | None = None
+    """-1: the main scheduling loop off, only backfill starts jobs (a replay in compressed time)."""
     bf_interval_s: Annotated[int, Field(ge=1, le=10800)] = 2
     bf_resolution_s: Annotated[int, Field(ge=1, le=3600)] | None = None
     bf_window_min: Annotated[int, Field(ge=1, le=43200)] | None = None

@@ -11,13 +11,17 @@ no start or end in any partition between. Usage: ``python -m benchmarks.harness.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Literal
+
+from benchmarks.harness.model import ArmLog, ArmName, ReplayOutcome
 
 _LINE = re.compile(r"\[(\S+)\] (.*)")
 _SLOT = re.compile(
@@ -28,6 +32,8 @@ _START = re.compile(
 )
 _END = re.compile(r"_job_complete: JobId=(\d+) done")
 _SUBMIT = re.compile(r"submit_batch_job: JobId=(\d+)")
+
+Event = Literal["submit", "start", "end"]
 
 #: A pending job's slot in one pass: job, planned start, nodes.
 Slot = tuple[int, str, str]
@@ -49,11 +55,10 @@ class Stability:
     partition's running jobs, so a start or an end elsewhere can move a slot; these it cannot explain."""
 
 
-def read(lines: Iterable[str]) -> tuple[list[_Pass], list[tuple[float, int, bool]], dict[int, str]]:
-    """The passes, the events (time, job, whether it started or ended: not a submission) and each job's
-    partition, as far as the log names them."""
+def read(lines: Iterable[str]) -> tuple[list[_Pass], list[tuple[float, int, Event]], dict[int, str]]:
+    """The passes, the events (time, job, what) and each job's partition, as far as the log names them."""
     passes: list[_Pass] = []
-    events: list[tuple[float, int, bool]] = []
+    events: list[tuple[float, int, Event]] = []
     partition: dict[int, str] = {}
     for line in lines:
         match = _LINE.match(line)
@@ -70,18 +75,53 @@ def read(lines: Iterable[str]) -> tuple[list[_Pass], list[tuple[float, int, bool
         elif start := _START.search(text):
             job = int(start[1] or start[3])
             partition[job] = start[2] or start[4]
-            events.append((at, job, True))
+            events.append((at, job, "start"))
         elif ended := _END.search(text):
-            events.append((at, int(ended[1]), True))
+            events.append((at, int(ended[1]), "end"))
         elif submitted := _SUBMIT.search(text):
-            events.append((at, int(submitted[1]), False))
+            events.append((at, int(submitted[1]), "submit"))
     return passes, events, partition
+
+
+def arm_log(lines: Iterable[str], outcomes: Sequence[ReplayOutcome], compression: float) -> ArmLog:
+    """One arm's passes and its jobs' holds past their runs (`ArmLog`), in the workload's seconds of the
+    run's clock (`ReplayOutcome.real_zero_s`); a job that ran twice is judged by its first run."""
+    zero = next((o.real_zero_s for o in outcomes if o.real_zero_s is not None), None)
+    if zero is None:
+        return ArmLog()
+    passes, events, _ = read(lines)
+    begun = [found.at for found in passes]
+    started = {job: at for at, job, kind in events if kind == "start"}
+    ended = {job: at for at, job, kind in events if kind == "end"}
+    held = {}
+    for o in outcomes:
+        if o.job_id in started and o.job_id in ended:
+            # From the pass that started it: the twin starts a job at its pass's beginning.
+            latest = bisect.bisect_right(begun, started[o.job_id]) - 1
+            at = begun[latest] if latest >= 0 else started[o.job_id]
+            ran = min(o.true_run_s, o.decision.time_limit_s)
+            held[o.name] = (ended[o.job_id] - at) * compression - ran
+    return ArmLog(passes_s=tuple((at - zero) * compression for at in begun), held_s=held)
+
+
+def run_logs(
+    root: Path, real: Mapping[ArmName, Sequence[ReplayOutcome]], compression: float
+) -> dict[ArmName, ArmLog]:
+    """Each arm's `arm_log` in a real run whose sandboxes live in ``root`` (``ROOT/ARM/log``); an arm
+    without a log has none."""
+    found: dict[ArmName, ArmLog] = {}
+    for arm, outcomes in real.items():
+        log = root / arm / "log" / "slurmctld.log"
+        if log.is_file():
+            with log.open(encoding="utf-8", errors="replace") as lines:
+                found[arm] = arm_log(lines, outcomes, compression)
+    return found
 
 
 def stability(lines: Iterable[str]) -> Stability:
     """Consecutive passes, per partition, with the same first planned job and no event between them."""
     passes, events, partition = read(lines)
-    touched = [(at, partition.get(job), ran) for at, job, ran in events]
+    touched = [(at, partition.get(job), kind != "submit") for at, job, kind in events]
     kept, moved, quiet = 0, [], 0
     for before, after in itertools.pairwise(passes):
         between = [(where, ran) for at, where, ran in touched if before.at <= at < after.at]

@@ -9,7 +9,7 @@ truth, runs in the simulator only: it bounds what any predictor could reach.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -19,12 +19,15 @@ from pydantic import ValidationError
 from advisor.daemon.step_times import StepTimes
 from advisor.policy.schema import Policy
 from benchmarks.harness.arms import habits_arm, slurm_arm
+from benchmarks.harness.backfill import Backfill
 from benchmarks.harness.daemon import AdvisorDaemon
 from benchmarks.harness.live_queue import BACKFILL_WINDOW_MIN
 from benchmarks.harness.model import (
     Arm,
+    ArmLog,
     ArmName,
     Arrival,
+    AsRun,
     Inventory,
     Job,
     QueueView,
@@ -33,9 +36,8 @@ from benchmarks.harness.model import (
 )
 from benchmarks.harness.predictor import HeldOutError, held_out_batches, held_out_error, train_predictors
 from benchmarks.harness.product import TRAINED_AT, product_arm
-from benchmarks.harness.scheduler import Backfill
 from benchmarks.harness.simulate import DaemonCaches, simulate
-from benchmarks.harness.slurm import REPLAY_SCHEDULER, run_arms_on_slurm
+from benchmarks.harness.slurm import MAIN_SCHEDULER_OFF, REPLAY_SCHEDULER, run_arms_on_slurm
 from benchmarks.harness.step_file import learned_times, true_times
 from benchmarks.harness.truth import StepTable
 from benchmarks.harness.workload import Habits, load_durations, make_jobs
@@ -119,17 +121,19 @@ def run_twin(
     inventory: Inventory,
     compression: float,
     real: dict[ArmName, list[ReplayOutcome]],
-    also: Collection[SlurmAlso] = (),
+    without: Collection[LeftOut] = (),
+    logs: RunLogs | None = None,
 ) -> dict[ArmName, list[ReplayOutcome]]:
     """The simulated twin of a real run: its scheduler in compressed time, each job submitted when and as
     the real run submitted it (a decision's real second is ``compression`` workload seconds there), so the
     twin checks the simulator's scheduling of the same jobs. Decisions rest on the queue at the moment
     they were asked (arm C's on its daemon's caches, whose fill times no simulator reproduces); what
     deciding anew in the twin does is `redecided`. The oracle, simulated only, decides in the twin.
-    ``also``: what Slurm does that the twin leaves out unless asked (`SlurmAlso`)."""
+    ``without``: what of Slurm's the twin leaves out, to see what it is worth (`LeftOut`); ``logs``: each
+    arm's backfill passes and its jobs' holds in the real run, from its controller's log (`RunLogs`)."""
     arms = experiment.arms(compression)
     arms.update({name: as_decided(outcomes) for name, outcomes in real.items()})
-    return _simulate_arms(experiment, inventory, arms, compression, real, also)
+    return _simulate_arms(experiment, inventory, arms, compression, real, (without, logs or {}))
 
 
 def redecided(
@@ -138,6 +142,7 @@ def redecided(
     compression: float,
     real: dict[ArmName, list[ReplayOutcome]],
     name: ArmName,
+    logs: RunLogs | None = None,
 ) -> list[ReplayOutcome]:
     """Arm ``name`` in the twin deciding anew on the compressed clock, its jobs submitted when the real run
     submitted them: arm B asks the twin's ``--test-only``, arm C the daemon's caches (`DaemonCaches`,
@@ -149,8 +154,8 @@ def redecided(
         name,
         inventory,
         experiment.table.true_run_s,
-        backfill=matching_backfill(compression, _real_zero(real.get(name, []))),
-        submitted_at=_submitted(real).get(name),
+        backfill=_twin_backfill(compression, real, name, ((), logs or {})),
+        as_run=_as_run(real, name, ((), logs or {})),
         caches=caches,
     )
 
@@ -172,11 +177,25 @@ def submitted_at(outcome: ReplayOutcome) -> float | None:
     return outcome.submitted_s if outcome.sbatch_s is None else outcome.sbatch_s[1]
 
 
-def _submitted(real: dict[ArmName, list[ReplayOutcome]]) -> dict[ArmName, dict[str, float]]:
-    return {
-        name: {o.name: when for o in outcomes if (when := submitted_at(o)) is not None}
-        for name, outcomes in real.items()
-    }
+def _as_run(
+    real: dict[ArmName, list[ReplayOutcome]], name: ArmName, scheduler: tuple[Collection[LeftOut], RunLogs]
+) -> AsRun:
+    """Arm ``name``'s submissions in the real run, and its jobs' holds there where its log was read."""
+    without, logs = scheduler
+    submitted = {o.name: when for o in real.get(name, []) if (when := submitted_at(o)) is not None}
+    held = logs[name].held_s if name in logs and "holds" not in without else {}
+    return AsRun(submitted_at=submitted, held_s=held)
+
+
+def _twin_backfill(
+    compression: float,
+    real: dict[ArmName, list[ReplayOutcome]],
+    name: ArmName,
+    scheduler: tuple[Collection[LeftOut], RunLogs],
+) -> Backfill:
+    without, logs = scheduler
+    passes = logs[name].passes_s if name in logs else ()
+    return matching_backfill(compression, _real_zero(real.get(name, [])), without, passes)
 
 
 def _in_real_order(jobs: Sequence[Job], outcomes: Sequence[ReplayOutcome]) -> list[Job]:
@@ -196,19 +215,18 @@ def _simulate_arms(
     arms: dict[ArmName, Arm],
     compression: float,
     real: dict[ArmName, list[ReplayOutcome]],
-    also: Collection[SlurmAlso],
+    scheduler: tuple[Collection[LeftOut], RunLogs],
 ) -> dict[ArmName, list[ReplayOutcome]]:
-    """Every arm in the twin, each on the clock of its own real run."""
-    truth, submitted = experiment.table.true_run_s, _submitted(real)
+    """Every arm in the twin, each on the clock (its backfill passes, its jobs' holds) of its own real run."""
     return {
         name: simulate(
             _in_real_order(experiment.jobs, real.get(name, [])),
             arm,
             name,
             inventory,
-            truth,
-            backfill=matching_backfill(compression, _real_zero(real.get(name, [])), also),
-            submitted_at=submitted.get(name),
+            experiment.table.true_run_s,
+            backfill=_twin_backfill(compression, real, name, scheduler),
+            as_run=_as_run(real, name, scheduler),
         )
         for name, arm in arms.items()
     }
@@ -234,25 +252,36 @@ REAL_TIME = Backfill(limit_resolution_s=60)
 """A cluster in real time: Slurm's one-minute limits and its default one-day backfill window."""
 
 
-SlurmAlso = Literal["walk", "passes"]
-"""What the sandbox's Slurm also does that the twin leaves out by default, each with its agreement in the
-report: ``walk``, the will-run test's walk over every partition's running jobs; ``passes``, backfill
-passes every ``bf_interval`` with only the main scheduler (in priority order) between them. Each made the
-twin's agreement worse over the real runs in benchmarks/README.md: the twin cannot place them in time as
-Slurm did (which jobs a pass sees together)."""
+RunLogs = Mapping[ArmName, ArmLog]
+"""Per arm, what the real run's controller log says beyond its outcomes (`backfill_log.run_logs`)."""
+
+LeftOut = Literal["walk", "holds"]
+"""What the twin can leave out of what Slurm does, each printed in the report beside the twin as it is:
+``walk``, the will-run test's walk over every partition's running jobs (it then walks the job's own
+partition's); ``holds``, each job holding its nodes past its run as long as in the real run (it then holds
+them for its run alone)."""
 
 
 def matching_backfill(
-    compression: float, real_zero_s: float | None = None, also: Collection[SlurmAlso] = ()
+    compression: float,
+    real_zero_s: float | None = None,
+    without: Collection[LeftOut] = (),
+    pass_times_s: Sequence[float] = (),
 ) -> Backfill:
     """The simulated twin of the real replay's scheduler: its backfill window, its whole-minute time
     limits and its will-run test's batches of ending jobs, in the workload's seconds; ``real_zero_s`` (the
-    real run's clock at workload second 0, `ReplayOutcome.real_zero_s`) places the batches' marks."""
+    real run's clock at workload second 0, `ReplayOutcome.real_zero_s`) places the batches' marks. The
+    replay's cluster starts jobs by backfill passes alone (`REPLAY_SCHEDULER`): the twin's come at the
+    real run's ``pass_times_s`` (`backfill_log.pass_times`), then every ``bf_interval``."""
+    main = REPLAY_SCHEDULER.sched_interval_s != MAIN_SCHEDULER_OFF
     return Backfill(
         window_s=BACKFILL_WINDOW_MIN * 60 * compression,
         limit_resolution_s=60 * compression,
         will_run_batch_s=30 * compression,
         will_run_origin_s=0.0 if real_zero_s is None else compression * (-real_zero_s % 30),
-        will_run_walk="walk" in also,
-        pass_interval_s=REPLAY_SCHEDULER.bf_interval_s * compression if "passes" in also else 0.0,
+        tick_s=compression,
+        will_run_walk="walk" not in without,
+        pass_interval_s=0.0 if main else REPLAY_SCHEDULER.bf_interval_s * compression,
+        pass_times_s=() if main else tuple(pass_times_s),
+        main_scheduler=main,
     )

@@ -5,6 +5,7 @@ All times are simulated seconds (the workload's clock); only the real-Slurm runn
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Sequence
 from typing import Literal, Protocol
 
@@ -127,6 +128,31 @@ class ReplayOutcome(_ReplayFrozen):
     real_zero_s: float | None = None
     """A real run's clock (Unix seconds) at workload second 0, where Slurm's will-run test aligns its
     batches of ending jobs; None in the simulator."""
+
+
+class ArmLog(_ReplayFrozen):
+    """What one arm's slurmctld log says of a real run beyond its outcomes, in the workload's seconds
+    (`backfill_log.arm_log`): the twin takes both as given."""
+
+    passes_s: tuple[float, ...] = ()
+    """When each backfill pass began."""
+    held_s: dict[str, float] = Field(default_factory=dict)
+    """By job name: how long past its run (its sleep) the job held its nodes, from the pass that started
+    it to its completion: launching it, and reaping it."""
+
+
+class AsRun(_ReplayFrozen):
+    """What a real run's jobs did that its twin takes as given, by job name: when each reached Slurm, and
+    how long past its run each held its nodes (`ArmLog.held_s`)."""
+
+    submitted_at: dict[str, float] = Field(default_factory=dict)
+    held_s: dict[str, float] = Field(default_factory=dict)
+
+    def held(self, name: str) -> float:
+        """A job's hold past its run; for a job not named, the median of the others' (none: 0)."""
+        if name in self.held_s:
+            return self.held_s[name]
+        return statistics.median(self.held_s.values()) if self.held_s else 0.0
 
 
 class QueueView(Protocol):

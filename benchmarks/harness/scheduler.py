@@ -7,7 +7,9 @@ scheduler (jobs in order while they fit) and conservative backfill (a later job 
 delays no earlier one's planned start) in one sweep. Like Slurm's ``bf_window``, a slot that begins
 after the window holds no reservation, and like ``bf_max_job_test`` a pass looks at the first jobs of the
 queue only (per partition here; Slurm counts over all). Nodes are chosen as ``select/cons_tres`` chooses
-them for these jobs (`best_fit`).
+them for these jobs (`best_fit`). Where only backfill passes start jobs, a pass goes over every
+partition's queue in one priority order (`cluster_pass`), as Slurm's does: a job's will-run walk then sees
+the jobs started before it in the pass, in any partition, and not those after it.
 """
 
 from __future__ import annotations
@@ -15,49 +17,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from advisor.wait.profile import INF, Amount, Profile
-from advisor.wait.simulate import BACKFILL_WINDOW
+from benchmarks.harness.backfill import Backfill
 from benchmarks.harness.model import Job, Pool, ReplayDecision, ReplayQuery
-
-
-class Backfill(BaseModel):
-    """How far a pass plans: Slurm's ``bf_window`` (in the workload's seconds) and ``bf_max_job_test``.
-
-    A replay compared with a real-Slurm one must use that cluster's window in simulated time (its real
-    window times the compression).
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    window_s: float = Field(default=BACKFILL_WINDOW.total_seconds(), gt=0)
-    max_jobs: int = Field(default=500, ge=1)
-    limit_resolution_s: float = Field(default=0.0, ge=0)
-    """Slurm keeps time limits in whole minutes; in a replay compressed c times a minute is 60c workload
-    seconds, so the twin of a compressed run plans on limits rounded up to that (jobs still end at their
-    own limit). Zero: limits as given."""
-    will_run_batch_s: float = Field(default=0.0, ge=0)
-    """Slurm's will-run test (``select/cons_tres``'s ``_will_run_test`` in 22.05, behind backfill's slots
-    and ``--test-only``) frees running jobs by planned end a batch at a time and plans a later start at
-    the last end of the batch it first fits after. The batches end at fixed marks: the first job's end
-    rounded up to the next multiple of 30 real seconds on the clock, plus 30, 60, 120 ... seconds.
-    Compressed c times, 30 real seconds are 30c workload seconds. Zero: no batches."""
-    pass_interval_s: float = Field(default=0.0, ge=0)
-    """Slurm's ``bf_interval``: backfill passes come this often (from workload second 0 here), and
-    between them only the main scheduler starts jobs, at each event, in priority order while they fit.
-    Zero: a full pass at every event."""
-    will_run_walk: bool = False
-    """Whether the batches' walk goes over every partition's running jobs, as Slurm's does (see
-    ``SimPartition._batched``); False: this partition's only."""
-    will_run_origin_s: float = 0.0
-    """A workload second at which the real clock is a multiple of 30 s, where the marks align
-    (`matching_backfill` takes it from the real run's clock)."""
-
-    def planned(self, limit_s: float) -> float:
-        """The limit the scheduler plans with."""
-        step = self.limit_resolution_s
-        return limit_s if step == 0 else math.ceil(limit_s / step - 1e-9) * step
 
 
 def per_node_gpus(gpus: int, nodes: int) -> int:
@@ -78,6 +40,8 @@ class Attempt:
     true_run_s: float
     killed_start_s: float | None = None
     """For a rerun, when the killed first attempt started."""
+    held_s: float = 0.0
+    """How long past its run it holds its nodes (Slurm launching and reaping it)."""
     start_s: float | None = None
     nodes: list[int] = field(default_factory=list)
     ask: tuple[int, int] = field(init=False)
@@ -100,7 +64,7 @@ class Attempt:
     def end_s(self) -> float:
         """When it really ends: done, or killed at its limit."""
         assert self.start_s is not None, "an attempt ends only after it started"
-        return self.start_s + min(self.true_run_s, self.limit_s)
+        return self.start_s + min(self.true_run_s, self.limit_s) + self.held_s
 
 
 class SimPartition:
@@ -173,6 +137,32 @@ class SimPartition:
             self._plan = None
         return started
 
+    def open_pass(self, now: float) -> list[Attempt]:
+        """A backfill pass's queue here, to be planned job by job (`plan_next`) in the cluster's priority
+        order (`cluster_pass`)."""
+        self._plan, self._slots = _Plan(self._profile(now), now), []
+        return self.pending[: self.backfill.max_jobs]
+
+    def plan_next(self, attempt: Attempt, now: float) -> bool:
+        """Plan ``attempt``, the next of this pass's queue, and start it if its slot begins now."""
+        plan = self._plan
+        assert plan is not None, "a pass is open"
+        begin, nodes = self._reserve(plan.profile, attempt.ask, attempt.limit_s, now)
+        plan.add(attempt, begin, nodes, now, self.backfill.window_s)
+        if now < begin <= now + self.backfill.window_s:
+            self._slots.append((begin, begin + self.backfill.planned(attempt.limit_s), nodes))
+        if begin != now:
+            return False
+        attempt.start_s, attempt.nodes = now, nodes
+        for node in nodes:
+            self._used[node] += attempt.ask[1]
+        self.running.append(attempt)
+        return True
+
+    def close_pass(self) -> None:
+        self.pending = [attempt for attempt in self.pending if attempt.start_s is None]
+        self._plan = None
+
     def _in_order(self, now: float) -> list[tuple[Attempt, list[int]]]:
         profile, starting = self._profile(now), []
         for attempt in self.pending[: self.backfill.max_jobs]:
@@ -219,7 +209,7 @@ class SimPartition:
             assert attempt.start_s is not None
             for node in attempt.nodes:
                 held[node].append(
-                    (attempt.start_s + self.backfill.planned(attempt.limit_s), _held(attempt.ask))
+                    (self.backfill.planned_end(attempt.start_s, attempt.limit_s), _held(attempt.ask))
                 )
         return Profile([self._whole] * self.pool.nodes, now, held)
 
@@ -231,10 +221,10 @@ class SimPartition:
         begin, nodes = self._earliest(profile, ask, planned, now)
         if begin <= now + self.backfill.window_s:
             # Slurm's backfill holds a later slot's nodes whole (its ``node_space`` is a node bitmap per
-            # time); a job starting now holds its share of them.
+            # time); a job starting now holds its share of them, to its planned end as Slurm keeps it.
             amount = _held(ask) if begin == now else self._whole
             for node in nodes:
-                profile.reserve(node, begin, begin + planned, amount)
+                profile.reserve(node, begin, self.backfill.planned_end(begin, limit_s), amount)
         return begin, nodes
 
     def _earliest(
@@ -281,7 +271,7 @@ class SimPartition:
         }
         ends = sorted(
             (
-                attempt.start_s + self.backfill.planned(attempt.limit_s),
+                self.backfill.planned_end(attempt.start_s, attempt.limit_s),
                 attempt.order,
                 partition is self and not held.issuperset(attempt.nodes),
             )
@@ -337,6 +327,21 @@ class _Plan:
         self.first_begin = min(self.first_begin, begin)
         if begin > now + window_s:
             self.first_unreserved = min(self.first_unreserved, begin)
+
+
+def cluster_pass(partitions: list[SimPartition], now: float) -> list[Attempt]:
+    """One backfill pass over the whole cluster, as Slurm's goes: every partition's queue in one priority
+    order, each job planned (and started, where its slot begins now) on what the jobs before it left, so
+    the will-run walk of a job sees the jobs started before it in this pass, in any partition, and not
+    those after it. Returns the attempts started."""
+    queue = sorted(
+        ((attempt, partition) for partition in partitions for attempt in partition.open_pass(now)),
+        key=lambda pair: pair[0].order,
+    )
+    started = [attempt for attempt, partition in queue if partition.plan_next(attempt, now)]
+    for partition in partitions:
+        partition.close_pass()
+    return started
 
 
 def _held(ask: tuple[int, int]) -> Amount:

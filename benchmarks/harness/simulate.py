@@ -1,14 +1,17 @@
 """The fast replay: the same arms and policies as on the real sandbox, on a discrete-event clock.
 
-Events are job ends and arrivals (arrivals in time order; at one instant, ends first). After every event
-the partition it touched gets a scheduling pass (see ``scheduler``), like Slurm's event-triggered
-scheduling; real Slurm also runs periodic passes (``sched_interval``, ``bf_interval``) and counts in whole
-seconds, which this clock does not, so a real replay starts some jobs a little later than this one.
-A job killed by its time limit is resubmitted once, at that moment, with the user's own limit.
+Events are job ends and arrivals (arrivals in time order; at one instant, ends first). In real time, after
+every event the partition it touched gets a scheduling pass (see ``scheduler``), like Slurm's
+event-triggered scheduling. The twin of a compressed real run schedules as the replay's cluster does
+(`Backfill.main_scheduler` off): only backfill passes start jobs, at the real run's own pass times, each
+over the whole cluster in priority order (`cluster_pass`), and each job holds its nodes past its run as
+long as it did there (`AsRun`). A job killed by its time limit is resubmitted once, at that moment, with
+the user's own limit.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import math
@@ -27,9 +30,11 @@ from advisor.wait.snapshot import (
     SlotRequest,
     SnapshotNode,
 )
+from benchmarks.harness.backfill import Backfill
 from benchmarks.harness.model import (
     Arm,
     ArmName,
+    AsRun,
     Inventory,
     Job,
     QueueView,
@@ -38,7 +43,7 @@ from benchmarks.harness.model import (
     ReplayQuery,
     TrueRunTime,
 )
-from benchmarks.harness.scheduler import Attempt, Backfill, SimPartition, per_node_gpus
+from benchmarks.harness.scheduler import Attempt, SimPartition, cluster_pass, per_node_gpus
 
 #: Where the simulated clock's second 0 falls, for the advisor's datetime-based queue replay.
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
@@ -58,20 +63,21 @@ def simulate(
     truth: TrueRunTime,
     *,
     backfill: Backfill = SLURM_DEFAULTS,
-    submitted_at: Mapping[str, float] | None = None,
+    as_run: AsRun | None = None,
     caches: DaemonCaches | None = None,
 ) -> list[ReplayOutcome]:
     """Every job's outcome under one arm, in arrival order.
 
-    ``submitted_at`` (by job name) delays a job's decision and submission past its arrival, as a real run's
-    decisions took real time: the twin of a real run submits each job when that run did. ``caches``: the
+    ``as_run``: the twin of a real run submits each job when that run did (by job name; a real run's
+    decisions took real time), and each holds its nodes past its run as long as there. ``caches``: the
     arm sees the queue through a daemon's caches, as old as they may be.
     """
     cluster = {pool.partition: SimPartition(pool, backfill) for pool in inventory.pools}
     if backfill.will_run_batch_s and backfill.will_run_walk:
         for partition in cluster.values():
             partition.neighbours = [other for other in cluster.values() if other is not partition]
-    delays = submitted_at or {}
+    as_run = as_run or AsRun()
+    delays = as_run.submitted_at
     if delays and len({job.arrival.name for job in jobs}) < len(jobs):
         raise ValueError("submission times are given by job name, and the names repeat")
 
@@ -79,9 +85,9 @@ def simulate(
         return max(job.arrival.time_s, delays.get(job.arrival.name, job.arrival.time_s))
 
     arrivals = sorted(jobs, key=submitted)
-    events = _Events(cluster, arm_name, backfill.pass_interval_s)
+    events = _Events(cluster, arm_name, backfill, as_run)
     position, now = 0, 0.0
-    while position < len(arrivals) or events.ends:
+    while position < len(arrivals) or events.ends or events.next_pass(now) < math.inf:
         tick = events.next_pass(now)
         now = min(
             events.ends[0][0] if events.ends else math.inf,
@@ -89,10 +95,12 @@ def simulate(
             tick,
         )
         touched = events.end_jobs(now)
-        if now == tick:
+        if now == tick and not backfill.main_scheduler:
+            events.started(cluster_pass(list(cluster.values()), now))
+        elif now == tick:
             events.run_passes(list(cluster.values()), now)
         else:
-            events.run_passes(touched, now, in_order=bool(events.interval))
+            events.between_passes(touched, now)
         while position < len(arrivals) and submitted(arrivals[position]) == now:
             job = arrivals[position]
             position += 1
@@ -106,37 +114,58 @@ def simulate(
 class _Events:
     """The replay's jobs in flight: their ends by time, and the passes their events call for.
 
-    Between backfill passes (``interval``, Slurm's ``bf_interval``; 0: a full pass at every event) only
-    the main scheduler starts jobs, in priority order."""
+    Between backfill passes (``Backfill.pass_times_s`` and ``pass_interval_s``, Slurm's ``bf_interval``;
+    none: a full pass at every event) only the main scheduler starts jobs, in priority order, or none
+    where it is off (``Backfill.main_scheduler``)."""
 
     cluster: Cluster
     arm_name: ArmName
-    interval: float
+    backfill: Backfill
+    as_run: AsRun
     ends: list[tuple[float, int, Attempt]] = field(default_factory=list)
     orders: Iterator[int] = field(default_factory=itertools.count)
     outcomes: dict[int, ReplayOutcome] = field(default_factory=dict)
     """By id of the job: names need not be unique."""
 
+    @property
+    def timed(self) -> bool:
+        """Whether passes come on a clock of their own rather than at every event."""
+        return bool(self.backfill.pass_interval_s or self.backfill.pass_times_s)
+
     def next_pass(self, now: float) -> float:
         """When the next backfill pass comes after ``now``; never while no job waits."""
-        waiting = any(partition.pending for partition in self.cluster.values())
-        return (
-            (math.floor(now / self.interval) + 1) * self.interval if self.interval and waiting else math.inf
-        )
+        if not self.timed or not any(partition.pending for partition in self.cluster.values()):
+            return math.inf
+        times, interval = self.backfill.pass_times_s, self.backfill.pass_interval_s
+        following = bisect.bisect_right(times, now)
+        if following < len(times):
+            return times[following]
+        return (math.floor(now / interval) + 1) * interval if interval else math.inf
+
+    def between_passes(self, partitions: Sequence[SimPartition], now: float) -> None:
+        """An event's scheduling: a full pass, or the main scheduler's in-order starts between timed
+        passes, or nothing where only passes start jobs."""
+        if not self.timed:
+            self.run_passes(partitions, now)
+        elif self.backfill.main_scheduler:
+            self.run_passes(partitions, now, in_order=True)
 
     def run_passes(self, partitions: Sequence[SimPartition], now: float, in_order: bool = False) -> None:
         """A pass on each; a backfill pass's start replans its neighbours too."""
         waiting = list(partitions)
         while waiting:
             started = waiting.pop(0).schedule(now, in_order)
-            for attempt in started:
-                heapq.heappush(self.ends, (attempt.end_s, attempt.order, attempt))
+            self.started(started)
             for other in (
                 _partition(self.cluster, started[0].decision.partition).neighbours if started else []
             ):
                 other.forget_plan()
                 if other not in waiting and not in_order:
                     waiting.append(other)
+
+    def started(self, attempts: Sequence[Attempt]) -> None:
+        for attempt in attempts:
+            heapq.heappush(self.ends, (attempt.end_s, attempt.order, attempt))
 
     def end_jobs(self, now: float) -> list[SimPartition]:
         """The attempts that end at ``now`` leave (a killed first one is rerun); the partitions touched."""
@@ -149,15 +178,17 @@ class _Events:
                 other.forget_plan()
                 touched[other.pool.partition] = other
             if attempt.killed and attempt.killed_start_s is None:
-                partition.submit(_rerun(attempt, next(self.orders), now))
+                partition.submit(_rerun(attempt, next(self.orders), now))  # held as long as the first
             else:
                 self.outcomes[id(attempt.job)] = _outcome(attempt, self.arm_name)
         return list(touched.values())
 
     def submit(self, job: Job, decision: ReplayDecision, true_run_s: float, now: float) -> None:
         partition = _partition(self.cluster, decision.partition)
-        partition.submit(Attempt(next(self.orders), job, decision, decision.time_limit_s, now, true_run_s))
-        self.run_passes([partition], now, in_order=bool(self.interval))
+        attempt = Attempt(next(self.orders), job, decision, decision.time_limit_s, now, true_run_s)
+        attempt.held_s = self.as_run.held(job.arrival.name)
+        partition.submit(attempt)
+        self.between_passes([partition], now)
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,6 +351,7 @@ def _rerun(killed: Attempt, order: int, now: float) -> Attempt:
         now,
         killed.true_run_s,
         killed_start_s=killed.start_s,
+        held_s=killed.held_s,
     )
 
 

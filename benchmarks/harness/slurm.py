@@ -9,6 +9,11 @@ What that costs in fidelity, for the report to state:
 - Slurm's timestamps have a one-second resolution: starts and ends are known to ``compression`` seconds.
   Submissions the harness times itself, to the millisecond (``ReplayOutcome.sbatch_s``), and the twin
   takes those.
+- Jobs start only in backfill passes, one every real second (``sched_interval=-1``: Slurm's main
+  scheduler off). With it on, a job started 50-1,000 ms after the event that freed its nodes (the main
+  scheduler's latency; nothing on a real cluster, 20-400 workload seconds here), and which job took a
+  node that freed within a real second followed that order, which no twin can know; a pass instead sees
+  all that a second brought at once, in priority order, at times its log records.
 - Scheduling passes, job launch and the runner's own polling take real time, a second or so each, which
   is ``compression`` simulated seconds of extra wait per job that a real cluster would not have.
 - The backfill scheduler plans at ``bf_resolution`` (one real second) and looks ``BACKFILL_WINDOW_MIN``
@@ -51,9 +56,12 @@ from benchmarks.harness.model import (
     TrueRunTime,
 )
 
-#: Scheduling as often as Slurm allows, so that a real second of delay is the most any job sees.
+#: Slurm's ``sched_interval`` that turns its main scheduler off: jobs then start only in backfill passes.
+MAIN_SCHEDULER_OFF = -1
+#: Backfill as often as Slurm allows, so that a real second of delay is the most any job sees, and no main
+#: scheduler (see the module's notes).
 REPLAY_SCHEDULER = SchedulerSpec(
-    sched_interval_s=1,
+    sched_interval_s=MAIN_SCHEDULER_OFF,
     bf_interval_s=1,
     bf_resolution_s=1,
     bf_window_min=BACKFILL_WINDOW_MIN,
@@ -282,7 +290,7 @@ def outcome(
         submitted_s=simulated(first_record.submit_time),
         sbatch_s=first.sbatch_s,
         job_id=first.job_id,
-        real_zero_s=started.timestamp() - 0.5,
+        real_zero_s=started.timestamp(),
     )
 
 

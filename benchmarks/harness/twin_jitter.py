@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 
-from benchmarks.harness.experiment import Experiment, run_twin
+from benchmarks.harness.experiment import Experiment, RunLogs, run_twin
 from benchmarks.harness.model import ArmName, Inventory, ReplayOutcome
 from benchmarks.harness.report import agreement
 
@@ -49,12 +49,14 @@ def jitter_gaps(
     inventory: Inventory,
     compression: float,
     real: dict[ArmName, list[ReplayOutcome]],
+    logs: RunLogs | None = None,
     draws: int = JITTER_DRAWS,
 ) -> dict[ArmName, list[float]]:
-    """Each arm's twin-against-real gap (`agreement`) over ``draws`` jittered replays, seeds 0 on."""
+    """Each arm's twin-against-real gap (`agreement`) over ``draws`` jittered replays, seeds 0 on, on
+    the real run's passes and holds where given."""
     gaps: dict[ArmName, list[float]] = {arm: [] for arm in real}
     for seed in range(draws):
-        twin = run_twin(experiment, inventory, compression, jittered(real, compression, seed))
+        twin = run_twin(experiment, inventory, compression, jittered(real, compression, seed), logs=logs)
         for arm in real:
             gaps[arm].append(agreement(twin[arm], real[arm]))
     return gaps
