@@ -84,6 +84,12 @@ HAND_COUNTS = {
         _config("batch_norm", in_channels=2, out_channels=2, height=3, batch=2),
         Cost(84, 156, 4 * (36 + 4), 4 * (60 + 12)),
     ),
+    # batch_norm's, over 2 samples (its width) of 2 channels of 4 positions: 16 elements, 7 FLOPs and 3
+    # moves forward, 13 and 5 backward; 2 weights a channel read forward, read and their gradients written.
+    "batch_norm_small_maps": (
+        _config("batch_norm_small_maps", in_channels=2, out_channels=2, height=4, width=2),
+        Cost(112, 208, 4 * (48 + 4), 4 * (80 + 12)),
+    ),
     "layer_norm": (
         _config("layer_norm", in_channels=2, out_channels=2, height=3, batch=2),
         Cost(84, 156, 4 * (36 + 4), 4 * (60 + 12)),

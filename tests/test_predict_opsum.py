@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from math import log
+from math import exp, log
 from pathlib import Path
 
 import pytest
@@ -12,7 +12,7 @@ import pytest
 from advisor.bench.tables import zoo_table
 from advisor.cli import main as cli
 from advisor.introspect.table import TrainingSettings
-from advisor.ops import Cost, layer_op, op_of
+from advisor.ops import Cost, layer_op, op_named, op_of
 from advisor.ops.rates import MachineRates
 from advisor.predict.boosters import STEP_PARAMS, train_booster
 from advisor.predict.evaluate import held_out
@@ -348,3 +348,25 @@ def test_a_grouped_convolution_no_benchmark_has_is_priced_by_its_groups_alignmen
     for config in unseen:
         (seconds,) = model.layer_seconds([config]).values()
         assert seconds == pytest.approx(_blocked_law(config), rel=0.1), config
+
+
+def test_a_batch_norm_over_small_maps_is_priced_by_its_small_map_sweep() -> None:
+    """Hand count at 1 us a launch: batch norm swept at 10 us on large maps and 40 us on 2x2 maps (flat),
+    the cheapest swept op 10 us alone: an op inside a network costs 8 us less. A batch norm over 2x2 maps
+    costs the small-map curve's 32 us, over 1x1 (channels-last too) and 4x4 maps its own 2 us, over 3x3 maps
+    between the two, geometric in log positions (log 9/4 of log 16/4); unswept on small maps, its own."""
+    curves = {"batch_norm": _flat(1e-5), "batch_norm_small_maps": _flat(4e-5)}
+    swept = Roofline({"convolution": 1e12}, 1e9, 1e-6, 0.0, MachineRates(curves=curves, launch_s=1e-6))
+    large = MachineRates(curves={"batch_norm": _flat(1e-5)}, launch_s=1e-6)
+    plain = Roofline({"convolution": 1e12}, 1e9, 1e-6, 0.0, large)
+    norm = op_named("batch_norm")
+
+    def maps(positions: int) -> LayerConfig:
+        return _config(op="batch_norm", in_channels=64, out_channels=64, height=positions, batch=4)
+
+    share = log(9 / 4) / log(16 / 4)
+    expected = {1: 2e-6, 4: 32e-6, 9: exp((1 - share) * log(32e-6) + share * log(2e-6)), 16: 2e-6}
+    assert {p: swept.layer_op_seconds(norm, maps(p)) for p in expected} == pytest.approx(expected)
+    assert {p: plain.layer_op_seconds(norm, maps(p)) for p in expected} == pytest.approx(
+        dict.fromkeys(expected, 2e-6)
+    )

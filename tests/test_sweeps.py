@@ -32,7 +32,10 @@ from advisor.records import LayerConfig, ResultLine
 from tests.plan_support import fake_table
 
 SWEPT = (Phase.BANDWIDTH, Phase.LAUNCHES, Phase.UPDATES)
-MEMORY_BOUND = {"activation", "elementwise", "batch_norm", "layer_norm", "rms_norm", "softmax", "pooling"}
+MEMORY_BOUND = {
+    "activation", "elementwise", "batch_norm", "batch_norm_small_maps", "layer_norm", "rms_norm", "softmax",
+    "pooling",
+}  # fmt: skip
 
 
 def _swept_ops(plan: Plan, phase: Phase) -> list[LayerConfig]:
@@ -72,7 +75,7 @@ def test_each_swept_configuration_is_its_own_op_and_costs_what_it_moves() -> Non
         if phase == "bandwidth":
             assert op.sweep is not None and op.family == "vector"
             elements = config.in_channels * config.height * config.width
-            assert op.sweep(elements) == config
+            assert op.sweep(elements) == config and config.batch == 1
             assert elements in CPU_SWEEPS.elements or op.name == "pooling"
     adam = op_configs.update("adam", 4**8, 64)
     assert (adam.height, adam.width) == (1024, 64)
@@ -169,6 +172,7 @@ def test_a_bandwidth_curve_interpolates_in_log_size() -> None:
         op_configs.swept_pooling("pooling", 4**5),
         op_configs.swept_rows("softmax", 4**5),
         op_configs.swept_channels("batch_norm", 4**5),
+        op_configs.swept_small_maps("batch_norm_small_maps", 4**5),
     ],
     ids=lambda config: config.op,
 )

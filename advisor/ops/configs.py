@@ -136,6 +136,11 @@ SWEPT_CHANNELS = 64
 """Channels of a swept channel op (batch norm, pooling): a CNN's early maps."""
 SWEPT_ROW = 256
 """Row length of a swept row op (layer and RMS norm, softmax): a transformer's narrow width."""
+SMALL_MAP = 4
+"""Positions of a small map (2x2, a CNN's last stages at 32 px): fewer than a vector register holds, where a
+CPU's batch norm pays per (sample, channel) plane: 5-6 times its time per element on larger maps."""
+LARGE_MAP = 16
+"""Positions of the channel sweep's smallest maps (1 Ki elements over `SWEPT_CHANNELS` channels)."""
 
 
 def swept_flat(op: str, elements: int) -> LayerConfig:
@@ -149,6 +154,16 @@ def swept_channels(op: str, elements: int) -> LayerConfig:
     return _config(
         op, 1, False, in_channels=SWEPT_CHANNELS, out_channels=SWEPT_CHANNELS, height=positions, width=1
     )
+
+
+def swept_small_maps(op: str, elements: int) -> LayerConfig:
+    """A channel op over `SWEPT_CHANNELS` maps of `SMALL_MAP` positions in ``width`` samples, as many as
+    ``elements`` fill (`advisor.ops.workloads.small_maps`): at batch one, as every sweep, so no batch size
+    of the grid's gains a configuration; in one sample of as many channels it ran 1.2-1.5 times slower than a
+    network's maps do."""
+    samples = max(1, elements // (SWEPT_CHANNELS * SMALL_MAP))
+    fields = {"in_channels": SWEPT_CHANNELS, "out_channels": SWEPT_CHANNELS, "height": SMALL_MAP}
+    return _config(op, 1, False, **fields, width=samples)
 
 
 def swept_rows(op: str, elements: int) -> LayerConfig:

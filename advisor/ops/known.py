@@ -100,6 +100,9 @@ OPS: tuple[Op, ...] = (
        config=partial(configs.attention, "attention")),
     _vector("batch_norm", costs.NORM, ("batch_norm",), partial(configs.channels, "batch_norm"),
             configs.swept_channels),
+    # Batch norm over 2x2 maps, swept alone: what batch_norm's price reads on maps under LARGE_MAP positions.
+    Op("batch_norm_small_maps", "vector", frozenset(), partial(costs.vector, costs.NORM),
+       f"{_BUILDERS}:small_maps", sweep=partial(configs.swept_small_maps, "batch_norm_small_maps")),
     _vector("rms_norm", costs.RMS_NORM, ("layer_norm", "elementwise"), _rms_norm, configs.swept_rows),
     _vector("layer_norm", costs.NORM, ("layer_norm",), partial(configs.rows, "layer_norm"),
             configs.swept_rows),
@@ -120,6 +123,8 @@ OPS: tuple[Op, ...] = (
     Op("launch_chain", "launch", frozenset(), costs.launch_chain, f"{_BUILDERS}:launch_chain"),
 )  # fmt: skip
 """Where several ops cover one kind, the first whose configuration fits a layer is its op."""
+SMALL_MAPS = {"batch_norm": "batch_norm_small_maps"}
+"""Ops swept over small maps apart (`configs.swept_small_maps`): the registry entry that prices each there."""
 
 
 def op_named(name: str) -> Op:

@@ -113,6 +113,13 @@ def batch_norm(c: LayerConfig, device: torch.device) -> Workload:
     return layer_workload((nn.BatchNorm2d(c.in_channels), (_maps(c),)), c, device)
 
 
+def small_maps(c: LayerConfig, device: torch.device) -> Workload:
+    """Batch norm over ``width`` samples of ``in_channels`` maps of ``height`` positions: a small-map
+    sweep's configuration (`advisor.ops.configs.swept_small_maps`)."""
+    maps = torch.randn(c.width, c.in_channels, c.height, 1)
+    return layer_workload((nn.BatchNorm2d(c.in_channels), (maps,)), c, device)
+
+
 def group_norm(c: LayerConfig, device: torch.device) -> Workload:
     return layer_workload((nn.GroupNorm(c.groups, c.in_channels), (_maps(c),)), c, device)
 

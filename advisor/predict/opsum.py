@@ -107,7 +107,7 @@ def untimed_seconds(table: LayerTable, batch: int, amp: bool, rates: Roofline) -
         found = layer_op(layer, batch, amp)
         if found is not None:
             op, config = found
-            total += rates.op_seconds(op.family, op.cost(config), op.name)
+            total += rates.layer_op_seconds(op, config)
         else:
             c = layer.at_batch(batch)
             moved = float(c.bytes_read + c.bytes_written)

@@ -17,11 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from math import exp, log
 
 import numpy as np
 
 from advisor.frozen import Frozen
-from advisor.ops import Cost, op_named, op_of
+from advisor.ops import Cost, Op, op_named, op_of
+from advisor.ops.configs import LARGE_MAP, SMALL_MAP
+from advisor.ops.known import SMALL_MAPS
 from advisor.ops.op import Family
 from advisor.ops.rates import MachineRates, fit_rates
 from advisor.records import LayerConfig
@@ -63,6 +66,20 @@ class Roofline:
         return max(
             _compute_s(self.compute, family, cost), swept if swept is not None else moved / self.bandwidth
         )
+
+    def layer_op_seconds(self, op: Op, config: LayerConfig) -> float:
+        """An untimed layer's op at its configuration (`op_seconds`). A batch norm over maps of 2 to
+        `LARGE_MAP` positions by its small-map sweep where the machine has one (`SMALL_MAPS`): at `SMALL_MAP`
+        positions or fewer that curve, towards `LARGE_MAP` geometric in log positions to its own; a 1x1 map
+        is channels-last as well and takes the vectorised kernel: its own curve."""
+        cost = op.cost(config)
+        own = self.op_seconds(op.family, cost, op.name)
+        small = SMALL_MAPS.get(op.name)
+        positions = config.height * config.width
+        if small is None or small not in self.swept.curves or not 1 < positions < LARGE_MAP:
+            return own
+        share = max(0.0, log(positions / SMALL_MAP) / log(LARGE_MAP / SMALL_MAP))
+        return exp((1 - share) * log(self.op_seconds(op.family, cost, small)) + share * log(own))
 
     def layer_roof(self) -> LayerRoof:
         """The timed layers' own roof, without the sweeps: what the layer booster corrects."""
