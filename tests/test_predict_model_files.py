@@ -169,6 +169,7 @@ def test_a_version_fitted_with_another_feature_layout_is_refused_until_a_retrain
     columns one place off, so none is served, and none is moved aside or quarantined for it."""
     store = copy_trained(trained, tmp_path / "root")
     assert len(active_models(store)) == len(PARTITIONS)
+    width = len(current_layout().step)
     monkeypatch.setattr(known, "OPS", (*known.OPS, TIMED_POOL))
     with caplog.at_level(logging.ERROR, logger="advisor.predict"):
         assert active_models(store) == {}
@@ -176,7 +177,8 @@ def test_a_version_fitted_with_another_feature_layout_is_refused_until_a_retrain
     assert path.exists() and ModelRegistry(store).quarantined(machine, 1) is None
     assert (
         f"model file {path} (the predictor of {machine}, version 1) is not served: its step booster was "
-        "fitted with another feature layout (28 columns, this advisor's 29; new here: log_pooling_s); its "
+        f"fitted with another feature layout ({width} columns, this advisor's {width + 1}; new here: "
+        "log_pooling_s); its "
         "partitions are predicted as if never benchmarked until `advisor models train` fits a new version"
     ) in caplog.text
     monkeypatch.undo()

@@ -107,12 +107,12 @@ def test_shrunk_coefficients_lean_toward_a_shared_one_that_unreached_columns_kee
 def test_a_feature_layout_difference_is_said_column_by_column() -> None:
     current = current_layout()
     older = FeatureLayout(
-        layer=current.layer, step=(*(n for n in current.step if n != "count_dropout"), "count_pruned")
+        layer=current.layer, step=(*(n for n in current.step if n != "log_activation_bytes"), "log_pruned_s")
     )
     assert layout_problem(current, current) is None
     assert layout_problem(older, current) == (
         f"its step booster was fitted with another feature layout ({len(current.step)} columns, this "
-        f"advisor's {len(current.step)}; new here: count_dropout; gone from here: count_pruned)"
+        f"advisor's {len(current.step)}; new here: log_activation_bytes; gone from here: log_pruned_s)"
     )
     assert width_problem((len(current.layer), len(current.step)), current) is None
     assert width_problem((len(current.layer), 3), current) == (

@@ -19,6 +19,7 @@ import pytest
 from rich.console import Console
 
 from advisor.bench.results import read_jsonl
+from advisor.bench.sweeps import CPU_SWEEPS, bandwidth_configs
 from advisor.bench.tables import zoo_table
 from advisor.cli import main as cli
 from advisor.ops import KernelPath, op_of
@@ -72,7 +73,9 @@ def test_layer_times_are_lines_in_the_batch_size_measured_or_not(store: Store) -
         assert t48 - t16 == pytest.approx((t128 - t16) * 32 / 112)
 
 
-def test_a_layer_far_larger_than_any_benchmarked_follows_its_flops_and_bytes(store: Store) -> None:
+def test_a_layer_a_little_larger_than_any_benchmarked_follows_the_line_of_the_layers(store: Store) -> None:
+    """Up to twice the bytes of the largest benchmarked layer of its family, a layer is the line's and the
+    layer booster's: fitted on layers whose time is a line in FLOPs and bytes, it is priced on that line."""
     (machine,) = machines(store)
     steps = step_samples(store.step_rows(machine), zoo_table)
 
@@ -82,23 +85,24 @@ def test_a_layer_far_larger_than_any_benchmarked_follows_its_flops_and_bytes(sto
     layers = [LayerSample(s.config, law(s.config)) for s in layer_samples(store.layer_rows(machine))]
     model = fit_machine(machine, steps, layers)
     assert model.layer_base == pytest.approx((2e-5, 3e-11, 4e-10), rel=1e-3)
-    linear = next(s.config for s in layers if s.config.op == "linear")
-    vgg = linear.model_copy(update={"in_channels": 25088, "out_channels": 4096, "batch": 2})
-    assert max(layers, key=lambda s: layer_bytes(s.config)).config.in_channels < 25088
-    (seconds,) = model.layer_seconds([vgg]).values()
-    assert seconds == pytest.approx(law(vgg), rel=0.1)
+    linear = max((s.config for s in layers if s.config.op == "linear"), key=layer_bytes)
+    wider = linear.model_copy(update={"out_channels": linear.out_channels * 3 // 2, "batch": 2})
+    assert layer_bytes(linear.model_copy(update={"batch": 2})) < layer_bytes(wider) < 2 * layer_bytes(linear)
+    (seconds,) = model.layer_seconds([wider]).values()
+    assert seconds == pytest.approx(law(wider), rel=0.1)
 
 
-def test_a_layer_far_larger_than_any_benchmarked_keeps_its_ratio_to_its_roof(store: Store) -> None:
-    """The fixture's convolutions, each taking 20 us and its arithmetic at 50 GFLOP/s or its bytes at 4 GB/s,
-    whichever is longer. Three layers far larger than any of them, where a tree is flat outside its data:
-    vgg11_bn's 25088 x 4096 linear at batch 2 (its weights read twice and their gradient written, 1.23 GB:
-    0.31 s; its 1.2e9 FLOPs take 25 ms), a dense 3x3 convolution of 2048 channels on 16 x 16 at batch 8
-    (3 x 2 x 2048 x 2048 x 9 x 256 x 8 = 4.6e11 FLOPs, 9.3 s; its 0.54 GB take 0.13 s) and a depthwise one
-    of 4096 channels on 128 x 128 at batch 2 (2.7 GB, 0.67 s; its 7.2e9 FLOPs take 0.14 s). Each is priced
-    within 10%: the booster corrects the roof read off the layers, not their raw times. (A family whose
-    layers are all small reads a rate under its true one, and its ratio to it carries: the fixture's
-    linears, most bound by their bytes, price the linear a quarter low: benchmarks/README.md, issue 51.)"""
+def test_a_layer_far_larger_than_any_benchmarked_is_priced_by_what_it_does(store: Store) -> None:
+    """The fixture's layers and the nightly grid's swept memory-bound ops, each taking 20 us and its
+    arithmetic at 50 GFLOP/s or its bytes at 4 GB/s, whichever is longer, so the machine's rates read off
+    them are those. Three layers far larger than any of them, where a tree is flat outside its data, are
+    priced by those rates, their arithmetic and their bytes one after the other (the 25088 x 4096 linear of
+    vgg11_bn so measured on this project's CPU: its weights stream at batch 1 and it computes at 128,
+    benchmarks/README.md, issue 51): that linear at batch 2 (its weights read twice and their gradient
+    written, 1.23 GB: 0.31 s, and 1.2e9 FLOPs: 25 ms), a dense 3x3 convolution of 2048 channels on 16 x 16
+    at batch 8 (3 x 2 x 2048 x 2048 x 9 x 256 x 8 = 4.6e11 FLOPs, 9.3 s; 0.54 GB, 0.13 s) and a depthwise
+    one of 4096 channels on 128 x 128 at batch 2 (2.7 GB, 0.67 s; 7.2e9 FLOPs, 0.14 s); not by the layer
+    booster, which would price each as the largest layer it saw."""
     (machine,) = machines(store)
     steps = step_samples(store.step_rows(machine), zoo_table)
 
@@ -106,13 +110,14 @@ def test_a_layer_far_larger_than_any_benchmarked_keeps_its_ratio_to_its_roof(sto
         cost = op_of(config).cost(config)
         return 2e-5 + max(cost.train_flops / 5e10, (cost.forward_bytes + cost.backward_bytes) / 4e9)
 
-    measured = [s.config for s in layer_samples(store.layer_rows(machine)) if s.config.op == "conv2d"]
-    model = fit_machine(
-        machine, steps, [LayerSample(config, law(config)) for config in measured], layer_roof=True
-    )
-    assert model.layer_roof is not None and set(model.layer_roof.compute) == {"convolution"}
-    assert model.layer_roof.compute["convolution"] == pytest.approx(5e10, rel=0.05)
-    assert model.layer_roof.bandwidth == pytest.approx(4e9, rel=0.05)
+    def priced(config: LayerConfig) -> float:
+        cost = op_of(config).cost(config)
+        return cost.train_flops / 5e10 + (cost.forward_bytes + cost.backward_bytes) / 4e9
+
+    measured = [s.config for s in layer_samples(store.layer_rows(machine))]
+    swept = bandwidth_configs(CPU_SWEEPS)  # the nightly grid's memory-bound ops, at 4 GB/s
+    samples = [LayerSample(config, law(config)) for config in (*measured, *swept)]
+    model = fit_machine(machine, steps, samples)
     conv = next(config for config in measured if config.kernel == (3, 3))
     vgg = conv.model_copy(update={"op": "linear", "in_channels": 25088, "out_channels": 4096, "height": 1})
     vgg = vgg.model_copy(update={"width": 1, "kernel": (1, 1), "padding": (0, 0), "batch": 2})
@@ -121,11 +126,11 @@ def test_a_layer_far_larger_than_any_benchmarked_keeps_its_ratio_to_its_roof(sto
     wide = {"in_channels": 4096, "out_channels": 4096, "groups": 4096, "height": 128, "width": 128}
     depthwise = dense.model_copy(update={**wide, "batch": 2})
     assert max(config.in_channels for config in measured) < 2048
-    expected = [0.308, 9.277, 0.671]
-    assert [law(c) for c in (vgg, dense, depthwise)] == pytest.approx(expected, rel=0.01)
+    expected = [0.333, 9.409, 0.815]
+    assert [priced(c) for c in (vgg, dense, depthwise)] == pytest.approx(expected, rel=0.01)
     for config in (vgg, dense, depthwise):
         (seconds,) = model.layer_seconds([config]).values()
-        assert seconds == pytest.approx(law(config), rel=0.1), config
+        assert seconds == pytest.approx(priced(config), rel=0.05), config
 
 
 def test_an_unseen_batch_size_is_never_trained_on(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:

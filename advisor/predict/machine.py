@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 from advisor.introspect import LayerTable
 from advisor.introspect.training import training_time_factor
 from advisor.ops import KernelPath, op_of
+from advisor.ops.op import Family
 from advisor.predict.bands import ClassBand, machine_band
 from advisor.predict.boosters import (
     LAYER_PARAMS,
@@ -48,7 +49,7 @@ from advisor.predict.features import (
 from advisor.predict.layout import FeatureLayout, current_layout
 from advisor.predict.leastsquares import relative_least_squares
 from advisor.predict.peak_memory import MemoryFit, fit_peak_memory
-from advisor.predict.roofline import LayerRoof, fit_roofline
+from advisor.predict.roofline import LAUNCHES_PER_LAYER, LayerRoof, Roofline, fit_roofline
 from advisor.predict.types import Evidence
 from advisor.records import LayerConfig, StepPart
 
@@ -57,6 +58,10 @@ MEMORY_MARGIN = 0.1
 _MAX_BATCH = 1 << 20
 _Curve = tuple[tuple[float, float], ...]
 _TINY_S = 1e-9
+_BEYOND = 2.0
+"""How many times the largest benchmarked layer of its family a layer must move to be priced by what it does
+(``MachineModel.beyond_seconds``): near the edge the booster still knows it (VGG's 512-channel 3x3 is the
+size of ResNet's, and by the roof at 4 x 4 positions 2.5 times its measured time)."""
 
 
 class NotEnoughDataError(ValueError):
@@ -91,6 +96,11 @@ class StepPrediction(BaseModel):
     peak_memory_bytes: int
     band: ClassBand
     """The evidence behind the prediction and the band it earns."""
+
+
+def _size(config: LayerConfig) -> float:
+    """What a layer moves at batch one (its weights, for a large one): how large it is for ``_beyond``."""
+    return op_of(config).cost(config.model_copy(update={"batch": 1})).forward_bytes
 
 
 def fit_memory(samples: Sequence[StepSample]) -> MemoryFit:
@@ -158,9 +168,13 @@ class MachineModel(BaseModel):
     """Each evidence class's band from held-out residuals; empty in older versions (``band``)."""
     layout: FeatureLayout | None = None
     """The boosters' columns as fitted (`advisor.predict.layout`); None in versions from before it."""
+    roofline: Roofline | None = None
+    """The machine's rates from its micro-benchmarks and sweeps (`advisor.predict.roofline`): what prices a
+    layer larger than any benchmarked (``beyond_seconds``); None in versions from before it."""
 
     _polylines: dict[LayerConfig, Polyline] = PrivateAttr(default_factory=dict)
     _grid: tuple[int, ...] = PrivateAttr(default=())
+    _largest: dict[Family, float] = PrivateAttr(default_factory=dict)
 
     def model_post_init(self, context: object, /) -> None:
         points: dict[LayerConfig, list[tuple[int, float]]] = {}
@@ -168,6 +182,9 @@ class MachineModel(BaseModel):
             points.setdefault(_key(config), []).append((config.batch, seconds))
         self._polylines = {key: tuple(sorted(pairs)) for key, pairs in points.items() if len(pairs) >= 2}
         self._grid = tuple(sorted({config.batch for config, _ in self.measured_layers}))
+        for config, _seconds in self.measured_layers:
+            family = op_of(config).family
+            self._largest[family] = max(self._largest.get(family, 0.0), _size(config))
 
     def exercise(self) -> None:
         """Parses and runs each booster once: all xgboost's native code does with a file (`model_check`)."""
@@ -197,8 +214,33 @@ class MachineModel(BaseModel):
         grid = [[key.model_copy(update={"batch": batch}) for batch in self._grid or (1,)] for key in keys]
         flat = [config for row in grid for config in row]
         ratios = apply_booster(self.layer_booster, [layer_features(c) for c in flat])
-        seconds = iter(exp(r) * self.layer_base_s(c) for c, r in zip(flat, ratios, strict=True))
+        seconds = iter(
+            self.beyond_seconds(c) if self._beyond(c) else exp(r) * self.layer_base_s(c)
+            for c, r in zip(flat, ratios, strict=True)
+        )
         return dict(zip(keys, [tuple((c.batch, next(seconds)) for c in row) for row in grid], strict=True))
+
+    def _beyond(self, config: LayerConfig) -> bool:
+        """Whether ``config`` is far larger than every benchmarked layer of its family (``_BEYOND``): a tree
+        is flat outside its data, so the booster would price it as the largest it saw. Only where the sweeps
+        measured what moving bytes costs: the timed layers' own bandwidth is of layers in cache."""
+        if self.roofline is None or not self.roofline.swept.curves:
+            return False
+        return _size(config) > _BEYOND * self._largest.get(op_of(config).family, 0.0)
+
+    def beyond_seconds(self, config: LayerConfig) -> float:
+        """A layer far larger than any benchmarked, by what it does: its launches, its arithmetic at the
+        machine's best rate (the fastest family's upper tenth: a layer that large is one large product, where
+        its own family's rate may come from small layers alone) and its bytes at the bandwidth roof (the
+        fastest swept op's at that size), one after the other. vgg11_bn's 25088 x 4096 linear, 103 M weights
+        where the zoo's largest has 2.4 M: its weights stream at batch 1 and it computes at 128
+        (benchmarks/README.md, issue 51)."""
+        rates = self.roofline or fit_roofline(())
+        cost = op_of(config).cost(config)
+        moved = cost.forward_bytes + cost.backward_bytes
+        streamed = rates.swept.least_bytes_seconds(moved) or moved / rates.bandwidth
+        computed = cost.train_flops / max(rates.compute.values())
+        return LAUNCHES_PER_LAYER * rates.launch_seconds() + computed + streamed
 
     def layer_base_s(self, config: LayerConfig) -> float:
         """What the layer booster's ratio multiplies: the layer's roof where it has one, else the line."""
@@ -312,14 +354,15 @@ def fit_layers(machine: str, layers: Sequence[LayerSample], *, roof: bool = Fals
     timed ops' (the sweeps of what is not compute are the roofline's, `advisor.predict.roofline`). The
     booster corrects a line in FLOPs and bytes fitted to the layers, or with ``roof`` the layers' roof
     (`advisor.predict.roofline.LayerRoof`), to which a layer larger than any benchmarked keeps its ratio."""
-    layers = [s for s in layers if op_of(s.config).timed]
+    swept, layers = layers, [s for s in layers if op_of(s.config).timed]
     if not layers:
         raise NotEnoughDataError(f"machine {machine}: no convolution or linear measured to train on")
     line = relative_least_squares([layer_terms(s.config) for s in layers], [s.seconds for s in layers])
+    rates = fit_roofline([(s.config, s.seconds) for s in swept])
     model = MachineModel(
         machine=machine,
         layer_base=(line[0], line[1], line[2]),
-        layer_roof=fit_roofline([(s.config, s.seconds) for s in layers]).layer_roof() if roof else None,
+        layer_roof=rates.layer_roof() if roof else None,
         layer_booster="",
         measured_layers=tuple((s.config, s.seconds) for s in layers),
         step_base=(),
@@ -329,6 +372,7 @@ def fit_layers(machine: str, layers: Sequence[LayerSample], *, roof: bool = Fals
         memory=MemoryFit(),
         architectures=(),
         layout=current_layout(),
+        roofline=rates,
     )
     ratios = [log(s.seconds) - log(model.layer_base_s(s.config)) for s in layers]
     rows = [layer_features(s.config) for s in layers]
