@@ -95,3 +95,23 @@ def test_profiling_a_step_writes_nothing_of_the_profilers_own_to_stderr() -> Non
     )  # fmt: skip
     assert "convolutions and linears" in ran.stdout
     assert "profiler_start" not in ran.stderr and "USDT" not in ran.stderr, ran.stderr
+
+
+def test_what_a_convolution_runs_inside_itself_is_the_convolutions() -> None:
+    """A stride-1 1x1 convolution at batch 2 runs PyTorch's ``_slow_conv2d`` path, whose backward fills its
+    buffers (``aten::fill_``, a memory-bound op by name): inside the convolution, it is the layer's, as the
+    micro-benchmark that prices the layer times it; the ReLU after it stays memory-bound."""
+    torch.set_num_threads(1)
+    model = nn.Sequential(nn.Conv2d(16, 16, 1), nn.ReLU())
+    images = torch.randn(2, 16, 8, 8, requires_grad=True)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiled:
+        model(images).sum().backward()
+    events = profiled.events()
+    inner = [e for e in events if e.name == "aten::fill_" and profile._within(e, profile._layer)]
+    assert inner, "the slow path's fills run inside the convolution"
+    bound = [e for e in events if profile.op_part(e.name) is StepPart.MEMORY_BOUND]
+    inside = sum(e.self_cpu_time_total for e in bound if profile._within(e, profile._layer)) / 1e6
+    layers = sum(e.self_cpu_time_total for e in events if profile.op_part(e.name) is StepPart.LAYERS) / 1e6
+    parts = profile.kernel_parts(events, steps=1)
+    assert parts[StepPart.LAYERS] == pytest.approx(layers + inside)
+    assert parts[StepPart.MEMORY_BOUND] > 0, "the ReLU"
