@@ -256,8 +256,8 @@ def _jitter_spread(
 ) -> str:
     gaps = jitter_gaps(experiment, inventory, compression, *run)
     return (
-        f"the twin with each submission moved within a real second ({JITTER_DRAWS} draws; how far timings "
-        "below a real second, which the twin cannot know, move it): "
+        f"the twin with each submission moved within a real second ({JITTER_DRAWS} draws; how far a "
+        "submission's place in its second moves it: the twin takes them to the millisecond): "
         + ", ".join(f"{arm} {min(found):+.1%} to {max(found):+.1%}" for arm, found in gaps.items())
     )
 

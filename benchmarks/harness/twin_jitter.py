@@ -2,10 +2,10 @@
 
 Slurm records each submission to the whole second (sacct's `ReplayOutcome.submitted_s`, that second's
 middle): at compression 400, anywhere within 200 workload seconds of the truth. The harness now times its
-own sbatch calls to the millisecond (`ReplayOutcome.sbatch_s`), which the twin takes where recorded; the
-run's other sub-second timings (launch and reaping, completing nodes, when backfill passes fall) it cannot
-know. Replaying the twin with each submission moved within a real second shows how much such timings
-move its agreement (benchmarks/README.md: arm C's gap spanned up to 30 points so).
+own sbatch calls to the millisecond (`ReplayOutcome.sbatch_s`), which the twin takes where recorded, as it
+takes the backfill passes' times and the jobs' holds from the controller's log (`ArmLog`). Replaying the
+twin with each submission moved within a real second shows how much a second's timings move its
+agreement: what a harness that knew them only to the second would be off by.
 """
 
 from __future__ import annotations
