@@ -8,6 +8,7 @@ from math import exp, log
 from pathlib import Path
 
 import pytest
+import torchvision
 
 from advisor.bench.tables import zoo_table
 from advisor.cli import main as cli
@@ -20,7 +21,14 @@ from advisor.predict.features import timed_layers
 from advisor.predict.heldout import without_models
 from advisor.predict.leastsquares import relative_least_squares
 from advisor.predict.machine import LayerSample, fit_layers
-from advisor.predict.opsum import OpSumModel, fit_opsum, op_parts, op_terms, untimed_seconds
+from advisor.predict.opsum import (
+    OpSumModel,
+    fit_opsum,
+    op_parts,
+    op_terms,
+    parameter_tensors,
+    untimed_seconds,
+)
 from advisor.predict.registry import layer_samples, machines, step_samples
 from advisor.predict.roofline import Roofline, fit_roofline
 from advisor.records import LayerConfig, StepPart
@@ -370,3 +378,11 @@ def test_a_batch_norm_over_small_maps_is_priced_by_its_small_map_sweep() -> None
     assert {p: plain.layer_op_seconds(norm, maps(p)) for p in expected} == pytest.approx(
         dict.fromkeys(expected, 2e-6)
     )
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "densenet121"])
+def test_the_updates_tensors_are_counted_as_torch_holds_them(name: str) -> None:
+    """Convolutions without bias (one tensor), batch norms (two), the classifier (two): resnet18's 62,
+    mobilenet_v2's 158, densenet121's 364, as torchvision's models hold them."""
+    model = getattr(torchvision.models, name)(num_classes=10)
+    assert parameter_tensors(zoo_table(name, 32)) == len(list(model.parameters()))

@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from math import exp, log
 
-from advisor.introspect import LayerTable
+from advisor.introspect import Layer, LayerTable
 from advisor.introspect.training import trainable_parameters
 from advisor.ops import Cost, KernelPath, layer_op, op_of
 from advisor.ops.rates import OP_LAUNCHES
@@ -54,7 +54,7 @@ from advisor.records import LayerConfig, StepPart
 
 _TINY = 1e-9
 _TENSORS_PER_LAYER = 2
-"""A weight and a bias (or a norm's scale and shift): the tensors an optimizer updates per layer."""
+"""A weight and a bias (or a norm's scale and shift): a layer's tensors where no op's configuration says."""
 TERM_PARTS = (
     StepPart.LAYERS,
     StepPart.MEMORY_BOUND,
@@ -95,6 +95,27 @@ class OpTerms:
     def columns(self, calibration: Mapping[OpPart, float]) -> list[float]:
         timed = sum(calibration.get(part, 1.0) * s for part, s in self.layer_parts.items())
         return [timed, self.vector_s, self.launch_s, self.optimizer_s, 1.0, float(self.batch)]
+
+
+def parameter_tensors(table: LayerTable) -> int:
+    """The tensors the optimizer updates, counted by hand from each layer's op: a weight, and a bias where
+    the layer's parameters are more than its weight; a norm's one or two a channel (RMS norm: its scale;
+    the others: scale and shift); an embedding's table. An SGD step loops over tensors on a CPU, so a
+    tensor costs as much as tens of thousands of parameters (mobilenet_v2: 158, not 210)."""
+    return sum(_tensors(layer) for layer in table.layers if layer.parameters > 0)
+
+
+def _tensors(layer: Layer) -> int:
+    found = layer_op(layer)
+    if found is None:
+        return _TENSORS_PER_LAYER
+    op, c = found
+    if op.family != "vector":
+        weight = c.in_channels * c.out_channels * c.kernel[0] * c.kernel[1] // c.groups
+        return 1 if layer.parameters <= weight else 2
+    if op.name.endswith("norm"):
+        return min(max(layer.parameters // c.in_channels, 1), _TENSORS_PER_LAYER)
+    return 1
 
 
 def untimed_seconds(table: LayerTable, batch: int, amp: bool, rates: Roofline) -> float:
@@ -155,7 +176,6 @@ def op_terms(
     """The step's terms. A launch costs what the launch chain says; the timed layers' curves hold their
     launches, and so do the untimed ops' prices where the sweeps measured them (their curves' small end is
     the launches), else the launches are a term of their own."""
-    weighted = sum(layer.parameters > 0 for layer in table.layers)
     timed = len(timed_layers(table, batch, amp))
     untimed_launches = (len(table.layers) - timed) * OP_LAUNCHES * rates.launch_seconds()
     held = rates.prices_launches
@@ -168,7 +188,7 @@ def op_terms(
         layer_parts=op_parts(layers, rates, table, batch, amp),
         vector_s=untimed_seconds(table, batch, amp, rates),
         launch_s=0.0 if held else untimed_launches,
-        optimizer_s=rates.update_seconds(trainable_parameters(table), _TENSORS_PER_LAYER * weighted, update),
+        optimizer_s=rates.update_seconds(trainable_parameters(table), parameter_tensors(table), update),
         parameters=table.totals.parameters,
         layers=len(table.layers),
         anchored=frozenset(i for i, measured in zip(_MEASURABLE, swept, strict=True) if measured),
