@@ -7,6 +7,9 @@ anywhere. This reads a slurmctld log written with ``DebugFlags=Backfill`` (``sco
 and nodes), and counts, over consecutive passes with no event in a partition between them, how often the
 partition's first planned job kept its slot and how often Slurm moved it, and of the moves how many had
 no start or end in any partition between. Usage: ``python -m benchmarks.harness.backfill_log LOG...``.
+
+The twin of a real run reads the same log for what its outcomes do not say (`arm_log`): when each
+backfill pass began, and how long each job held its nodes past its run.
 """
 
 from __future__ import annotations

@@ -272,7 +272,7 @@ def matching_backfill(
     limits and its will-run test's batches of ending jobs, in the workload's seconds; ``real_zero_s`` (the
     real run's clock at workload second 0, `ReplayOutcome.real_zero_s`) places the batches' marks. The
     replay's cluster starts jobs by backfill passes alone (`REPLAY_SCHEDULER`): the twin's come at the
-    real run's ``pass_times_s`` (`backfill_log.pass_times`), then every ``bf_interval``."""
+    real run's ``pass_times_s`` (`backfill_log.arm_log`), then every ``bf_interval``."""
     main = REPLAY_SCHEDULER.sched_interval_s != MAIN_SCHEDULER_OFF
     return Backfill(
         window_s=BACKFILL_WINDOW_MIN * 60 * compression,
