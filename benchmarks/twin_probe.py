@@ -16,10 +16,12 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from benchmarks.harness.experiment import matching_backfill
+from benchmarks.harness.backfill_log import arm_log
+from benchmarks.harness.experiment import matching_backfill, submitted_at
 from benchmarks.harness.model import (
     Arm,
     Arrival,
+    AsRun,
     Inventory,
     Job,
     Pool,
@@ -86,9 +88,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         jobs, arm = _jobs(scene), _arm(scene)
         with tempfile.TemporaryDirectory(prefix="advisor-probe-") as root:
             real = run_on_slurm(jobs, arm, "habits", INVENTORY, _truth, 1.0, Path(root), args.base_port)
-        # The twin on the real run's clock: the will-run test's batches end at marks on it.
-        backfill = matching_backfill(1.0, real[0].real_zero_s)
-        twin = simulate(jobs, arm, "habits", INVENTORY, _truth, backfill=backfill)
+            with (Path(root) / "log" / "slurmctld.log").open(encoding="utf-8", errors="replace") as lines:
+                log = arm_log(lines, real, 1.0)
+        # The twin on the real run's clock (the will-run test's batches end at marks on it), its
+        # submissions, its backfill passes and its jobs' holds.
+        backfill = matching_backfill(1.0, real[0].real_zero_s, (), log.passes_s)
+        sent = {o.name: when for o in real if (when := submitted_at(o)) is not None}
+        as_run = AsRun(submitted_at=sent, held_s=log.held_s)
+        twin = simulate(jobs, arm, "habits", INVENTORY, _truth, backfill=backfill, as_run=as_run)
         slurm = {outcome.name: outcome for outcome in real}
         for outcome in twin:
             there = slurm[outcome.name]
