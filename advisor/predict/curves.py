@@ -68,6 +68,27 @@ class MeasuredCurve(BaseModel):
     points: tuple[tuple[float, float], ...]
 
 
+Series = tuple[str, bool, bool]
+"""An architecture measured whole, in one precision and layout: (architecture hash, amp, channels last)."""
+
+
+def measured_curves(ratios: Iterable[tuple[Series, int, float]]) -> tuple[MeasuredCurve, ...]:
+    """Each series' curve from its (series, batch, log ratio to the base) measurements: the median ratio
+    at each batch size it ran."""
+    by_series: dict[Series, dict[float, list[float]]] = {}
+    for key, batch, ratio in ratios:
+        by_series.setdefault(key, {}).setdefault(log(batch), []).append(ratio)
+    return tuple(
+        MeasuredCurve(
+            architecture=architecture,
+            amp=amp,
+            channels_last=channels_last,
+            points=tuple(sorted((x, float(median(r))) for x, r in by_batch.items())),
+        )
+        for (architecture, amp, channels_last), by_batch in sorted(by_series.items())
+    )
+
+
 def median_polish(cells: Iterable[tuple[R, C, float]]) -> tuple[dict[R, float], dict[C, float]]:
     """Row levels and column effects of (row, column, value) cells of a table with holes, by median polish:
     a column only some rows reach is measured against those rows' own levels, not against the level of all

@@ -26,7 +26,6 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 from advisor.introspect import LayerTable
 from advisor.introspect.training import training_time_factor
 from advisor.ops import KernelPath, op_of
-from advisor.ops.op import Family
 from advisor.predict.bands import ClassBand, machine_band
 from advisor.predict.boosters import (
     LAYER_PARAMS,
@@ -37,7 +36,14 @@ from advisor.predict.boosters import (
     exercise_booster,
     train_booster,
 )
-from advisor.predict.curves import MeasuredCurve, Polyline, batch_effects, interpolate, through
+from advisor.predict.curves import (
+    MeasuredCurve,
+    Polyline,
+    batch_effects,
+    interpolate,
+    measured_curves,
+    through,
+)
 from advisor.predict.features import (
     Part,
     StepFeatures,
@@ -48,8 +54,9 @@ from advisor.predict.features import (
 )
 from advisor.predict.layout import FeatureLayout, current_layout
 from advisor.predict.leastsquares import relative_least_squares
+from advisor.predict.outsized import Largest, largest_layers, outsized_seconds
 from advisor.predict.peak_memory import MemoryFit, fit_peak_memory
-from advisor.predict.roofline import LAUNCHES_PER_LAYER, LayerRoof, Roofline, fit_roofline
+from advisor.predict.roofline import LayerRoof, Roofline, fit_roofline
 from advisor.predict.types import Evidence
 from advisor.records import LayerConfig, StepPart
 
@@ -58,10 +65,6 @@ MEMORY_MARGIN = 0.1
 _MAX_BATCH = 1 << 20
 _Curve = tuple[tuple[float, float], ...]
 _TINY_S = 1e-9
-_BEYOND = 2.0
-"""How many times the largest benchmarked layer of its family a layer must move to be priced by what it does
-(``MachineModel.beyond_seconds``): near the edge the booster still knows it (VGG's 512-channel 3x3 is the
-size of ResNet's, and by the roof at 4 x 4 positions 2.5 times its measured time)."""
 
 
 class NotEnoughDataError(ValueError):
@@ -96,11 +99,6 @@ class StepPrediction(BaseModel):
     peak_memory_bytes: int
     band: ClassBand
     """The evidence behind the prediction and the band it earns."""
-
-
-def _size(config: LayerConfig) -> float:
-    """What a layer moves at batch one (its weights, for a large one): how large it is for ``_beyond``."""
-    return op_of(config).cost(config.model_copy(update={"batch": 1})).forward_bytes
 
 
 def fit_memory(samples: Sequence[StepSample]) -> MemoryFit:
@@ -170,11 +168,11 @@ class MachineModel(BaseModel):
     """The boosters' columns as fitted (`advisor.predict.layout`); None in versions from before it."""
     roofline: Roofline | None = None
     """The machine's rates from its micro-benchmarks and sweeps (`advisor.predict.roofline`): what prices a
-    layer larger than any benchmarked (``beyond_seconds``); None in versions from before it."""
+    layer far larger than any benchmarked (`advisor.predict.outsized`); None in versions from before it."""
 
     _polylines: dict[LayerConfig, Polyline] = PrivateAttr(default_factory=dict)
     _grid: tuple[int, ...] = PrivateAttr(default=())
-    _largest: dict[Family, float] = PrivateAttr(default_factory=dict)
+    _largest: Largest = PrivateAttr(default_factory=dict)
 
     def model_post_init(self, context: object, /) -> None:
         points: dict[LayerConfig, list[tuple[int, float]]] = {}
@@ -182,9 +180,7 @@ class MachineModel(BaseModel):
             points.setdefault(_key(config), []).append((config.batch, seconds))
         self._polylines = {key: tuple(sorted(pairs)) for key, pairs in points.items() if len(pairs) >= 2}
         self._grid = tuple(sorted({config.batch for config, _ in self.measured_layers}))
-        for config, _seconds in self.measured_layers:
-            family = op_of(config).family
-            self._largest[family] = max(self._largest.get(family, 0.0), _size(config))
+        self._largest = largest_layers(config for config, _ in self.measured_layers)
 
     def exercise(self) -> None:
         """Parses and runs each booster once: all xgboost's native code does with a file (`model_check`)."""
@@ -215,32 +211,10 @@ class MachineModel(BaseModel):
         flat = [config for row in grid for config in row]
         ratios = apply_booster(self.layer_booster, [layer_features(c) for c in flat])
         seconds = iter(
-            self.beyond_seconds(c) if self._beyond(c) else exp(r) * self.layer_base_s(c)
+            outsized_seconds(c, self._largest, self.roofline) or exp(r) * self.layer_base_s(c)
             for c, r in zip(flat, ratios, strict=True)
         )
         return dict(zip(keys, [tuple((c.batch, next(seconds)) for c in row) for row in grid], strict=True))
-
-    def _beyond(self, config: LayerConfig) -> bool:
-        """Whether ``config`` is far larger than every benchmarked layer of its family (``_BEYOND``): a tree
-        is flat outside its data, so the booster would price it as the largest it saw. Only where the sweeps
-        measured what moving bytes costs: the timed layers' own bandwidth is of layers in cache."""
-        if self.roofline is None or not self.roofline.swept.curves:
-            return False
-        return _size(config) > _BEYOND * self._largest.get(op_of(config).family, 0.0)
-
-    def beyond_seconds(self, config: LayerConfig) -> float:
-        """A layer far larger than any benchmarked, by what it does: its launches, its arithmetic at the
-        machine's best rate (the fastest family's upper tenth: a layer that large is one large product, where
-        its own family's rate may come from small layers alone) and its bytes at the bandwidth roof (the
-        fastest swept op's at that size), one after the other. vgg11_bn's 25088 x 4096 linear, 103 M weights
-        where the zoo's largest has 2.4 M: its weights stream at batch 1 and it computes at 128
-        (benchmarks/README.md, issue 51)."""
-        rates = self.roofline or fit_roofline(())
-        cost = op_of(config).cost(config)
-        moved = cost.forward_bytes + cost.backward_bytes
-        streamed = rates.swept.least_bytes_seconds(moved) or moved / rates.bandwidth
-        computed = cost.train_flops / max(rates.compute.values())
-        return LAUNCHES_PER_LAYER * rates.launch_seconds() + computed + streamed
 
     def layer_base_s(self, config: LayerConfig) -> float:
         """What the layer booster's ratio multiplies: the layer's roof where it has one, else the line."""
@@ -343,7 +317,10 @@ def fit_machine(
             "step_base": fit.coefficients,
             "batch_curve": fit.curve,
             "step_booster": fit.booster,
-            "measured_curves": _measured_curves(steps, features, fit),
+            "measured_curves": measured_curves(
+                (series(s), s.batch, log(s.seconds) - log(fit.linear(f)))
+                for s, f in zip(steps, features, strict=True)
+            ),
             "layer_calibration": tuple((path, b, m) for (path, b), m in sorted(fit.calibration.items())),
         }
     )
@@ -377,24 +354,6 @@ def fit_layers(machine: str, layers: Sequence[LayerSample], *, roof: bool = Fals
     ratios = [log(s.seconds) - log(model.layer_base_s(s.config)) for s in layers]
     rows = [layer_features(s.config) for s in layers]
     return model.model_copy(update={"layer_booster": train_booster(LAYER_PARAMS, LAYER_ROUNDS, rows, ratios)})
-
-
-def _measured_curves(
-    steps: Sequence[StepSample], features: Sequence[StepFeatures], fit: StepFit
-) -> tuple[MeasuredCurve, ...]:
-    ratios: dict[tuple[str, bool, bool], dict[float, list[float]]] = {}
-    for sample, f in zip(steps, features, strict=True):
-        at = ratios.setdefault(series(sample), {}).setdefault(log(sample.batch), [])
-        at.append(log(sample.seconds) - log(fit.linear(f)))
-    return tuple(
-        MeasuredCurve(
-            architecture=architecture,
-            amp=amp,
-            channels_last=channels_last,
-            points=tuple(sorted((x, float(np.median(r))) for x, r in by_batch.items())),
-        )
-        for (architecture, amp, channels_last), by_batch in sorted(ratios.items())
-    )
 
 
 def _rows(fit: StepFit, features: Sequence[StepFeatures]) -> list[list[float]]:
