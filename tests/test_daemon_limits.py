@@ -223,8 +223,11 @@ def test_no_request_body_makes_the_daemon_fail(
         "description_args": words,
         **extra,
     }
+    # A budget inside this daemon's connection deadline (3 s): a cold first answer (Slurm's estimates for
+    # the candidates) then comes as "no answer within" (503), not as the deadline's close (a CI run saw
+    # that once), which the fuzz is not about.
     for body in (json.dumps(request).encode(), raw):
-        answer = exchange(daemon, http("POST", b"/advise", body, **{BUDGET_HEADER: "20000"}))
+        answer = exchange(daemon, http("POST", b"/advise", body, **{BUDGET_HEADER: "2000"}))
         assert status(answer) in (200, 400, 413, 422, 503), answer[:500]
 
 
