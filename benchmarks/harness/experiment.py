@@ -133,7 +133,7 @@ def run_twin(
     arm's backfill passes and its jobs' holds in the real run, from its controller's log (`RunLogs`)."""
     arms = experiment.arms(compression)
     arms.update({name: as_decided(outcomes) for name, outcomes in real.items()})
-    return _simulate_arms(experiment, inventory, arms, compression, real, (without, logs or {}))
+    return _simulate_arms(experiment, inventory, arms, compression, real, RealClock(without, logs or {}))
 
 
 def redecided(
@@ -154,8 +154,8 @@ def redecided(
         name,
         inventory,
         experiment.table.true_run_s,
-        backfill=_twin_backfill(compression, real, name, ((), logs or {})),
-        as_run=_as_run(real, name, ((), logs or {})),
+        backfill=_twin_backfill(compression, real, name, RealClock((), logs or {})),
+        as_run=_as_run(real, name, RealClock((), logs or {})),
         caches=caches,
     )
 
@@ -177,13 +177,11 @@ def submitted_at(outcome: ReplayOutcome) -> float | None:
     return outcome.submitted_s if outcome.sbatch_s is None else outcome.sbatch_s[1]
 
 
-def _as_run(
-    real: dict[ArmName, list[ReplayOutcome]], name: ArmName, scheduler: tuple[Collection[LeftOut], RunLogs]
-) -> AsRun:
+def _as_run(real: dict[ArmName, list[ReplayOutcome]], name: ArmName, clock: RealClock) -> AsRun:
     """Arm ``name``'s submissions in the real run, and its jobs' holds there where its log was read."""
-    without, logs = scheduler
+    logs = clock.logs
     submitted = {o.name: when for o in real.get(name, []) if (when := submitted_at(o)) is not None}
-    held = logs[name].held_s if name in logs and "holds" not in without else {}
+    held = logs[name].held_s if name in logs and "holds" not in clock.without else {}
     return AsRun(submitted_at=submitted, held_s=held)
 
 
@@ -191,11 +189,10 @@ def _twin_backfill(
     compression: float,
     real: dict[ArmName, list[ReplayOutcome]],
     name: ArmName,
-    scheduler: tuple[Collection[LeftOut], RunLogs],
+    clock: RealClock,
 ) -> Backfill:
-    without, logs = scheduler
-    passes = logs[name].passes_s if name in logs else ()
-    return matching_backfill(compression, _real_zero(real.get(name, [])), without, passes)
+    passes = clock.logs[name].passes_s if name in clock.logs else ()
+    return matching_backfill(compression, _real_zero(real.get(name, [])), clock.without, passes)
 
 
 def _in_real_order(jobs: Sequence[Job], outcomes: Sequence[ReplayOutcome]) -> list[Job]:
@@ -215,7 +212,7 @@ def _simulate_arms(
     arms: dict[ArmName, Arm],
     compression: float,
     real: dict[ArmName, list[ReplayOutcome]],
-    scheduler: tuple[Collection[LeftOut], RunLogs],
+    clock: RealClock,
 ) -> dict[ArmName, list[ReplayOutcome]]:
     """Every arm in the twin, each on the clock (its backfill passes, its jobs' holds) of its own real run."""
     return {
@@ -225,8 +222,8 @@ def _simulate_arms(
             name,
             inventory,
             experiment.table.true_run_s,
-            backfill=_twin_backfill(compression, real, name, scheduler),
-            as_run=_as_run(real, name, scheduler),
+            backfill=_twin_backfill(compression, real, name, clock),
+            as_run=_as_run(real, name, clock),
         )
         for name, arm in arms.items()
     }
@@ -260,6 +257,15 @@ LeftOut = Literal["walk", "holds"]
 ``walk``, the will-run test's walk over every partition's running jobs (it then walks the job's own
 partition's); ``holds``, each job holding its nodes past its run as long as in the real run (it then holds
 them for its run alone)."""
+
+
+@dataclass(frozen=True)
+class RealClock:
+    """What the twin takes of a real run's scheduler: what of Slurm's it leaves out, and each arm's
+    controller log (its backfill passes, its jobs' holds)."""
+
+    without: Collection[LeftOut]
+    logs: RunLogs
 
 
 def matching_backfill(
