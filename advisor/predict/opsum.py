@@ -49,7 +49,7 @@ from advisor.predict.machine import (
     fit_layers,
     series,
 )
-from advisor.predict.roofline import LAUNCHES_PER_LAYER, UPDATES, Roofline, fit_roofline
+from advisor.predict.roofline import LAUNCHES_PER_LAYER, UPDATES, Roofline
 from advisor.records import LayerConfig, StepPart
 
 _TINY = 1e-9
@@ -262,7 +262,7 @@ def fixed_and_sampled(shares: Sequence[float]) -> tuple[float, float]:
     return fixed, sum(shares) - fixed
 
 
-def _own_scales(pairs: Sequence[tuple[tuple[float, float], float]]) -> tuple[float, float]:
+def fit_own_scales(pairs: Sequence[tuple[tuple[float, float], float]]) -> tuple[float, float]:
     """Scales of a model's fixed and per-sample seconds that fit its measured steps (relative least
     squares, non-negative); one step measured scales both alike."""
     if len(pairs) < 2:
@@ -290,10 +290,14 @@ def booster_row(model: OpSumModel, terms: OpTerms) -> list[float]:
 def fit_opsum(machine: str, steps: Sequence[StepSample], layers: Sequence[LayerSample]) -> OpSumModel:
     """The layer part and the rates from the micro-benchmarks, the term scales from the steps, then the
     step booster on what the sum leaves."""
-    if not steps:
-        raise NotEnoughDataError(f"machine {machine}: no step measured to train on")
-    layer_model = fit_layers(machine, layers)
-    rates = fit_roofline([(s.config, s.seconds) for s in layers])
+    return opsum_on(fit_layers(machine, layers), steps)
+
+
+def opsum_on(layer_model: MachineModel, steps: Sequence[StepSample]) -> OpSumModel:
+    """``fit_opsum`` on a layer part already fitted (``fit_layers``: its roofline is the rates)."""
+    rates = layer_model.roofline
+    if not steps or rates is None:
+        raise NotEnoughDataError(f"machine {layer_model.machine}: no step or no roofline to train on")
     terms = [op_terms(layer_model, rates, s.table, s.batch, s.amp, s.channels_last) for s in steps]
     coefficients, calibration, anchored = _scales(terms, [s.seconds for s in steps])
     model = OpSumModel(layer_model, rates, coefficients, calibration, "", anchored_scale=anchored)
@@ -302,7 +306,7 @@ def fit_opsum(machine: str, steps: Sequence[StepSample], layers: Sequence[LayerS
     own: dict[tuple[str, bool, bool], list[tuple[tuple[float, float], float]]] = {}
     for sample, t in zip(steps, terms, strict=True):
         own.setdefault(series(sample), []).append((fixed_and_sampled(model.shares(t)), sample.seconds))
-    scales = {key: _own_scales(pairs) for key, pairs in own.items()}
+    scales = {key: fit_own_scales(pairs) for key, pairs in own.items()}
     return OpSumModel(layer_model, rates, coefficients, calibration, booster, scales, anchored)
 
 
