@@ -33,6 +33,25 @@ def test_a_step_is_split_into_its_optimizer_its_kernels_and_the_rest_as_dispatch
     assert profile.split_step(0.008, 0.002, kernels)[StepPart.DISPATCH] == 0.0
 
 
+def test_a_profiled_run_that_waited_for_the_cpu_has_its_wait_taken_out_of_its_kernels() -> None:
+    """Hand count: a run that waited a fifth of its wall time holds a fifth of wait in each kernel part."""
+    kernels = {StepPart.LAYERS: 0.010, StepPart.MEMORY_BOUND: 0.005}
+    assert profile.unwaited(kernels, 0.2) == pytest.approx(
+        {StepPart.LAYERS: 0.008, StepPart.MEMORY_BOUND: 0.004}
+    )
+    assert profile.unwaited(kernels, 0.0) == kernels
+
+
+def test_each_part_is_its_least_over_the_profiled_runs() -> None:
+    """Hand count: the profiler's cost landed in the layers in the first run, in the memory-bound ops in
+    the second: each part keeps its least."""
+    runs = [
+        {StepPart.LAYERS: 0.012, StepPart.MEMORY_BOUND: 0.002},
+        {StepPart.LAYERS: 0.009, StepPart.MEMORY_BOUND: 0.003},
+    ]
+    assert profile.least(runs) == {StepPart.LAYERS: 0.009, StepPart.MEMORY_BOUND: 0.002}
+
+
 class _PythonHeavySGD(torch.optim.SGD):
     """SGD whose step spends 20 ms in Python besides its kernels, as a real one's loop over many tensors
     does: time no aten op's self time holds."""
@@ -99,8 +118,9 @@ def test_profiling_a_step_writes_nothing_of_the_profilers_own_to_stderr() -> Non
 
 def test_what_a_convolution_runs_inside_itself_is_the_convolutions() -> None:
     """A stride-1 1x1 convolution at batch 2 runs PyTorch's ``_slow_conv2d`` path, whose backward fills its
-    buffers (``aten::fill_``, a memory-bound op by name): inside the convolution, it is the layer's, as the
-    micro-benchmark that prices the layer times it; the ReLU after it stays memory-bound."""
+    buffers (``aten::fill_``, a memory-bound op by name): inside the convolution, it is the layer's, and
+    so are its views and allocations, as the micro-benchmark that prices the layer times them; the ReLU
+    after it stays memory-bound."""
     torch.set_num_threads(1)
     model = nn.Sequential(nn.Conv2d(16, 16, 1), nn.ReLU())
     images = torch.randn(2, 16, 8, 8, requires_grad=True)
@@ -109,9 +129,33 @@ def test_what_a_convolution_runs_inside_itself_is_the_convolutions() -> None:
     events = profiled.events()
     inner = [e for e in events if e.name == "aten::fill_" and profile._within(e, profile._layer)]
     assert inner, "the slow path's fills run inside the convolution"
-    bound = [e for e in events if profile.op_part(e.name) is StepPart.MEMORY_BOUND]
-    inside = sum(e.self_cpu_time_total for e in bound if profile._within(e, profile._layer)) / 1e6
+    rest = [e for e in events if profile.op_part(e.name) in (StepPart.MEMORY_BOUND, StepPart.DISPATCH)]
+    inside = sum(e.self_cpu_time_total for e in rest if profile._within(e, profile._layer)) / 1e6
     layers = sum(e.self_cpu_time_total for e in events if profile.op_part(e.name) is StepPart.LAYERS) / 1e6
     parts = profile.kernel_parts(events, steps=1)
     assert parts[StepPart.LAYERS] == pytest.approx(layers + inside)
     assert parts[StepPart.MEMORY_BOUND] > 0, "the ReLU"
+
+
+def test_an_op_that_moves_no_byte_is_dispatch_not_memory_bound() -> None:
+    """A real profile of a convolution, a ReLU, a flatten and a linear: the flatten's view and the linear's
+    transpose of its weight (``aten::t``) move no byte, so their self time is in neither kernel part and
+    `split_step` leaves it to dispatch; the ReLU stays memory-bound."""
+    torch.set_num_threads(1)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 6 * 6, 10))
+    images = torch.randn(2, 3, 8, 8)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiled:
+        model(images).sum().backward()
+    events = profiled.events()
+    outside = [e for e in events if not profile._within(e, profile._layer)]
+    metadata = {e.name for e in outside if e.name in profile.METADATA}
+    assert {"aten::view", "aten::t"} <= metadata
+    assert all(profile.op_part(name) is StepPart.DISPATCH for name in metadata)
+    bound = [e for e in outside if profile.op_part(e.name) is StepPart.MEMORY_BOUND]
+    assert "aten::relu" in {e.name for e in bound}
+    parts = profile.kernel_parts(events, steps=1)
+    assert parts[StepPart.MEMORY_BOUND] == pytest.approx(sum(e.self_cpu_time_total for e in bound) / 1e6)
+    everything = sum(e.self_cpu_time_total for e in events if e.name.startswith("aten::")) / 1e6
+    moved_nothing = sum(e.self_cpu_time_total for e in outside if e.name in metadata) / 1e6
+    assert moved_nothing > 0
+    assert sum(parts.values()) == pytest.approx(everything - moved_nothing)
