@@ -124,6 +124,8 @@ HAND_COUNTS = {
     "adamw": (_config("adamw", height=1000), Cost(15000, 0, 4 * 7000, 0)),
     # 50 multiplies of 2 samples x 4 elements: 400 FLOPs each way, each op reading and writing its 8.
     "launch_chain": (_config("launch_chain", height=50, width=4, batch=2), Cost(400, 400, 4 * 800, 4 * 800)),
+    # The same 50 multiplies, each in a module of its own: the same arithmetic and bytes.
+    "module_chain": (_config("module_chain", height=50, width=4, batch=2), Cost(400, 400, 4 * 800, 4 * 800)),
 }  # fmt: skip
 
 

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from math import exp, log
 from pathlib import Path
 
 import pytest
+import torch
 import torchvision
 
 from advisor.bench.tables import zoo_table
@@ -24,6 +26,7 @@ from advisor.predict.machine import LayerSample, fit_layers
 from advisor.predict.opsum import (
     OpSumModel,
     fit_opsum,
+    module_calls,
     op_parts,
     op_terms,
     parameter_tensors,
@@ -162,6 +165,11 @@ def test_swept_prices_hold_their_launches_and_the_profile_counts_them_as_dispatc
     assert parts[StepPart.MEMORY_BOUND] == pytest.approx(swept.vector_s - swept.dispatch_s[1])
     assert parts[StepPart.DISPATCH] == pytest.approx(sum(swept.dispatch_s))
     assert parts[StepPart.OPTIMIZER] == pytest.approx(swept.optimizer_s)
+    # A module call at the module chain's 1 us more: 76 of them a resnet18 step, per-op dispatch too.
+    called = replace(_swept(2e-6), swept=replace(_swept(2e-6).swept, module_s=1e-6))
+    assert op_terms(layers, called, table, 4, False, False).launch_s == pytest.approx(76 * 1e-6)
+    more = OpSumModel(layers, called, (1.0, 1.0, 1.0, 1.0, 0.0, 0.0), {}, flat).parts(table, 4, False, False)
+    assert more[StepPart.DISPATCH] == pytest.approx(parts[StepPart.DISPATCH] + 76e-6, rel=1e-3)
 
 
 def test_a_fitted_op_sum_splits_its_prediction_into_the_profiles_parts(store: Store) -> None:
@@ -386,3 +394,19 @@ def test_the_updates_tensors_are_counted_as_torch_holds_them(name: str) -> None:
     mobilenet_v2's 158, densenet121's 364, as torchvision's models hold them."""
     model = getattr(torchvision.models, name)(num_classes=10)
     assert parameter_tensors(zoo_table(name, 32)) == len(list(model.parameters()))
+
+
+@pytest.mark.parametrize(
+    ("name", "calls"), [("resnet18", 76), ("mobilenet_v2", 213), ("shufflenet_v2_x0_5", 192)]
+)
+def test_the_module_calls_are_counted_as_torch_makes_them(name: str, calls: int) -> None:
+    """Every module's forward pre-hook, counted over one forward of torchvision's model: resnet18's 68
+    modules with each block's ReLU called twice (76), mobilenet_v2's 213, shufflenet_v2_x0_5's 192 of its
+    205 modules (its unused ones not called)."""
+    model = getattr(torchvision.models, name)(num_classes=10)
+    counted = [0]
+    for module in model.modules():
+        module.register_forward_pre_hook(lambda *_: counted.__setitem__(0, counted[0] + 1))
+    model(torch.randn(2, 3, 32, 32))
+    assert counted[0] == calls
+    assert module_calls(zoo_table(name, 32)) == calls

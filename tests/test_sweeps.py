@@ -57,7 +57,7 @@ def test_the_nightly_grid_sweeps_memory_bound_ops_launches_and_updates_after_the
     assert all(isinstance(config, LayerConfig) for config in swept_configs)
     assert {config.op for config in _swept_ops(nightly, Phase.BANDWIDTH)} == MEMORY_BOUND
     assert {config.op for config in _swept_ops(nightly, Phase.UPDATES)} == set(UPDATES)
-    assert {config.op for config in _swept_ops(nightly, Phase.LAUNCHES)} == {"launch_chain"}
+    assert {config.op for config in _swept_ops(nightly, Phase.LAUNCHES)} == {"launch_chain", "module_chain"}
     rows = {row.phase: row for row in describe(nightly)}
     assert rows[Phase.BANDWIDTH].kind == "sweep"
     assert rows[Phase.BANDWIDTH].sizes[0] == 4**5 and rows[Phase.BANDWIDTH].sizes[-1] >= 4**12
@@ -117,12 +117,14 @@ def _moved(config: LayerConfig) -> float:
 
 
 def test_the_rates_fitted_are_the_rates_measured() -> None:
-    """A machine moving 10 GB/s past 1 MiB, 20 us an op below it, 5 us a launch, Adam at 2 ns a parameter
-    and 3 us a tensor: each comes back, between and beyond the sizes measured."""
+    """A machine moving 10 GB/s past 1 MiB, 20 us an op below it, 5 us a launch, 1.5 us a module call, Adam
+    at 2 ns a parameter and 3 us a tensor: each comes back, between and beyond the sizes measured."""
 
     def seconds(config: LayerConfig) -> float:
         if config.op == "launch_chain":
             return 1e-4 + 2 * config.height * 5e-6
+        if config.op == "module_chain":
+            return 1.2e-4 + config.height * (2 * 5e-6 + 1.5e-6)
         if config.op in UPDATES:
             return 5e-5 + 3e-6 * config.width + 2e-9 * config.height * config.width
         return max(_moved(config) / 1e10, 2e-5)
@@ -132,6 +134,7 @@ def test_the_rates_fitted_are_the_rates_measured() -> None:
     rates = fit_rates([*measured, (conv, 1.0)])
     assert set(rates.curves) == MEMORY_BOUND
     assert rates.launch_s == pytest.approx(5e-6)
+    assert rates.module_s == pytest.approx(1.5e-6)
     assert rates.per_parameter_s("adam") == pytest.approx(2e-9, rel=0.02)
     assert rates.update_s("adam", 10**6, 100) == pytest.approx(5e-5 + 3e-4 + 2e-3, rel=0.01)
     assert rates.update_s("adam", 10**5, 1) == pytest.approx(5e-5 + 3e-6 + 2e-4, rel=0.05)
@@ -143,6 +146,9 @@ def test_the_rates_fitted_are_the_rates_measured() -> None:
     assert rates.bytes_seconds(100) == pytest.approx(2e-5), "a tiny op costs its launch, not its bytes"
     assert rates.bytes_seconds(3e6, "activation") == pytest.approx(3e-4, rel=0.05)
     assert MachineRates().bytes_seconds(1e6) is None and MachineRates().launch_s is None
+    assert MachineRates().module_s is None
+    chains = [(c, seconds(c)) for _, c in swept(CPU_SWEEPS) if c.op == "launch_chain"]
+    assert fit_rates(chains).module_s is None, "no module chain measured: no module call priced"
 
 
 def test_more_tensors_cost_no_less_past_the_splits_measured_where_they_were_faster() -> None:
@@ -167,6 +173,7 @@ def test_a_bandwidth_curve_interpolates_in_log_size() -> None:
     "config",
     [
         op_configs.launch_chain(16, 16),
+        op_configs.module_chain(16, 16),
         op_configs.update("adamw", 4096, 4),
         op_configs.update("sgd_momentum", 4096, 1),
         op_configs.swept_pooling("pooling", 4**5),
@@ -198,7 +205,7 @@ def test_a_run_of_the_sweeps_lands_in_the_store_and_comes_back_as_the_machines_r
     grid = replace(nightly_grid("cpu"), models=(), layer_models=(), sweeps=tiny, repeats=2)
     plan = build_plan(grid, DeviceProfile.assumed("cpu"), fake_table)
     phases = [item.phase for item in plan.items]
-    assert phases == [Phase.BANDWIDTH, *2 * [Phase.LAUNCHES], *6 * [Phase.UPDATES]]
+    assert phases == [Phase.BANDWIDTH, *4 * [Phase.LAUNCHES], *6 * [Phase.UPDATES]]
     lines: list[ResultLine] = []
     summary = run_plan(plan, RunOn(torch.device("cpu"), "cpu"), budget_s=120, sink=lines.append)
     assert summary.measured == len(plan.items)
@@ -207,4 +214,5 @@ def test_a_run_of_the_sweeps_lands_in_the_store_and_comes_back_as_the_machines_r
     rates = fit_rates((s.config, s.seconds) for s in layer_samples(store.layer_rows()))
     assert set(rates.curves) == {"activation"} and set(rates.updates) == set(UPDATES)
     assert rates.launch_s is not None and 1e-8 < rates.launch_s < 1e-2
+    assert rates.module_s is not None and rates.module_s < 1e-2
     assert (rates.bytes_per_s(1e5) or 0) > 1e6 and (rates.update_s("adam", 4**7, 4) or 0) > 0

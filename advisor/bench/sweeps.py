@@ -1,5 +1,6 @@
 """What the nightly grid measures beyond compute: memory-bound ops over tensor sizes (the machine's bandwidth
-curve), a chain of tiny ops (what each launch costs), and the optimizer's update over parameter counts.
+curve), a chain of tiny ops (what each launch costs) and the same chain as modules (what a module call
+costs), and the optimizer's update over parameter counts.
 
 A step's time is not only its convolutions and matrix products: on a small batch its norms, activations and
 element-wise ops are bound by bytes, each op pays a fixed launch and dispatch cost, and the optimizer's
@@ -36,7 +37,8 @@ class Sweeps:
     elements: tuple[int, ...]
     """Tensor sizes of the memory-bound ops, in elements: from launch-bound to past the last cache."""
     chains: tuple[int, ...]
-    """Lengths of the launch chain: its time's slope in them is one launch's cost."""
+    """Lengths of the launch chain and the module chain: the one's slope in them is one launch's cost, the
+    other's less it a module call's."""
     parameters: tuple[int, ...]
     """Parameter counts of the optimizer's update."""
     tensors: tuple[int, ...]
@@ -76,7 +78,12 @@ def bandwidth_configs(sweeps: Sweeps) -> list[LayerConfig]:
 
 
 def launch_configs(sweeps: Sweeps) -> list[LayerConfig]:
-    return [configs.launch_chain(length, CHAIN_ELEMENTS) for length in sweeps.chains]
+    """Each length of the launch chain, then of the module chain."""
+    return [
+        chain(length, CHAIN_ELEMENTS)
+        for chain in (configs.launch_chain, configs.module_chain)
+        for length in sweeps.chains
+    ]
 
 
 def update_configs(sweeps: Sweeps) -> list[LayerConfig]:
@@ -104,7 +111,7 @@ def swept(sweeps: Sweeps) -> list[tuple[SweepPhase, LayerConfig]]:
 def launches(config: LayerConfig) -> int:
     """Ops a swept configuration launches: a chain's forward and backward ops, an update's per tensor
     (CPUs loop over them), else a forward and a backward."""
-    if config.op == "launch_chain":
+    if op_of(config).family == "launch":
         return 2 * config.height
     return config.width if config.op in UPDATES else 2
 

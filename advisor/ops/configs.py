@@ -195,6 +195,12 @@ def launch_chain(length: int, elements: int) -> LayerConfig:
     return _config("launch_chain", 1, False, in_channels=1, out_channels=1, height=length, width=elements)
 
 
+def module_chain(length: int, elements: int) -> LayerConfig:
+    """The launch chain's ``length`` ops, each in a module call of its own
+    (`advisor.ops.workloads.module_chain`)."""
+    return _config("module_chain", 1, False, in_channels=1, out_channels=1, height=length, width=elements)
+
+
 def update(op: str, parameters: int, tensors: int) -> LayerConfig:
     """An optimizer's step over ``parameters`` parameters in ``tensors`` tensors of equal size: ``height``
     parameters each, ``width`` tensors (a step's cost beyond its bytes is per tensor)."""

@@ -121,6 +121,8 @@ OPS: tuple[Op, ...] = (
     _update("adam", costs.ADAM),
     _update("adamw", costs.ADAMW),
     Op("launch_chain", "launch", frozenset(), costs.launch_chain, f"{_BUILDERS}:launch_chain"),
+    # The same chain, each op in its own module call: its slope less the launch chain's is a module call.
+    Op("module_chain", "launch", frozenset(), costs.launch_chain, f"{_BUILDERS}:module_chain"),
 )  # fmt: skip
 """Where several ops cover one kind, the first whose configuration fits a layer is its op."""
 SMALL_MAPS = {"batch_norm": "batch_norm_small_maps"}

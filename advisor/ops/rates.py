@@ -1,6 +1,6 @@
 """One machine's rates for what is not compute, fitted from the nightly grid's sweeps
 (`advisor.bench.sweeps`): the bandwidth a memory-bound op reaches at each size, the seconds each launched
-op costs, and the optimizer's update per parameter and per tensor.
+op costs and each module call, and the optimizer's update per parameter and per tensor.
 
 Pure: handed each swept configuration with its seconds (a machine's layer samples), it reads the ops it
 knows and leaves the rest. A step model prices an op it never timed from these: its bytes at the bandwidth
@@ -69,6 +69,9 @@ class MachineRates:
     """Each swept memory-bound op's seconds by the bytes its forward and backward move."""
     launch_s: float | None = None
     """One launched op's cost (a forward or a backward kernel and its dispatch)."""
+    module_s: float | None = None
+    """One module call's cost beyond its ops' launches (``nn.Module.__call__``: its hooks' checks, Python);
+    a swept op's price has its one call taken out with the measurement's own cost (`alone_s`)."""
     updates: Mapping[str, UpdateCurves] = field(default_factory=dict)
     """By optimizer: ``sgd_momentum``, ``adam``, ``adamw``."""
 
@@ -137,16 +140,17 @@ def _at(curve: Curve, x: float) -> float:
 
 def fit_rates(measured: Iterable[tuple[LayerConfig, float]]) -> MachineRates:
     """A machine's rates from its swept configurations and their seconds: the memory-bound ops at batch
-    one (the bandwidth sweep's), the launch chain, the optimizers' updates; anything else is left out."""
+    one (the bandwidth sweep's), the launch chain and the module chain, the optimizers' updates; anything
+    else is left out."""
     curves: dict[str, dict[float, list[float]]] = {}
-    chain: list[tuple[float, float]] = []
+    chains: dict[str, list[tuple[float, float]]] = {"launch_chain": [], "module_chain": []}
     updates: dict[str, dict[int, dict[float, list[float]]]] = {}
     for config, seconds in measured:
         if seconds <= 0:
             continue
         op = op_of(config)
         if op.family == "launch":
-            chain.append((2.0 * config.height, seconds))
+            chains[op.name].append((2.0 * config.height, seconds))
         elif op.family == "update":
             split = updates.setdefault(op.name, {}).setdefault(config.width, {})
             split.setdefault(log(config.height * config.width), []).append(log(seconds))
@@ -154,9 +158,11 @@ def fit_rates(measured: Iterable[tuple[LayerConfig, float]]) -> MachineRates:
             cost = op.cost(config)
             moved = log(cost.forward_bytes + cost.backward_bytes)
             curves.setdefault(op.name, {}).setdefault(moved, []).append(log(seconds))
+    launch_s, linked_s = _slope(chains["launch_chain"]), _slope(chains["module_chain"])
     return MachineRates(
         curves={name: _curve(points) for name, points in curves.items()},
-        launch_s=_slope(chain),
+        launch_s=launch_s,
+        module_s=None if launch_s is None or linked_s is None else 2.0 * max(linked_s - launch_s, 0.0),
         updates={
             name: UpdateCurves(tuple((tensors, _curve(points)) for tensors, points in sorted(splits.items())))
             for name, splits in updates.items()

@@ -181,6 +181,18 @@ def launch_chain(c: LayerConfig, device: torch.device) -> Workload:
     return layer_workload((_Chain(c.height), (torch.randn(c.batch, c.width),)), c, device)
 
 
+class _Multiply(nn.Module):
+    """One of the launch chain's multiplies as a module of its own: a network calls each layer so."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x * 1.0001
+
+
+def module_chain(c: LayerConfig, device: torch.device) -> Workload:
+    chain = nn.Sequential(*(_Multiply() for _ in range(c.height)))
+    return layer_workload((chain, (torch.randn(c.batch, c.width),)), c, device)
+
+
 def _update(
     c: LayerConfig, device: torch.device, make: Callable[[list[Tensor]], torch.optim.Optimizer]
 ) -> Workload:

@@ -82,7 +82,8 @@ class OpTerms:
     """The timed layers' seconds by ``OpPart``."""
     vector_s: float
     launch_s: float
-    """Launches no op's price holds (every untimed op's where no sweep priced it)."""
+    """Launches no op's price holds (every untimed op's where no sweep priced it), and the module calls
+    (`module_calls`, each at the module chain's cost beyond the launch chain's)."""
     optimizer_s: float
     parameters: int
     layers: int
@@ -95,6 +96,18 @@ class OpTerms:
     def columns(self, calibration: Mapping[OpPart, float]) -> list[float]:
         timed = sum(calibration.get(part, 1.0) * s for part, s in self.layer_parts.items())
         return [timed, self.vector_s, self.launch_s, self.optimizer_s, 1.0, float(self.batch)]
+
+
+def module_calls(table: LayerTable) -> int:
+    """The ``nn.Module`` calls of one forward, counted from the layers' names (module paths): each leaf's
+    call (a leaf called twice, as resnet18 calls a block's ReLU, is two layers) and every container above a
+    layer once, the model's own included; a bare op is named by the container it runs in. A swept or timed
+    op's price has its one call taken out (`MachineRates.alone_s`), so a network pays them here."""
+    names = [layer.name for layer in table.layers]
+    containers = {""} | {
+        ".".join(name.split(".")[:i]) for name in names for i in range(1, name.count(".") + 1)
+    }
+    return len(containers) + sum(name not in containers for name in names)
 
 
 def parameter_tensors(table: LayerTable) -> int:
@@ -175,9 +188,10 @@ def op_terms(
 ) -> OpTerms:
     """The step's terms. A launch costs what the launch chain says; the timed layers' curves hold their
     launches, and so do the untimed ops' prices where the sweeps measured them (their curves' small end is
-    the launches), else the launches are a term of their own."""
+    the launches), else the launches are a term of their own; so are the module calls."""
     timed = len(timed_layers(table, batch, amp))
     untimed_launches = (len(table.layers) - timed) * OP_LAUNCHES * rates.launch_seconds()
+    calls_s = module_calls(table) * (rates.swept.module_s or 0.0)
     held = rates.prices_launches
     update = UPDATES[table.training.optimizer if table.training else None]
     swept = (held, held or rates.swept.launch_s is not None, rates.swept.update_s(update, 1) is not None)
@@ -187,7 +201,7 @@ def op_terms(
         channels_last=channels_last,
         layer_parts=op_parts(layers, rates, table, batch, amp),
         vector_s=untimed_seconds(table, batch, amp, rates),
-        launch_s=0.0 if held else untimed_launches,
+        launch_s=(0.0 if held else untimed_launches) + calls_s,
         optimizer_s=rates.update_seconds(trainable_parameters(table), parameter_tensors(table), update),
         parameters=table.totals.parameters,
         layers=len(table.layers),
