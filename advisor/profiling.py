@@ -1,8 +1,8 @@
 """`advisor profile MODEL --batch-size B --partition P`: real training steps of a model, profiled on this
-machine, beside the active predictor's split of its prediction for the partition, part by part (`StepPart`),
-and the op-sum model's (`advisor.predict.opsum`), fitted on the partition's benchmarks: which part a poor
-prediction misses. Its own part of the package: it joins the benchmark engine (torch
-timing) and the predictors, which the service keeps apart."""
+machine, beside the active predictor's split of its prediction for the partition, part by part (`StepPart`:
+the op sum's, scaled to the served blend, where the blend weighs it), and the op-sum model's own
+(`advisor.predict.opsum`): which part a poor prediction misses. Its own part of the package: it joins the
+benchmark engine (torch timing) and the predictors, which the service keeps apart."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from advisor.store import Store
 
 if TYPE_CHECKING:
     from advisor.introspect import LayerTable
+    from advisor.predict.machine import MachineModel
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], settings: Settings) -> None:
@@ -103,7 +104,7 @@ def _profiled(args: argparse.Namespace, height: int) -> StepProfile | None:
     model, version = predictors.models[own[0]]
     table = model_table(args.model, height, allow_factories=True)
     predicted = model.parts(table, args.batch_size, False, False)
-    summed = _op_sum(Store.existing(args.db), own[0], table, args.batch_size)
+    summed = _op_sum(Store.existing(args.db), model, table, args.batch_size)
     config = StepConfig(
         model=args.model, input_size=height, batch=args.batch_size, amp=False, channels_last=False,
         pinned=False, workers=0,
@@ -130,18 +131,23 @@ def _profiled(args: argparse.Namespace, height: int) -> StepProfile | None:
     )
 
 
-def _op_sum(store: Store, machine: str, table: LayerTable, batch: int) -> dict[StepPart, float]:
-    """The op-sum model's split, fitted here on the machine's benchmarks (seconds); empty without them."""
+def _op_sum(store: Store, served: MachineModel, table: LayerTable, batch: int) -> dict[StepPart, float]:
+    """The op-sum model's split (seconds): the one the active version holds, else (a version from before the
+    blend) fitted here on the machine's benchmarks; empty without them."""
     from advisor.bench.architectures import measured_tables
+    from advisor.predict.blend import opsum_of
     from advisor.predict.machine import NotEnoughDataError
     from advisor.predict.opsum import fit_opsum
     from advisor.predict.registry import layer_samples, step_samples
 
-    steps = step_samples(store.step_rows(machine), measured_tables(store))
-    try:
-        model = fit_opsum(machine, steps, layer_samples(store.layer_rows(machine)))
-    except NotEnoughDataError:
-        return {}
+    model = opsum_of(served)
+    if model is None:
+        machine = served.machine
+        steps = step_samples(store.step_rows(machine), measured_tables(store))
+        try:
+            model = fit_opsum(machine, steps, layer_samples(store.layer_rows(machine)))
+        except NotEnoughDataError:
+            return {}
     return model.parts(table, batch, False, False)
 
 

@@ -191,7 +191,7 @@ def _parser() -> argparse.ArgumentParser:
     step_model_option(
         parser,
         "step models to fit on the zoo database alone and ask beside the arms, a column each "
-        "(benchmarks/predict_zoo.py's STEP_MODELS: today's, the op sum, their weighted blend)",
+        "(benchmarks/predict_zoo.py's STEP_MODELS: today's alone, the op sum alone, their blend as served)",
     )
     parser.add_argument(
         "--reuse-truth",

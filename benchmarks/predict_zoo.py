@@ -15,15 +15,15 @@ noise lies between measurements, not between the steps of one (a step timed 15 t
 as widely over six repeats), so only more passes narrow it.
 Then ``advisor models train --db DB`` and ``advisor models evaluate --db DB --json --plot FILE.png``.
 
-``--compare`` trains today's step model and the op-sum one (`advisor.predict.opsum`) on ``--db`` and
-prints both held-out figures side by side, in one run: leave one model out, unseen batch sizes (each) and
-peak memory; beside them two blends of the two models' predictions of each held-out step, fitted on
-nothing more: their geometric mean, and a weighted one whose weight is fitted on the other models' (batch
-sizes') held-out steps; and today's model with its layer booster correcting each layer's roof (its
-FLOPs at its family's rate or its bytes at the bandwidth, whichever is longer) in place of a line fitted
-through the layers, a candidate for the layers no zoo model has (issue 51). ``--step-model blend`` holds out
-the weighted blend as a step model of its own besides (``fit_blend``: its weight fitted in folds of the
-training steps, as a kept-back set's script asks it; slow: each of its fits fits both models six times).
+``--compare`` trains today's step model alone, the op sum alone (`advisor.predict.opsum`) and the
+product's as served (their weighted blend, its weight fitted in the bands' folds: `advisor.predict.heldout.
+fit_served`, what `advisor models train` fits) on ``--db`` and prints their held-out figures side by side,
+in one run: leave one model out, unseen batch sizes (each) and peak memory; beside them two blends of the
+first two models' predictions of each held-out step, fitted on nothing more: their geometric mean, and a
+weighted one whose weight is fitted on the other models' (batch sizes') held-out steps; and today's model
+with its layer booster correcting each layer's roof (its FLOPs at its family's rate or its bytes at the
+bandwidth, whichever is longer) in place of a line fitted through the layers, a candidate for the layers no
+zoo model has (issue 51). The served column is the slow one: each of its fits fits both models six times.
 
 ``--spread`` prints how far repeated measurements of the same step lie apart, each as training reads it,
 per batch size: the noise no predictor's held-out MAPE can get under, to read next to the evaluation;
@@ -39,7 +39,7 @@ import json
 import random
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from math import exp, log
 from pathlib import Path
@@ -55,17 +55,16 @@ from advisor.bench.results import jsonl_sink, read_jsonl
 from advisor.bench.run import RunOn, run_plan, terminal_reporter
 from advisor.bench.sweeps import NO_SWEEPS
 from advisor.bench.tables import zoo_table
-from advisor.introspect import LayerTable
+from advisor.predict.blend import PairedStep, best_weight, weighted
 from advisor.predict.evaluate import (
     Fit,
     Point,
-    StepTimer,
     leave_one_model_out,
     memory_error,
     unseen_batches,
 )
-from advisor.predict.heldout import without_models
-from advisor.predict.machine import LayerSample, NotEnoughDataError, StepSample, fit_machine
+from advisor.predict.heldout import fit_served
+from advisor.predict.machine import LayerSample, StepSample, fit_machine
 from advisor.predict.opsum import fit_opsum
 from advisor.predict.registry import HELDOUT_FOLDS, layer_samples, machines, step_samples
 from advisor.readable import percent
@@ -117,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     step_model_option(
         parser,
         "with --compare: step models held out as further columns in the same run, each fitted as one (blend: "
-        "the weighted blend with its weight fitted in folds, as a kept-back set asks it; slow)",
+        "the product's, as served; slow)",
     )
     args = parser.parse_args(argv)
     if args.passes < 1:
@@ -172,13 +171,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+SERVED: Fit = partial(fit_served, folds=HELDOUT_FOLDS)
+"""The product's step model as `advisor models train` fits it (the blend, `advisor.predict.blend`), less
+its bands: its point predictions."""
 MODELS: tuple[tuple[str, Fit], ...] = (
     ("today's", fit_machine),
     ("op sum", fit_opsum),
     ("today's, layer roof", partial(fit_machine, layer_roof=True)),
+    ("served", SERVED),
 )
-"""The product's step model, the op sum, and the product's with its layer booster correcting the layers'
-roof instead of a line (`advisor.predict.machine.fit_layers`); the blends mix the first two."""
+"""Today's step model alone, the op sum alone, today's with its layer booster correcting the layers' roof
+instead of a line (`advisor.predict.machine.fit_layers`), and the product's as served (the blend of the
+first two with its weight fitted in folds: `advisor.predict.heldout.fit_served`); the blends mix the
+first two."""
 
 
 def fit_from(path: Path) -> Fit:
@@ -246,48 +251,9 @@ def _held_out_points(
     return lomo, batches
 
 
-_WEIGHTS = tuple(i / 20 for i in range(21))
-
-
-@dataclass(frozen=True)
-class Blend:
-    """Two fitted step models' weighted geometric mean, ``weight`` on the first's prediction."""
-
-    first: StepTimer
-    second: StepTimer
-    weight: float
-
-    def step_seconds(self, table: LayerTable, batch: int, amp: bool, channels_last: bool) -> float:
-        first = self.first.step_seconds(table, batch, amp, channels_last)
-        second = self.second.step_seconds(table, batch, amp, channels_last)
-        return float(exp(self.weight * log(first) + (1 - self.weight) * log(second)))
-
-
-def fit_blend(machine: str, steps: Sequence[StepSample], layers: Sequence[LayerSample]) -> Blend:
-    """Today's model and the op sum fitted on every step, weighted (in twentieths) as fits best the steps
-    of the models held out in `HELDOUT_FOLDS` folds, their own layer geometries dropped (as for a model new
-    to the zoo, the way the product's bands hold models out): the weighted blend as a step model of its
-    own, which a kept-back set can ask."""
-    names = sorted({s.model for s in steps})
-    count = min(HELDOUT_FOLDS, len(names))
-    pairs: list[tuple[Point, Point]] = []
-    for fold in range(count):
-        held = set(names[fold::count])
-        train = [s for s in steps if s.model not in held]
-        kept = without_models(steps, layers, held)
-        try:
-            fitted = (fit_machine(machine, train, kept), fit_opsum(machine, train, kept))
-        except NotEnoughDataError:  # the fold owned every layer measured, or every step
-            continue
-        tested = [s for s in steps if s.model in held]
-        pairs += list(zip(*(_points(f, tested) for f in fitted), strict=True))
-    weight = best_weight(pairs) if pairs else 0.5
-    return Blend(fit_machine(machine, steps, layers), fit_opsum(machine, steps, layers), weight)
-
-
-STEP_MODELS: dict[str, Fit] = {"today": fit_machine, "opsum": fit_opsum, "blend": fit_blend}
+STEP_MODELS: dict[str, Fit] = {"today": fit_machine, "opsum": fit_opsum, "blend": SERVED}
 """What a kept-back set's script asks by name (``--step-model``), each fitted on the same samples: today's
-step model, the op-sum candidate, their weighted blend."""
+step model alone, the op sum alone, their weighted blend as the product serves it."""
 
 
 def step_model_option(parser: argparse.ArgumentParser, what: str, default: Sequence[str] = ()) -> None:
@@ -297,32 +263,19 @@ def step_model_option(parser: argparse.ArgumentParser, what: str, default: Seque
     )
 
 
-def _points(fitted: StepTimer, steps: Sequence[StepSample]) -> list[Point]:
-    return [
-        Point(
-            model=s.model,
-            batch=s.batch,
-            measured_s=s.seconds,
-            predicted_s=fitted.step_seconds(s.table, s.batch, s.amp, s.channels_last),
-        )
-        for s in steps
-    ]
-
-
-def best_weight(pairs: Sequence[tuple[Point, Point]]) -> float:
-    """The weight in twentieths on the first model whose mix errs least on ``pairs`` (mean relative error)."""
-    return min(_WEIGHTS, key=lambda w: mean(mix(a, b, w).error for a, b in pairs))
-
-
 def mix(first: Point, second: Point, weight: float) -> Point:
-    """One held-out step's weighted geometric mean of two models' predictions of it."""
+    """One held-out step's blend of two models' predictions of it (`advisor.predict.blend.weighted`)."""
     if (first.model, first.batch, first.measured_s) != (second.model, second.batch, second.measured_s):
         raise ValueError(
             f"predict_zoo: mix pairs {first.model} at batch {first.batch} with {second.model} at batch "
             f"{second.batch}"
         )
-    predicted = exp(weight * log(first.predicted_s) + (1 - weight) * log(second.predicted_s))
-    return first.model_copy(update={"predicted_s": predicted})
+    return first.model_copy(update={"predicted_s": weighted(first.predicted_s, second.predicted_s, weight)})
+
+
+def paired(pairs: Sequence[tuple[Point, Point]]) -> list[PairedStep]:
+    """Two models' held-out points of the same steps, as the product's weight is fitted on them."""
+    return [PairedStep(a.measured_s, a.predicted_s, b.predicted_s) for a, b in pairs]
 
 
 def fitted_blend(
@@ -334,7 +287,7 @@ def fitted_blend(
     pairs = list(zip(first, second, strict=True))
     mixed = []
     for group in sorted({key(a) for a in first}, key=str):
-        weight = best_weight([(a, b) for a, b in pairs if key(a) != group])
+        weight = best_weight(paired([(a, b) for a, b in pairs if key(a) != group]))
         mixed += [mix(a, b, weight) for a, b in pairs if key(a) == group]
     return mixed
 

@@ -20,6 +20,7 @@ from advisor.bench.tables import zoo_table
 from advisor.daemon.app import AdviceService, ServiceInputs
 from advisor.machines import labelled, machine_names
 from advisor.ops import known
+from advisor.predict import layout
 from advisor.predict.layout import current_layout
 from advisor.predict.model_files import QUARANTINE_SUFFIX, digest
 from advisor.predict.registry import active_models, train_machine
@@ -205,4 +206,31 @@ def test_a_version_from_before_feature_layouts_is_judged_by_its_boosters_widths(
     assert (
         f"its boosters read {layer} and {step} features, this advisor's layout has {layer} and {step + 1} "
         "(fitted before model files kept their feature layout)"
+    ) in caplog.text
+
+
+def test_a_version_whose_op_sum_was_fitted_with_another_layout_is_refused_and_one_without_is_served(
+    trained: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A term added to the op sum adds a column to its booster: a file holding an op sum of the old columns
+    waits for a retrain; one holding none predicts as it did, so it is served."""
+    store = copy_trained(trained, tmp_path / "root")
+    machine, path = active_file(store, "t4")
+    document = json.loads(path.read_bytes())
+    assert document["op_sum"] is not None
+    del document["op_sum"], document["blend_weight"]
+    data = json.dumps(document).encode()
+    path.write_bytes(data)
+    with store.db.conn:  # the file as written by a version before the blend, with its checksum
+        store.db.execute("UPDATE model_versions SET sha256 = ? WHERE path = ?", [digest(data), str(path)])
+    width = len(current_layout().op_sum)
+    monkeypatch.setattr(layout, "OP_SUM_COLUMNS", (*layout.OP_SUM_COLUMNS, "share_modules"))
+    with caplog.at_level(logging.ERROR, logger="advisor.predict"):
+        assert set(active_models(store)) == {machine}
+    other, other_path = active_file(store, "a100")
+    assert (
+        f"model file {other_path} (the predictor of {other}, version 1) is not served: its op sum's booster "
+        f"was fitted with another feature layout ({width} columns, this advisor's {width + 1}; new here: "
+        "share_modules); its partitions are predicted as if never benchmarked until `advisor models train` "
+        "fits a new version"
     ) in caplog.text

@@ -18,8 +18,8 @@ from advisor.predict.features import step_feature_names, step_features, timed_la
 from advisor.predict.jobtime import JobShape, job_time
 from advisor.predict.layout import FeatureLayout, current_layout, layout_problem, width_problem
 from advisor.predict.leastsquares import relative_least_squares
-from advisor.predict.machine import MEMORY_MARGIN, MachineModel
-from advisor.predict.peak_memory import MemoryFit
+from advisor.predict.machine import MachineModel
+from advisor.predict.peak_memory import MEMORY_MARGIN, MemoryFit
 from advisor.predict.scaling import DeviceSpec, match_spec, roofline_ratio
 
 
@@ -138,5 +138,5 @@ def test_zero_stage_3_keeps_a_share_of_a_jobs_state_on_each_gpu() -> None:
         heldout_mape=None, memory=fit, architectures=(),
     )  # fmt: skip
     capacity = ceil(fit.predict(table, 64, False, 4) * (1 + MEMORY_MARGIN))
-    assert model.largest_batch(table, False, capacity, devices=4) == 64
-    assert model.largest_batch(table, False, capacity) < 64
+    assert model.memory.largest_batch(table, False, capacity, devices=4) == 64
+    assert model.memory.largest_batch(table, False, capacity) < 64

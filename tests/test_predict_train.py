@@ -281,6 +281,7 @@ def test_evaluate_reports_each_held_out_batch_size_and_plots(
     )
     assert args.handler(args, Console(quiet=True)) == 0
     (machine,) = json.loads(capsys.readouterr().out)
+    assert machine["blend_weight"] == 1.0, "the served model's: the fixture's op sum errs more"
     by_batch = machine["unseen_batch_mape_by_batch"]
     assert list(by_batch) == ["2", "4", "8", "16", "32", "64"]
     # Every model ran every batch size, so the overall figure is the mean of the batch sizes' figures.

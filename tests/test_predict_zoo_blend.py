@@ -1,12 +1,13 @@
 """The blends `benchmarks/predict_zoo.py --compare` sets beside the step models: each held-out step's
-weighted geometric mean of two models' predictions, the weight fitted without the group held out."""
+weighted geometric mean of two models' predictions (the product's, `advisor.predict.blend`), the weight
+fitted without the group held out."""
 
 from __future__ import annotations
 
 import pytest
 
 from advisor.predict.evaluate import Point
-from benchmarks.predict_zoo import best_weight, fitted_blend, mix
+from benchmarks.predict_zoo import fitted_blend, mix
 
 
 def _point(model: str, predicted_s: float, measured_s: float = 2.0) -> Point:
@@ -29,9 +30,3 @@ def test_a_group_s_weight_is_fitted_on_the_other_groups_alone() -> None:
     second = [_point("a", 8.0), _point("b", 2.0), _point("c", 8.0)]
     mixed = {p.model: p.predicted_s for p in fitted_blend(first, second, lambda p: p.model)}
     assert mixed == {"a": pytest.approx(4.0), "b": pytest.approx(8.0), "c": pytest.approx(4.0)}
-
-
-def test_the_weight_is_the_twentieth_that_fits_the_held_out_pairs_best() -> None:
-    # The second model is exact on every pair: all the weight goes to it; halfway wrong both, half and half.
-    assert best_weight([(_point("a", 8.0), _point("a", 2.0)), (_point("b", 0.5), _point("b", 2.0))]) == 0.0
-    assert best_weight([(_point("a", 8.0), _point("a", 0.5))]) == 0.5

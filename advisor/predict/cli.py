@@ -277,7 +277,8 @@ def _evaluate(args: argparse.Namespace, console: Console) -> int:
         by_batch = ", ".join(f"{b}: {percent(m)}" for b, m in result.unseen_batch_mape_by_batch.items())
         console.print(
             f"overall {percent(result.lomo_mape)}; unseen batch sizes {percent(result.unseen_batch_mape)} "
-            f"({by_batch}); peak memory {percent(result.memory_mape)}",
+            f"({by_batch}); peak memory {percent(result.memory_mape)}; served: today's step model at weight "
+            f"{result.blend_weight} blended with the op sum",
             highlight=False,
         )
     return 0

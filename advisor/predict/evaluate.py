@@ -15,12 +15,13 @@ the share at or under its p10, p50 and p90 should be near 10%, 50% and 90%.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
 from advisor.introspect import LayerTable
-from advisor.predict.heldout import ClassCoverage, coverage, heldout_residuals, without_models
+from advisor.predict.heldout import ClassCoverage, coverage, fit_served, heldout_residuals, without_models
 from advisor.predict.machine import LayerSample, NotEnoughDataError, StepSample, fit_machine, fit_memory
 from advisor.predict.registry import HELDOUT_FOLDS
 
@@ -65,6 +66,9 @@ class MachineEvaluation(BaseModel):
     lomo_points: tuple[Point, ...]
     bands: tuple[ClassCoverage, ...] = ()
     """Each evidence class's band and how it held out."""
+    blend_weight: float | None = None
+    """The served model's weight on today's step model, fitted on every step (`advisor.predict.blend`);
+    None for another step model's figures."""
 
 
 def _mape(points: Sequence[Point]) -> float | None:
@@ -122,9 +126,13 @@ def memory_error(steps: Sequence[StepSample]) -> float | None:
 def evaluate_machine(
     machine: str, steps: Sequence[StepSample], layers: Sequence[LayerSample]
 ) -> MachineEvaluation:
-    residuals = heldout_residuals(fit_machine(machine, steps, layers), steps, layers, HELDOUT_FOLDS)
-    return held_out(machine, steps, layers, fit_machine).model_copy(
-        update={"bands": tuple(coverage(residuals))}
+    """The served predictor's figures: the blend of today's step model and the op sum, as `advisor models
+    train` fits it (``fit_served``), and its bands' coverage."""
+    served = partial(fit_served, folds=HELDOUT_FOLDS)
+    model = served(machine, steps, layers)
+    residuals = heldout_residuals(model, steps, layers, HELDOUT_FOLDS)
+    return held_out(machine, steps, layers, served).model_copy(
+        update={"bands": tuple(coverage(residuals)), "blend_weight": model.blend_weight}
     )
 
 

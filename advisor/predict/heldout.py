@@ -1,6 +1,8 @@
 """Held-out residuals of one machine's step predictions by evidence class, and the version trained with
 the bands they make (`advisor.predict.bands`). Every residual is log(measured / predicted) by a predictor
-that did not see the measurement, held out the way a query of that class is unseen:
+that did not see the measurement, held out the way a query of that class is unseen, and the predictor is
+the served one: today's step model and the op sum, each held out so, blended at the served weight
+(`advisor.predict.blend`), which the zoo class's folds fit (``fit_served``):
 
 - measured: one run of a configuration that ran more than once, against the median of its other runs;
 - interpolated: one batch size of a model measured whole, from that model's other batch sizes (the shared
@@ -12,19 +14,23 @@ that did not see the measurement, held out the way a query of that class is unse
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from math import exp, log
 from statistics import median
 
 from pydantic import BaseModel, ConfigDict
 
+from advisor.introspect import LayerTable
 from advisor.predict.bands import TRAINED_CLASSES, ClassBand, class_bands, conformal_quantile
+from advisor.predict.blend import PairedStep, best_weight, opsum_of, stored, weighted
 from advisor.predict.curves import interpolate
 from advisor.predict.features import StepFeatures, timed_layers
 from advisor.predict.machine import (
     LayerSample,
     MachineModel,
+    NotEnoughDataError,
     StepSample,
     fit_layers,
     fit_machine,
@@ -32,10 +38,12 @@ from advisor.predict.machine import (
     predict_steps,
     series,
 )
+from advisor.predict.opsum import OpSumModel, fit_own_scales, fixed_and_sampled, opsum_on
 from advisor.predict.types import Evidence
 from advisor.records import LayerConfig
 
 P90 = 0.9
+_TINY_S = 1e-9
 
 
 @dataclass(frozen=True)
@@ -46,13 +54,40 @@ class Residual:
     """log(measured / predicted)."""
 
 
+@dataclass(frozen=True)
+class FoldStep:
+    """A step of a model held out in a fold, as each step model fitted without it predicts it."""
+
+    index: int
+    """Of the step in the machine's steps."""
+    evidence: Evidence
+    """``layers`` (its layers still measured) or ``zoo`` (its own layer geometries dropped)."""
+    counted: bool
+    """Whether it makes a residual of its class: a zoo step whose layers all remain measured would be a
+    ``layers`` query; the blend's weight is fitted on every zoo step regardless."""
+    today_s: float
+    op_sum_s: float | None
+    """None where no op sum was fitted."""
+
+
+def fit_served(
+    machine: str, steps: Sequence[StepSample], layers: Sequence[LayerSample], *, folds: int
+) -> MachineModel:
+    """The served step model, without bands: today's and the op sum fitted on every step, blended with the
+    weight that fits best the steps of the models held out in ``folds`` folds, their own layer geometries
+    dropped as for a model new to the zoo (``zoo`` `FoldStep`s); today's alone (weight 1) where the op sum
+    cannot be fitted or no fold could."""
+    return _served(machine, steps, layers, folds, bands=False)[0]
+
+
 def fit_with_bands(
     machine: str, steps: Sequence[StepSample], layers: Sequence[LayerSample], *, folds: int
 ) -> MachineModel:
-    """The machine's predictors with each evidence class's band and the held-out MAPE of models whose
-    layers were measured (the figure the quality gate has always compared)."""
-    model = fit_machine(machine, steps, layers)
-    residuals = heldout_residuals(model, steps, layers, folds)
+    """The served model (``fit_served``) with each evidence class's band and the held-out MAPE of models
+    whose layers were measured (the figure the quality gate has always compared), all of the blend's
+    predictions, which are the served ones."""
+    model, held = _served(machine, steps, layers, folds, bands=True)
+    residuals = _residuals(model, steps, held)
     unseen = [r.value for r in residuals if r.evidence == "layers"] or [0.0]
     return model.model_copy(
         update={
@@ -61,6 +96,23 @@ def fit_with_bands(
             "heldout_mape": sum(abs(exp(-r) - 1.0) for r in unseen) / len(unseen),
         }
     )
+
+
+def _served(
+    machine: str, steps: Sequence[StepSample], layers: Sequence[LayerSample], folds: int, *, bands: bool
+) -> tuple[MachineModel, list[FoldStep]]:
+    """The served model and its held-out fold steps (the ``layers`` class's only with ``bands``)."""
+    model = fit_machine(machine, steps, layers)
+    with suppress(NotEnoughDataError):  # too few measurements for the op sum: today's alone
+        model = model.model_copy(update={"op_sum": stored(opsum_on(model, steps))})
+    held = fold_steps(model, steps, layers, folds, bands=bands)
+    paired = [
+        PairedStep(steps[h.index].seconds, h.today_s, h.op_sum_s)
+        for h in held
+        if h.evidence == "zoo" and h.op_sum_s is not None
+    ]
+    weight = best_weight(paired) if paired else 1.0
+    return model.model_copy(update={"blend_weight": weight}), held
 
 
 def by_class(residuals: Sequence[Residual]) -> dict[Evidence, list[float]]:
@@ -73,71 +125,142 @@ def by_class(residuals: Sequence[Residual]) -> dict[Evidence, list[float]]:
 def heldout_residuals(
     model: MachineModel, steps: Sequence[StepSample], layers: Sequence[LayerSample], folds: int
 ) -> list[Residual]:
-    return [*_repeats(steps), *_other_batches(model, steps), *_unseen_models(model, steps, layers, folds)]
+    """The served predictor's (``model``'s blend, at its weight) held-out residuals of every class."""
+    return _residuals(model, steps, fold_steps(model, steps, layers, folds, bands=True))
 
 
-def _repeats(steps: Sequence[StepSample]) -> list[Residual]:
-    return [
-        Residual(s.model, "measured", log(run) - log(median([*s.runs[:i], *s.runs[i + 1 :]])))
-        for s in steps
-        if len(s.runs) > 1
-        for i, run in enumerate(s.runs)
-    ]
+def _residuals(model: MachineModel, steps: Sequence[StepSample], held: Sequence[FoldStep]) -> list[Residual]:
+    op_sum = opsum_of(model) if model.blend_weight < 1.0 else None
+    weight = model.blend_weight if op_sum is not None else 1.0
+    others = {} if op_sum is None else _op_sum_interpolated(op_sum, steps)
+    found = [*_repeats(op_sum, weight, steps), *_other_batches(model, steps, others)]
+    for h in (h for h in held if h.counted):
+        predicted = h.today_s if h.op_sum_s is None else weighted(h.today_s, h.op_sum_s, weight)
+        step = steps[h.index]
+        found.append(Residual(step.model, h.evidence, log(step.seconds) - log(predicted)))
+    return found
 
 
-def _other_batches(model: MachineModel, steps: Sequence[StepSample]) -> list[Residual]:
+def _repeats(op_sum: OpSumModel | None, weight: float, steps: Sequence[StepSample]) -> list[Residual]:
+    """Today's prediction of a measured configuration is its measurement: one run held out, the median of
+    the others; the op sum's, its own scales' (one run of several moves them little)."""
+    found = []
+    for s in (s for s in steps if len(s.runs) > 1):
+        op_s = None if op_sum is None else op_sum.step_seconds(s.table, s.batch, s.amp, s.channels_last)
+        for i, run in enumerate(s.runs):
+            today_s = median([*s.runs[:i], *s.runs[i + 1 :]])
+            predicted = today_s if op_s is None else weighted(today_s, op_s, weight)
+            found.append(Residual(s.model, "measured", log(run) - log(predicted)))
+    return found
+
+
+def _other_batches(
+    model: MachineModel, steps: Sequence[StepSample], op_sum_s: Mapping[int, float]
+) -> list[Residual]:
+    """Each step of a model measured whole at other batch sizes, from those alone: today's from its own
+    curve's other points, the op sum's from its own scales refitted on them (``op_sum_s``, by step)."""
     fit = model.step_fit()
     curves = {(c.architecture, c.amp, c.channels_last): c.points for c in model.measured_curves}
     residuals = []
-    for sample in steps:
+    for i, sample in enumerate(steps):
         x = log(sample.batch)
         others = [p for p in curves.get(series(sample), ()) if abs(p[0] - x) > 1e-9]
         if not others:
             continue
         features = model.features(sample.table, sample.batch, sample.amp, sample.channels_last)
-        predicted = log(fit.linear(features)) + interpolate(others, x)
-        residuals.append(Residual(sample.model, "interpolated", log(sample.seconds) - predicted))
+        predicted = exp(log(fit.linear(features)) + interpolate(others, x))
+        if i in op_sum_s:
+            predicted = weighted(predicted, op_sum_s[i], model.blend_weight)
+        residuals.append(Residual(sample.model, "interpolated", log(sample.seconds) - log(predicted)))
     return residuals
 
 
-def _unseen_models(
-    model: MachineModel, steps: Sequence[StepSample], layers: Sequence[LayerSample], folds: int
-) -> list[Residual]:
+def _op_sum_interpolated(op_sum: OpSumModel, steps: Sequence[StepSample]) -> dict[int, float]:
+    """Each step of a model measured at other batch sizes, as the op sum predicts it from those alone."""
+    split = [
+        fixed_and_sampled(op_sum.shares(op_sum.terms(s.table, s.batch, s.amp, s.channels_last)))
+        for s in steps
+    ]
+    found = {}
+    for i, sample in enumerate(steps):
+        others = [
+            (split[j], other.seconds)
+            for j, other in enumerate(steps)
+            if series(other) == series(sample) and other.batch != sample.batch
+        ]
+        if others:
+            fixed, sampled = fit_own_scales(others)
+            found[i] = max(fixed * split[i][0] + sampled * split[i][1], _TINY_S)
+    return found
+
+
+def fold_steps(
+    model: MachineModel,
+    steps: Sequence[StepSample],
+    layers: Sequence[LayerSample],
+    folds: int,
+    *,
+    bands: bool,
+) -> list[FoldStep]:
+    """Each model held out in one of ``folds`` folds, as both step models fitted without it predict its
+    steps: its layers dropped where only it has them (``zoo``), and with ``bands`` still measured too
+    (``layers``). The op sum is fitted on the same layer part as today's, where ``model`` holds one."""
     names = sorted({s.model for s in steps})
     count = min(folds, len(names))
-    measured = [model.features(s.table, s.batch, s.amp, s.channels_last) for s in steps]
-    residuals: list[Residual] = []
+    measured = [model.features(s.table, s.batch, s.amp, s.channels_last) for s in steps] if bands else []
+    with_op_sum = model.op_sum is not None
+    found: list[FoldStep] = []
     for fold in range(count):
         held = set(names[fold::count])
         train = [i for i, s in enumerate(steps) if s.model not in held]
         test = [i for i, s in enumerate(steps) if s.model in held]
         if not train or not test:
             continue
-        residuals += _fold(steps, measured, train, test, "layers")
+        if bands:
+            found += _fold(steps, measured, (train, test), "layers", model if with_op_sum else None)
         remaining = without_models(steps, layers, held)
         if not remaining:  # the held-out models owned every layer measured: no zoo to price them from
             continue
         fewer = fit_layers(model.machine, remaining)
-        unseen = [i for i in test if not fewer.knows_layers(steps[i].table)]
-        if unseen:
+        counted = {i for i in test if not fewer.knows_layers(steps[i].table)}
+        if with_op_sum or counted:
             features = [fewer.features(s.table, s.batch, s.amp, s.channels_last) for s in steps]
-            residuals += _fold(steps, features, train, unseen, "zoo")
-    return residuals
+            zoo = _fold(steps, features, (train, test), "zoo", fewer if with_op_sum else None, counted)
+            found += zoo if with_op_sum else [h for h in zoo if h.counted]
+    return found
 
 
 def _fold(
     steps: Sequence[StepSample],
     features: Sequence[StepFeatures],
-    train: Sequence[int],
-    test: Sequence[int],
+    split: tuple[Sequence[int], Sequence[int]],
     evidence: Evidence,
-) -> list[Residual]:
+    layer_part: MachineModel | None,
+    counted: set[int] | None = None,
+) -> list[FoldStep]:
+    """One fold's predictions: today's step fit on ``features`` of the training steps, and the op sum on
+    ``layer_part`` (none without it, or where the fold's steps are too few for it)."""
+    train, test = split
     fit = fit_steps([steps[i] for i in train], [features[i] for i in train])
-    predicted = predict_steps(fit, [features[i] for i in test])
+    today = predict_steps(fit, [features[i] for i in test])
+    op_sum = None
+    if layer_part is not None:
+        with suppress(NotEnoughDataError):
+            op_sum = opsum_on(layer_part, [steps[i] for i in train])
     return [
-        Residual(steps[i].model, evidence, log(steps[i].seconds) - p)
-        for i, p in zip(test, predicted, strict=True)
+        FoldStep(
+            index=i,
+            evidence=evidence,
+            counted=counted is None or i in counted,
+            today_s=exp(p),
+            op_sum_s=None if op_sum is None else op_sum.step_seconds(*_question(steps[i])),
+        )
+        for i, p in zip(test, today, strict=True)
     ]
+
+
+def _question(step: StepSample) -> tuple[LayerTable, int, bool, bool]:
+    return step.table, step.batch, step.amp, step.channels_last
 
 
 def _geometry(config: LayerConfig) -> LayerConfig:

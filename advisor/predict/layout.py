@@ -13,6 +13,16 @@ from advisor.predict.features import LAYER_FEATURES, step_feature_names
 
 STEP_BASE_COLUMN = "log_base_s"
 """The step booster's last column: the log of the linear base it corrects."""
+OP_SUM_COLUMNS = (
+    *(f"share_{term}" for term in ("layers", "untimed", "launches", "update", "host_step", "host_sample")),
+    "log_sum_s",
+    "amp",
+    "channels_last",
+    "log_parameters",
+    "log_layers",
+)
+"""The op sum's booster's columns (`advisor.predict.opsum.booster_row`): each term's share of the sum
+(``OpTerms.columns``), the sum, the settings, the model's size. A term added to the sum adds a column."""
 
 
 class FeatureLayout(Frozen):
@@ -20,16 +30,22 @@ class FeatureLayout(Frozen):
     """The layer booster's columns."""
     step: tuple[str, ...]
     """The step booster's columns."""
+    op_sum: tuple[str, ...] = ()
+    """The op sum's booster's columns; empty in versions from before the op sum was served."""
 
 
 def current_layout() -> FeatureLayout:
     """This advisor's layout, as the op registry makes it today."""
-    return FeatureLayout(layer=LAYER_FEATURES, step=(*step_feature_names(), STEP_BASE_COLUMN))
+    return FeatureLayout(
+        layer=LAYER_FEATURES, step=(*step_feature_names(), STEP_BASE_COLUMN), op_sum=OP_SUM_COLUMNS
+    )
 
 
-def layout_problem(stored: FeatureLayout, current: FeatureLayout) -> str | None:
-    """What differs, in words, or None where nothing does."""
-    for booster, mine, now in (("layer", stored.layer, current.layer), ("step", stored.step, current.step)):
+def layout_problem(stored: FeatureLayout, current: FeatureLayout, *, op_sum: bool = True) -> str | None:
+    """What differs, in words, or None where nothing does; the op sum's columns only where the model holds
+    an op sum (``op_sum``): without one, a file predicts as well as it did."""
+    boosters = [("layer", stored.layer, current.layer), ("step", stored.step, current.step)]
+    for booster, mine, now in [*boosters, *([("op sum's", stored.op_sum, current.op_sum)] if op_sum else [])]:
         if mine != now:
             gone = [name for name in mine if name not in now]
             new = [name for name in now if name not in mine]

@@ -11,7 +11,8 @@ curve is interpolated in log batch, so an unmeasured batch lies between its neig
 booster's correction from the model's features. A model measured whole on the machine is the linear base
 times its own measured ratio to it, interpolated the same way: its neighbours know it better than the zoo
 does, and below its smallest measured batch the zoo's curve would carry in the few models that ran there.
-A prediction's band is its evidence class's (`advisor.predict.bands`), measured by `advisor.predict.heldout`.
+The point served is this blended with the op sum's (`advisor.predict.blend`), its band its evidence
+class's (`advisor.predict.bands`), measured on the blend by `advisor.predict.heldout`.
 """
 
 from __future__ import annotations
@@ -57,12 +58,10 @@ from advisor.predict.leastsquares import relative_least_squares
 from advisor.predict.outsized import Largest, largest_layers, outsized_seconds
 from advisor.predict.peak_memory import MemoryFit, fit_peak_memory
 from advisor.predict.roofline import LayerRoof, Roofline, fit_roofline
+from advisor.predict.stored_opsum import StoredOpSum
 from advisor.predict.types import Evidence
 from advisor.records import LayerConfig, StepPart
 
-MEMORY_MARGIN = 0.1
-"""A configuration fits when its predicted peak plus this share stays within the device's memory."""
-_MAX_BATCH = 1 << 20
 _Curve = tuple[tuple[float, float], ...]
 _TINY_S = 1e-9
 
@@ -169,10 +168,16 @@ class MachineModel(BaseModel):
     roofline: Roofline | None = None
     """The machine's rates from its micro-benchmarks and sweeps (`advisor.predict.roofline`): what prices a
     layer far larger than any benchmarked (`advisor.predict.outsized`); None in versions from before it."""
+    op_sum: StoredOpSum | None = None
+    """The op sum's fit on this model's layer part (`advisor.predict.blend`); None if unfitted or older."""
+    blend_weight: float = 1.0
+    """The served blend's weight on today's step model, the rest on ``op_sum``'s: 1 without one."""
 
     _polylines: dict[LayerConfig, Polyline] = PrivateAttr(default_factory=dict)
     _grid: tuple[int, ...] = PrivateAttr(default=())
     _largest: Largest = PrivateAttr(default_factory=dict)
+    _predicted: dict[LayerConfig, Polyline] = PrivateAttr(default_factory=dict)
+    """The layer booster's polylines, made once: the blend's two step models ask for the same layers."""
 
     def model_post_init(self, context: object, /) -> None:
         points: dict[LayerConfig, list[tuple[int, float]]] = {}
@@ -184,7 +189,7 @@ class MachineModel(BaseModel):
 
     def exercise(self) -> None:
         """Parses and runs each booster once: all xgboost's native code does with a file (`model_check`)."""
-        for encoded in (self.layer_booster, self.step_booster):
+        for encoded in (self.layer_booster, self.step_booster, self.op_sum.booster if self.op_sum else ""):
             if encoded:
                 exercise_booster(encoded)
 
@@ -200,9 +205,10 @@ class MachineModel(BaseModel):
     def layer_points(self, configs: Sequence[LayerConfig]) -> dict[LayerConfig, Polyline]:
         """Each layer's polyline through its micro-benchmarks where it has two or more, else through the
         layer booster's times at the benchmarked batch sizes."""
-        missing = sorted({_key(c) for c in configs} - self._polylines.keys(), key=lambda c: c.key())
-        polylines = {**self._polylines, **self._predicted_polylines(missing)}
-        return {c: polylines[_key(c)] for c in configs}
+        known = self._polylines.keys() | self._predicted.keys()
+        missing = sorted({_key(c) for c in configs} - known, key=lambda c: c.key())
+        self._predicted.update(self._predicted_polylines(missing))
+        return {c: self._polylines.get(_key(c)) or self._predicted[_key(c)] for c in configs}
 
     def _predicted_polylines(self, keys: Sequence[LayerConfig]) -> dict[LayerConfig, Polyline]:
         if not keys:
@@ -241,6 +247,9 @@ class MachineModel(BaseModel):
             (log_s,) = predict_steps(fit, [features])
             point_s = exp(log_s)
             evidence = "layers" if self.knows_layers(table) else "zoo"
+        from advisor.predict.blend import blended_seconds  # the blend builds on this module
+
+        point_s = blended_seconds(self, point_s, table, batch, amp, channels_last)
         point_s *= training_time_factor(table, batch)  # LoRA, checkpointing: 1 for a plain step
         band = self.band(evidence)
         return StepPrediction(
@@ -261,14 +270,17 @@ class MachineModel(BaseModel):
         return found or machine_band(evidence, self.p90_log_ratio)
 
     def parts(self, table: LayerTable, batch: int, amp: bool, channels_last: bool) -> dict[StepPart, float]:
-        """The predicted step split by what each term of the linear base stands for, in proportion to its
-        share of the base: what `advisor profile` sets beside a profiled step."""
-        features = self.features(table, batch, amp, channels_last)
-        fit = self.step_fit()
-        terms = [c * t for c, t in zip(fit.coefficients, features.base_terms(fit.calibration), strict=True)]
-        total = self.predict(table, batch, amp, channels_last).step_s
-        scale = total / max(sum(terms), _TINY_S)
-        return {part: term * scale for part, term in zip(StepPart, terms, strict=True)}
+        """The served step split by part for `advisor profile`: the op sum's split where the blend weighs it
+        (`blend.blended_split`), else the linear base's terms, scaled to the served prediction."""
+        from advisor.predict.blend import blended_split  # the blend builds on this module
+
+        split = blended_split(self, table, batch, amp, channels_last)
+        if split is None:
+            features, fit = self.features(table, batch, amp, channels_last), self.step_fit()
+            terms = features.base_terms(fit.calibration)
+            split = {p: c * t for p, c, t in zip(StepPart, fit.coefficients, terms, strict=True)}
+        scale = self.predict(table, batch, amp, channels_last).step_s / max(sum(split.values()), _TINY_S)
+        return {part: seconds * scale for part, seconds in split.items()}
 
     def _measured_curve(self, architecture: str, amp: bool, channels_last: bool) -> _Curve:
         key = (architecture, amp, channels_last)
@@ -283,18 +295,6 @@ class MachineModel(BaseModel):
             curve=self.batch_curve,
             booster=self.step_booster,
         )
-
-    def largest_batch(self, table: LayerTable, amp: bool, capacity_bytes: int, devices: int = 1) -> int:
-        """The largest micro-batch whose predicted peak, plus the margin, fits; 0 when none does."""
-
-        def fits(batch: int) -> bool:
-            return self.memory.predict(table, batch, amp, devices) * (1 + MEMORY_MARGIN) <= capacity_bytes
-
-        low, high = 0, _MAX_BATCH
-        while low < high:
-            middle = (low + high + 1) // 2
-            low, high = (middle, high) if fits(middle) else (low, middle - 1)
-        return low
 
 
 def fit_machine(

@@ -92,7 +92,7 @@ def layout_refusal(model: MachineModel) -> str | None:
     """Why ``model`` cannot be served with this advisor's features, or None where it can."""
     current = current_layout()
     if model.layout is not None:
-        return layout_problem(model.layout, current)
+        return layout_problem(model.layout, current, op_sum=model.op_sum is not None)
     widths = (booster_width(model.layer_booster), booster_width(model.step_booster))
     return width_problem(widths, current)
 

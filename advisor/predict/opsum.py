@@ -23,8 +23,9 @@ and of its per-sample seconds, fitted to its measured steps: one noisy step bend
 less than it bends an interpolation through it. Split for `advisor profile`, each price's launches (the
 launch chain's cost a kernel) count as per-op dispatch, as a profile counts what runs outside the kernels.
 
-Not the product's step model yet: ``benchmarks/predict_zoo.py --compare`` sets its held-out figures beside
-today's (`advisor.predict.machine`), and it replaces that only when it is better on both.
+Half of the product's step model: the served prediction is its blend with today's
+(`advisor.predict.machine`), weighted as fits held-out steps best (`advisor.predict.blend`), as each errs
+where the other does not; ``benchmarks/predict_zoo.py --compare`` sets each alone beside the blend.
 """
 
 from __future__ import annotations

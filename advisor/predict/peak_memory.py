@@ -16,6 +16,9 @@ from advisor.precision import Precision
 
 MemoryStep = tuple[LayerTable, int, bool]
 """A measured step's model, micro-batch and whether it ran under autocast."""
+MEMORY_MARGIN = 0.1
+"""A configuration fits when its predicted peak plus this share stays within the device's memory."""
+_MAX_BATCH = 1 << 20
 _UPDATE_SHARE = 0.01
 """A measured peak within this share of the update's is the update's: no evidence on the forward's."""
 
@@ -35,6 +38,18 @@ class MemoryFit(BaseModel):
         estimate = _estimate(table, batch, amp, devices, self.update)
         forward = float(np.dot(self.coefficients, memory_terms(estimate)))
         return max(forward, float(estimate.update_peak))
+
+    def largest_batch(self, table: LayerTable, amp: bool, capacity_bytes: int, devices: int = 1) -> int:
+        """The largest micro-batch whose predicted peak, plus the margin, fits; 0 when none does."""
+
+        def fits(batch: int) -> bool:
+            return self.predict(table, batch, amp, devices) * (1 + MEMORY_MARGIN) <= capacity_bytes
+
+        low, high = 0, _MAX_BATCH
+        while low < high:
+            middle = (low + high + 1) // 2
+            low, high = (middle, high) if fits(middle) else (low, middle - 1)
+        return low
 
 
 def memory_terms(estimate: MemoryEstimate) -> list[float]:

@@ -13,8 +13,9 @@ from pathlib import Path
 from advisor.introspect import LayerTable
 from advisor.policy.schema import Confidence
 from advisor.predict.calibration import Correction, correction_for
-from advisor.predict.machine import MEMORY_MARGIN, MachineModel
+from advisor.predict.machine import MachineModel
 from advisor.predict.outcomes import corrections
+from advisor.predict.peak_memory import MEMORY_MARGIN
 from advisor.predict.registry import active_models
 from advisor.predict.scaling import ASSUMED_CPU_FLOPS, DeviceSpec, match_spec, roofline_ratio
 from advisor.predict.types import NoModelError, Prediction
@@ -163,7 +164,7 @@ def _predict_once(
         peak_memory_bytes=step.peak_memory_bytes,
         memory_bytes=capacity,
         fits=capacity is None or step.peak_memory_bytes * (1 + MEMORY_MARGIN) <= capacity,
-        largest_batch=None if capacity is None else model.largest_batch(table, amp, capacity, devices),
+        largest_batch=None if capacity is None else model.memory.largest_batch(table, amp, capacity, devices),
         confidence=step.band.confidence,
         evidence=step.band.evidence,
         note=step.band.note(model.machine),
@@ -210,7 +211,7 @@ def _scaled(
         f"roofline (FP32 FLOP/s{', bandwidth' if base.bandwidth else ' only: a CPU has no bandwidth figure'})"
     )
     q = question
-    largest = None if capacity is None else model.largest_batch(q.table, q.amp, capacity, q.devices)
+    largest = None if capacity is None else model.memory.largest_batch(q.table, q.amp, capacity, q.devices)
     return own.model_copy(
         update={
             "step_s": own.step_s * ratio,
