@@ -155,6 +155,7 @@ PURE_CORE = (
     "advisor.predict.features",
     "advisor.predict.curves",
     "advisor.predict.roofline",
+    "advisor.predict.stored_opsum",
     "advisor.predict.outsized",
     "advisor.predict.jobtime",
     "advisor.predict.calibration",
