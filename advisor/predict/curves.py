@@ -28,14 +28,23 @@ def through(points: Polyline, batch: int) -> float:
     return max(sum(weight * seconds[b] for b, weight in through_weights(points, batch)), _TINY)
 
 
+def segment(points: Polyline, batch: int) -> Polyline:
+    """The one or two points ``through_weights`` reads at ``batch``: the segment around it, or the nearest
+    one beyond the ends."""
+    if len(points) == 1:
+        return points
+    index = next((i for i in range(1, len(points) - 1) if batch <= points[i][0]), len(points) - 1)
+    return points[index - 1 : index + 1]
+
+
 def through_weights(points: Polyline, batch: int) -> tuple[tuple[int, float], ...]:
     """(benchmarked batch, weight) whose weighted seconds are ``through``'s: which measurements a time
     comes from, so the step base can weigh each. Beyond the ends the nearest segment's slope, or proportion
     where that slope is not positive."""
-    if len(points) == 1:
-        return ((points[0][0], batch / points[0][0]),)
-    index = next((i for i in range(1, len(points) - 1) if batch <= points[i][0]), len(points) - 1)
-    (b0, t0), (b1, t1) = points[index - 1], points[index]
+    ends = segment(points, batch)
+    if len(ends) == 1:
+        return ((ends[0][0], batch / ends[0][0]),)
+    (b0, t0), (b1, t1) = ends
     if batch > b1 and t1 <= t0:
         return ((b1, batch / b1),)
     if batch < b0 and t1 <= t0:

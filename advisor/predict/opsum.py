@@ -39,7 +39,7 @@ from advisor.introspect.training import trainable_parameters
 from advisor.ops import Cost, KernelPath, layer_op, op_of
 from advisor.ops.rates import OP_LAUNCHES
 from advisor.predict.boosters import STEP_PARAMS, STEP_ROUNDS, apply_booster, train_booster
-from advisor.predict.curves import through_weights
+from advisor.predict.curves import segment, through_weights
 from advisor.predict.features import kernel_path, timed_layers
 from advisor.predict.leastsquares import relative_least_squares
 from advisor.predict.machine import (
@@ -162,14 +162,16 @@ def op_parts(
     """Each benchmarked batch's time less what timing the layer alone added (`MachineRates.alone_s`, as
     for a swept op: the same harness times both), no shorter than its launches nor than the layer's bytes
     take at the bandwidth roof (`bytes_floor`): the layer booster, fitted on small layers, does not know a
-    huge one's weights are memory-bound at small batches."""
+    huge one's weights are memory-bound at small batches. Only the benchmarked batches ``batch`` is read
+    from are floored: a floor is the price's costliest part (a served prediction prices every layer)."""
     configs = timed_layers(table, batch, amp)
     points = layers.layer_points(configs)
     alone, launches = rates.swept.alone_s, LAUNCHES_PER_LAYER * rates.launch_seconds()
     parts: dict[OpPart, float] = {}
     for config in configs:
         floored = tuple(
-            (b, max(s - alone, launches, bytes_floor(rates, config, b))) for b, s in points[config]
+            (b, max(s - alone, launches, bytes_floor(rates, config, b)))
+            for b, s in segment(points[config], batch)
         )
         for benchmarked, weight in through_weights(floored, batch):
             part = (op_of(config).name, kernel_path(config), benchmarked)
