@@ -75,11 +75,17 @@ def opsum_of(model: MachineModel) -> OpSumModel | None:
     )
 
 
+def served_opsum(model: MachineModel) -> OpSumModel | None:
+    """The op sum ``model``'s served prediction blends in; None where it serves today's alone (weight 1,
+    or no op sum held)."""
+    return opsum_of(model) if model.blend_weight < 1.0 else None
+
+
 def blended_seconds(
     model: MachineModel, today_s: float, table: LayerTable, batch: int, amp: bool, channels_last: bool
 ) -> float:
     """Today's prediction ``today_s`` blended with the op sum's at ``model``'s weight."""
-    op_sum = opsum_of(model) if model.blend_weight < 1.0 else None
+    op_sum = served_opsum(model)
     if op_sum is None:
         return today_s
     return weighted(today_s, op_sum.step_seconds(table, batch, amp, channels_last), model.blend_weight)
@@ -90,5 +96,5 @@ def blended_split(
 ) -> dict[StepPart, float] | None:
     """The op sum's split of its prediction (its terms are what each class of ops costs, where today's
     linear base is a regression); None where ``model`` serves today's alone."""
-    op_sum = opsum_of(model) if model.blend_weight < 1.0 else None
+    op_sum = served_opsum(model)
     return None if op_sum is None else op_sum.parts(table, batch, amp, channels_last)

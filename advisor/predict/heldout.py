@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict
 
 from advisor.introspect import LayerTable
 from advisor.predict.bands import TRAINED_CLASSES, ClassBand, class_bands, conformal_quantile
-from advisor.predict.blend import PairedStep, best_weight, opsum_of, stored, weighted
+from advisor.predict.blend import PairedStep, best_weight, served_opsum, stored, weighted
 from advisor.predict.curves import interpolate
 from advisor.predict.features import StepFeatures, timed_layers
 from advisor.predict.machine import (
@@ -130,7 +130,7 @@ def heldout_residuals(
 
 
 def _residuals(model: MachineModel, steps: Sequence[StepSample], held: Sequence[FoldStep]) -> list[Residual]:
-    op_sum = opsum_of(model) if model.blend_weight < 1.0 else None
+    op_sum = served_opsum(model)
     weight = model.blend_weight if op_sum is not None else 1.0
     others = {} if op_sum is None else _op_sum_interpolated(op_sum, steps)
     found = [*_repeats(op_sum, weight, steps), *_other_batches(model, steps, others)]

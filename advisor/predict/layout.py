@@ -45,7 +45,9 @@ def layout_problem(stored: FeatureLayout, current: FeatureLayout, *, op_sum: boo
     """What differs, in words, or None where nothing does; the op sum's columns only where the model holds
     an op sum (``op_sum``): without one, a file predicts as well as it did."""
     boosters = [("layer", stored.layer, current.layer), ("step", stored.step, current.step)]
-    for booster, mine, now in [*boosters, *([("op sum's", stored.op_sum, current.op_sum)] if op_sum else [])]:
+    if op_sum:
+        boosters.append(("op sum's", stored.op_sum, current.op_sum))
+    for booster, mine, now in boosters:
         if mine != now:
             gone = [name for name in mine if name not in now]
             new = [name for name in now if name not in mine]
