@@ -21,7 +21,7 @@ from advisor.predict.boosters import booster_width
 from advisor.predict.heldout import by_class, fit_with_bands, heldout_residuals
 from advisor.predict.layout import current_layout
 from advisor.predict.machine import LayerSample, MachineModel, NotEnoughDataError, StepSample, fit_machine
-from advisor.predict.opsum import fit_opsum
+from advisor.predict.opsum import fit_opsum, step_terms
 from advisor.predict.registry import active_models, layer_samples, machines, step_samples, train_machine
 from advisor.store import Store
 
@@ -133,7 +133,12 @@ def test_the_bands_and_the_gates_figure_are_the_blends_held_out_residuals(
     blended: tuple[MachineModel, list[StepSample], list[LayerSample]],
 ) -> None:
     model, steps, layers = blended
-    held = [h for h in heldout.fold_steps(model, steps, layers, 5, bands=True) if h.evidence == "layers"]
+    terms = step_terms(model, steps)
+    held = [
+        h
+        for h in heldout.fold_steps(model, steps, layers, 5, bands=True, terms=terms)
+        if h.evidence == "layers"
+    ]
     mixed = [log(steps[h.index].seconds) - log(sqrt(h.today_s * (h.op_sum_s or 0.0))) for h in held]
     alone = [log(steps[h.index].seconds) - log(h.today_s) for h in held]
     assert mean(abs(m - a) for m, a in zip(mixed, alone, strict=True)) > 0.02, "the two differ"

@@ -22,7 +22,6 @@ from statistics import median
 
 from pydantic import BaseModel, ConfigDict
 
-from advisor.introspect import LayerTable
 from advisor.predict.bands import TRAINED_CLASSES, ClassBand, class_bands, conformal_quantile
 from advisor.predict.blend import PairedStep, best_weight, served_opsum, stored, weighted
 from advisor.predict.curves import interpolate
@@ -38,12 +37,17 @@ from advisor.predict.machine import (
     predict_steps,
     series,
 )
-from advisor.predict.opsum import OpSumModel, fit_own_scales, fixed_and_sampled, opsum_on
+from advisor.predict.opsum import OpSumModel, OpTerms, fit_own_scales, fixed_and_sampled, opsum_on, step_terms
 from advisor.predict.types import Evidence
 from advisor.records import LayerConfig
 
 P90 = 0.9
 _TINY_S = 1e-9
+PricedPart = tuple[MachineModel, Sequence[OpTerms]]
+"""A layer part and every step's terms on it (`advisor.predict.opsum.step_terms`): what a fold's op sum
+is fitted on and predicts from."""
+Terms = Sequence[OpTerms] | None
+"""The steps' terms on the served model's layer part; None where it holds no op sum."""
 
 
 @dataclass(frozen=True)
@@ -86,8 +90,8 @@ def fit_with_bands(
     """The served model (``fit_served``) with each evidence class's band and the held-out MAPE of models
     whose layers were measured (the figure the quality gate has always compared), all of the blend's
     predictions, which are the served ones."""
-    model, held = _served(machine, steps, layers, folds, bands=True)
-    residuals = _residuals(model, steps, held)
+    model, held, terms = _served(machine, steps, layers, folds, bands=True)
+    residuals = _residuals(model, steps, held, terms)
     unseen = [r.value for r in residuals if r.evidence == "layers"] or [0.0]
     return model.model_copy(
         update={
@@ -100,19 +104,23 @@ def fit_with_bands(
 
 def _served(
     machine: str, steps: Sequence[StepSample], layers: Sequence[LayerSample], folds: int, *, bands: bool
-) -> tuple[MachineModel, list[FoldStep]]:
-    """The served model and its held-out fold steps (the ``layers`` class's only with ``bands``)."""
+) -> tuple[MachineModel, list[FoldStep], Terms]:
+    """The served model, its held-out fold steps (the ``layers`` class's only with ``bands``) and the
+    steps' terms on its layer part (None without an op sum)."""
     model = fit_machine(machine, steps, layers)
+    terms = None
     with suppress(NotEnoughDataError):  # too few measurements for the op sum: today's alone
-        model = model.model_copy(update={"op_sum": stored(opsum_on(model, steps))})
-    held = fold_steps(model, steps, layers, folds, bands=bands)
+        found = step_terms(model, steps)
+        model = model.model_copy(update={"op_sum": stored(opsum_on(model, steps, found))})
+        terms = found
+    held = fold_steps(model, steps, layers, folds, bands=bands, terms=terms)
     paired = [
         PairedStep(steps[h.index].seconds, h.today_s, h.op_sum_s)
         for h in held
         if h.evidence == "zoo" and h.op_sum_s is not None
     ]
     weight = best_weight(paired) if paired else 1.0
-    return model.model_copy(update={"blend_weight": weight}), held
+    return model.model_copy(update={"blend_weight": weight}), held, terms
 
 
 def by_class(residuals: Sequence[Residual]) -> dict[Evidence, list[float]]:
@@ -126,14 +134,18 @@ def heldout_residuals(
     model: MachineModel, steps: Sequence[StepSample], layers: Sequence[LayerSample], folds: int
 ) -> list[Residual]:
     """The served predictor's (``model``'s blend, at its weight) held-out residuals of every class."""
-    return _residuals(model, steps, fold_steps(model, steps, layers, folds, bands=True))
+    terms = None if model.op_sum is None else step_terms(model, steps)
+    return _residuals(model, steps, fold_steps(model, steps, layers, folds, bands=True, terms=terms), terms)
 
 
-def _residuals(model: MachineModel, steps: Sequence[StepSample], held: Sequence[FoldStep]) -> list[Residual]:
+def _residuals(
+    model: MachineModel, steps: Sequence[StepSample], held: Sequence[FoldStep], terms: Terms
+) -> list[Residual]:
     op_sum = served_opsum(model)
-    weight = model.blend_weight if op_sum is not None else 1.0
-    others = {} if op_sum is None else _op_sum_interpolated(op_sum, steps)
-    found = [*_repeats(op_sum, weight, steps), *_other_batches(model, steps, others)]
+    priced = None if op_sum is None or terms is None else (op_sum, terms)
+    weight = model.blend_weight if priced is not None else 1.0
+    others = {} if priced is None else _op_sum_interpolated(*priced, steps)
+    found = [*_repeats(priced, weight, steps), *_other_batches(model, steps, others)]
     for h in (h for h in held if h.counted):
         predicted = h.today_s if h.op_sum_s is None else weighted(h.today_s, h.op_sum_s, weight)
         step = steps[h.index]
@@ -141,12 +153,16 @@ def _residuals(model: MachineModel, steps: Sequence[StepSample], held: Sequence[
     return found
 
 
-def _repeats(op_sum: OpSumModel | None, weight: float, steps: Sequence[StepSample]) -> list[Residual]:
+def _repeats(
+    priced: tuple[OpSumModel, Sequence[OpTerms]] | None, weight: float, steps: Sequence[StepSample]
+) -> list[Residual]:
     """Today's prediction of a measured configuration is its measurement: one run held out, the median of
     the others; the op sum's, its own scales' (one run of several moves them little)."""
     found = []
-    for s in (s for s in steps if len(s.runs) > 1):
-        op_s = None if op_sum is None else op_sum.step_seconds(s.table, s.batch, s.amp, s.channels_last)
+    for i, s in enumerate(steps):
+        if len(s.runs) < 2:
+            continue
+        op_s = None if priced is None else priced[0].priced(priced[1][i], s.table.architecture_hash)
         for i, run in enumerate(s.runs):
             today_s = median([*s.runs[:i], *s.runs[i + 1 :]])
             predicted = today_s if op_s is None else weighted(today_s, op_s, weight)
@@ -175,12 +191,11 @@ def _other_batches(
     return residuals
 
 
-def _op_sum_interpolated(op_sum: OpSumModel, steps: Sequence[StepSample]) -> dict[int, float]:
+def _op_sum_interpolated(
+    op_sum: OpSumModel, terms: Sequence[OpTerms], steps: Sequence[StepSample]
+) -> dict[int, float]:
     """Each step of a model measured at other batch sizes, as the op sum predicts it from those alone."""
-    split = [
-        fixed_and_sampled(op_sum.shares(op_sum.terms(s.table, s.batch, s.amp, s.channels_last)))
-        for s in steps
-    ]
+    split = [fixed_and_sampled(op_sum.shares(t)) for t in terms]
     found = {}
     for i, sample in enumerate(steps):
         others = [
@@ -201,14 +216,16 @@ def fold_steps(
     folds: int,
     *,
     bands: bool,
+    terms: Terms,
 ) -> list[FoldStep]:
     """Each model held out in one of ``folds`` folds, as both step models fitted without it predict its
     steps: its layers dropped where only it has them (``zoo``), and with ``bands`` still measured too
-    (``layers``). The op sum is fitted on the same layer part as today's, where ``model`` holds one."""
+    (``layers``). The op sum is fitted on the same layer part as today's where ``terms`` (the steps' on
+    ``model``'s layer part) are given."""
     names = sorted({s.model for s in steps})
     count = min(folds, len(names))
     measured = [model.features(s.table, s.batch, s.amp, s.channels_last) for s in steps] if bands else []
-    with_op_sum = model.op_sum is not None
+    whole = None if terms is None else (model, terms)
     found: list[FoldStep] = []
     for fold in range(count):
         held = set(names[fold::count])
@@ -217,17 +234,24 @@ def fold_steps(
         if not train or not test:
             continue
         if bands:
-            found += _fold(steps, measured, (train, test), "layers", model if with_op_sum else None)
+            found += _fold(steps, measured, (train, test), "layers", whole)
         remaining = without_models(steps, layers, held)
         if not remaining:  # the held-out models owned every layer measured: no zoo to price them from
             continue
         fewer = fit_layers(model.machine, remaining)
         counted = {i for i in test if not fewer.knows_layers(steps[i].table)}
-        if with_op_sum or counted:
+        if whole is not None or counted:
             features = [fewer.features(s.table, s.batch, s.amp, s.channels_last) for s in steps]
-            zoo = _fold(steps, features, (train, test), "zoo", fewer if with_op_sum else None, counted)
-            found += zoo if with_op_sum else [h for h in zoo if h.counted]
+            priced = None if whole is None else _priced(fewer, steps)
+            zoo = _fold(steps, features, (train, test), "zoo", priced, counted)
+            found += zoo if whole is not None else [h for h in zoo if h.counted]
     return found
+
+
+def _priced(layer_part: MachineModel, steps: Sequence[StepSample]) -> PricedPart | None:
+    with suppress(NotEnoughDataError):
+        return layer_part, step_terms(layer_part, steps)
+    return None
 
 
 def _fold(
@@ -235,32 +259,38 @@ def _fold(
     features: Sequence[StepFeatures],
     split: tuple[Sequence[int], Sequence[int]],
     evidence: Evidence,
-    layer_part: MachineModel | None,
+    priced: PricedPart | None,
     counted: set[int] | None = None,
 ) -> list[FoldStep]:
     """One fold's predictions: today's step fit on ``features`` of the training steps, and the op sum on
-    ``layer_part`` (none without it, or where the fold's steps are too few for it)."""
+    ``priced``'s layer part (none without it, or where the fold's steps are too few for it)."""
     train, test = split
     fit = fit_steps([steps[i] for i in train], [features[i] for i in train])
     today = predict_steps(fit, [features[i] for i in test])
-    op_sum = None
-    if layer_part is not None:
-        with suppress(NotEnoughDataError):
-            op_sum = opsum_on(layer_part, [steps[i] for i in train])
+    op_sum_s = {} if priced is None else _op_sum_held_out(priced, steps, split)
     return [
         FoldStep(
             index=i,
             evidence=evidence,
             counted=counted is None or i in counted,
             today_s=exp(p),
-            op_sum_s=None if op_sum is None else op_sum.step_seconds(*_question(steps[i])),
+            op_sum_s=op_sum_s.get(i),
         )
         for i, p in zip(test, today, strict=True)
     ]
 
 
-def _question(step: StepSample) -> tuple[LayerTable, int, bool, bool]:
-    return step.table, step.batch, step.amp, step.channels_last
+def _op_sum_held_out(
+    priced: PricedPart, steps: Sequence[StepSample], split: tuple[Sequence[int], Sequence[int]]
+) -> dict[int, float]:
+    """The test steps as the op sum fitted on the training steps predicts them; none where they are too
+    few for it."""
+    (layer_part, terms), (train, test) = priced, split
+    try:
+        op_sum = opsum_on(layer_part, [steps[i] for i in train], [terms[i] for i in train])
+    except NotEnoughDataError:
+        return {}
+    return {i: op_sum.priced(terms[i], steps[i].table.architecture_hash) for i in test}
 
 
 def _geometry(config: LayerConfig) -> LayerConfig:

@@ -241,8 +241,11 @@ class OpSumModel:
         return max(sum(self.shares(terms)), _TINY)
 
     def step_seconds(self, table: LayerTable, batch: int, amp: bool, channels_last: bool) -> float:
-        terms = self.terms(table, batch, amp, channels_last)
-        own = self.own_scales.get((table.architecture_hash, amp, channels_last))
+        return self.priced(self.terms(table, batch, amp, channels_last), table.architecture_hash)
+
+    def priced(self, terms: OpTerms, architecture: str) -> float:
+        """The step's seconds from its terms: its architecture's own scales where it was measured whole."""
+        own = self.own_scales.get((architecture, terms.amp, terms.channels_last))
         if own is not None:
             fixed, sampled = fixed_and_sampled(self.shares(terms))
             return max(own[0] * fixed + own[1] * sampled, _TINY)
@@ -254,7 +257,7 @@ class OpSumModel:
         the timed layers' and untimed ops' shares, their launches' share is per-op dispatch, as a profile
         counts it."""
         terms = self.terms(table, batch, amp, channels_last)
-        scale = self.step_seconds(table, batch, amp, channels_last) / self.base(terms)
+        scale = self.priced(terms, table.architecture_hash) / self.base(terms)
         shares = self.shares(terms)
         split = dict.fromkeys(StepPart, 0.0)
         for part, seconds in zip(TERM_PARTS, shares, strict=True):
@@ -307,15 +310,20 @@ def booster_row(model: OpSumModel, terms: OpTerms) -> list[float]:
 def fit_opsum(machine: str, steps: Sequence[StepSample], layers: Sequence[LayerSample]) -> OpSumModel:
     """The layer part and the rates from the micro-benchmarks, the term scales from the steps, then the
     step booster on what the sum leaves."""
-    return opsum_on(fit_layers(machine, layers), steps)
+    layer_model = fit_layers(machine, layers)
+    return opsum_on(layer_model, steps, step_terms(layer_model, steps))
 
 
-def opsum_on(layer_model: MachineModel, steps: Sequence[StepSample]) -> OpSumModel:
-    """``fit_opsum`` on a layer part already fitted (``fit_layers``: its roofline is the rates)."""
-    rates = layer_model.roofline
-    if not steps or rates is None:
-        raise NotEnoughDataError(f"machine {layer_model.machine}: no step or no roofline to train on")
-    terms = [op_terms(layer_model, rates, s.table, s.batch, s.amp, s.channels_last) for s in steps]
+def step_terms(layer_model: MachineModel, steps: Sequence[StepSample]) -> list[OpTerms]:
+    """Each step's terms on a fitted layer part (``fit_layers``: its roofline is the rates): the costly
+    part of a fit, which held-out folds on the same layer part share."""
+    rates = _rates(layer_model, steps)
+    return [op_terms(layer_model, rates, s.table, s.batch, s.amp, s.channels_last) for s in steps]
+
+
+def opsum_on(layer_model: MachineModel, steps: Sequence[StepSample], terms: Sequence[OpTerms]) -> OpSumModel:
+    """``fit_opsum`` on a layer part already fitted and ``steps``' terms on it (``step_terms``)."""
+    rates = _rates(layer_model, steps)
     coefficients, calibration, anchored = _scales(terms, [s.seconds for s in steps])
     model = OpSumModel(layer_model, rates, coefficients, calibration, "", anchored_scale=anchored)
     logs = [log(s.seconds) - log(model.base(t)) for s, t in zip(steps, terms, strict=True)]
@@ -325,6 +333,12 @@ def opsum_on(layer_model: MachineModel, steps: Sequence[StepSample]) -> OpSumMod
         own.setdefault(series(sample), []).append((fixed_and_sampled(model.shares(t)), sample.seconds))
     scales = {key: fit_own_scales(pairs) for key, pairs in own.items()}
     return OpSumModel(layer_model, rates, coefficients, calibration, booster, scales, anchored)
+
+
+def _rates(layer_model: MachineModel, steps: Sequence[StepSample]) -> Roofline:
+    if not steps or layer_model.roofline is None:
+        raise NotEnoughDataError(f"machine {layer_model.machine}: no step or no roofline to train on")
+    return layer_model.roofline
 
 
 def _scales(
