@@ -21,7 +21,6 @@ from torch import Tensor
 from torch.overrides import TorchFunctionMode
 
 from advisor.introspect import batch, flops
-from advisor.introspect.memo import storage
 from advisor.introspect.table import Scaling
 
 _ATTENTION_FUNCTIONS = frozenset({F.scaled_dot_product_attention, F.multi_head_attention_forward})
@@ -47,6 +46,8 @@ class Recording(Protocol):
 
     attention_depth: int
     saved: dict[int, Scaling]
+
+    def save(self, tensor: Tensor) -> None: ...
 
     @property
     def scope(self) -> str: ...
@@ -88,7 +89,7 @@ class AttentionScope(TorchFunctionMode):
         finally:
             recorder.attention_depth -= 1
         if fused:
-            _fused_costs(recorder.saved, saved_before, layer, args, kwargs, out)
+            _fused_costs(recorder, saved_before, layer, args, kwargs, out)
         recorder.close(out)
         return out
 
@@ -122,7 +123,7 @@ def _fused_calls_seen(mode: TorchFunctionMode) -> Iterator[None]:
 
 
 def _fused_costs(
-    saved: dict[int, Scaling],
+    recorder: Recording,
     saved_before: set[int],
     layer: Costed,
     args: Sequence[Any],
@@ -132,10 +133,11 @@ def _fused_costs(
     """What the fused kernel reads, writes, saves and computes, in place of the math path's figures."""
     query, key, value = args[:3]
     causal = bool(kwargs.get("is_causal", args[5] if len(args) > 5 else False))
+    saved = recorder.saved
     for stale in set(saved) - saved_before:
         del saved[stale]
     for tensor in (query, key, value, out):
-        saved[storage(tensor)] = _bytes(tensor)
+        recorder.save(tensor)
     rows = query.numel() // query.shape[-1]
     saved[next(_lse_keys)] = batch.cost(rows * _FP32, True)
     shapes = [tuple(int(side) for side in t.shape) for t in (query, key, value)]

@@ -168,6 +168,7 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch le
         self.forward = True
         self.unexplained_flops = 0
         self.saved: dict[int, Scaling] = {}
+        self._held: list[torch.UntypedStorage] = []
         self.attention_depth = 0
         self._scope: list[str] = []
         self._group: RawLayer | None = None
@@ -223,8 +224,15 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch le
     def pack(self, tensor: Tensor) -> Tensor:
         key = storage(tensor)
         if self.forward and key not in self._parameters:
-            self.saved[key] = _bytes(tensor)
+            self.save(tensor)
         return tensor
+
+    def save(self, tensor: Tensor) -> None:
+        """Counts ``tensor``'s storage as saved for the backward, and holds it (meta: no memory) for the rest
+        of the probe: its key is its address, which a later storage would otherwise take once a dropped
+        branch of the graph freed it, replacing its count by chance (the saved bytes differed run to run)."""
+        self._held.append(tensor.untyped_storage())
+        self.saved[storage(tensor)] = _bytes(tensor)
 
     def __torch_dispatch__(
         self, func: Any, types: Sequence[type], args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None
