@@ -126,6 +126,12 @@ HAND_COUNTS = {
     "launch_chain": (_config("launch_chain", height=50, width=4, batch=2), Cost(400, 400, 4 * 800, 4 * 800)),
     # The same 50 multiplies, each in a module of its own: the same arithmetic and bytes.
     "module_chain": (_config("module_chain", height=50, width=4, batch=2), Cost(400, 400, 4 * 800, 4 * 800)),
+    # 16 tiny layers of 8 maps of 2x2: 512 elements, each read and written once each way.
+    **{
+        name: (_config(name, in_channels=8, out_channels=8, height=16, width=2), Cost(512, 512, 4096, 4096))
+        for name in ("tiny_conv2d", "tiny_linear", "tiny_batch_norm", "tiny_activation", "tiny_elementwise",
+                     "tiny_pooling")
+    },
 }  # fmt: skip
 
 

@@ -29,6 +29,7 @@ from advisor.predict.opsum import (
     module_calls,
     op_parts,
     op_terms,
+    outside_seconds,
     parameter_tensors,
     untimed_seconds,
 )
@@ -152,24 +153,64 @@ def test_swept_prices_hold_their_launches_and_the_profile_counts_them_as_dispatc
     untimed = len(table.layers) - timed
     swept = op_terms(layers, _swept(2e-6), table, 4, False, False)
     assert swept.launch_s == 0.0 and swept.anchored == {1, 2}, "untimed ops and launches; no update swept"
-    assert swept.dispatch_s == pytest.approx((timed * 3 * 2e-6, untimed * 2 * 2e-6))
-    plain = op_terms(layers, Roofline({"convolution": 1e12}, 1e9, 1e-6, 0.0), table, 4, False, False)
-    assert plain.launch_s == pytest.approx(untimed * 2 * 1e-6) and plain.dispatch_s[1] == 0.0
+    held = outside_seconds(table, 4, False, _swept(2e-6))
+    assert held == pytest.approx((timed * 3 * 2e-6, untimed * 2 * 2e-6)), "no tiny layer swept: launches"
+    unswept = Roofline({"convolution": 1e12}, 1e9, 1e-6, 0.0)
+    plain = op_terms(layers, unswept, table, 4, False, False)
+    assert (
+        plain.launch_s == pytest.approx(untimed * 2 * 1e-6)
+        and outside_seconds(table, 4, False, unswept)[1] == 0
+    )
     # Each part at scale one and a booster that corrects nothing: the launches held move to dispatch.
     width = 11
     flat = train_booster(STEP_PARAMS, 1, [[0.0] * width, [1.0] * width], [0.0, 0.0])
     model = OpSumModel(layers, _swept(2e-6), (1.0, 1.0, 1.0, 1.0, 0.0, 0.0), {}, flat)
     parts = model.parts(table, 4, False, False)
     timed_s = sum(swept.layer_parts.values())
-    assert parts[StepPart.LAYERS] == pytest.approx(timed_s - swept.dispatch_s[0])
-    assert parts[StepPart.MEMORY_BOUND] == pytest.approx(swept.vector_s - swept.dispatch_s[1])
-    assert parts[StepPart.DISPATCH] == pytest.approx(sum(swept.dispatch_s))
+    assert parts[StepPart.LAYERS] == pytest.approx(timed_s - held[0])
+    assert parts[StepPart.MEMORY_BOUND] == pytest.approx(swept.vector_s - held[1])
+    assert parts[StepPart.DISPATCH] == pytest.approx(sum(held))
     assert parts[StepPart.OPTIMIZER] == pytest.approx(swept.optimizer_s)
     # A module call at the module chain's 1 us more: 76 of them a resnet18 step, per-op dispatch too.
     called = replace(_swept(2e-6), swept=replace(_swept(2e-6).swept, module_s=1e-6))
     assert op_terms(layers, called, table, 4, False, False).launch_s == pytest.approx(76 * 1e-6)
     more = OpSumModel(layers, called, (1.0, 1.0, 1.0, 1.0, 0.0, 0.0), {}, flat).parts(table, 4, False, False)
     assert more[StepPart.DISPATCH] == pytest.approx(parts[StepPart.DISPATCH] + 76e-6, rel=1e-3)
+
+
+def test_what_a_layer_pays_outside_its_kernels_is_its_kinds_tiny_layer_less_its_module_call(
+    store: Store,
+) -> None:
+    """resnet18 at batch 4 with tiny convolutions (20 us), batch norms (30 us) and ReLUs (3 us) measured and
+    a module call at 1 us: each convolution moves 19 us of its price to per-op dispatch, each ReLU 2 us, each
+    batch norm its whole price (under its 29 us); the fc (no tiny linear) and the rest their launches at the
+    launch chain's 2 us. The whole prediction is not changed, only its split."""
+    (machine,) = machines(store)
+    layers = fit_layers(machine, layer_samples(store.layer_rows(machine)))
+    table = zoo_table("resnet18", 32)
+    called = replace(_swept(2e-6), swept=replace(_swept(2e-6).swept, module_s=1e-6))
+    tiny_s = {"tiny_conv2d": 20e-6, "tiny_batch_norm": 30e-6, "tiny_activation": 3e-6}
+    tiny = replace(called, swept=replace(called.swept, layer_s=tiny_s))
+    timed = [layer_op(layer, 4, False, timed=True) for layer in table.layers]
+    found = [layer_op(layer, 4, False) for layer, own in zip(table.layers, timed, strict=True) if own is None]
+    convolutions = sum(own is not None and own[0].family == "convolution" for own in timed)
+    norms = [f for f in found if f is not None and f[0].name == "batch_norm"]
+    relus = sum(f is not None and f[0].name == "activation" for f in found)
+    norm_prices = sum(tiny.layer_op_seconds(*f) for f in norms)
+    assert convolutions == 20 and len(norms) == 20 and relus == 17 and norm_prices < 20 * 29e-6
+    expected_timed = convolutions * 19e-6 + (len(table.layers) - len(found) - convolutions) * 3 * 2e-6
+    rest = len(found) - len(norms) - relus
+    expected_untimed = norm_prices + relus * 2e-6 + rest * 2 * 2e-6
+    assert outside_seconds(table, 4, False, tiny) == pytest.approx((expected_timed, expected_untimed))
+    width = 11
+    flat = train_booster(STEP_PARAMS, 1, [[0.0] * width, [1.0] * width], [0.0, 0.0])
+    scales = (1.0, 1.0, 1.0, 1.0, 0.0, 0.0)
+    before = OpSumModel(layers, called, scales, {}, flat).parts(table, 4, False, False)
+    after = OpSumModel(layers, tiny, scales, {}, flat).parts(table, 4, False, False)
+    assert sum(after.values()) == pytest.approx(sum(before.values()))
+    moved = sum(outside_seconds(table, 4, False, tiny)) - sum(outside_seconds(table, 4, False, called))
+    assert moved > 0 and after[StepPart.DISPATCH] - before[StepPart.DISPATCH] == pytest.approx(moved)
+    assert after[StepPart.OPTIMIZER] == pytest.approx(before[StepPart.OPTIMIZER])
 
 
 def test_a_fitted_op_sum_splits_its_prediction_into_the_profiles_parts(store: Store) -> None:

@@ -57,7 +57,8 @@ def test_the_nightly_grid_sweeps_memory_bound_ops_launches_and_updates_after_the
     assert all(isinstance(config, LayerConfig) for config in swept_configs)
     assert {config.op for config in _swept_ops(nightly, Phase.BANDWIDTH)} == MEMORY_BOUND
     assert {config.op for config in _swept_ops(nightly, Phase.UPDATES)} == set(UPDATES)
-    assert {config.op for config in _swept_ops(nightly, Phase.LAUNCHES)} == {"launch_chain", "module_chain"}
+    chains = {"launch_chain", "module_chain", *known.TINY_LAYERS.values()}
+    assert {config.op for config in _swept_ops(nightly, Phase.LAUNCHES)} == chains
     rows = {row.phase: row for row in describe(nightly)}
     assert rows[Phase.BANDWIDTH].kind == "sweep"
     assert rows[Phase.BANDWIDTH].sizes[0] == 4**5 and rows[Phase.BANDWIDTH].sizes[-1] >= 4**12
@@ -125,6 +126,10 @@ def test_the_rates_fitted_are_the_rates_measured() -> None:
             return 1e-4 + 2 * config.height * 5e-6
         if config.op == "module_chain":
             return 1.2e-4 + config.height * (2 * 5e-6 + 1.5e-6)
+        if config.op == "tiny_batch_norm":
+            return 1.5e-4 + config.height * 30e-6
+        if config.op.startswith("tiny_"):
+            return 1.5e-4 + config.height * 20e-6
         if config.op in UPDATES:
             return 5e-5 + 3e-6 * config.width + 2e-9 * config.height * config.width
         return max(_moved(config) / 1e10, 2e-5)
@@ -135,6 +140,10 @@ def test_the_rates_fitted_are_the_rates_measured() -> None:
     assert set(rates.curves) == MEMORY_BOUND
     assert rates.launch_s == pytest.approx(5e-6)
     assert rates.module_s == pytest.approx(1.5e-6)
+    assert rates.layer_s["tiny_batch_norm"] == pytest.approx(30e-6)
+    assert rates.outside_s("batch_norm") == pytest.approx(30e-6 - 1.5e-6), "its module call priced apart"
+    assert rates.outside_s("depthwise_conv2d") == pytest.approx(20e-6 - 1.5e-6), "as a dense one"
+    assert rates.outside_s("softmax") is None, "no tiny softmax measured"
     assert rates.per_parameter_s("adam") == pytest.approx(2e-9, rel=0.02)
     assert rates.update_s("adam", 10**6, 100) == pytest.approx(5e-5 + 3e-4 + 2e-3, rel=0.01)
     assert rates.update_s("adam", 10**5, 1) == pytest.approx(5e-5 + 3e-6 + 2e-4, rel=0.05)
@@ -174,6 +183,7 @@ def test_a_bandwidth_curve_interpolates_in_log_size() -> None:
     [
         op_configs.launch_chain(16, 16),
         op_configs.module_chain(16, 16),
+        *(op_configs.tiny_chain(name, 16) for name in sorted(set(known.TINY_LAYERS.values()))),
         op_configs.update("adamw", 4096, 4),
         op_configs.update("sgd_momentum", 4096, 1),
         op_configs.swept_pooling("pooling", 4**5),
@@ -205,7 +215,8 @@ def test_a_run_of_the_sweeps_lands_in_the_store_and_comes_back_as_the_machines_r
     grid = replace(nightly_grid("cpu"), models=(), layer_models=(), sweeps=tiny, repeats=2)
     plan = build_plan(grid, DeviceProfile.assumed("cpu"), fake_table)
     phases = [item.phase for item in plan.items]
-    assert phases == [Phase.BANDWIDTH, *4 * [Phase.LAUNCHES], *6 * [Phase.UPDATES]]
+    tiny_chains = 2 * len(set(known.TINY_LAYERS.values()))
+    assert phases == [Phase.BANDWIDTH, *(4 + tiny_chains) * [Phase.LAUNCHES], *6 * [Phase.UPDATES]]
     lines: list[ResultLine] = []
     summary = run_plan(plan, RunOn(torch.device("cpu"), "cpu"), budget_s=120, sink=lines.append)
     assert summary.measured == len(plan.items)
@@ -215,4 +226,33 @@ def test_a_run_of_the_sweeps_lands_in_the_store_and_comes_back_as_the_machines_r
     assert set(rates.curves) == {"activation"} and set(rates.updates) == set(UPDATES)
     assert rates.launch_s is not None and 1e-8 < rates.launch_s < 1e-2
     assert rates.module_s is not None and rates.module_s < 1e-2
+    assert set(rates.layer_s) == set(known.TINY_LAYERS.values())
+    assert all(0 < seconds < 1e-2 for seconds in rates.layer_s.values())
     assert (rates.bytes_per_s(1e5) or 0) > 1e6 and (rates.update_s("adam", 4**7, 4) or 0) > 0
+
+
+KINDS = {
+    "tiny_conv2d": torch.nn.Conv2d,
+    "tiny_linear": torch.nn.Linear,
+    "tiny_batch_norm": torch.nn.BatchNorm2d,
+    "tiny_activation": torch.nn.ReLU,
+    "tiny_pooling": torch.nn.MaxPool2d,
+}
+
+
+@pytest.mark.parametrize("name", sorted(set(known.TINY_LAYERS.values())))
+def test_a_tiny_chain_is_real_layers_of_its_kind_whose_gradients_stay_normal(name: str) -> None:
+    """Each link its own module of the kind it prices; through 256 of them the input's gradient neither
+    vanishes nor passes the subnormal floats a CPU computes slowly (a default-initialised chain of
+    convolutions shrinks it to zero by way of them)."""
+    from advisor.ops.workloads import tiny_chain
+
+    chain, (x,) = tiny_chain(op_configs.tiny_chain(name, 256))
+    assert isinstance(chain, torch.nn.Sequential) and len(chain) == 256
+    assert all(isinstance(layer, KINDS.get(name, torch.nn.Module)) for layer in chain)
+    x.requires_grad_(True)
+    chain(x).sum().backward()
+    assert x.grad is not None
+    magnitudes = x.grad.abs()
+    subnormal = (magnitudes > 0) & (magnitudes < torch.finfo(torch.float32).tiny)
+    assert magnitudes.max() > 0 and not subnormal.any()

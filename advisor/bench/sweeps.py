@@ -1,6 +1,7 @@
 """What the nightly grid measures beyond compute: memory-bound ops over tensor sizes (the machine's bandwidth
-curve), a chain of tiny ops (what each launch costs) and the same chain as modules (what a module call
-costs), and the optimizer's update over parameter counts.
+curve), a chain of tiny ops (what each launch costs), the same chain as modules (what a module call costs),
+chains of tiny real layers (what a layer of each kind pays outside its kernels), and the optimizer's update
+over parameter counts.
 
 A step's time is not only its convolutions and matrix products: on a small batch its norms, activations and
 element-wise ops are bound by bytes, each op pays a fixed launch and dispatch cost, and the optimizer's
@@ -37,8 +38,8 @@ class Sweeps:
     elements: tuple[int, ...]
     """Tensor sizes of the memory-bound ops, in elements: from launch-bound to past the last cache."""
     chains: tuple[int, ...]
-    """Lengths of the launch chain and the module chain: the one's slope in them is one launch's cost, the
-    other's less it a module call's."""
+    """Lengths of the launch chain, the module chain and the tiny-layer chains: the first's slope in them is
+    one launch's cost, the second's less it a module call's, each tiny chain's a layer's of its kind."""
     parameters: tuple[int, ...]
     """Parameter counts of the optimizer's update."""
     tensors: tuple[int, ...]
@@ -78,12 +79,14 @@ def bandwidth_configs(sweeps: Sweeps) -> list[LayerConfig]:
 
 
 def launch_configs(sweeps: Sweeps) -> list[LayerConfig]:
-    """Each length of the launch chain, then of the module chain."""
-    return [
+    """Each length of the launch chain, then of the module chain, then of each tiny-layer chain."""
+    chains = [
         chain(length, CHAIN_ELEMENTS)
         for chain in (configs.launch_chain, configs.module_chain)
         for length in sweeps.chains
     ]
+    tiny = sorted(set(known.TINY_LAYERS.values()))
+    return [*chains, *(configs.tiny_chain(name, length) for name in tiny for length in sweeps.chains)]
 
 
 def update_configs(sweeps: Sweeps) -> list[LayerConfig]:

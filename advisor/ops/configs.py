@@ -201,6 +201,19 @@ def module_chain(length: int, elements: int) -> LayerConfig:
     return _config("module_chain", 1, False, in_channels=1, out_channels=1, height=length, width=elements)
 
 
+TINY_CHANNELS = 8
+"""Channels of a tiny layer (`tiny_chain`): so few that its kernels do almost nothing."""
+TINY_SIDE = 2
+"""Side of a tiny layer's square maps."""
+
+
+def tiny_chain(op: str, length: int) -> LayerConfig:
+    """``length`` tiny real layers of one kind in a row, each a module of its own, on `TINY_CHANNELS` maps
+    of `TINY_SIDE` x `TINY_SIDE` (`advisor.ops.workloads.tiny_layers`)."""
+    fields = {"in_channels": TINY_CHANNELS, "out_channels": TINY_CHANNELS, "height": length}
+    return _config(op, 1, False, **fields, width=TINY_SIDE)
+
+
 def update(op: str, parameters: int, tensors: int) -> LayerConfig:
     """An optimizer's step over ``parameters`` parameters in ``tensors`` tensors of equal size: ``height``
     parameters each, ``width`` tensors (a step's cost beyond its bytes is per tensor)."""

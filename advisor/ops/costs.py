@@ -237,7 +237,17 @@ def launch_chain(c: LayerConfig) -> Cost:
     """``height`` tiny multiplies in a row, each on ``width`` elements, and their ``height`` gradients: a
     chain whose time is its launches, what each op costs beyond its arithmetic (dispatch, a kernel
     launch); each op reads and writes its elements."""
-    n = c.batch * c.height * c.width
+    return _once_each_way(c.batch * c.height * c.width)
+
+
+def tiny_chain(c: LayerConfig) -> Cost:
+    """``height`` tiny layers of ``in_channels`` maps of ``width`` x ``width``: each reads and writes its
+    elements once each way, a floor to plan by (its time is what a layer pays beyond its arithmetic)."""
+    return _once_each_way(c.batch * c.height * c.in_channels * c.width * c.width)
+
+
+def _once_each_way(n: int) -> Cost:
+    """``n`` elements, one FLOP each way, each read and written forward and backward."""
     return Cost(
         forward_flops=float(n),
         backward_flops=float(n),

@@ -78,6 +78,10 @@ def _update(name: str, rates: costs.UpdateRates) -> Op:
     return Op(name, "update", frozenset(), partial(costs.update, rates), f"{_BUILDERS}:{name}", aten=aten)
 
 
+_TINY_OPS = ("tiny_conv2d", "tiny_linear", "tiny_batch_norm", "tiny_activation", "tiny_elementwise",
+             "tiny_pooling")  # fmt: skip
+"""Chains of tiny real layers of one kind, each a module (`configs.tiny_chain`): a layer's cost when its
+kernels do almost nothing, what it pays outside them (its module call, Python, autograd's nodes)."""
 _CONV = partial(configs.convolution, "conv2d")
 OPS: tuple[Op, ...] = (
     Op("conv2d", "convolution", frozenset({"conv"}), costs.convolution, f"{_BUILDERS}:convolution",
@@ -123,9 +127,21 @@ OPS: tuple[Op, ...] = (
     Op("launch_chain", "launch", frozenset(), costs.launch_chain, f"{_BUILDERS}:launch_chain"),
     # The same chain, each op in its own module call: its slope less the launch chain's is a module call.
     Op("module_chain", "launch", frozenset(), costs.launch_chain, f"{_BUILDERS}:module_chain"),
+    *(Op(name, "launch", frozenset(), costs.tiny_chain, f"{_BUILDERS}:tiny_layers") for name in _TINY_OPS),
 )  # fmt: skip
 """Where several ops cover one kind, the first whose configuration fits a layer is its op."""
 SMALL_MAPS = {"batch_norm": "batch_norm_small_maps"}
+TINY_LAYERS = {
+    **dict.fromkeys(("conv2d", "depthwise_conv2d", "grouped_conv2d", "conv_transpose2d"), "tiny_conv2d"),
+    "linear": "tiny_linear",
+    "batch_norm": "tiny_batch_norm",
+    "activation": "tiny_activation",
+    "elementwise": "tiny_elementwise",
+    "pooling": "tiny_pooling",
+}
+"""The tiny-layer chain whose cost a layer prices what a layer of each op pays outside its kernels: a
+convolution's by the dense one's (a tiny depthwise convolution's own time is its kernels' fixed cost, not
+Python's, benchmarks/README.md)."""
 """Ops swept over small maps apart (`configs.swept_small_maps`): the registry entry that prices each there."""
 
 

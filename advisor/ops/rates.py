@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from math import exp, log
 from statistics import fmean
 
-from advisor.ops.known import op_of
+from advisor.ops.known import TINY_LAYERS, op_of
 from advisor.records import LayerConfig
 
 OP_LAUNCHES = 2
@@ -74,6 +74,16 @@ class MachineRates:
     a swept op's price has its one call taken out with the measurement's own cost (`alone_s`)."""
     updates: Mapping[str, UpdateCurves] = field(default_factory=dict)
     """By optimizer: ``sgd_momentum``, ``adam``, ``adamw``."""
+    layer_s: Mapping[str, float] = field(default_factory=dict)
+    """Each tiny-layer chain's seconds a layer (``tiny_conv2d``, ...): a layer of its kind when its kernels
+    do almost nothing, its module call included."""
+
+    def outside_s(self, op: str) -> float | None:
+        """What a layer of ``op`` pays outside its kernels inside a network: its tiny chain's seconds a layer
+        (`known.TINY_LAYERS`) less the module call, which a network's calls price apart (`module_s`); None
+        where no tiny chain of its kind was measured."""
+        tiny = self.layer_s.get(TINY_LAYERS.get(op, ""))
+        return None if tiny is None else max(tiny - (self.module_s or 0.0), 0.0)
 
     def bytes_seconds(self, moved: float, op: str | None = None) -> float | None:
         """Seconds of an op whose forward and backward move ``moved`` bytes: ``op``'s own curve where it
@@ -140,17 +150,17 @@ def _at(curve: Curve, x: float) -> float:
 
 def fit_rates(measured: Iterable[tuple[LayerConfig, float]]) -> MachineRates:
     """A machine's rates from its swept configurations and their seconds: the memory-bound ops at batch
-    one (the bandwidth sweep's), the launch chain and the module chain, the optimizers' updates; anything
-    else is left out."""
+    one (the bandwidth sweep's), the chains (launches, modules, tiny layers), the optimizers' updates;
+    anything else is left out."""
     curves: dict[str, dict[float, list[float]]] = {}
-    chains: dict[str, list[tuple[float, float]]] = {"launch_chain": [], "module_chain": []}
+    chains: dict[str, list[tuple[float, float]]] = {}
     updates: dict[str, dict[int, dict[float, list[float]]]] = {}
     for config, seconds in measured:
         if seconds <= 0:
             continue
         op = op_of(config)
         if op.family == "launch":
-            chains[op.name].append((2.0 * config.height, seconds))
+            chains.setdefault(op.name, []).append((float(config.height), seconds))
         elif op.family == "update":
             split = updates.setdefault(op.name, {}).setdefault(config.width, {})
             split.setdefault(log(config.height * config.width), []).append(log(seconds))
@@ -158,11 +168,13 @@ def fit_rates(measured: Iterable[tuple[LayerConfig, float]]) -> MachineRates:
             cost = op.cost(config)
             moved = log(cost.forward_bytes + cost.backward_bytes)
             curves.setdefault(op.name, {}).setdefault(moved, []).append(log(seconds))
-    launch_s, linked_s = _slope(chains["launch_chain"]), _slope(chains["module_chain"])
+    per_layer = {name: slope for name, points in chains.items() if (slope := _slope(points)) is not None}
+    chained, linked = per_layer.pop("launch_chain", None), per_layer.pop("module_chain", None)
     return MachineRates(
         curves={name: _curve(points) for name, points in curves.items()},
-        launch_s=launch_s,
-        module_s=None if launch_s is None or linked_s is None else 2.0 * max(linked_s - launch_s, 0.0),
+        launch_s=None if chained is None else chained / 2.0,
+        module_s=None if chained is None or linked is None else max(linked - chained, 0.0),
+        layer_s=per_layer,
         updates={
             name: UpdateCurves(tuple((tensors, _curve(points)) for tensors, points in sorted(splits.items())))
             for name, splits in updates.items()
@@ -180,8 +192,8 @@ def _elements(config: LayerConfig) -> int:
 
 
 def _slope(points: list[tuple[float, float]]) -> float | None:
-    """Seconds per launch: the chain's time's least-squares slope in its launches (its fixed cost apart);
-    with one length measured, its time over its launches."""
+    """Seconds a link: a chain's time's least-squares slope in its length (its fixed cost apart); with one
+    length measured, its time over its length."""
     if not points:
         return None
     xs = {x for x, _ in points}

@@ -193,6 +193,51 @@ def module_chain(c: LayerConfig, device: torch.device) -> Workload:
     return layer_workload((chain, (torch.randn(c.batch, c.width),)), c, device)
 
 
+class _Add(nn.Module):
+    """An element-wise add of two activations (a residual's) as a module of its own."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x + x
+
+
+def _identity_conv(channels: int) -> nn.Module:
+    conv = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+    nn.init.dirac_(conv.weight)
+    return conv
+
+
+def _identity_linear(features: int) -> nn.Module:
+    linear = nn.Linear(features, features)
+    nn.init.eye_(linear.weight)
+    return linear
+
+
+_TINY: dict[str, Callable[[int], nn.Module]] = {
+    "tiny_conv2d": _identity_conv,
+    "tiny_linear": _identity_linear,
+    "tiny_batch_norm": nn.BatchNorm2d,
+    "tiny_activation": lambda _c: nn.ReLU(),
+    "tiny_elementwise": lambda _c: _Add(),
+    "tiny_pooling": lambda _c: nn.MaxPool2d(3, 1, 1),
+}
+"""Each tiny layer kind as a network builds it (a convolution before a norm has no bias), shapes kept; the
+weighted ones start as the identity, so a long chain's values and gradients never shrink into subnormal
+floats, which a CPU computes slowly."""
+
+
+def tiny_chain(c: LayerConfig) -> Module:
+    """``height`` tiny layers of ``c.op``'s kind in a ``Sequential``, and its input: ``in_channels`` values
+    (a linear's) or maps of ``width`` x ``width``."""
+    chain = nn.Sequential(*(_TINY[c.op](c.in_channels) for _ in range(c.height)))
+    shape = (c.batch, c.in_channels) if c.op == "tiny_linear" else (c.batch, c.in_channels, c.width, c.width)
+    return chain, (torch.randn(*shape),)
+
+
+def tiny_layers(c: LayerConfig, device: torch.device) -> Workload:
+    """A tiny-layer chain's forward and backward (`tiny_chain`)."""
+    return layer_workload(tiny_chain(c), c, device)
+
+
 def _update(
     c: LayerConfig, device: torch.device, make: Callable[[list[Tensor]], torch.optim.Optimizer]
 ) -> Workload:

@@ -20,8 +20,8 @@ terms; and the scales of measurable terms no sweep priced (their prices then are
 roofline's guesses). The step booster corrects what is left from batch-free features (each term's share),
 so it cannot learn a batch size it never saw. A model measured whole keeps its own two scales, of its fixed
 and of its per-sample seconds, fitted to its measured steps: one noisy step bends a two-parameter curve
-less than it bends an interpolation through it. Split for `advisor profile`, each price's launches (the
-launch chain's cost a kernel) count as per-op dispatch, as a profile counts what runs outside the kernels.
+less than it bends an interpolation through it. Split for `advisor profile`, what each layer pays outside
+its kernels (its kind's tiny layer's cost, else its launches) is per-op dispatch, as a profile counts it.
 
 Half of the product's step model: the served prediction is its blend with today's
 (`advisor.predict.machine`), weighted as fits held-out steps best (`advisor.predict.blend`), as each errs
@@ -90,9 +90,6 @@ class OpTerms:
     layers: int
     anchored: frozenset[int] = frozenset()
     """The columns priced by a sweep's measurements, under one scale (``_MEASURABLE``)."""
-    dispatch_s: tuple[float, float] = (0.0, 0.0)
-    """Of the timed layers' and the untimed ops' prices, their launches' seconds (the launch chain's cost
-    each): what a profile counts outside the kernels, as per-op dispatch."""
 
     def columns(self, calibration: Mapping[OpPart, float]) -> list[float]:
         timed = sum(calibration.get(part, 1.0) * s for part, s in self.layer_parts.items())
@@ -209,7 +206,6 @@ def op_terms(
         parameters=table.totals.parameters,
         layers=len(table.layers),
         anchored=frozenset(i for i, measured in zip(_MEASURABLE, swept, strict=True) if measured),
-        dispatch_s=(timed * LAUNCHES_PER_LAYER * rates.launch_seconds(), untimed_launches if held else 0.0),
     )
 
 
@@ -254,8 +250,8 @@ class OpSumModel:
 
     def parts(self, table: LayerTable, batch: int, amp: bool, channels_last: bool) -> dict[StepPart, float]:
         """The predicted step split by term, each term's share of the sum times the whole prediction; of
-        the timed layers' and untimed ops' shares, their launches' share is per-op dispatch, as a profile
-        counts it."""
+        the timed layers' and untimed ops' shares, what their layers pay outside their kernels
+        (`outside_seconds`) is per-op dispatch, as a profile counts it. The whole is not changed."""
         terms = self.terms(table, batch, amp, channels_last)
         scale = self.priced(terms, table.architecture_hash) / self.base(terms)
         shares = self.shares(terms)
@@ -263,15 +259,42 @@ class OpSumModel:
         for part, seconds in zip(TERM_PARTS, shares, strict=True):
             split[part] += seconds * scale
         priced = (sum(terms.layer_parts.values()), terms.vector_s)
-        for part, launches, whole in zip(_HOLD_LAUNCHES, terms.dispatch_s, priced, strict=True):
-            moved = split[part] * min(launches / max(whole, _TINY), 1.0)
+        outside = outside_seconds(table, batch, amp, self.rates)
+        for part, held, whole in zip(_HOLD_OUTSIDE, outside, priced, strict=True):
+            moved = split[part] * min(held / max(whole, _TINY), 1.0)
             split[part] -= moved
             split[StepPart.DISPATCH] += moved
         return split
 
 
-_HOLD_LAUNCHES = (StepPart.LAYERS, StepPart.MEMORY_BOUND)
-"""The parts whose prices hold their launches (``OpTerms.dispatch_s``)."""
+_HOLD_OUTSIDE = (StepPart.LAYERS, StepPart.MEMORY_BOUND)
+"""The parts whose prices hold what their layers pay outside their kernels (`outside_seconds`)."""
+
+
+def outside_seconds(table: LayerTable, batch: int, amp: bool, rates: Roofline) -> tuple[float, float]:
+    """Of the timed layers' and the untimed ops' prices, what their layers pay outside their kernels: each
+    one its kind's tiny layer's cost (`MachineRates.outside_s`: Python, argument checks, autograd's nodes),
+    else its launches at the launch chain's cost; an untimed op's never over its own price, and none where
+    the untimed ops' prices do not hold their launches (``Roofline.prices_launches``)."""
+    launch, timed, untimed = rates.launch_seconds(), 0.0, 0.0
+    for layer in table.layers:
+        found = layer_op(layer, batch, amp, timed=True)
+        if found is not None:
+            outside = rates.swept.outside_s(found[0].name)
+            timed += LAUNCHES_PER_LAYER * launch if outside is None else outside
+        elif rates.prices_launches:
+            untimed += _untimed_outside(layer, batch, amp, rates, launch)
+    return timed, untimed
+
+
+def _untimed_outside(layer: Layer, batch: int, amp: bool, rates: Roofline, launch: float) -> float:
+    found = layer_op(layer, batch, amp)
+    outside = rates.swept.outside_s(found[0].name) if found is not None else None
+    if found is None or outside is None:
+        return OP_LAUNCHES * launch
+    return min(outside, rates.layer_op_seconds(*found))
+
+
 _FIXED = (2, 3, 4)
 """The sum's terms that do not grow with the batch: launches, the optimizer, the host's per-step cost."""
 
