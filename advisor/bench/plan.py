@@ -31,10 +31,12 @@ from advisor.bench.zoo import (
     SMALL,
     ZOO,
     distinct_layers,
+    layer_costs,
     smallest_batch,
     zoo_model,
 )
 from advisor.introspect import Layer, LayerTable, Optimizer, estimate_peak_memory
+from advisor.ops.configs import dense_convolutions
 from advisor.precision import Precision
 from advisor.records import LayerConfig, StepConfig
 
@@ -156,6 +158,8 @@ class Grid:
     """What is not compute (`advisor.bench.sweeps`): measured right after the coarse grid."""
     step_passes: int = 1
     """Times the grid's steps are measured; later passes last, each in an order of its own."""
+    kernels: tuple[LayerConfig, ...] = ()
+    """Layers no zoo model has (`nightly_grid`), measured after the layer models' own where a grid has any."""
 
 
 def quick_plan(tables: TableSource, device: DeviceProfile | None = None) -> Plan:
@@ -181,15 +185,15 @@ def quick_plan(tables: TableSource, device: DeviceProfile | None = None) -> Plan
 def nightly_grid(kind: DeviceKind, *, workers: int = 4) -> Grid:
     """What a night measures on one device kind: the one grid, which the evaluations measure too.
 
-    On a GPU, the whole zoo at both input sides and the transformer family at its published sizes and
-    sequence lengths (`GPU_SIZES`), every setting, batches up to 4096. On a CPU, the twenty CNNs that train
-    at 32x32 in minutes and the small transformer family (`CPU_SIZES`), batches up to 128, no settings (bf16
-    autocast is emulated there), the steps twice (the plan ends within a night), and layers on each side of
-    PyTorch's CPU convolution kernel switches (one thread, float32, torch 2.14, seen with
-    ``torch.profiler``): a 3x3 or 1x1 convolution of a small input runs ``_slow_conv2d`` at batch 1 and
-    oneDNN from 2, a stride-1 1x1 convolution ``_slow_conv2d`` below 16 and oneDNN from 16. A layer's time
-    is a polyline through its batches, so no segment may cross a switch. The first layer batch is measured
-    early, in the layers phase; the others later.
+    On a GPU, the whole zoo at both input sides and the transformer family at its published sizes and sequence
+    lengths (`GPU_SIZES`), every setting, batches up to 4096. On a CPU, the twenty CNNs that train at 32x32 in
+    minutes and the small transformer family (`CPU_SIZES`), batches up to 128, no settings (bf16 autocast is
+    emulated there), the steps twice (the plan ends within a night), and layers on each side of PyTorch's CPU
+    convolution kernel switches (one thread, float32, torch 2.14, seen with ``torch.profiler``): a 3x3 or 1x1
+    convolution of a small input runs ``_slow_conv2d`` at batch 1 and oneDNN from 2, a stride-1 1x1
+    convolution ``_slow_conv2d`` below 16 and oneDNN from 16. A layer's time is a polyline through its
+    batches, so no segment may cross a switch. The first layer batch is measured early, in the layers phase;
+    the others later. Beside the zoo's layers: dense 5x5 and 7x7 convolutions, which real CNNs have, it not.
     """
     if kind == "cpu":
         batches = geometric(128)
@@ -208,6 +212,7 @@ def nightly_grid(kind: DeviceKind, *, workers: int = 4) -> Grid:
             repeats=3,
             sweeps=CPU_SWEEPS,
             step_passes=2,
+            kernels=dense_convolutions((5, 7), (16, 64, 256), (32, 16, 8, 4), most=1024),
         )
     batches = geometric(4096)
     models = (*(model.name for model in ZOO), *GPU_SEQUENCE_MODELS)
@@ -287,14 +292,8 @@ def build_plan(grid: Grid, device: DeviceProfile, tables: TableSource) -> Plan:
 
 def _settings_of(phase: Phase, varied: set[Phase]) -> list[tuple[bool, bool, bool]]:
     """(amp, channels_last, pinned): ``phase``'s setting on, crossed with every setting varied before it."""
-    choices = [_choices(setting, phase, varied) for setting in _SETTINGS]
+    choices = [(True,) if one is phase else (False, True) if one in varied else (False,) for one in _SETTINGS]
     return [(amp, channels_last, pinned) for amp, channels_last, pinned in product(*choices)]
-
-
-def _choices(setting: Phase, phase: Phase, varied: set[Phase]) -> tuple[bool, ...]:
-    if setting is phase:
-        return (True,)
-    return (False, True) if setting in varied else (False,)
 
 
 def _steps(
@@ -345,17 +344,18 @@ def _layers(
     batches: Sequence[int],
     settings: Sequence[tuple[bool, bool]],
 ) -> Iterator[PlanItem]:
-    """Each distinct layer at each batch and each (amp, cudnn.benchmark) setting, batch-major."""
-    layers: dict[LayerConfig, Layer] = {}
+    """Each distinct layer, then `Grid.kernels`, at each batch and (amp, cudnn.benchmark), batch-major."""
+    layers: dict[LayerConfig, Layer | None] = {}
     for name, size in product(grid.layer_models, grid.sizes):
         if size in zoo_model(name).sizes:
-            for config, layer in distinct_layers(tables(name, size)):
-                layers.setdefault(config, layer)
+            for config, zoo_layer in distinct_layers(tables(name, size)):
+                layers.setdefault(config, zoo_layer)
+    for kernel in grid.kernels if grid.layer_models else ():
+        layers.setdefault(kernel, None)
     for batch, (amp, benchmark) in product(sorted(batches), settings):
         for config, layer in layers.items():
             at = config.model_copy(update={"batch": batch, "amp": amp, "cudnn_benchmark": benchmark})
-            costs = layer.at_batch(batch)
-            moved = 2 * (costs.bytes_read + costs.bytes_written)  # inputs, outputs, their gradients at once
+            moved = layer_costs(at, layer)[1]
             too_big = device.memory_bytes is not None and moved > device.memory_bytes
             # The layer grid leaves out what the layers phase measured.
             first = batch == grid.layer_batches[0] and not amp and benchmark
@@ -388,10 +388,10 @@ def step_estimate(grid: Grid, device: DeviceProfile, table: LayerTable, config: 
     return device.item_overhead_s + passes * (flops / speed + device.step_overhead_s)
 
 
-def layer_estimate(grid: Grid, device: DeviceProfile, layer: Layer, config: LayerConfig) -> float:
-    """Seconds to measure one layer configuration: every warm-up and timed repeat."""
+def layer_estimate(grid: Grid, device: DeviceProfile, layer: Layer | None, config: LayerConfig) -> float:
+    """Seconds to measure one layer configuration (of a zoo layer, else None): each warm-up and repeat."""
     speed = device.flops_per_s * (device.amp_speedup if config.amp else 1.0)
-    return _micro_s(grid, device, layer.at_batch(config.batch).train_flops / speed)
+    return _micro_s(grid, device, layer_costs(config, layer)[0] / speed)
 
 
 def _micro_s(grid: Grid, device: DeviceProfile, run_s: float) -> float:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict
 
-from advisor.bench.plan import Phase, Plan, PlanItem
+from advisor.bench.plan import DeviceKind, Phase, Plan, PlanItem, nightly_grid
 from advisor.records import LayerConfig, StepConfig
 
 
@@ -16,12 +16,15 @@ class PlanRow(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     phase: Phase
-    kind: Literal["step", "layer", "sweep"]
+    kind: Literal["step", "layer", "kernel", "sweep"]
+    """A kernel is a layer no zoo model has, the grid's own (`Grid.kernels`), shown apart with its share."""
     items: int
     subjects: tuple[str, ...]
-    """Models for steps; layer ops (depthwise and grouped convolutions apart) for layers and sweeps."""
+    """Models for steps; layer ops (depthwise and grouped convolutions apart, kernels by size) for layers,
+    kernels and sweeps."""
     sizes: tuple[int, ...]
-    """Input sides for steps; for sweeps, what is swept (`sweep_size`); none for layers."""
+    """Input sides for steps, map sides for kernels; for sweeps, what is swept (`sweep_size`); none for
+    layers."""
     batches: tuple[int, ...]
     settings: tuple[str, ...]
     estimate_s: float
@@ -43,12 +46,26 @@ def sweep_size(phase: Phase, config: LayerConfig) -> int:
     return config.in_channels * config.height * config.width
 
 
+_KERNELS = frozenset(config for kind in get_args(DeviceKind) for config in nightly_grid(kind).kernels)
+
+
+def _kernel(item: PlanItem) -> bool:
+    """One of the nightly grids' own layers (`Grid.kernels`), at any batch."""
+    config = item.config
+    if isinstance(config, StepConfig):
+        return False
+    return config.model_copy(update={"batch": 1, "amp": False, "cudnn_benchmark": True}) in _KERNELS
+
+
 def describe(plan: Plan) -> list[PlanRow]:
+    """One row a phase, a layer phase's kernels in a row of their own."""
     rows: list[PlanRow] = []
     for phase in Phase:
         items = [item for item in plan.items if item.phase is phase]
-        if items:
-            rows.append(_row(phase, items, plan.estimate_s))
+        for kernels in (False, True):
+            group = [item for item in items if _kernel(item) is kernels]
+            if group:
+                rows.append(_row(phase, group, plan.estimate_s))
     return rows
 
 
@@ -63,16 +80,16 @@ def _row(phase: Phase, items: list[PlanItem], total_s: float) -> PlanRow:
             sizes.add(config.input_size)
             flags = {"amp": config.amp, "channels_last": config.channels_last, "pinned": config.pinned}
         else:
-            subjects[_layer_op(config)] = None
-            if phase in SWEPT:
-                sizes.add(sweep_size(phase, config))
+            subjects[_layer_op(config, _kernel(item))] = None
+            if phase in SWEPT or _kernel(item):
+                sizes.add(sweep_size(phase, config) if phase in SWEPT else config.height)
             flags = {"amp": config.amp, "cudnn_benchmark": config.cudnn_benchmark}
         if phase not in SWEPT:  # a sweep does not vary them (FP32, cuDNN benchmark mode on)
             settings.update(f"{name}={'on' if value else 'off'}" for name, value in flags.items())
     estimate_s = sum(item.estimate_s for item in items)
     return PlanRow(
         phase=phase,
-        kind="step" if isinstance(items[0].config, StepConfig) else "sweep" if phase in SWEPT else "layer",
+        kind=_kind(phase, items[0]),
         items=len(items),
         subjects=tuple(subjects),
         sizes=tuple(sorted(sizes)),
@@ -83,7 +100,15 @@ def _row(phase: Phase, items: list[PlanItem], total_s: float) -> PlanRow:
     )
 
 
-def _layer_op(config: LayerConfig) -> str:
+def _kind(phase: Phase, item: PlanItem) -> Literal["step", "layer", "kernel", "sweep"]:
+    if isinstance(item.config, StepConfig):
+        return "step"
+    return "sweep" if phase in SWEPT else "kernel" if _kernel(item) else "layer"
+
+
+def _layer_op(config: LayerConfig, kernel: bool) -> str:
+    if kernel:
+        return f"{config.op} {config.kernel[0]}x{config.kernel[1]}"
     if config.depthwise:
         return f"depthwise {config.op}"
     return f"grouped {config.op}" if config.grouped else config.op

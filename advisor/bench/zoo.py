@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import JsonValue
 
 from advisor.introspect import Layer, LayerKind, LayerTable
-from advisor.ops import layer_op
+from advisor.ops import layer_op, op_of
 from advisor.records import LayerConfig
 
 SMALL, LARGE = 32, 224
@@ -259,3 +259,13 @@ def distinct_layers(table: LayerTable) -> list[tuple[LayerConfig, Layer]]:
         if config is not None:
             seen.setdefault(config, layer)
     return list(seen.items())
+
+
+def layer_costs(config: LayerConfig, layer: Layer | None) -> tuple[float, float]:
+    """Training FLOPs and the bytes its inputs, outputs and their gradients hold at once: the introspection's
+    of a zoo layer, its op's hand count (`advisor.ops.costs`) for a layer no model has (`Grid.kernels`)."""
+    if layer is None:
+        cost = op_of(config).cost(config)
+        return cost.train_flops, cost.forward_bytes + cost.backward_bytes
+    costs = layer.at_batch(config.batch)
+    return costs.train_flops, 2 * (costs.bytes_read + costs.bytes_written)

@@ -6,6 +6,7 @@ A layer that does not have the shape its op needs gets None: it is not benchmark
 
 from __future__ import annotations
 
+from itertools import product
 from math import isqrt, prod
 
 from advisor.introspect import Layer
@@ -219,4 +220,27 @@ def update(op: str, parameters: int, tensors: int) -> LayerConfig:
     parameters each, ``width`` tensors (a step's cost beyond its bytes is per tensor)."""
     return _config(
         op, 1, False, in_channels=1, out_channels=1, height=max(1, parameters // tensors), width=tensors
+    )
+
+
+def dense_convolutions(
+    kernels: tuple[int, ...], channels: tuple[int, ...], sides: tuple[int, ...], most: int
+) -> tuple[LayerConfig, ...]:
+    """Dense ``conv2d`` layers of each odd kernel (stride 1, padded to keep the map), ``channels`` in and out,
+    on square maps of ``sides``, where channels x side is at most ``most``: a CNN's width grows as its maps
+    shrink, so its layers lie along that diagonal, never in the grid's costly far corner."""
+    return tuple(
+        _config(
+            "conv2d",
+            1,
+            False,
+            in_channels=width,
+            out_channels=width,
+            kernel=(kernel, kernel),
+            padding=(kernel // 2, kernel // 2),
+            height=side,
+            width=side,
+        )
+        for kernel, width, side in product(kernels, channels, sides)
+        if width * side <= most
     )
