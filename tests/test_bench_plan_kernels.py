@@ -1,4 +1,4 @@
-"""The nightly CPU grid's own layers: dense 5x5 and 7x7 convolutions no zoo model has at 32 px."""
+"""The nightly CPU grid's wide kernels: dense 5x5 and 7x7 convolutions no zoo model has at 32 px."""
 
 from __future__ import annotations
 
@@ -47,17 +47,17 @@ def test_dense_convolutions_span_a_diagonal_of_widths_and_maps_keeping_the_map()
 
 def test_the_cpu_grid_declares_kernels_the_zoo_lacks_and_the_gpu_grid_none(grid: Grid) -> None:
     zoo = {config for name in CPU_MODELS for config, _ in distinct_layers(zoo_table(name, 32))}
-    kernels = set(grid.kernels)
+    kernels = set(grid.wide_kernels)
     assert {c.kernel for c in kernels} == {(5, 5), (7, 7)} and len(kernels) == 16
     assert kernels.isdisjoint(zoo), "a zoo layer is measured as the zoo's"
     assert not any(c.kernel[0] > 3 and c.groups == 1 and c.in_channels > 3 for c in zoo), "the zoo has none"
-    assert nightly_grid("cuda").kernels == ()
+    assert nightly_grid("cuda").wide_kernels == ()
 
 
 def test_each_kernel_is_measured_at_every_layer_batch_within_a_small_share_of_the_night(
     grid: Grid, plan: Plan
 ) -> None:
-    kernels = set(grid.kernels)
+    kernels = set(grid.wide_kernels)
     measured = [item for item in plan.items if _geometry(item.config) in kernels]
     assert {item.phase for item in measured} == {Phase.LAYERS, Phase.LAYER_GRID}
     pairs = {(_geometry(item.config), item.config.batch) for item in measured}
@@ -72,10 +72,10 @@ def _geometry(config: StepConfig | LayerConfig) -> StepConfig | LayerConfig:
 
 
 def test_the_plan_shows_kernels_in_rows_of_their_own_with_their_share(grid: Grid, plan: Plan) -> None:
-    rows = [row for row in describe(plan) if row.kind == "kernel"]
+    rows = [row for row in describe(plan) if row.kind == "wide kernel"]
     assert [row.phase for row in rows] == [Phase.LAYERS, Phase.LAYER_GRID]
     assert rows[0].subjects == ("conv2d 5x5", "conv2d 7x7") and rows[0].sizes == (4, 8, 16, 32)
-    assert sum(row.items for row in rows) == len(grid.kernels) * len(grid.layer_batches)
+    assert sum(row.items for row in rows) == len(grid.wide_kernels) * len(grid.layer_batches)
     layers = [row for row in describe(plan) if row.kind == "layer"]
     assert all("conv2d 5x5" not in row.subjects for row in layers)
 
@@ -94,7 +94,9 @@ def test_kernel_rows_are_measured_ingested_and_trained_on() -> None:
     from advisor.store import Store
 
     kernels = dense_convolutions((5, 7), (16,), (8, 4), most=1024)
-    grid = replace(nightly_grid("cpu"), models=("resnet18",), layer_models=("resnet18",), kernels=kernels)
+    grid = replace(
+        nightly_grid("cpu"), models=("resnet18",), layer_models=("resnet18",), wide_kernels=kernels
+    )
     plan = build_plan(
         replace(grid, layer_batches=(2, 1), repeats=2), DeviceProfile.assumed("cpu"), fake_table
     )

@@ -158,7 +158,7 @@ class Grid:
     """What is not compute (`advisor.bench.sweeps`): measured right after the coarse grid."""
     step_passes: int = 1
     """Times the grid's steps are measured; later passes last, each in an order of its own."""
-    kernels: tuple[LayerConfig, ...] = ()
+    wide_kernels: tuple[LayerConfig, ...] = ()
     """Layers no zoo model has (`nightly_grid`), measured after the layer models' own where a grid has any."""
 
 
@@ -212,7 +212,7 @@ def nightly_grid(kind: DeviceKind, *, workers: int = 4) -> Grid:
             repeats=3,
             sweeps=CPU_SWEEPS,
             step_passes=2,
-            kernels=dense_convolutions((5, 7), (16, 64, 256), (32, 16, 8, 4), most=1024),
+            wide_kernels=dense_convolutions((5, 7), (16, 64, 256), (32, 16, 8, 4), most=1024),
         )
     batches = geometric(4096)
     models = (*(model.name for model in ZOO), *GPU_SEQUENCE_MODELS)
@@ -344,14 +344,14 @@ def _layers(
     batches: Sequence[int],
     settings: Sequence[tuple[bool, bool]],
 ) -> Iterator[PlanItem]:
-    """Each distinct layer, then `Grid.kernels`, at each batch and (amp, cudnn.benchmark), batch-major."""
+    """Each distinct layer, then `Grid.wide_kernels`, at each batch and setting, batch-major."""
     layers: dict[LayerConfig, Layer | None] = {}
     for name, size in product(grid.layer_models, grid.sizes):
         if size in zoo_model(name).sizes:
             for config, zoo_layer in distinct_layers(tables(name, size)):
                 layers.setdefault(config, zoo_layer)
-    for kernel in grid.kernels if grid.layer_models else ():
-        layers.setdefault(kernel, None)
+    for wide in grid.wide_kernels if grid.layer_models else ():
+        layers.setdefault(wide, None)
     for batch, (amp, benchmark) in product(sorted(batches), settings):
         for config, layer in layers.items():
             at = config.model_copy(update={"batch": batch, "amp": amp, "cudnn_benchmark": benchmark})

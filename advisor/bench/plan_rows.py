@@ -16,14 +16,14 @@ class PlanRow(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     phase: Phase
-    kind: Literal["step", "layer", "kernel", "sweep"]
-    """A kernel is a layer no zoo model has, the grid's own (`Grid.kernels`), shown apart with its share."""
+    kind: Literal["step", "layer", "wide kernel", "sweep"]
+    """A wide kernel is a layer no zoo model has, the grid's own (`Grid.wide_kernels`), shown apart."""
     items: int
     subjects: tuple[str, ...]
-    """Models for steps; layer ops (depthwise and grouped convolutions apart, kernels by size) for layers,
-    kernels and sweeps."""
+    """Models for steps; layer ops (depthwise and grouped convolutions apart, wide kernels by size) for
+    layers, wide kernels and sweeps."""
     sizes: tuple[int, ...]
-    """Input sides for steps, map sides for kernels; for sweeps, what is swept (`sweep_size`); none for
+    """Input sides for steps, map sides for wide kernels; for sweeps, what is swept (`sweep_size`); none for
     layers."""
     batches: tuple[int, ...]
     settings: tuple[str, ...]
@@ -46,24 +46,24 @@ def sweep_size(phase: Phase, config: LayerConfig) -> int:
     return config.in_channels * config.height * config.width
 
 
-_KERNELS = frozenset(config for kind in get_args(DeviceKind) for config in nightly_grid(kind).kernels)
+_WIDE = frozenset(config for kind in get_args(DeviceKind) for config in nightly_grid(kind).wide_kernels)
 
 
-def _kernel(item: PlanItem) -> bool:
-    """One of the nightly grids' own layers (`Grid.kernels`), at any batch."""
+def _wide(item: PlanItem) -> bool:
+    """One of the nightly grids' own layers (`Grid.wide_kernels`), at any batch."""
     config = item.config
     if isinstance(config, StepConfig):
         return False
-    return config.model_copy(update={"batch": 1, "amp": False, "cudnn_benchmark": True}) in _KERNELS
+    return config.model_copy(update={"batch": 1, "amp": False, "cudnn_benchmark": True}) in _WIDE
 
 
 def describe(plan: Plan) -> list[PlanRow]:
-    """One row a phase, a layer phase's kernels in a row of their own."""
+    """One row a phase, a layer phase's wide kernels in a row of their own."""
     rows: list[PlanRow] = []
     for phase in Phase:
         items = [item for item in plan.items if item.phase is phase]
-        for kernels in (False, True):
-            group = [item for item in items if _kernel(item) is kernels]
+        for wide in (False, True):
+            group = [item for item in items if _wide(item) is wide]
             if group:
                 rows.append(_row(phase, group, plan.estimate_s))
     return rows
@@ -80,8 +80,8 @@ def _row(phase: Phase, items: list[PlanItem], total_s: float) -> PlanRow:
             sizes.add(config.input_size)
             flags = {"amp": config.amp, "channels_last": config.channels_last, "pinned": config.pinned}
         else:
-            subjects[_layer_op(config, _kernel(item))] = None
-            if phase in SWEPT or _kernel(item):
+            subjects[_layer_op(config, _wide(item))] = None
+            if phase in SWEPT or _wide(item):
                 sizes.add(sweep_size(phase, config) if phase in SWEPT else config.height)
             flags = {"amp": config.amp, "cudnn_benchmark": config.cudnn_benchmark}
         if phase not in SWEPT:  # a sweep does not vary them (FP32, cuDNN benchmark mode on)
@@ -100,14 +100,14 @@ def _row(phase: Phase, items: list[PlanItem], total_s: float) -> PlanRow:
     )
 
 
-def _kind(phase: Phase, item: PlanItem) -> Literal["step", "layer", "kernel", "sweep"]:
+def _kind(phase: Phase, item: PlanItem) -> Literal["step", "layer", "wide kernel", "sweep"]:
     if isinstance(item.config, StepConfig):
         return "step"
-    return "sweep" if phase in SWEPT else "kernel" if _kernel(item) else "layer"
+    return "sweep" if phase in SWEPT else "wide kernel" if _wide(item) else "layer"
 
 
-def _layer_op(config: LayerConfig, kernel: bool) -> str:
-    if kernel:
+def _layer_op(config: LayerConfig, wide: bool) -> str:
+    if wide:
         return f"{config.op} {config.kernel[0]}x{config.kernel[1]}"
     if config.depthwise:
         return f"depthwise {config.op}"
