@@ -249,8 +249,8 @@ def test_a_new_op_kind_is_one_registry_entry(every_op: LayerTable, monkeypatch: 
     assert len(layer_features(config)) == len(layer_features(HAND_COUNTS["conv2d"][0]))
     names = step_feature_names()
     assert names.index("log_pooling_s") == names.index("log_linear_s") + 1
-    points = {c: ((1, 1e-4), (8, 8e-4)) for c in timed_layers(every_op, 2, False)}
-    features = step_features(every_op, 2, False, False, points)
+    timed = timed_layers(every_op, 2, False)
+    features = step_features(every_op, 2, False, False, timed, {c: ((1, 1e-4), (8, 8e-4)) for c in timed})
     assert features.group_s["pooling"] == pytest.approx(2e-4)
     assert len(features.vector()) == len(names)
 

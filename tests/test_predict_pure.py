@@ -37,8 +37,8 @@ def test_features_are_deterministic_and_sum_the_layer_times_by_group() -> None:
     configs = timed_layers(table, 8, False)
     seconds = {config: 1e-3 * (i % 7 + 1) for i, config in enumerate(dict.fromkeys(configs))}
     points = {config: ((1, s / 8), (16, s * 2)) for config, s in seconds.items()}
-    first = step_features(table, 8, False, False, points)
-    again = step_features(table, 8, False, False, dict(reversed(points.items())))
+    first = step_features(table, 8, False, False, configs, points)
+    again = step_features(table, 8, False, False, configs, dict(reversed(points.items())))
     assert first == again
     assert first.vector() == again.vector()
     assert len(first.vector()) == len(step_feature_names())

@@ -7,7 +7,7 @@ measured time of the model's convolution and linear layers; introspection adds w
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from math import log
 
 from pydantic import BaseModel, ConfigDict
@@ -60,8 +60,20 @@ Part = tuple[KernelPath, int]
 def timed_layers(table: LayerTable, batch: int, amp: bool) -> list[LayerConfig]:
     """The micro-benchmark configuration of every executed layer of a timed op (convolutions and linears:
     `advisor.ops.known`), repeats included."""
-    configs = (layer_config(layer, batch, amp) for layer in table.layers)
-    return [config for config in configs if config is not None]
+    return split_timed(table, batch, amp)[0]
+
+
+def split_timed(table: LayerTable, batch: int, amp: bool) -> tuple[list[LayerConfig], list[Layer]]:
+    """``timed_layers`` and the layers no timed op covers, from one look at each layer: the registry's
+    search is the costliest part of pricing a step."""
+    timed, untimed = [], []
+    for layer in table.layers:
+        config = layer_config(layer, batch, amp)
+        if config is None:
+            untimed.append(layer)
+        else:
+            timed.append(config)
+    return timed, untimed
 
 
 def layer_flops(config: LayerConfig) -> float:
@@ -192,13 +204,14 @@ def step_features(
     batch: int,
     amp: bool,
     channels_last: bool,
+    configs: Sequence[LayerConfig],
     layer_points: Mapping[LayerConfig, Polyline],
 ) -> StepFeatures:
-    """``layer_points`` must give every configuration ``timed_layers`` names its (batch, seconds) polyline,
-    measured or predicted."""
+    """``configs``: ``timed_layers`` of the table at ``batch``; ``layer_points`` must give each its (batch,
+    seconds) polyline, measured or predicted."""
     group_s = dict.fromkeys(timed_groups(), 0.0)
     layer_parts: dict[Part, float] = {}
-    for config in timed_layers(table, batch, amp):
+    for config in configs:
         seconds = dict(layer_points[config])
         shares = [(b, weight * seconds[b]) for b, weight in through_weights(layer_points[config], batch)]
         group_s[layer_group(config)] += max(sum(share for _b, share in shares), _TINY)

@@ -229,8 +229,8 @@ class MachineModel(BaseModel):
         return max(float(np.dot(self.layer_base, layer_terms(config))), _TINY_S)
 
     def features(self, table: LayerTable, batch: int, amp: bool, channels_last: bool) -> StepFeatures:
-        points = self.layer_points(timed_layers(table, batch, amp))
-        return step_features(table, batch, amp, channels_last, points)
+        timed = timed_layers(table, batch, amp)
+        return step_features(table, batch, amp, channels_last, timed, self.layer_points(timed))
 
     def predict(
         self, table: LayerTable, batch: int, amp: bool, channels_last: bool, devices: int = 1

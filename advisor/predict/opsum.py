@@ -40,7 +40,7 @@ from advisor.ops import Cost, KernelPath, layer_op, op_of
 from advisor.ops.rates import OP_LAUNCHES
 from advisor.predict.boosters import STEP_PARAMS, STEP_ROUNDS, apply_booster, train_booster
 from advisor.predict.curves import segment, through_weights
-from advisor.predict.features import kernel_path, timed_layers
+from advisor.predict.features import kernel_path, split_timed
 from advisor.predict.leastsquares import relative_least_squares
 from advisor.predict.machine import (
     LayerSample,
@@ -129,13 +129,11 @@ def _tensors(layer: Layer) -> int:
     return 1
 
 
-def untimed_seconds(table: LayerTable, batch: int, amp: bool, rates: Roofline) -> float:
-    """The roofline of every layer no timed op covers: its op's hand count where the registry has one,
-    else the introspection's costs for it, as a vector op's."""
+def untimed_seconds(untimed: Sequence[Layer], batch: int, amp: bool, rates: Roofline) -> float:
+    """The roofline of every layer no timed op covers (``split_timed``): its op's hand count where the
+    registry has one, else the introspection's costs for it, as a vector op's."""
     total = 0.0
-    for layer in table.layers:
-        if layer_op(layer, batch, amp, timed=True) is not None:
-            continue
+    for layer in untimed:
         found = layer_op(layer, batch, amp)
         if found is not None:
             op, config = found
@@ -154,14 +152,14 @@ inside a network otherwise than a dense one."""
 
 
 def op_parts(
-    layers: MachineModel, rates: Roofline, table: LayerTable, batch: int, amp: bool
+    layers: MachineModel, rates: Roofline, configs: Sequence[LayerConfig], batch: int
 ) -> dict[OpPart, float]:
     """Each benchmarked batch's time less what timing the layer alone added (`MachineRates.alone_s`, as
     for a swept op: the same harness times both), no shorter than its launches nor than the layer's bytes
     take at the bandwidth roof (`bytes_floor`): the layer booster, fitted on small layers, does not know a
     huge one's weights are memory-bound at small batches. Only the benchmarked batches ``batch`` is read
-    from are floored: a floor is the price's costliest part (a served prediction prices every layer)."""
-    configs = timed_layers(table, batch, amp)
+    from are floored: a floor is the price's costliest part (a served prediction prices every layer).
+    ``configs``: the step's ``timed_layers``."""
     points = layers.layer_points(configs)
     alone, launches = rates.swept.alone_s, LAUNCHES_PER_LAYER * rates.launch_seconds()
     parts: dict[OpPart, float] = {}
@@ -189,8 +187,8 @@ def op_terms(
     """The step's terms. A launch costs what the launch chain says; the timed layers' curves hold their
     launches, and so do the untimed ops' prices where the sweeps measured them (their curves' small end is
     the launches), else the launches are a term of their own; so are the module calls."""
-    timed = len(timed_layers(table, batch, amp))
-    untimed_launches = (len(table.layers) - timed) * OP_LAUNCHES * rates.launch_seconds()
+    configs, untimed = split_timed(table, batch, amp)
+    untimed_launches = len(untimed) * OP_LAUNCHES * rates.launch_seconds()
     calls_s = module_calls(table) * (rates.swept.module_s or 0.0)
     held = rates.prices_launches
     update = UPDATES[table.training.optimizer if table.training else None]
@@ -199,8 +197,8 @@ def op_terms(
         batch=batch,
         amp=amp,
         channels_last=channels_last,
-        layer_parts=op_parts(layers, rates, table, batch, amp),
-        vector_s=untimed_seconds(table, batch, amp, rates),
+        layer_parts=op_parts(layers, rates, configs, batch),
+        vector_s=untimed_seconds(untimed, batch, amp, rates),
         launch_s=(0.0 if held else untimed_launches) + calls_s,
         optimizer_s=rates.update_seconds(trainable_parameters(table), parameter_tensors(table), update),
         parameters=table.totals.parameters,
