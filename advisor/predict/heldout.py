@@ -163,8 +163,8 @@ def _repeats(
         if len(s.runs) < 2:
             continue
         op_s = None if priced is None else priced[0].priced(priced[1][i], s.table.architecture_hash)
-        for i, run in enumerate(s.runs):
-            today_s = median([*s.runs[:i], *s.runs[i + 1 :]])
+        for j, run in enumerate(s.runs):
+            today_s = median([*s.runs[:j], *s.runs[j + 1 :]])
             predicted = today_s if op_s is None else weighted(today_s, op_s, weight)
             found.append(Residual(s.model, "measured", log(run) - log(predicted)))
     return found

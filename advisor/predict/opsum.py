@@ -274,15 +274,15 @@ def outside_seconds(table: LayerTable, batch: int, amp: bool, rates: Roofline) -
     one its kind's tiny layer's cost (`MachineRates.outside_s`: Python, argument checks, autograd's nodes),
     else its launches at the launch chain's cost; an untimed op's never over its own price, and none where
     the untimed ops' prices do not hold their launches (``Roofline.prices_launches``)."""
-    launch, timed, untimed = rates.launch_seconds(), 0.0, 0.0
-    for layer in table.layers:
-        found = layer_op(layer, batch, amp, timed=True)
-        if found is not None:
-            outside = rates.swept.outside_s(found[0].name)
-            timed += LAUNCHES_PER_LAYER * launch if outside is None else outside
-        elif rates.prices_launches:
-            untimed += _untimed_outside(layer, batch, amp, rates, launch)
-    return timed, untimed
+    launch = rates.launch_seconds()
+    configs, layers = split_timed(table, batch, amp)
+    timed = 0.0
+    for config in configs:
+        outside = rates.swept.outside_s(op_of(config).name)
+        timed += LAUNCHES_PER_LAYER * launch if outside is None else outside
+    if not rates.prices_launches:
+        return timed, 0.0
+    return timed, sum(_untimed_outside(layer, batch, amp, rates, launch) for layer in layers)
 
 
 def _untimed_outside(layer: Layer, batch: int, amp: bool, rates: Roofline, launch: float) -> float:
