@@ -169,3 +169,17 @@ def test_a_jobs_owner_is_read_apart_from_what_the_owner_wrote(slurm: SlurmClient
     finally:
         slurm.cancel(job_id)
     assert slurm.job_owner(4_000_000_000) is None
+
+
+def test_an_array_jobs_owner_is_read_once_its_tasks_have_started(slurm: SlurmClient) -> None:
+    """squeue lists a started array's tasks a line each: the owner was 'not one uid', and the daemon told
+    advise-submit that Slurm did not answer (CI, 752dd56)."""
+    job_id = slurm.submit(SCRIPT.format(seconds=30), ["--mem=50", "-t", "1", "--array=0-1"]).job_id
+    try:
+        wait_for(
+            lambda: [j for j in slurm.jobs() if j.array_job_id == job_id][1:] or None,
+            what="a task started, listed apart from the rest",
+        )
+        assert slurm.job_owner(job_id) == os.getuid()
+    finally:
+        slurm.cancel(job_id)

@@ -493,6 +493,7 @@ def test_sacct_nothing_found_is_an_empty_answer() -> None:
 def test_an_owner_is_one_uid_or_none() -> None:
     assert parse_owner("  1001\n") == 1001
     assert parse_owner("\n") is None
+    assert parse_owner("1001\n1001\n") == 1001, "an array's started tasks, a line each"
     for text in ("1001\n1002\n", "alice\n", "-1\n"):
         with pytest.raises(ValueError, match="not one uid"):
             parse_owner(text)

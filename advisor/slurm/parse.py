@@ -59,13 +59,15 @@ def parse_scontrol_records(text: str) -> list[Record]:
 
 
 def parse_owner(text: str) -> int | None:
-    """``squeue --noheader --format=%U`` for one job: its owner's uid, or None for no such job."""
-    words = text.split()
+    """``squeue --noheader --format=%U`` for one job: its owner's uid, or None for no such job.
+
+    An array job's tasks, once started, are listed a line each, all with the array's one owner."""
+    words = set(text.split())
     if not words:
         return None
-    if len(words) != 1 or not words[0].isdigit():
+    if len(words) != 1 or not next(iter(words)).isdigit():
         raise ValueError(f"not one uid: {text[:120]!r}")
-    return int(words[0])
+    return int(words.pop())
 
 
 def parse_sinfo_json(text: str) -> list[Node]:
