@@ -50,6 +50,8 @@ DEFAULT = (
     "benchmarks.harness.transfer_nets:vgg5x5",
     "benchmarks.harness.transfer_nets:dilated",
     "regnet_x_400mf",
+    "benchmarks.harness.transfer_nets:encoder",
+    "benchmarks.harness.transfer_nets:mixer",
 )
 
 

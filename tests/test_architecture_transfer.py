@@ -4,15 +4,20 @@ measurement as a ratio to the pace step, at the zoo database's pace, not the row
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import torch
 
 from advisor.bench.results import read_jsonl
+from advisor.introspect.run import introspect
+from advisor.introspect.table import LayerKind
 from advisor.records import ResultLine, StepMeasurement
 from advisor.store import Store
 from benchmarks.architecture_transfer import _truth, slug
+from benchmarks.harness import transfer_nets
 
 FIRST = read_jsonl(Path(__file__).parent / "data" / "predict" / "cpu-zoo.jsonl")[0]
 T0 = datetime(2026, 12, 5, 10, 35, tzinfo=UTC)
@@ -48,3 +53,23 @@ def test_a_batch_s_truth_is_its_median_measurement_at_the_zoo_s_pace(tmp_path: P
     args = argparse.Namespace(work=tmp_path, zoo=zoo, reuse_truth=True, batches=[2, 8])
     truth = _truth(args, reference, "3,32,32")
     assert truth == {8: pytest.approx(0.05 * 0.6), 2: pytest.approx(0.05 * 0.2)}
+
+
+@pytest.mark.parametrize("name", ["vgg5x5", "dilated", "encoder", "mixer"])
+def test_each_kept_back_net_trains_on_32px_images_into_10_logits(name: str) -> None:
+    """The factories the kept-back judgement measures: a training step runs, and its layer table holds
+    what makes the net one no zoo has (the wide or dilated kernels, attention, the token-mixing linears)."""
+    net = getattr(transfer_nets, name)()
+    logits = net(torch.randn(2, 3, 32, 32))
+    assert logits.shape == (2, 10)
+    logits.sum().backward()
+    table = introspect(f"benchmarks.harness.transfer_nets:{name}", (3, 32, 32), {}, allow_factories=True)
+    kinds = Counter(layer.kind for layer in table.layers)
+    windows = [layer.window for layer in table.layers if layer.window is not None]
+    mark = {
+        "vgg5x5": any(w.kernel == (5, 5) for w in windows),
+        "dilated": any(w.dilation == (8, 8) for w in windows),
+        "encoder": kinds[LayerKind.ATTENTION] == 3,
+        "mixer": kinds[LayerKind.ATTENTION] == 0 and kinds[LayerKind.LINEAR] == 17,
+    }
+    assert mark[name], kinds
