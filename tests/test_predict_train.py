@@ -27,7 +27,7 @@ from advisor.predict import evaluate
 from advisor.predict.cli import add_commands
 from advisor.predict.evaluate import leave_one_model_out, unseen_batches
 from advisor.predict.features import kernel_path, layer_bytes, layer_flops, timed_layers
-from advisor.predict.machine import LayerSample, MachineModel, StepSample, fit_machine
+from advisor.predict.machine import LayerSample, MachineModel, StepSample, fit_layers, fit_machine
 from advisor.predict.registry import (
     active_models,
     layer_samples,
@@ -546,3 +546,22 @@ def test_profile_sets_a_profiled_step_beside_the_predictions_split(
     assert cli([*words, "--db", str(tmp_path / "advisor.db")]) == 0
     shown = capsys.readouterr().out
     assert all(str(part) in shown for part in StepPart) and "step" in shown
+
+
+def test_the_layers_a_model_predicts_are_kept_for_a_bounded_number_of_layers(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A daemon's model is asked for every user's layers: the booster's polylines it keeps between
+    questions (made once for the blend's two step models) are forgotten past a bound, not kept forever,
+    and a question answered after a forgetting is answered alike."""
+    monkeypatch.setattr("advisor.predict.machine._PREDICTED_MOST", 10)
+    (machine,) = machines(store)
+    model = fit_layers(machine, layer_samples(store.layer_rows(machine)))
+    fresh = fit_layers(machine, layer_samples(store.layer_rows(machine)))
+    base = timed_layers(zoo_table("resnet18", 32), 4, False)[0]
+    asked = [[base.model_copy(update={"out_channels": 7 + 6 * q + i}) for i in range(6)] for q in range(5)]
+    for configs in asked:
+        assert model.layer_seconds(configs) == fresh.layer_seconds(configs)
+        assert len(model._predicted) <= 10 + 6, "the bound and one question's layers"
+    again = asked[0]
+    assert model.layer_seconds(again) == fresh.layer_seconds(again)

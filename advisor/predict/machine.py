@@ -63,7 +63,7 @@ from advisor.predict.types import Evidence
 from advisor.records import LayerConfig, StepPart
 
 _Curve = tuple[tuple[float, float], ...]
-_TINY_S = 1e-9
+_TINY_S, _PREDICTED_MOST = 1e-9, 5_000
 
 
 class NotEnoughDataError(ValueError):
@@ -102,11 +102,10 @@ class StepPrediction(BaseModel):
 
 def fit_memory(samples: Sequence[StepSample]) -> MemoryFit:
     """The peak model of the measured steps (`advisor.predict.peak_memory.fit_peak_memory`)."""
-    measured = [s for s in samples if s.peak_memory_bytes]
+    measured = [(s.table, s.batch, s.amp, float(s.peak_memory_bytes)) for s in samples if s.peak_memory_bytes]
     if len(measured) < 4:
         return MemoryFit()
-    peaks = [float(s.peak_memory_bytes or 0) for s in measured]
-    return fit_peak_memory([(s.table, s.batch, s.amp) for s in measured], peaks)
+    return fit_peak_memory([m[:3] for m in measured], [m[3] for m in measured])
 
 
 def _key(config: LayerConfig) -> LayerConfig:
@@ -177,7 +176,7 @@ class MachineModel(BaseModel):
     _grid: tuple[int, ...] = PrivateAttr(default=())
     _largest: Largest = PrivateAttr(default_factory=dict)
     _predicted: dict[LayerConfig, Polyline] = PrivateAttr(default_factory=dict)
-    """The layer booster's polylines, made once: the blend's two step models ask for the same layers."""
+    """The booster's polylines, once for the blend's two models; bounded, as a daemon's users ask for any."""
 
     def model_post_init(self, context: object, /) -> None:
         points: dict[LayerConfig, list[tuple[int, float]]] = {}
@@ -205,9 +204,10 @@ class MachineModel(BaseModel):
     def layer_points(self, configs: Sequence[LayerConfig]) -> dict[LayerConfig, Polyline]:
         """Each layer's polyline through its micro-benchmarks where it has two or more, else through the
         layer booster's times at the benchmarked batch sizes."""
-        known = self._polylines.keys() | self._predicted.keys()
-        missing = sorted({_key(c) for c in configs} - known, key=lambda c: c.key())
-        self._predicted.update(self._predicted_polylines(missing))
+        if len(self._predicted) > _PREDICTED_MOST:
+            self._predicted.clear()
+        wanted = {_key(c) for c in configs} - self._polylines.keys() - self._predicted.keys()
+        self._predicted.update(self._predicted_polylines(sorted(wanted, key=lambda c: c.key())))
         return {c: self._polylines.get(_key(c)) or self._predicted[_key(c)] for c in configs}
 
     def _predicted_polylines(self, keys: Sequence[LayerConfig]) -> dict[LayerConfig, Polyline]:
