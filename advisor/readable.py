@@ -168,8 +168,10 @@ def field(name: str, item: object) -> str:
 
 
 def _significant(number: float) -> str:
-    """Three significant digits, without an exponent for everyday magnitudes."""
+    """Three significant digits, without an exponent for everyday magnitudes, nor zeros that say nothing (3
+    epochs, not 3.00)."""
     if number == 0 or not math.isfinite(number):
         return f"{number:g}"
     digits = max(0, _FLOAT_DIGITS - 1 - math.floor(math.log10(abs(number))))
-    return f"{number:,.{digits}f}"
+    text = f"{number:,.{digits}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text

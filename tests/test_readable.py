@@ -26,7 +26,8 @@ def test_a_step_time_gets_its_unit() -> None:
 def test_sizes_are_binary_units_with_three_digits() -> None:
     assert readable.size(150175268) == "143 MiB"  # 150175268 / 2**20 = 143.2
     assert readable.size(512) == "512 B"
-    assert readable.size(3 * 2**30 // 2) == "1.50 GiB"
+    assert readable.size(3 * 2**30 // 2) == "1.5 GiB"
+    assert readable.size(2**31) == "2 GiB", "no zeros that say nothing"
     assert readable.size_mb(16000) == "15.6 GiB"
 
 
@@ -56,6 +57,7 @@ def test_cells_carry_no_python_reprs() -> None:
     assert readable.value(None) == "-" and readable.value(True) == "yes" and readable.value(False) == "no"
     assert readable.value(0.3645259433303454) == "0.365"
     assert readable.value(1234.5678) == "1,235"
+    assert [readable.value(n) for n in (3.0, 30.0, 2.5, 100.0, 0.1)] == ["3", "30", "2.5", "100", "0.1"]
     assert readable.value(["t4", "v100"]) == "t4, v100"
     assert readable.value({"num_classes": 10}) == "num_classes=10"
     assert readable.value(_Colour.RED) == "red"
