@@ -81,6 +81,18 @@ def test_each_convention_is_read_as_its_program_reads_its_flags(
     assert source is not None and source.startswith(f"{tmp_path / 'job.sh'}:{line} ({style}): ")
 
 
+def test_torchvisions_reference_trains_at_its_crop_size_with_the_optimizer_it_names(tmp_path: Path) -> None:
+    """Its ViT and EfficientNet recipes: ``--opt adamw``, ``--train-crop-size 384`` over ImageNet's 224."""
+    description, _ = _parsed(tmp_path, TORCHVISION)
+    assert description["optimizer"] == "sgd" and description["input_shape"] == (3, 224, 224), "its defaults"
+    recipe = TORCHVISION.replace("--amp", "--amp --opt adamw --train-crop-size 384")
+    description, _ = _parsed(tmp_path, recipe)
+    assert description["optimizer"] == "adamw" and description["input_shape"] == (3, 384, 384)
+    assert description["model"] == "resnet50", "torchvision's, though timm has an --opt too"
+    imagenet, _ = _parsed(tmp_path, IMAGENET)
+    assert imagenet["optimizer"] == "sgd", "PyTorch's ImageNet example trains with SGD alone"
+
+
 def test_a_dataset_sets_the_input_and_classes_and_epochs_need_one(tmp_path: Path) -> None:
     description, _ = _parsed(tmp_path, HF)
     assert description["input_shape"] == (3, 224, 224) and description["model_kwargs"] == {"num_classes": 101}

@@ -53,6 +53,10 @@ _SWITCHES = frozenset(
 _TIMM_FLAGS = frozenset(
     {"grad-accum-steps", "data-dir", "img-size", "input-size", "model-ema", "sched", "opt"}
 )
+_TORCHVISION_FLAGS = frozenset(
+    {"data-path", "train-crop-size", "val-resize-size", "lr-scheduler", "lr-warmup-epochs", "label-smoothing"}
+)
+"""torchvision's reference alone has these; ``--opt`` and ``--model-ema`` it shares with timm."""
 _LIGHTNING_STEPS = frozenset({"fit", "validate", "test", "predict"})
 _BOOLEANS = frozenset({"true", "false", "1", "0", "yes", "no"})
 
@@ -237,7 +241,7 @@ def _style(flags: Mapping[str, str], positional: Sequence[str]) -> str | None:
         return "lightning"
     if "a" in flags or "arch" in flags:
         return "imagenet"
-    if _TIMM_FLAGS & flags.keys():
+    if _TIMM_FLAGS & flags.keys() and not _TORCHVISION_FLAGS & flags.keys():
         return "timm"
     if "model" in flags:
         return "torchvision"
@@ -272,7 +276,7 @@ _CONVENTIONS = {
     ),
     "torchvision": _Convention(
         ("model",), ("b", "batch-size"), ("epochs",), {"batch": "32", "epochs": "90"}, amp=("amp",),
-        data=("data-path",),
+        data=("data-path",), side=("train-crop-size",),
     ),
     "timm": _Convention(
         ("model",), ("b", "batch-size"), ("epochs",), {"batch": "128", "epochs": "300"},
@@ -346,10 +350,10 @@ def _read_images(
     values: dict[str, Any] = {"model": model, "global_batch": str(global_batch)}
     if convention.timm:  # timm's own model, whatever torchvision calls the same name
         values["model"] = f"timm:{model}"
-        optimizer = optimizer_named(flags.get("opt", "sgd"))
-        values |= {} if optimizer is None else {"optimizer": optimizer}
     elif "." in model:
         return None
+    optimizer = optimizer_named(flags.get("opt", "sgd"))  # timm's and torchvision's flag; the example's SGD
+    values |= {} if optimizer is None else {"optimizer": optimizer}
     if steps and steps not in ("-1", "0"):
         values["steps"] = steps
     elif epochs:  # over data the table lacks, without its size (`Inferred.lacking`)
