@@ -27,6 +27,13 @@ JOBS = {
             "  --epochs 300\n"),
     "lightning": (1, "python main.py fit --config lightning.yaml --trainer.max_steps 2000 \\\n"
                   "  --trainer.precision bf16-mixed\n"),
+    "mlm": (2, "accelerate launch --multi_gpu --mixed_precision bf16 --num_processes 2 \\\n"
+            "  run_mlm_no_trainer.py --model_name_or_path roberta-base --dataset_name wikitext \\\n"
+            "  --dataset_config_name wikitext-2-raw-v1 --per_device_train_batch_size 16 \\\n"
+            "  --max_seq_length 512 --max_train_steps 10000\n"),
+    "lightning_args": (4, "srun python train.py fit --model.init_args.model_name_or_path=gpt2 \\\n"
+                       "  --data.init_args.batch_size=8 --trainer.accumulate_grad_batches=2 \\\n"
+                       "  --trainer.max_steps=500 --trainer.devices=4 --trainer.precision=16-mixed\n"),
 }  # fmt: skip
 RECIPE = """model_name_or_path: meta-llama/Llama-3.2-1B
 attn_implementation: sdpa
@@ -59,7 +66,7 @@ data:
 
 
 def write_jobs(folder: Path) -> dict[str, Path]:
-    """The six jobs and the files they name, in ``folder`` (their working directory)."""
+    """The jobs and the files they name, in ``folder`` (their working directory)."""
     for name, text in (
         ("recipe.yaml", RECIPE),
         ("accelerate.yaml", ACCELERATE),
@@ -98,6 +105,12 @@ EXPECTED: dict[str, dict[str, Any]] = {
             "epochs": 300},
     "lightning": {"model": "hf:gpt2", "sequence_length": 512, "global_batch": 16, "steps": 2000,
                   "own_amp": True},
+    # accelerate's own --mixed_precision; the no_trainer scripts' --max_train_steps
+    "mlm": {"model": "hf:roberta-base", "task": "masked-lm", "sequence_length": 512, "global_batch": 32,
+            "steps": 10000, "own_amp": True},
+    # jsonargparse's --model.init_args.NAME is --model.NAME: 8 x 2 accumulated x 4 devices
+    "lightning_args": {"model": "hf:gpt2", "global_batch": 64, "steps": 500, "own_amp": True,
+                       "own_accumulation": 2},
 }  # fmt: skip
 
 

@@ -208,7 +208,8 @@ def _logical_lines(script: str) -> list[_Line]:
 
 
 def _options(arguments: Sequence[str]) -> tuple[dict[str, str], list[str]]:
-    """Flags with their values (``True`` flags as ``""``), ``-``/``_`` spellings as one, and positionals."""
+    """Flags with their values (``True`` flags as ``""``), ``-``/``_`` spellings as one (and Lightning's
+    ``--model.init_args.name`` as ``--model.name``), and positionals."""
     flags: dict[str, str] = {}
     positional: list[str] = []
     index = 0
@@ -219,7 +220,7 @@ def _options(arguments: Sequence[str]) -> tuple[dict[str, str], list[str]]:
             positional.append(word)
             continue
         name, has_value, value = word.partition("=")
-        key = name.lstrip("-").replace("_", "-")
+        key = name.lstrip("-").replace("_", "-").replace(".init-args.", ".")  # jsonargparse's spelling too
         following = arguments[index] if index < len(arguments) else "-"
         if has_value:
             flags[key] = value

@@ -28,6 +28,7 @@ _ACCELERATE_KEYS = {
     "fsdp-sharding-strategy": "accelerate.fsdp-config.fsdp-sharding-strategy",
     "zero-stage": "accelerate.deepspeed-config.zero-stage",
     "deepspeed-config-file": "accelerate.deepspeed-config.deepspeed-config-file",
+    "mixed-precision": "accelerate.mixed-precision",
 }
 """``accelerate launch``'s own options under the names its config file's keys are read by."""
 _TRL_COMMANDS = frozenset({"sft", "dpo", "grpo", "kto", "reward", "rloo"})

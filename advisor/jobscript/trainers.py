@@ -81,7 +81,8 @@ def read_hf(
         return None
     optimizer = optimizer_named(flags.get("optim", "adamw_torch"))  # TrainingArguments' default
     common |= {} if optimizer is None else {"optimizer": optimizer}
-    steps, epochs = flags.get("max-steps"), flags.get("num-train-epochs") or "3"
+    steps = flags.get("max-steps") or flags.get("max-train-steps")  # the Trainer's; the no_trainer scripts'
+    epochs = flags.get("num-train-epochs") or "3"
     return _length(common, steps, epochs, _data_words(flags), datasets)
 
 
