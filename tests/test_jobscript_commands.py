@@ -93,6 +93,25 @@ def test_torchvisions_reference_trains_at_its_crop_size_with_the_optimizer_it_na
     assert imagenet["optimizer"] == "sgd", "PyTorch's ImageNet example trains with SGD alone"
 
 
+def test_a_training_command_not_read_says_why_and_names_the_last_such_program(tmp_path: Path) -> None:
+    """nanoGPT's ``train.py config/x.py --batch_size=12`` (a convention the advisor does not read) said
+    nothing at all: no description and no word why; nor did a batch set only when the job runs."""
+    text = (
+        "#!/bin/bash\n#SBATCH --gres=gpu:8\npython prepare.py\n"
+        "torchrun --standalone --nproc_per_node=8 train.py config/train_gpt2.py --batch_size=12\n"
+    )
+    parsed = parse_job(text.encode(), "job.sh", ["job.sh"], {})
+    assert parsed.description is None and parsed.undescribed is not None
+    assert parsed.undescribed.startswith("train.py takes flags the advisor does not read"), parsed.undescribed
+    assert "#ADVISOR lines (--model, --global-batch" in parsed.undescribed
+    at_run_time = TORCHVISION.replace("BS=64   # per GPU", "BS=$(cat batch.txt)")
+    parsed = parse_job(at_run_time.encode(), "job.sh", ["job.sh"], {})
+    assert parsed.description is None and parsed.undescribed is not None
+    assert "set only when it runs (the ? in: torchrun" in parsed.undescribed, parsed.undescribed
+    described = TORCHVISION.replace("# torchvision's", "python prepare.py\n# torchvision's")
+    assert parse_job(described.encode(), "job.sh", ["job.sh"], {}).undescribed is None
+
+
 def test_a_dataset_sets_the_input_and_classes_and_epochs_need_one(tmp_path: Path) -> None:
     description, _ = _parsed(tmp_path, HF)
     assert description["input_shape"] == (3, 224, 224) and description["model_kwargs"] == {"num_classes": 101}

@@ -114,6 +114,7 @@ def infer_description(
     epochs over data the table lacks is returned, ``lacking`` why, where no later command says it all."""
     variables: dict[str, str | None] = {}
     lacking: Inferred | None = None
+    unread: Inferred | None = None  # the last Python program not read: most often the training one
     for line in _logical_lines(script):
         assignment = _ASSIGNMENT.fullmatch(line.text.split(" #", 1)[0].strip())
         if assignment is not None:
@@ -128,10 +129,11 @@ def infer_description(
         recipe = recipe_flags(flags, positional, launch.launcher, reading.read)
         merged = {**recipe.values, **flags}
         chosen = style or finetuner_style(launch.program, merged) or _style(merged, positional)
-        if chosen is None:
-            continue
         command = " ".join(word.replace(UNKNOWN, "?") for word in words)
         files, place = (tuple(recipe.read), tuple(recipe.unread)), f"{where}:{line.number}"
+        if chosen is None:
+            unread = Inferred({}, place, "unknown", command, lacking=_NOT_READ.format(program=launch.program))
+            continue
         try:
             processes = _Processes(_world(launch, world_size), nodes)
             if chosen in FINETUNERS:
@@ -140,7 +142,9 @@ def infer_description(
             else:
                 values = _read(chosen, launch, merged, positional, processes, reading.datasets)
         except _Unknown:
-            values = None
+            why = _AT_RUN_TIME.format(command=command)
+            unread = Inferred({}, place, chosen, command, *files, lacking=why)
+            continue
         except Undescribed as left:  # says why, and what `#ADVISOR` may complete
             lacking = lacking or Inferred(left.values, place, chosen, command, *files, lacking=left.reason)
             continue
@@ -151,7 +155,18 @@ def infer_description(
             return inferred
         why = _unknown_data(launch.program, chosen, values, _data_named(chosen, merged, positional))
         lacking = lacking or replace(inferred, lacking=why)
-    return lacking
+    return lacking or unread
+
+
+_NOT_READ = (
+    "{program} takes flags the advisor does not read (it reads torchvision's and timm's train.py, Hugging "
+    "Face's, Lightning's and the fine-tuners'): say what it trains with #ADVISOR lines (--model, "
+    "--global-batch, and --steps or --epochs)"
+)
+_AT_RUN_TIME = (
+    "a value the job sizes itself by is set only when it runs (the ? in: {command}), which the advisor "
+    "does not guess: give it with #ADVISOR lines (--global-batch, --steps)"
+)
 
 
 _STEPS_FLAGS = {"hf": "--max_steps", "lightning": "--trainer.max_steps"}
