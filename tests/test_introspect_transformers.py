@@ -171,6 +171,19 @@ def test_a_token_model_without_a_length_and_a_missing_package_say_what_to_do(
         introspect("timm:resnet18", kwargs={"drop_rate": 0.5}, allow_factories=False)
 
 
+def test_a_length_past_a_learned_position_table_is_refused_and_rotary_or_relative_take_any() -> None:
+    """BERT holds 512 positions and GPT-2 1024 (their configurations' max_position_embeddings): a longer
+    input fails the job's first step, so it is not predicted. Llama's rotary and T5's relative positions
+    have no such table."""
+    for reference, limit in (("hf:bert-base-uncased", 512), ("hf:gpt2", 1024)):
+        within = introspect(reference, allow_factories=False, given=TaskInput(sequence_length=limit))
+        assert within.sequence_length == limit
+        with pytest.raises(IntrospectionError, match=f"reads at most {limit} tokens .*not {2 * limit}"):
+            introspect(reference, allow_factories=False, given=TaskInput(sequence_length=2 * limit))
+    for reference in ("hf:t5-small", "hf:llama-3.2-1b"):
+        assert introspect(reference, allow_factories=False, given=TaskInput(sequence_length=4096)).layers
+
+
 def test_without_transformers_an_hf_model_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     """In the user's process the build stops at one line; the daemon does not try, and says why."""
     monkeypatch.setitem(sys.modules, "transformers", None)

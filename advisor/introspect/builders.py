@@ -134,6 +134,20 @@ def _timm(name: str, kwargs: Mapping[str, JsonValue]) -> nn.Module:
     return model
 
 
+_ROTARY = ("rope_theta", "rope_parameters", "rope_scaling")
+"""A configuration's fields of rotary positions, computed for any length."""
+
+
+def token_limit(module: nn.Module) -> int | None:
+    """The tokens a Hugging Face model's learned position table holds (BERT's 512, GPT-2's 1024): a longer
+    input fails the job's first step. None where positions are rotary or relative (Llama, T5): any length."""
+    config = getattr(module.model, "config", None) if isinstance(module, TaskStep) else None
+    if any(getattr(config, name, None) is not None for name in _ROTARY):
+        return None
+    limit = getattr(config, "max_position_embeddings", None)
+    return limit if isinstance(limit, int) else None
+
+
 class TaskStep(nn.Module):
     """One training step's forward: the model on its inputs with the labels of its task, to the loss."""
 

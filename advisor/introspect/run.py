@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pydantic import JsonValue
 
-from advisor.introspect.builders import build_named, builds_itself
+from advisor.introspect.builders import build_named, builds_itself, token_limit
 from advisor.introspect.errors import IntrospectionError, summary
 from advisor.introspect.probe import run_probe
 from advisor.introspect.reference import build_model
@@ -107,6 +107,12 @@ def _built(reference: str, kwargs_json: str, inputs: _Inputs, allow_factories: b
     tokens = None if task is Task.IMAGE_CLASSIFICATION else inputs.sequence_length
     if task in TOKEN_TASKS and tokens is None:
         raise IntrospectionError(f"{reference!r} reads token ids ({task}): give its --sequence-length")
+    limit = token_limit(model)
+    if tokens is not None and limit is not None and tokens > limit:
+        raise IntrospectionError(
+            f"{reference!r} reads at most {limit} tokens (its learned positions), not {tokens}: give the "
+            "length the job trains at (--sequence-length)"
+        )
     try:
         probe = run_probe(model, inputs.shape, tokens)
     except IntrospectionError as error:
