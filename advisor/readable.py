@@ -39,6 +39,9 @@ _HEADERS = {
     "layer_rows": "layers",
     "peak_memory_bytes": "peak memory",
     "gpus_used": "GPUs in use",
+    "mem_mb": "memory per node (--mem)",
+    "mem_per_cpu_mb": "memory per CPU",
+    "mem_per_gpu_mb": "memory per GPU",
 }
 _FLOAT_DIGITS = 3
 

@@ -46,6 +46,7 @@ def test_timestamps_are_to_the_minute_in_utc() -> None:
 def test_headers_are_words() -> None:
     assert readable.header("heldout_mape") == "held-out MAPE"
     assert readable.header("gpus_used") == "GPUs in use"
+    assert readable.header("mem_mb") == "memory per node (--mem)", "not mem mb"
     assert readable.header("run_p90_s") == "run p90"
 
 
