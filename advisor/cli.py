@@ -180,7 +180,9 @@ def _add_parse_and_inspect(commands: argparse._SubParsersAction[argparse.Argumen
     parse.add_argument("words", nargs=argparse.REMAINDER, help="#ADVISOR options, then sbatch options")
     parse.set_defaults(handler=_parse_script)
     inspect = commands.add_parser("inspect", help="a model's layer table and totals, from the meta device")
-    inspect.add_argument("model", help="a torchvision model name or package.module:factory")
+    inspect.add_argument(
+        "model", help="a torchvision model name, timm:NAME, hf:NAME or package.module:factory"
+    )
     inspect.add_argument(
         "--input-shape", type=argtypes.input_shape, default=(3, 224, 224), help="C,H,W (default 3,224,224)"
     )

@@ -35,7 +35,9 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
         "whole time; per-op dispatch is what no kernel accounts for (a floor: the profiler's own cost stays "
         "in the kernels). Run it on a node of that partition: the profile is this machine's.",
     )
-    profile.add_argument("model", help="a torchvision model name or package.module:factory")
+    profile.add_argument(
+        "model", help="a torchvision model name, timm:NAME or package.module:factory (images)"
+    )
     profile.add_argument("--input-shape", type=argtypes.input_shape, default=(3, 32, 32), help="3,H,H")
     profile.add_argument("--batch-size", type=int, required=True)
     profile.add_argument("--partition", required=True)

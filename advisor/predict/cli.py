@@ -69,7 +69,8 @@ def _add_predict(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
     predict.add_argument(
         "--model",
         required=True,
-        help="a torchvision model name or package.module:factory (imported here, in your own process)",
+        help="a torchvision model name, timm:NAME, hf:NAME or package.module:factory (a factory is imported "
+        "here, in your own process)",
     )
     predict.add_argument(
         "--input-shape", type=argtypes.input_shape, default=(3, 224, 224), help="C,H,W (default 3,224,224)"
