@@ -102,10 +102,10 @@ class StepPrediction(BaseModel):
 
 def fit_memory(samples: Sequence[StepSample]) -> MemoryFit:
     """The peak model of the measured steps (`advisor.predict.peak_memory.fit_peak_memory`)."""
-    measured = [(s.table, s.batch, s.amp, float(s.peak_memory_bytes)) for s in samples if s.peak_memory_bytes]
-    if len(measured) < 4:
-        return MemoryFit()
-    return fit_peak_memory([m[:3] for m in measured], [m[3] for m in measured])
+    measured = [s for s in samples if s.peak_memory_bytes]
+    steps = [(s.table, s.batch, s.amp) for s in measured]
+    peaks = [float(s.peak_memory_bytes or 0) for s in measured]
+    return fit_peak_memory(steps, peaks) if len(measured) >= 4 else MemoryFit()
 
 
 def _key(config: LayerConfig) -> LayerConfig:

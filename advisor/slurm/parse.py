@@ -62,12 +62,13 @@ def parse_owner(text: str) -> int | None:
     """``squeue --noheader --format=%U`` for one job: its owner's uid, or None for no such job.
 
     An array job's tasks, once started, are listed a line each, all with the array's one owner."""
-    words = set(text.split())
-    if not words:
+    owners = set(text.split())
+    if not owners:
         return None
-    if len(words) != 1 or not next(iter(words)).isdigit():
+    owner = owners.pop()
+    if owners or not owner.isdigit():
         raise ValueError(f"not one uid: {text[:120]!r}")
-    return int(words.pop())
+    return int(owner)
 
 
 def parse_sinfo_json(text: str) -> list[Node]:
