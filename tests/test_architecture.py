@@ -184,6 +184,7 @@ PURE_CORE = (
     "advisor.comm.sync",
     "advisor.predict.array_outcome",
     "advisor.bench.plan",
+    "advisor.bench.short_plans",
     "advisor.bench.plan_rows",
     "advisor.bench.sweeps",
     "advisor.bench.night",

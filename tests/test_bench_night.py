@@ -138,5 +138,37 @@ def test_a_cpu_night_counts_its_grid_once_and_leaves_the_steps_second_pass_to_fr
     first_pass = [item for item in full.items if item.phase is not Phase.REPEATS]
     assert len(first_pass) < len(full.items), "the CPU grid measures its steps twice"
     night = tonight(grid, device, fake_table, MeasuredOn(None, {}), [], 24 * 3600.0)
-    keys = [entry.item.config.key() for entry in night.entries]
-    assert night.grid_items == len(first_pass) == len(keys) == len(set(keys))
+    keys = [entry.item.config.key() for entry in night.entries if entry.item.phase is not Phase.UPDATES]
+    updates = [entry.item.config.key() for entry in night.entries if entry.item.phase is Phase.UPDATES]
+    assert night.grid_items == len(first_pass) == len(keys) + len(set(updates))
+    assert len(keys) == len(set(keys))
+    assert len(updates) == grid.sweeps.update_places * len(set(updates)) == 4 * 36
+
+
+def test_a_new_machines_updates_are_measured_at_four_places_spread_through_its_night() -> None:
+    """Where it is and three random places after it, each copy on its own; paid within the budget; and a
+    machine that has them measures them once, when freshness wants them."""
+    grid, device = nightly_grid("cpu"), DeviceProfile.assumed("cpu")
+    night = tonight(grid, device, fake_table, MeasuredOn(None, {}), [], 45 * 60.0)
+    assert night.estimate_s <= 45 * 60.0
+    places: dict[str, list[int]] = {}
+    for index, entry in enumerate(night.entries):
+        if entry.item.phase is Phase.UPDATES:
+            places.setdefault(entry.item.config.key(), []).append(index)
+    assert len(places) == 36 and all(len(at) == 4 for at in places.values())
+    later = sorted(index for at in places.values() for index in at[1:])
+    assert later[-1] - later[0] > len(night.entries) / 2, "spread through the night, not a block"
+    assert len({at[1] - at[0] for at in places.values()}) > 30, "each copy at a place of its own"
+    measured = {entry.item.config.key(): T0 for entry in night.entries}
+    again = tonight(grid, device, fake_table, MeasuredOn("m1", measured), [], 45 * 60.0)
+    keys = [entry.item.config.key() for entry in again.entries]
+    assert len(keys) == len(set(keys))
+
+
+def test_a_night_too_short_for_the_updates_copies_measures_them_once() -> None:
+    grid, device = nightly_grid("cpu"), DeviceProfile.assumed("cpu")
+    full = build_plan(grid, device, fake_table)
+    sweeps_s = sum(item.estimate_s for item in full.items if item.phase in SWEPT)
+    night = tonight(grid, device, fake_table, MeasuredOn(None, {}), [], sweeps_s + 1.0)
+    updates = [entry.item.config.key() for entry in night.entries if entry.item.phase is Phase.UPDATES]
+    assert night.estimate_s <= sweeps_s + 1.0 and len(updates) == len(set(updates)) == 36

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from advisor.bench.results import read_jsonl
+from advisor.ops import configs as op_configs
 from advisor.predict.registry import PACE_BAND, layer_samples, machine_pace
 from advisor.records import LayerConfig, LayerMeasurement, ResultLine
 from advisor.store import LayerMeasurementRow, Store
@@ -89,8 +90,26 @@ def test_a_pace_step_that_strays_from_its_runs_is_held_within_the_band(tmp_path:
     assert seconds[_linear(30)] == pytest.approx(0.030 * 0.30)
 
 
-def _line(run_id: str, width: int, step_s: float, pace_s: float) -> ResultLine:
+def _line(
+    run_id: str, width: int, step_s: float, pace_s: float, config: LayerConfig | None = None
+) -> ResultLine:
     measurement = LayerMeasurement(
-        config=_linear(width), median_s=step_s, fits=True, pace_ratio=step_s / pace_s, pace_s=pace_s
+        config=config or _linear(width), median_s=step_s, fits=True, pace_ratio=step_s / pace_s, pace_s=pace_s
     )
     return ResultLine(run_id=run_id, fingerprint=FINGERPRINT, measured_at=T0, measurement=measurement)
+
+
+def test_an_update_measured_at_four_places_is_not_priced_by_the_one_in_a_slow_spell(tmp_path: Path) -> None:
+    """A night measures each update configuration at four places (`Sweeps.update_places`): one of them in a
+    slow spell, 1.4 times as long at a pace step held within the band, is left out by the interquartile
+    mean; measured only there, it would price every optimizer step 1.4 times too slow."""
+    update = op_configs.update("sgd_momentum", 4**10, 64)
+    grid = _run("night", range(10, 50), 0.030, timedelta(minutes=20))
+    places = [(0.0040, 0.030), (0.0041, 0.030), (0.0057, 0.033), (0.0039, 0.030)]
+    for name, rows in (("four", places), ("slow", places[2:3])):
+        lines = grid + [_line("night", 0, step_s, pace_s, update) for step_s, pace_s in rows]
+        store = Store.open(tmp_path / f"{name}.db")
+        store.ingest(lines)
+        seconds = {s.config: s.seconds for s in layer_samples(store.layer_rows(FINGERPRINT.machine()))}
+        expected = {"four": (0.0040 + 0.0041) / 2, "slow": 0.0057 / 1.1}[name]
+        assert seconds[update] == pytest.approx(expected, rel=0.01), name

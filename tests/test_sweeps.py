@@ -16,14 +16,13 @@ from advisor.bench.plan import (
     Phase,
     Plan,
     build_plan,
-    check_plan,
     full_plan,
     nightly_grid,
-    quick_plan,
 )
 from advisor.bench.plan_rows import describe
 from advisor.bench.run import describe_item
-from advisor.bench.sweeps import CPU_SWEEPS, UPDATES, Sweeps, powers, swept
+from advisor.bench.short_plans import check_plan, quick_plan
+from advisor.bench.sweeps import CPU_SWEEPS, UPDATES, Sweeps, powers, scattered, swept
 from advisor.ops import Op, known, op_of
 from advisor.ops import configs as op_configs
 from advisor.ops import costs as op_costs
@@ -256,3 +255,27 @@ def test_a_tiny_chain_is_real_layers_of_its_kind_whose_gradients_stay_normal(nam
     magnitudes = x.grad.abs()
     subnormal = (magnitudes > 0) & (magnitudes < torch.finfo(torch.float32).tiny)
     assert magnitudes.max() > 0 and not subnormal.any()
+
+
+def test_scattered_measures_what_it_picks_again_after_itself_and_leaves_the_rest_in_order() -> None:
+    items = list(range(40))
+    placed = scattered(items, lambda n: n % 10 == 0, 3, seed=1)
+    assert [n for n in placed if n % 10] == [n for n in items if n % 10], "the rest once, in order"
+    assert len(placed) == 40 + 4 * 2
+    for picked in (0, 10, 20, 30):
+        at = [i for i, n in enumerate(placed) if n == picked]
+        before = [n for n in placed[: at[0]] if n % 10]
+        assert len(at) == 3 and before == [n for n in items[:picked] if n % 10], "first where it was"
+    assert scattered(items, lambda n: n % 10 == 0, 1) == items
+    assert scattered(items, lambda n: n % 10 == 0, 3, seed=1) == placed, "seeded: a plan is pure"
+
+
+def test_the_nightly_plan_measures_each_update_at_its_places_and_a_check_plan_once() -> None:
+    device = DeviceProfile.assumed("cpu")
+    nightly = full_plan(device, fake_table)
+    updates = [item.config for item in nightly.items if item.phase is Phase.UPDATES]
+    assert len(updates) == CPU_SWEEPS.update_places * len(set(updates)) and CPU_SWEEPS.update_places == 4
+    grid = build_plan(nightly_grid("cpu"), device, fake_table)
+    assert len(nightly.items) == len(grid.items) + 3 * len(set(updates))
+    checked = [item.config for item in check_plan(device, fake_table).items if item.phase is Phase.UPDATES]
+    assert len(checked) == len(set(checked)) > 0

@@ -133,7 +133,8 @@ def _add_json(command: argparse.ArgumentParser) -> None:
 
 
 def _plan(args: argparse.Namespace, console: Console) -> int:
-    from advisor.bench.plan import DeviceProfile, check_plan, full_plan, quick_plan
+    from advisor.bench.plan import DeviceProfile, full_plan
+    from advisor.bench.short_plans import check_plan, quick_plan
     from advisor.bench.tables import zoo_table
 
     if args.architecture and (args.quick or args.check or args.grid):

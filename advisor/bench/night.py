@@ -9,8 +9,9 @@ Pure: the store's history and the architectures users submitted are handed in. P
 - the rest of the nightly grid, in the grid's order, where the last night stopped;
 - the oldest measurements again (freshness), in a share of the budget kept for them once the machine has
   measured anything, so that a long grid never starves them.
-Each item is planned once, in the first priority that wants it; an item that would overrun the budget is
-left for a later night and smaller ones after it still go in.
+Each item is planned once, in the first priority that wants it, but a new machine's optimizer updates,
+which are measured at `Sweeps.update_places` places; an item that would overrun the budget is left for a
+later night and smaller ones after it still go in.
 """
 
 from __future__ import annotations
@@ -33,8 +34,10 @@ from advisor.bench.plan import (
     build_plan,
     layer_estimate,
     step_estimate,
+    updating,
 )
 from advisor.bench.plan_rows import SWEPT
+from advisor.bench.sweeps import scattered
 from advisor.bench.zoo import distinct_layers, smallest_batch
 from advisor.introspect import LayerTable
 from advisor.records import StepConfig
@@ -173,19 +176,33 @@ def tonight(
     ]
     chosen: list[NightItem] = []
     seen: set[str] = set()
-    spent = _fill(chosen, seen, wanted, budget_s - fresh_budget, 0.0)
+    spent = _fill(chosen, seen, wanted[:1], budget_s - fresh_budget, 0.0)
+    places, copies_s = _update_places(chosen, grid.sweeps.update_places, budget_s - fresh_budget - spent)
+    spent = _fill(chosen, seen, wanted[1:], budget_s - fresh_budget, spent + copies_s)
     freshness = [(_subject(item), item, key) for _, key, item in oldest]
     _fill(chosen, seen, [(Priority.FRESHNESS, freshness)], budget_s, spent)
     return Tonight(
         machine=machine,
         budget_s=budget_s,
-        entries=tuple(chosen),
+        entries=tuple(scattered(chosen, _first_update, places)),
         grid_items=len(grid_items),
         covered=sum(key in measured for key in set(keys)),
         steps=full.steps,
         warmup=full.warmup,
         repeats=full.repeats,
     )
+
+
+def _first_update(entry: NightItem) -> bool:
+    return entry.priority is Priority.COARSE and updating(entry.item)
+
+
+def _update_places(first: Sequence[NightItem], places: int, left_s: float) -> tuple[int, float]:
+    """A new machine's update configurations are measured at ``places`` places (`Sweeps.update_places`)
+    where their copies fit in what the first priority left of the budget, else once; and the copies'
+    seconds, paid before anything else is planned."""
+    copies_s = (places - 1) * sum(entry.item.estimate_s for entry in first if _first_update(entry))
+    return (places, copies_s) if copies_s <= left_s else (1, 0.0)
 
 
 def _fill(

@@ -20,15 +20,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from advisor.bench.sweeps import CPU_SWEEPS, CUDA_SWEEPS, NO_SWEEPS, Sweeps, sweep_seconds, swept
+from advisor.bench.sweeps import CPU_SWEEPS, CUDA_SWEEPS, NO_SWEEPS, Sweeps, scattered, sweep_seconds, swept
 from advisor.bench.zoo import (
-    CHECK_MODELS,
     CPU_MODELS,
     CPU_SEQUENCE_MODELS,
     CPU_SIZES,
     GPU_SEQUENCE_MODELS,
     GPU_SIZES,
-    SMALL,
     ZOO,
     distinct_layers,
     layer_costs,
@@ -162,26 +160,6 @@ class Grid:
     """Layers no zoo model has (`nightly_grid`), measured after the layer models' own where a grid has any."""
 
 
-def quick_plan(tables: TableSource, device: DeviceProfile | None = None) -> Plan:
-    """Small models on CIFAR-sized inputs: a smoke test of the whole path that fits in a few minutes."""
-    grid = Grid(
-        models=("squeezenet1_1", "shufflenet_v2_x0_5", "mobilenet_v3_small", "resnet18"),
-        sizes=(SMALL,),
-        batches=geometric(64, 4),
-        coarse=(1, 16),
-        settings=(Phase.AMP,),
-        # bf16 is emulated, and slow, on CPUs without native support.
-        setting_batches=(1, 4),
-        workers=1,
-        layer_models=("resnet18",),
-        layer_batches=(16,),
-        steps=3,
-        warmup=1,
-        repeats=5,
-    )
-    return build_plan(grid, device or DeviceProfile.assumed("cpu"), tables)
-
-
 def nightly_grid(kind: DeviceKind, *, workers: int = 4) -> Grid:
     """What a night measures on one device kind: the one grid, which the evaluations measure too.
 
@@ -239,33 +217,15 @@ def loader_workers(cpus: int) -> int:
 
 
 def full_plan(device: DeviceProfile, tables: TableSource, *, workers: int = 4) -> Plan:
-    """The nightly plan of ``device``'s kind (`nightly_grid`)."""
-    return build_plan(nightly_grid(device.kind, workers=workers), device, tables)
-
-
-def check_plan(device: DeviceProfile, tables: TableSource, *, workers: int = 4) -> Plan:
-    """Every part of a night, thinly: a new machine's first look in minutes. The nightly grid of the
-    device's kind on the twelve `CHECK_MODELS`, at its first four coarse batches, AMP and channels_last
-    at batch 16 (pinned memory is `benchmarks/runtime_speedup.py`'s), the layers at two batch sizes (with
-    and without cuDNN's benchmark mode on a GPU), five timed steps in three repeats."""
+    """The nightly plan of ``device``'s kind (`nightly_grid`), each update measured at several places."""
     grid = nightly_grid(device.kind, workers=workers)
-    coarse = grid.coarse[:4]
-    models = tuple(name for name in CHECK_MODELS if name in grid.models)
-    thin = replace(
-        grid,
-        models=models,
-        layer_models=models,
-        batches=coarse,
-        coarse=coarse,
-        settings=tuple(phase for phase in grid.settings if phase is not Phase.PINNED),
-        setting_batches=(16,) if grid.settings else (),
-        layer_batches=grid.layer_batches[:2],
-        steps=5,
-        warmup=2,
-        repeats=3,
-        sweeps=grid.sweeps.thin(),
-    )
-    return build_plan(thin, device, tables)
+    plan = build_plan(grid, device, tables)
+    scatter = scattered(plan.items, updating, grid.sweeps.update_places)
+    return plan.model_copy(update={"items": tuple(scatter)})
+
+
+def updating(item: PlanItem) -> bool:
+    return item.phase is Phase.UPDATES
 
 
 def build_plan(grid: Grid, device: DeviceProfile, tables: TableSource) -> Plan:

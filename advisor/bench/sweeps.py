@@ -11,8 +11,10 @@ update scales with the parameters, not the batch. Pure planning: which configura
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
+from random import Random
+from typing import Literal, TypeVar
 
 from advisor.ops import configs, known, op_of
 from advisor.records import LayerConfig
@@ -47,6 +49,11 @@ class Sweeps:
     per parameter."""
     ops: tuple[str, ...] = ()
     """The memory-bound ops swept; none: every registry op with a ``sweep`` (a new one is swept as added)."""
+    update_places: int = 1
+    """Times a night measures each update configuration (`scattered`): a few seconds of rows price every
+    optimizer step, and one slow spell of the node (another core's work) priced them 1.1-1.5 times too
+    slow in a whole pass (benchmarks/README.md). Four: a configuration's rows of one run count by their
+    interquartile mean (`advisor.predict.registry`), which then leaves out the slowest and the fastest."""
 
     def thin(self) -> Sweeps:
         """Every other size, both ends kept, and every split: a check plan's look at the same curves."""
@@ -65,6 +72,7 @@ CPU_SWEEPS = Sweeps(
     chains=(16, 64, 256),
     parameters=powers(7, 12),
     tensors=(1, 64),
+    update_places=4,
 )
 """From 1 Ki to 16 Mi elements (4 KiB to 64 MiB in FP32: caches, then memory); 16 Ki to 16 Mi parameters
 (the CPU zoo's models have 0.1 to 25 M)."""
@@ -109,6 +117,25 @@ def swept(sweeps: Sweeps) -> list[tuple[SweepPhase, LayerConfig]]:
         *(("launches", config) for config in launch_configs(sweeps)),
         *(("updates", config) for config in update_configs(sweeps)),
     ]
+
+
+T = TypeVar("T")
+
+
+def scattered(items: Sequence[T], again: Callable[[T], bool], places: int, seed: int = 0) -> list[T]:
+    """``items`` with each one ``again`` picks measured ``places`` times: where it is, and the others at
+    seeded random places after it, each on its own, so that no one spell of a busy node holds them all."""
+    random = Random(seed)  # noqa: S311 (places in a plan, not a secret)
+    inserts = [
+        (random.randint(index + 1, len(items)), item)
+        for index, item in enumerate(items)
+        if again(item)
+        for _ in range(places - 1)
+    ]
+    placed = list(items)
+    for index, item in sorted(inserts, key=lambda insert: -insert[0]):
+        placed.insert(index, item)
+    return placed
 
 
 def launches(config: LayerConfig) -> int:
