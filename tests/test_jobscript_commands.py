@@ -102,7 +102,9 @@ def test_a_training_command_not_read_says_why_and_names_the_last_such_program(tm
     )
     parsed = parse_job(text.encode(), "job.sh", ["job.sh"], {})
     assert parsed.description is None and parsed.undescribed is not None
-    assert parsed.undescribed.startswith("train.py takes flags the advisor does not read"), parsed.undescribed
+    assert parsed.undescribed.startswith("job.sh:4: train.py takes flags the advisor does not read"), (
+        parsed.undescribed
+    )
     assert "#ADVISOR lines (--model, --global-batch" in parsed.undescribed
     at_run_time = TORCHVISION.replace("BS=64   # per GPU", "BS=$(cat batch.txt)")
     parsed = parse_job(at_run_time.encode(), "job.sh", ["job.sh"], {})

@@ -71,6 +71,11 @@ def parsed(
     return parse_submission(script, [], {})
 
 
+def at_command(folder: Path) -> str:
+    """Where `parsed`'s reasons begin: the script's path and its command's line."""
+    return f"{folder / 'job.sh'}:3: "
+
+
 @pytest.mark.parametrize(
     ("command", "processes"),
     [
@@ -118,7 +123,7 @@ def test_packed_samples_without_the_datasets_tokens_say_why_and_the_named_remedy
 ) -> None:
     files = {"config.yml": AXOLOTL + "sample_packing: true\n"}
     found = parsed(tmp_path, "axolotl train config.yml", monkeypatch, files)
-    assert found.description is None and found.undescribed == (
+    assert found.description is None and found.undescribed == at_command(tmp_path) + (
         'axolotl trains hf:meta-llama/Llama-3.2-1B for 3 epochs of "tatsu-lab/alpaca" packed into sequences '
         'of 2048 tokens, and the advisor does not know its tokens: add "#ADVISOR --dataset-size N" (the '
         "packed sequences of an epoch) or set max_steps in config.yml"
@@ -141,7 +146,7 @@ def test_packed_samples_of_a_corpus_with_known_tokens_are_its_tokens_over_the_le
 def test_a_dataset_the_table_lacks_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = AXOLOTL.replace("tatsu-lab/alpaca", "/data/my_chats.jsonl")
     found = parsed(tmp_path, "axolotl train config.yml", monkeypatch, {"config.yml": config})
-    assert found.undescribed == (
+    assert found.undescribed == at_command(tmp_path) + (
         'axolotl trains hf:meta-llama/Llama-3.2-1B for 3 epochs of "/data/my_chats.jsonl", a dataset the '
         'advisor does not know: add "#ADVISOR --dataset-size N" (its training samples) or set max_steps in '
         "config.yml"
@@ -192,7 +197,7 @@ def test_an_axolotl_config_that_cannot_be_read_is_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     found = parsed(tmp_path, "axolotl train absent.yml", monkeypatch, {})
-    assert found.description is None and found.undescribed == (
+    assert found.description is None and found.undescribed == at_command(tmp_path) + (
         "axolotl's config absent.yml could not be read: the job's model, batch and length are in it"
     )
     daemon = CommandReading(shipped_datasets())  # as the daemon reads a script: no user's file
@@ -255,11 +260,12 @@ def test_a_config_torchtune_ships_is_named_not_guessed(
     )
     command = "tune run lora_finetune_single_device --config llama3_2/1B_lora_single_device batch_size=8"
     found = parsed(tmp_path, command, monkeypatch, {})
-    assert found.description is None and found.undescribed == reason
+    assert found.description is None and found.undescribed == at_command(tmp_path) + reason
     shown = subprocess.run(
         [ADVISOR, "parse", str(tmp_path / "job.sh")], capture_output=True, text=True, timeout=60, check=True
     )
-    assert " ".join(shown.stdout.split()).endswith(f"no job description: {reason}"), shown.stdout
+    said = f"no job description: {at_command(tmp_path)}{reason}"
+    assert "".join(shown.stdout.split()).endswith("".join(said.split())), "the terminal wraps the path itself"
 
 
 @pytest.mark.parametrize(
@@ -289,7 +295,7 @@ def test_what_a_torchtune_config_does_not_say_is_named(
 ) -> None:
     command = "tune run lora_finetune_single_device --config tune.yaml"
     found = parsed(tmp_path, command, monkeypatch, {"tune.yaml": TORCHTUNE.replace(*change)})
-    assert found.description is None and found.undescribed == reason
+    assert found.description is None and found.undescribed == at_command(tmp_path) + reason
 
 
 def test_a_value_computed_at_run_time_is_not_guessed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -32,8 +32,8 @@ class ParsedSubmission(BaseModel):
     files_unread: tuple[str, ...] = ()
     """Those that could not be read where the job was parsed (the daemon reads no user's file)."""
     undescribed: str | None = None
-    """Why the training command the script runs describes no job though its model and batch were read:
-    epochs over data the dataset table does not know (`Inferred.lacking`)."""
+    """Why the training command the script runs describes no job, after its place (``train.sh:12: ...``):
+    epochs over data the dataset table does not know, flags it does not read (`Inferred.lacking`)."""
     job_name: str = "sbatch"
     """The name Slurm gives the job: ``--job-name``, else the script's file name (``sbatch`` for stdin)."""
 
@@ -61,7 +61,7 @@ def parse_job(
     description, inferred = describe_job(script, where, description_args, infer)
     name = request.job_name or (Path(where).name if where != STDIN else "sbatch")
     if inferred is None or description is None:
-        why = None if inferred is None else inferred.lacking
+        why = None if inferred is None or inferred.lacking is None else f"{inferred.place}: {inferred.lacking}"
         return ParsedSubmission(request=request, description=description, undescribed=why, job_name=name)
     return ParsedSubmission(
         request=request,
