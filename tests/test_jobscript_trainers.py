@@ -34,6 +34,10 @@ JOBS = {
     "lightning_args": (4, "srun python train.py fit --model.init_args.model_name_or_path=gpt2 \\\n"
                        "  --data.init_args.batch_size=8 --trainer.accumulate_grad_batches=2 \\\n"
                        "  --trainer.max_steps=500 --trainer.devices=4 --trainer.precision=16-mixed\n"),
+    "lightning_bert": (1, "python train.py fit --model.model_name_or_path=bert-base-uncased \\\n"
+                       "  --data.batch_size=32 --trainer.max_steps=1000\n"),
+    "trainer_vit": (1, "python finetune.py --model_name_or_path google/vit-base-patch16-224 \\\n"
+                    "  --per_device_train_batch_size 64 --max_steps 500\n"),
 }  # fmt: skip
 RECIPE = """model_name_or_path: meta-llama/Llama-3.2-1B
 attn_implementation: sdpa
@@ -111,6 +115,12 @@ EXPECTED: dict[str, dict[str, Any]] = {
     # jsonargparse's --model.init_args.NAME is --model.NAME: 8 x 2 accumulated x 4 devices
     "lightning_args": {"model": "hf:gpt2", "global_batch": 64, "steps": 500, "own_amp": True,
                        "own_accumulation": 2},
+    # No program's task and no length: what the model is trained for (BERT's 512 tokens, not a causal
+    # LM's 1024, which its position table cannot hold; a ViT reads images, not tokens)
+    "lightning_bert": {"model": "hf:bert-base-uncased", "task": "masked-lm", "sequence_length": 512,
+                       "global_batch": 32, "steps": 1000},
+    "trainer_vit": {"model": "hf:google/vit-base-patch16-224", "task": "image-classification",
+                    "sequence_length": None, "global_batch": 64, "steps": 500},
 }  # fmt: skip
 
 

@@ -61,7 +61,8 @@ def parse_job(
     description, inferred = describe_job(script, where, description_args, infer)
     name = request.job_name or (Path(where).name if where != STDIN else "sbatch")
     if inferred is None or description is None:
-        why = None if inferred is None or inferred.lacking is None else f"{inferred.place}: {inferred.lacking}"
+        lacking = None if inferred is None else inferred.lacking
+        why = None if inferred is None or lacking is None else f"{inferred.place}: {lacking}"
         return ParsedSubmission(request=request, description=description, undescribed=why, job_name=name)
     return ParsedSubmission(
         request=request,

@@ -8,11 +8,12 @@
 ``bf16.enabled``), ``--gradient_checkpointing``, ``--use_peft``/``--lora_r``/``--lora_target_modules``,
 ZeRO's stage (FSDP's sharding as the stage it matches), ``--optim`` (AdamW unless named); the task from
 the program (``run_clm`` causal LM, ``run_mlm`` masked LM, ``run_glue`` classification,
-``run_translation`` seq2seq, ``trl sft`` causal LM). ``lightning``: ``--model.*``, ``--data.batch_size``,
-``--trainer.max_steps``/``max_epochs``, ``--trainer.precision``, ``--trainer.accumulate_grad_batches``,
-``--trainer.devices``/``num_nodes``. Epochs need a dataset the table knows (`advisor.jobscript.datasets`):
-a causal LM packs its tokens into sequences, others take one sequence per sample; over one it does not
-know, the values keep their epochs without a dataset size (`#ADVISOR --dataset-size` may complete them).
+``run_translation`` seq2seq, ``trl sft`` causal LM; else what the shipped table trains the model for).
+``lightning``: ``--model.*``, ``--data.batch_size``, ``--trainer.max_steps``/``max_epochs``,
+``--trainer.precision``, ``--trainer.accumulate_grad_batches``, ``--trainer.devices``/``num_nodes``.
+Epochs need a dataset the table knows (`advisor.jobscript.datasets`): a causal LM packs its tokens into
+sequences, others take one sequence per sample; over one it does not know, the values keep their epochs
+without a dataset size (`#ADVISOR --dataset-size` may complete them).
 """
 
 from __future__ import annotations
@@ -165,6 +166,7 @@ def _common(
         return None
     values: dict[str, Any] = {"model": model, "global_batch": str(int(batch) * int(accumulation) * world)}
     length = next((flags[key] for key in _LENGTHS if flags.get(key, "").isdigit()), None)
+    task = task or _trained_for(name)
     if task is not None:
         values["task"] = task
     if task != "image-classification" and model.startswith("hf:"):
@@ -174,6 +176,14 @@ def _common(
     kwargs = {"attn_implementation": flags["attn-implementation"]} if flags.get("attn-implementation") else {}
     values["model_kwargs"] = kwargs
     return values | _settings(flags, amp, accumulation)
+
+
+def _trained_for(name: str) -> str | None:
+    """The task the shipped table trains a model for, where the program names none (a Lightning module, a
+    custom ``train.py``): BERT's masked LM reads 512 tokens where a causal LM's default is 1024, and takes
+    one sequence a sample where a causal LM packs its tokens."""
+    shipped = shipped_architecture(name)
+    return None if shipped is None else str(shipped.task)
 
 
 def _settings(flags: Mapping[str, str], amp: bool, accumulation: str) -> dict[str, Any]:
