@@ -81,6 +81,25 @@ def test_each_convention_is_read_as_its_program_reads_its_flags(
     assert source is not None and source.startswith(f"{tmp_path / 'job.sh'}:{line} ({style}): ")
 
 
+TIMM_LAUNCHER = """#!/bin/bash
+#SBATCH --gres=gpu:8
+# timm's README: its launcher runs train.py under torchrun in as many processes as its first word
+{launch} 8 /data/imagenet --model efficientnet_b2 -b 128 --sched step --epochs 450 --amp --lr .016
+"""
+
+
+@pytest.mark.parametrize(
+    "launch", ["./distributed_train.sh", "bash distributed_train.sh", "sh ./distributed_train.sh"]
+)
+def test_timms_launcher_is_its_train_py_in_as_many_processes(tmp_path: Path, launch: str) -> None:
+    """``./distributed_train.sh 8 ...`` (``torchrun --nproc_per_node=$1 train.py "$@"``) said nothing at all:
+    no description and no reason."""
+    description, source = _parsed(tmp_path, TIMM_LAUNCHER.format(launch=launch))
+    expected = {"model": "timm:efficientnet_b2", "global_batch": 8 * 128, "epochs": 450, "own_amp": True}
+    assert {key: description[key] for key in expected} == expected
+    assert source is not None and source.startswith(f"{tmp_path / 'job.sh'}:4 (timm): {launch} 8 ")
+
+
 def test_torchvisions_reference_trains_at_its_crop_size_with_the_optimizer_it_names(tmp_path: Path) -> None:
     """Its ViT and EfficientNet recipes: ``--opt adamw``, ``--train-crop-size 384`` over ImageNet's 224."""
     description, _ = _parsed(tmp_path, TORCHVISION)

@@ -1,7 +1,8 @@
 """The training program in a command line, past its launchers, with the launchers' own options kept.
 
 Launchers: ``srun``, ``torchrun``, ``python -m torch.distributed.run``, ``accelerate launch``,
-``deepspeed``, ``python [-u] [-m module]``, a launcher's own ``-m module`` (``accelerate launch -m
+``deepspeed``, ``python [-u] [-m module]``, timm's ``[bash] distributed_train.sh N`` (its train.py in N
+processes), a launcher's own ``-m module`` (``accelerate launch -m
 axolotl.cli.train config.yml``); TRL's command (``trl sft --config recipe.yaml``), axolotl's (``axolotl train
 config.yml``) and torchtune's (``tune run [torchrun's options] RECIPE --config FILE``, the recipe its program)
 are programs of their own. What a launcher says about the processes and precision (``--nproc_per_node``,
@@ -39,6 +40,10 @@ UNKNOWN = "\x00"
 _ENVIRONMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
 """A variable set for the command alone (``CUDA_VISIBLE_DEVICES=0,1 accelerate launch ...``)."""
 _REFERENCE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+_TIMM_LAUNCHER = "distributed_train.sh"
+"""timm's launcher (``./distributed_train.sh 8 /data/imagenet --model NAME ...``): its train.py in as many
+processes."""
+_SHELLS = frozenset({"bash", "sh"})
 _MODULE = frozenset({"-m", "--module"})
 """A launcher's option whose next word is the module it runs (accelerate's, torchrun's, DeepSpeed's; srun's
 ``-m`` is its task distribution)."""
@@ -72,6 +77,11 @@ def program_of(words: Sequence[str]) -> Launch | None:
             return Launch(f"tune run {recipe}", list(words[index + 1 :]), launcher)
         if word in _MODULE and following:
             return Launch(following, list(words[index + 2 :]), launcher)
+        if base == _TIMM_LAUNCHER and following.isdigit():  # torchrun --nproc_per_node=$1 train.py "$@"
+            return Launch("train.py", list(words[index + 2 :]), {**launcher, "nproc-per-node": following})
+        if base in _SHELLS and following.endswith(".sh"):
+            index += 1
+            continue
         if base in _LAUNCHERS or (base == "launch" and index > 0):
             index = _launcher_options(words, index + 1, launcher, module=base != "srun")
             continue
