@@ -100,6 +100,20 @@ def test_timms_launcher_is_its_train_py_in_as_many_processes(tmp_path: Path, lau
     assert source is not None and source.startswith(f"{tmp_path / 'job.sh'}:4 (timm): {launch} 8 ")
 
 
+def test_timm_trains_at_its_models_own_input_size_unless_img_size_says(tmp_path: Path) -> None:
+    """timm's train.py resizes any dataset to the model's pretrained input size (its data config), not
+    ImageNet's 224: efficientnet_b2 at 256 (1.3 times the work a step of 224), CIFAR-10 at 224 for
+    efficientnet_b0, not 32; ``--img-size`` wins."""
+    description, _ = _parsed(tmp_path, TIMM_LAUNCHER.format(launch="./distributed_train.sh"))
+    assert description["input_shape"] == (3, 256, 256)
+    sized = TIMM_LAUNCHER.format(launch="./distributed_train.sh").replace("--amp", "--amp --img-size 300")
+    assert _parsed(tmp_path, sized)[0]["input_shape"] == (3, 300, 300)
+    cifar, _ = _parsed(tmp_path, TIMM)
+    assert cifar["input_shape"] == (3, 224, 224) and cifar["model_kwargs"] == {"num_classes": 10}
+    torchvision, _ = _parsed(tmp_path, TORCHVISION.replace("resnet50", "efficientnet_b2"))
+    assert torchvision["input_shape"] == (3, 224, 224), "torchvision's reference: its crop size, 224"
+
+
 def test_torchvisions_reference_trains_at_its_crop_size_with_the_optimizer_it_names(tmp_path: Path) -> None:
     """Its ViT and EfficientNet recipes: ``--opt adamw``, ``--train-crop-size 384`` over ImageNet's 224."""
     description, _ = _parsed(tmp_path, TORCHVISION)

@@ -138,3 +138,19 @@ def _read(path: Path) -> FoundConfig:
     if not isinstance(values, dict) or not isinstance(values.get("model_type"), str):
         raise IntrospectionError(f"{path} names no model_type: not a transformers config.json")
     return FoundConfig(values, str(path))
+
+
+def timm_input_side(name: str) -> int | None:
+    """The side timm's train.py trains ``name`` at where no ``--img-size`` says: its registry's pretrained
+    configuration's (efficientnet_b2 256, tf_efficientnet_b4 380, most 224), to which it resizes any
+    dataset, CIFAR's too. None where timm is not installed or does not know the name."""
+    try:
+        from timm.models import get_pretrained_cfg
+    except ImportError:
+        return None
+    try:
+        found = get_pretrained_cfg(name)
+    except (RuntimeError, ValueError):
+        return None
+    size = getattr(found, "input_size", None)
+    return size[-1] if isinstance(size, tuple) and size and isinstance(size[-1], int) else None

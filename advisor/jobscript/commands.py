@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from advisor.introspect.hub import timm_input_side
 from advisor.jobscript.datasets import Dataset, dataset_in
 from advisor.jobscript.finetuners import (
     FINETUNERS,
@@ -379,6 +380,8 @@ def _read_images(
     if dataset is not None and dataset.side is not None and dataset.classes is not None:
         values["input_shape"] = ["3", str(dataset.side), str(dataset.side)]
         values["model_kwargs"] = {"num_classes": dataset.classes}
+    if side is None and convention.timm:
+        side = str(timm_input_side(model) or "") or None
     if side is not None and side.isdigit():
         values["input_shape"] = ["3", side, side]
     # The script follows its own flags, not the advice's variables: its precision and batch stay.
