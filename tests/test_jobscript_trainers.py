@@ -38,6 +38,13 @@ JOBS = {
                        "  --data.batch_size=32 --trainer.max_steps=1000\n"),
     "trainer_vit": (1, "python finetune.py --model_name_or_path google/vit-base-patch16-224 \\\n"
                     "  --per_device_train_batch_size 64 --max_steps 500\n"),
+    "scratch": (4, "torchrun --nproc_per_node 4 run_clm.py --model_type gpt2 \\\n"
+                "  --tokenizer_name openai-community/gpt2 --per_device_train_batch_size 4 \\\n"
+                "--config_overrides=\"n_embd=1024,n_head=16,n_layer=48,n_positions=1024,resid_pdrop=.2\" \\\n"
+                "  --dataset_name wikitext --dataset_config_name wikitext-2-raw-v1 \\\n"
+                "  --do_train --output_dir /tmp/test-clm --bf16\n"),
+    "scratch_named": (1, "python run_clm.py --config_name gpt2-medium --tokenizer_name gpt2 \\\n"
+                      "  --max_steps 100 --per_device_train_batch_size 4 --output_dir out\n"),
 }  # fmt: skip
 RECIPE = """model_name_or_path: meta-llama/Llama-3.2-1B
 attn_implementation: sdpa
@@ -121,6 +128,12 @@ EXPECTED: dict[str, dict[str, Any]] = {
                        "global_batch": 32, "steps": 1000},
     "trainer_vit": {"model": "hf:google/vit-base-patch16-224", "task": "image-classification",
                     "sequence_length": None, "global_batch": 64, "steps": 500},
+    # Trained from scratch (run_clm's README): GPT2Config's defaults with the overrides, as transformers
+    # types them; or a configuration named
+    "scratch": {"model": "hf:gpt2", "task": "causal-lm", "sequence_length": 1024, "global_batch": 16,
+                "model_kwargs": {"n_embd": 1024, "n_head": 16, "n_layer": 48, "n_positions": 1024,
+                                 "resid_pdrop": 0.2}},
+    "scratch_named": {"model": "hf:gpt2-medium", "task": "causal-lm", "steps": 100, "model_kwargs": {}},
 }  # fmt: skip
 
 
@@ -163,3 +176,18 @@ def test_the_command_line_wins_over_its_recipe_and_a_run_time_batch_is_not_guess
     assert (parsed.description.sequence_length, parsed.description.steps) == (512, 100)
     scripts["clm"].write_text(scripts["clm"].read_text().replace("batch_size 8", "batch_size $(nproc)"))
     assert parsed_in(tmp_path, scripts["clm"], monkeypatch).description is None
+
+
+def test_a_model_type_with_no_known_defaults_says_what_to_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--model_type llama`` without a configuration: which LlamaConfig the job builds the advisor does not
+    ship, so it says so and how to name one; it said nothing."""
+    script = tmp_path / "new.sh"
+    command = "python run_clm.py --model_type llama --per_device_train_batch_size 4 --max_steps 9\n"
+    script.write_text(HEADER.format(gpus=1) + command, encoding="utf-8")
+    parsed = parsed_in(tmp_path, script, monkeypatch)
+    assert parsed.description is None and parsed.undescribed == (
+        f"{script}:4: run_clm.py trains a new llama model from its configuration class's defaults, which the "
+        "advisor does not know: name the configuration (--config_name NAME) or add #ADVISOR --model hf:NAME"
+    )

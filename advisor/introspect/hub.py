@@ -96,6 +96,15 @@ def shipped_architecture(name: str) -> Architecture | None:
     return names.get(lowered) or names.get(lowered.rsplit("/", 1)[-1])
 
 
+def class_defaults(model_type: str) -> str | None:
+    """The shipped name whose configuration is its class's defaults (``bert``: bert-base-uncased), where
+    one is; a model trained from scratch with ``--model_type`` has that configuration."""
+    names = _names()
+    return next(
+        (name for name, found in names.items() if found.model_type == model_type and not found.config), None
+    )
+
+
 @cache
 def _names() -> dict[str, Architecture]:
     text = (resources.files("advisor") / "data" / "architectures.toml").read_text(encoding="utf-8")

@@ -30,16 +30,10 @@ from typing import Any
 
 from advisor.introspect.hub import timm_input_side
 from advisor.jobscript.datasets import Dataset, dataset_in
-from advisor.jobscript.finetuners import (
-    FINETUNERS,
-    FinetuneCommand,
-    Undescribed,
-    finetuner_style,
-    read_finetuner,
-)
+from advisor.jobscript.finetuners import FINETUNERS, FinetuneCommand, finetuner_style, read_finetuner
 from advisor.jobscript.launchers import UNKNOWN, Launch, expand, program_of, words_of
 from advisor.jobscript.recipes import Read, recipe_flags
-from advisor.jobscript.trainers import named_data, optimizer_named, read_hf, read_lightning
+from advisor.jobscript.trainers import Undescribed, named_data, optimizer_named, read_hf, read_lightning
 
 STYLES = ("imagenet", "torchvision", "timm", "hf", "lightning", *FINETUNERS)
 _ASSIGNMENT = re.compile(r"(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(\S*)")

@@ -35,7 +35,7 @@ from typing import Any
 
 from advisor.jobscript.datasets import Dataset, dataset_in
 from advisor.jobscript.launchers import UNKNOWN
-from advisor.jobscript.trainers import model_reference, optimizer_named
+from advisor.jobscript.trainers import Undescribed, model_reference, optimizer_named
 
 FINETUNERS = ("axolotl", "torchtune")
 _FALSE = ("false", "0", "no", "none", "null")
@@ -80,16 +80,6 @@ _TORCHTUNE_LORA = {"output_proj": "o_proj"}
 _MLP = ["gate_proj", "up_proj", "down_proj"]
 _PLAIN = str.maketrans("", "", "-_")
 _REMEDY = 'add "#ADVISOR --dataset-size N"'
-
-
-class Undescribed(Exception):
-    """A fine-tuning command whose job the advisor cannot describe, and why: ``values`` holds what was read
-    (epochs `#ADVISOR --dataset-size` completes)."""
-
-    def __init__(self, reason: str, values: Mapping[str, Any] | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.values = dict(values or {})
 
 
 class _RunTime(Exception):

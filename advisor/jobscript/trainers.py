@@ -1,14 +1,15 @@
 """Token and transformer jobs as their trainers read their flags: Hugging Face ``TrainingArguments`` (the
 ``run_*.py`` examples, TRL, the alignment handbook's recipes) and the Lightning CLI.
 
-``hf``: ``--model_name_or_path``, ``--per_device_train_batch_size`` (else DeepSpeed's
-``train_micro_batch_size_per_gpu``), ``--gradient_accumulation_steps``, ``--num_train_epochs`` or
+``hf``: ``--model_name_or_path`` (or a model trained from scratch: ``--config_name``, else ``--model_type``'s
+configuration class's defaults; ``--config_overrides`` over either), ``--per_device_train_batch_size`` (else
+DeepSpeed's ``train_micro_batch_size_per_gpu``), ``--gradient_accumulation_steps``, ``--num_train_epochs`` or
 ``--max_steps``, the sequence length (``--block_size``, ``--max_seq_length``, ``--max_length``,
 ``--max_source_length``), ``--bf16``/``--fp16`` (or accelerate's ``mixed_precision``, DeepSpeed's
-``bf16.enabled``), ``--gradient_checkpointing``, ``--use_peft``/``--lora_r``/``--lora_target_modules``,
-ZeRO's stage (FSDP's sharding as the stage it matches), ``--optim`` (AdamW unless named); the task from
-the program (``run_clm`` causal LM, ``run_mlm`` masked LM, ``run_glue`` classification,
-``run_translation`` seq2seq, ``trl sft`` causal LM; else what the shipped table trains the model for).
+``bf16.enabled``), ``--gradient_checkpointing``, ``--use_peft``/``--lora_r``/``--lora_target_modules``, ZeRO's
+stage (FSDP's sharding as the stage it matches), ``--optim`` (AdamW unless named); the task from the program
+(``run_clm`` causal LM, ``run_mlm`` masked LM, ``run_glue`` classification, ``run_translation`` seq2seq, ``trl
+sft`` causal LM; else what the shipped table trains the model for).
 ``lightning``: ``--model.*``, ``--data.batch_size``, ``--trainer.max_steps``/``max_epochs``,
 ``--trainer.precision``, ``--trainer.accumulate_grad_batches``, ``--trainer.devices``/``num_nodes``.
 Epochs need a dataset the table knows (`advisor.jobscript.datasets`): a causal LM packs its tokens into
@@ -23,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from advisor.introspect.hub import shipped_architecture
+from advisor.introspect.hub import class_defaults, shipped_architecture
 from advisor.jobscript.datasets import Dataset, dataset_in
 
 _TASKS = (
@@ -40,6 +41,16 @@ _FALSE = ("false", "0", "no")
 _HF_MODEL = re.compile(r"^[\w.~/-]+$")
 _PLAIN = re.compile(r"^[a-z][a-z0-9_]*$")
 Value = Callable[..., str | None]
+
+
+class Undescribed(Exception):
+    """A training command whose job the advisor cannot describe, and why: ``values`` holds what was read
+    (epochs `#ADVISOR --dataset-size` completes)."""
+
+    def __init__(self, reason: str, values: Mapping[str, Any] | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.values = dict(values or {})
 
 
 def model_reference(name: str) -> str | None:
@@ -68,7 +79,9 @@ def read_hf(
 ) -> dict[str, Any] | None:
     """A Hugging Face trainer's job, from its (merged) flags; None where it says too little."""
     task = next((task for pattern, task in _TASKS if pattern.search(program.lower())), None)
-    name = flags.get("model-name-or-path") or flags.get("model")
+    name = flags.get("model-name-or-path") or flags.get("model") or flags.get("config-name")
+    if name is None and flags.get("model-type"):
+        name = _class_defaults(program, flags["model-type"])
     processes = flags.get("accelerate.num-processes", "")
     world = int(processes) if processes.isdigit() and int(processes) > 0 else world
     batch = flags.get("per-device-train-batch-size") or flags.get("deepspeed.train-micro-batch-size-per-gpu")
@@ -174,8 +187,42 @@ def _common(
         if task == "seq2seq":
             values["target_length"] = flags.get("max-target-length", "128")
     kwargs = {"attn_implementation": flags["attn-implementation"]} if flags.get("attn-implementation") else {}
-    values["model_kwargs"] = kwargs
+    values["model_kwargs"] = _overrides(flags.get("config-overrides", "")) | kwargs
     return values | _settings(flags, amp, accumulation)
+
+
+def _class_defaults(program: str, model_type: str) -> str:
+    """A model trained from scratch (``--model_type gpt2``, no ``--config_name``): its configuration
+    class's defaults, as the shipped entry that holds them (GPT2Config's are gpt2's)."""
+    name = class_defaults(model_type)
+    if name is None:
+        raise Undescribed(
+            f"{program} trains a new {model_type} model from its configuration class's defaults, which the "
+            "advisor does not know: name the configuration (--config_name NAME) or add "
+            "#ADVISOR --model hf:NAME"
+        )
+    return name
+
+
+def _overrides(text: str) -> dict[str, Any]:
+    """``--config_overrides "n_embd=1024,n_layer=48"``, each value as transformers reads it: an integer, a
+    float, a boolean, else the text."""
+    overrides: dict[str, Any] = {}
+    for pair in filter(None, (part.strip() for part in text.split(","))):
+        key, _, value = pair.partition("=")
+        overrides[key.strip()] = _typed(value.strip())
+    return overrides
+
+
+def _typed(value: str) -> Any:
+    if value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            continue
+    return value
 
 
 def _trained_for(name: str) -> str | None:
