@@ -8,8 +8,8 @@ DeepSpeed's ``train_micro_batch_size_per_gpu``), ``--gradient_accumulation_steps
 ``--max_source_length``), ``--bf16``/``--fp16`` (or accelerate's ``mixed_precision``, DeepSpeed's
 ``bf16.enabled``), ``--gradient_checkpointing``, ``--use_peft``/``--lora_r``/``--lora_target_modules``, ZeRO's
 stage (FSDP's sharding as the stage it matches), ``--optim`` (AdamW unless named); the task from the program
-(``run_clm`` causal LM, ``run_mlm`` masked LM, ``run_glue`` classification, ``run_translation`` seq2seq, ``trl
-sft`` causal LM; else what the shipped table trains the model for).
+(``run_clm`` causal LM, ``run_mlm`` masked LM, ``run_glue`` classification, ``run_translation`` seq2seq,
+``trl sft`` causal LM; else what the shipped table trains the model for).
 ``lightning``: ``--model.*``, ``--data.batch_size``, ``--trainer.max_steps``/``max_epochs``,
 ``--trainer.precision``, ``--trainer.accumulate_grad_batches``, ``--trainer.devices``/``num_nodes``.
 Epochs need a dataset the table knows (`advisor.jobscript.datasets`): a causal LM packs its tokens into
