@@ -28,16 +28,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from advisor.introspect.hub import timm_input_side
-from advisor.jobscript.datasets import Dataset, dataset_in
+from advisor.jobscript.datasets import Dataset
 from advisor.jobscript.finetuners import FINETUNERS, FinetuneCommand, finetuner_style, read_finetuner
+from advisor.jobscript.image_jobs import CONVENTIONS, AtRunTime, read_images
 from advisor.jobscript.launchers import UNKNOWN, Launch, expand, program_of, words_of
 from advisor.jobscript.recipes import Read, recipe_flags
-from advisor.jobscript.trainers import Undescribed, named_data, optimizer_named, read_hf, read_lightning
+from advisor.jobscript.trainers import Undescribed, named_data, read_hf, read_lightning
 
 STYLES = ("imagenet", "torchvision", "timm", "hf", "lightning", *FINETUNERS)
 _ASSIGNMENT = re.compile(r"(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(\S*)")
-_TORCHVISION_NAME = re.compile(r"[a-z][a-z0-9_]*")
 _SWITCHES = frozenset(
     {
         "amp", "fp16", "bf16", "channels-last", "pin-mem", "sync-bn", "no-prefetcher",
@@ -136,7 +135,7 @@ def infer_description(
                 values = read_finetuner(chosen, tuned, reading.datasets)
             else:
                 values = _read(chosen, launch, merged, positional, processes, reading.datasets)
-        except _Unknown:
+        except AtRunTime:
             why = _AT_RUN_TIME.format(command=command)
             unread = Inferred({}, place, chosen, command, *files, lacking=why)
             continue
@@ -183,7 +182,7 @@ def _data_named(style: str, flags: Mapping[str, str], positional: Sequence[str])
     data folder (its flag, timm's ``--dataset``, or its argument)."""
     if style in ("hf", "lightning"):
         return named_data(flags)
-    names = (*_CONVENTIONS[style].data, "dataset")
+    names = (*CONVENTIONS[style].data, "dataset")
     folder = next((flags[name] for name in names if flags.get(name)), None) or next(iter(positional), None)
     return None if folder is None else f'"{folder}"'
 
@@ -259,48 +258,6 @@ def _style(flags: Mapping[str, str], positional: Sequence[str]) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class _Convention:
-    """The flags of each part, and what its program assumes where a flag is absent."""
-
-    model: tuple[str, ...]
-    batch: tuple[str, ...]
-    epochs: tuple[str, ...]
-    defaults: dict[str, str]
-    accumulation: tuple[str, ...] = ()
-    amp: tuple[str, ...] = ()
-    """Switches that turn mixed precision on."""
-    steps: tuple[str, ...] = ()
-    data: tuple[str, ...] = ()
-    per_node: bool = False
-    """The batch is for all GPUs of a node (PyTorch's ImageNet example), not per device."""
-    side: tuple[str, ...] = ()
-    """The input side the program trains at, over the dataset's."""
-    timm: bool = False
-    """Its models are timm's."""
-
-
-_CONVENTIONS = {
-    "imagenet": _Convention(
-        ("a", "arch"), ("b", "batch-size"), ("epochs",),
-        {"model": "resnet18", "batch": "256", "epochs": "90"}, per_node=True,
-    ),
-    "torchvision": _Convention(
-        ("model",), ("b", "batch-size"), ("epochs",), {"batch": "32", "epochs": "90"}, amp=("amp",),
-        data=("data-path",), side=("train-crop-size",),
-    ),
-    "timm": _Convention(
-        ("model",), ("b", "batch-size"), ("epochs",), {"batch": "128", "epochs": "300"},
-        accumulation=("grad-accum-steps",), amp=("amp",), data=("data-dir",), side=("img-size",),
-        timm=True,
-    ),
-}  # fmt: skip
-
-
-class _Unknown(Exception):
-    """A value the script computes at run time: nothing is guessed."""
-
-
 def _read(
     style: str,
     launch: Launch,
@@ -313,81 +270,18 @@ def _read(
     if any(UNKNOWN in value for value in flags.values() if value):
         known = {key: value for key, value in flags.items() if UNKNOWN not in value}
         if style in ("hf", "lightning") and _unknown_matters(flags, known):
-            raise _Unknown(style)
+            raise AtRunTime(style)
         flags = known if style in ("hf", "lightning") else flags
     if style == "hf":
         return read_hf(launch.program, flags, world, datasets)
     if style == "lightning":
         return read_lightning(flags, world, datasets)
-    convention = _CONVENTIONS[style]
+    convention = CONVENTIONS[style]
     scale = processes.nodes if convention.per_node else world
-    return _read_images(convention, flags, positional, scale, datasets)
+    return read_images(convention, flags, positional, scale, datasets)
 
 
 def _unknown_matters(flags: Mapping[str, str], known: Mapping[str, str]) -> bool:
     """A flag computed at run time that sizes the job (its batch, length, model, steps): not guessed."""
     sizing = ("batch", "steps", "epochs", "model", "length", "block-size", "accumulat", "precision", "f16")
     return any(word in key for key in flags.keys() - known.keys() for word in sizing)
-
-
-def _read_images(
-    convention: _Convention,
-    flags: Mapping[str, str],
-    positional: Sequence[str],
-    scale: int,
-    datasets: Mapping[str, Dataset],
-) -> dict[str, Any] | None:
-    """The image conventions; ``scale`` is what the batch flag is multiplied by (devices, or nodes)."""
-
-    def value(part: str) -> str | None:
-        names: tuple[str, ...] = getattr(convention, part)
-        for name in names:
-            if name in flags:
-                found = flags[name]
-                if UNKNOWN in found:
-                    raise _Unknown(name)
-                return found
-        return convention.defaults.get(part)
-
-    model, batch, epochs, steps = value("model"), value("batch"), value("epochs"), value("steps")
-    accumulation, side = value("accumulation") or "1", value("side")
-    amp = [flags[name] for name in convention.amp if name in flags]
-    if any(UNKNOWN in switch for switch in amp):
-        raise _Unknown("amp")
-    dataset = dataset_in([value("data"), *positional, *flags.values()], datasets)
-    global_batch = _product(batch, accumulation, str(scale))
-    if model is None or not _TORCHVISION_NAME.fullmatch(model.split(".", 1)[0]) or global_batch is None:
-        return None
-    values: dict[str, Any] = {"model": model, "global_batch": str(global_batch)}
-    if convention.timm:  # timm's own model, whatever torchvision calls the same name
-        values["model"] = f"timm:{model}"
-    elif "." in model:
-        return None
-    optimizer = optimizer_named(flags.get("opt", "sgd"))  # timm's and torchvision's flag; the example's SGD
-    values |= {} if optimizer is None else {"optimizer": optimizer}
-    if steps and steps not in ("-1", "0"):
-        values["steps"] = steps
-    elif epochs:  # over data the table lacks, without its size (`Inferred.lacking`)
-        values |= {"epochs": epochs} | ({} if dataset is None else {"dataset_size": str(dataset.samples)})
-    else:
-        return None
-    if dataset is not None and dataset.side is not None and dataset.classes is not None:
-        values["input_shape"] = ["3", str(dataset.side), str(dataset.side)]
-        values["model_kwargs"] = {"num_classes": dataset.classes}
-    if side is None and convention.timm:
-        side = str(timm_input_side(model) or "") or None
-    if side is not None and side.isdigit():
-        values["input_shape"] = ["3", side, side]
-    # The script follows its own flags, not the advice's variables: its precision and batch stay.
-    own_amp = any(switch.lower() not in ("false", "0", "no") for switch in amp)
-    own = {"own_amp": own_amp, "own_accumulation": accumulation}
-    return values | own | {"allow_amp": False, "allow_grad_accum": False, "follows_advice": False}
-
-
-def _product(*factors: str | None) -> int | None:
-    result = 1
-    for factor in factors:
-        if factor is None or not factor.isdigit() or int(factor) < 1:
-            return None
-        result *= int(factor)
-    return result

@@ -1,0 +1,122 @@
+"""The image programs' conventions (PyTorch's ImageNet example, torchvision's classification reference,
+timm's train.py): which flags hold the model, the batch, the epochs, the accumulation, the precision, the data
+and the input side, and what each program assumes where a flag is absent."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from advisor.introspect.hub import timm_input_side
+from advisor.jobscript.datasets import Dataset, dataset_in
+from advisor.jobscript.launchers import UNKNOWN
+from advisor.jobscript.trainers import optimizer_named
+
+_TORCHVISION_NAME = re.compile(r"[a-z][a-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class _Convention:
+    """The flags of each part, and what its program assumes where a flag is absent."""
+
+    model: tuple[str, ...]
+    batch: tuple[str, ...]
+    epochs: tuple[str, ...]
+    defaults: dict[str, str]
+    accumulation: tuple[str, ...] = ()
+    amp: tuple[str, ...] = ()
+    """Switches that turn mixed precision on."""
+    steps: tuple[str, ...] = ()
+    data: tuple[str, ...] = ()
+    per_node: bool = False
+    """The batch is for all GPUs of a node (PyTorch's ImageNet example), not per device."""
+    side: tuple[str, ...] = ()
+    """The input side the program trains at, over the dataset's."""
+    timm: bool = False
+    """Its models are timm's."""
+
+
+CONVENTIONS = {
+    "imagenet": _Convention(
+        ("a", "arch"), ("b", "batch-size"), ("epochs",),
+        {"model": "resnet18", "batch": "256", "epochs": "90"}, per_node=True,
+    ),
+    "torchvision": _Convention(
+        ("model",), ("b", "batch-size"), ("epochs",), {"batch": "32", "epochs": "90"}, amp=("amp",),
+        data=("data-path",), side=("train-crop-size",),
+    ),
+    "timm": _Convention(
+        ("model",), ("b", "batch-size"), ("epochs",), {"batch": "128", "epochs": "300"},
+        accumulation=("grad-accum-steps",), amp=("amp",), data=("data-dir",), side=("img-size",),
+        timm=True,
+    ),
+}  # fmt: skip
+
+
+class AtRunTime(Exception):
+    """A value the script computes at run time: nothing is guessed."""
+
+
+def read_images(
+    convention: _Convention,
+    flags: Mapping[str, str],
+    positional: Sequence[str],
+    scale: int,
+    datasets: Mapping[str, Dataset],
+) -> dict[str, Any] | None:
+    """The image conventions; ``scale`` is what the batch flag is multiplied by (devices, or nodes)."""
+
+    def value(part: str) -> str | None:
+        names: tuple[str, ...] = getattr(convention, part)
+        for name in names:
+            if name in flags:
+                found = flags[name]
+                if UNKNOWN in found:
+                    raise AtRunTime(name)
+                return found
+        return convention.defaults.get(part)
+
+    model, batch, epochs, steps = value("model"), value("batch"), value("epochs"), value("steps")
+    accumulation, side = value("accumulation") or "1", value("side")
+    amp = [flags[name] for name in convention.amp if name in flags]
+    if any(UNKNOWN in switch for switch in amp):
+        raise AtRunTime("amp")
+    dataset = dataset_in([value("data"), *positional, *flags.values()], datasets)
+    global_batch = _product(batch, accumulation, str(scale))
+    if model is None or not _TORCHVISION_NAME.fullmatch(model.split(".", 1)[0]) or global_batch is None:
+        return None
+    values: dict[str, Any] = {"model": model, "global_batch": str(global_batch)}
+    if convention.timm:  # timm's own model, whatever torchvision calls the same name
+        values["model"] = f"timm:{model}"
+    elif "." in model:
+        return None
+    optimizer = optimizer_named(flags.get("opt", "sgd"))  # timm's and torchvision's flag; the example's SGD
+    values |= {} if optimizer is None else {"optimizer": optimizer}
+    if steps and steps not in ("-1", "0"):
+        values["steps"] = steps
+    elif epochs:  # over data the table lacks, without its size (`Inferred.lacking`)
+        values |= {"epochs": epochs} | ({} if dataset is None else {"dataset_size": str(dataset.samples)})
+    else:
+        return None
+    if dataset is not None and dataset.side is not None and dataset.classes is not None:
+        values["input_shape"] = ["3", str(dataset.side), str(dataset.side)]
+        values["model_kwargs"] = {"num_classes": dataset.classes}
+    if side is None and convention.timm:
+        side = str(timm_input_side(model) or "") or None
+    if side is not None and side.isdigit():
+        values["input_shape"] = ["3", side, side]
+    # The script follows its own flags, not the advice's variables: its precision and batch stay.
+    own_amp = any(switch.lower() not in ("false", "0", "no") for switch in amp)
+    own = {"own_amp": own_amp, "own_accumulation": accumulation}
+    return values | own | {"allow_amp": False, "allow_grad_accum": False, "follows_advice": False}
+
+
+def _product(*factors: str | None) -> int | None:
+    result = 1
+    for factor in factors:
+        if factor is None or not factor.isdigit() or int(factor) < 1:
+            return None
+        result *= int(factor)
+    return result
