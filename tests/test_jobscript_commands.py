@@ -108,6 +108,9 @@ def test_timm_trains_at_its_models_own_input_size_unless_img_size_says(tmp_path:
     assert description["input_shape"] == (3, 256, 256)
     sized = TIMM_LAUNCHER.format(launch="./distributed_train.sh").replace("--amp", "--amp --img-size 300")
     assert _parsed(tmp_path, sized)[0]["input_shape"] == (3, 300, 300)
+    shaped = sized.replace("--img-size 300", "--input-size 3 320 320")  # timm's C H W
+    assert _parsed(tmp_path, shaped)[0]["input_shape"] == (3, 320, 320)
+    assert _parsed(tmp_path, shaped)[0]["epochs"] == 450 and "/data/imagenet" in shaped
     cifar, _ = _parsed(tmp_path, TIMM)
     assert cifar["input_shape"] == (3, 224, 224) and cifar["model_kwargs"] == {"num_classes": 10}
     torchvision, _ = _parsed(tmp_path, TORCHVISION.replace("resnet50", "efficientnet_b2"))

@@ -51,6 +51,8 @@ _TORCHVISION_FLAGS = frozenset(
     {"data-path", "train-crop-size", "val-resize-size", "lr-scheduler", "lr-warmup-epochs", "label-smoothing"}
 )
 """torchvision's reference alone has these; ``--opt`` and ``--model-ema`` it shares with timm."""
+_SIZES = {"input-size": 3}
+"""Flags of several values: timm's ``--input-size 3 256 256`` (C H W)."""
 _LIGHTNING_STEPS = frozenset({"fit", "validate", "test", "predict"})
 _BOOLEANS = frozenset({"true", "false", "1", "0", "yes", "no"})
 
@@ -236,11 +238,19 @@ def _options(arguments: Sequence[str]) -> tuple[dict[str, str], list[str]]:
         elif key in _SWITCHES and following.lower() not in _BOOLEANS:
             flags[key] = ""
         elif not following.startswith("-"):
-            flags[key] = arguments[index]
-            index += 1
+            end = _values_end(arguments, index, _SIZES.get(key, 1))
+            flags[key], index = " ".join(arguments[index:end]), end
         else:
             flags[key] = ""
     return flags, positional
+
+
+def _values_end(arguments: Sequence[str], start: int, most: int) -> int:
+    """Where a flag's values end: after ``most`` of them, or at the next flag."""
+    end = start + 1
+    while end < min(start + most, len(arguments)) and not arguments[end].startswith("-"):
+        end += 1
+    return end
 
 
 def _style(flags: Mapping[str, str], positional: Sequence[str]) -> str | None:

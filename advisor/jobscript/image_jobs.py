@@ -49,7 +49,7 @@ CONVENTIONS = {
     ),
     "timm": _Convention(
         ("model",), ("b", "batch-size"), ("epochs",), {"batch": "128", "epochs": "300"},
-        accumulation=("grad-accum-steps",), amp=("amp",), data=("data-dir",), side=("img-size",),
+        accumulation=("grad-accum-steps",), amp=("amp",), data=("data-dir",), side=("img-size", "input-size"),
         timm=True,
     ),
 }  # fmt: skip
@@ -105,6 +105,7 @@ def read_images(
         values["model_kwargs"] = {"num_classes": dataset.classes}
     if side is None and convention.timm:
         side = str(timm_input_side(model) or "") or None
+    side = None if side is None else side.split()[-1]  # --input-size's C H W: its width
     if side is not None and side.isdigit():
         values["input_shape"] = ["3", side, side]
     # The script follows its own flags, not the advice's variables: its precision and batch stay.
