@@ -15,15 +15,16 @@ Such a script follows its own flags, not the advice's ``ADVISOR_*`` variables (`
 False): the advice is its partition and time limit, on as many GPUs as it asks for, predicted in its own
 precision (``--amp``, ``--fp16``, ``--bf16``) and accumulation.
 Under the launchers `advisor.jobscript.launchers` knows (their process counts win over the Slurm
-request's where they give them). Lines continue after a backslash, comments are dropped, and a variable
-the script sets to a literal (``BS=256``) is followed; one computed at run time is not guessed, and then
-nothing is inferred. Pure: the caller hands in the world size (from the Slurm request), the dataset table
-(`advisor.jobscript.datasets`) and, in the user's own process, a reader for the files the command names.
+request's where they give them). Lines are the shell's (`advisor.jobscript.shell`: a backslash, an open
+quote or an array continues one, here-documents are passed over), and the variables the script sets are
+followed, strings and arrays of arguments too (``$GPT_ARGS``, ``"${ARGS[@]}"``); a value computed at run
+time is not guessed, and then nothing is inferred. Pure: the caller hands in the world size (from the
+Slurm request), the dataset table (`advisor.jobscript.datasets`) and, in the user's own process, a reader
+for the files the command names.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -31,12 +32,12 @@ from typing import Any
 from advisor.jobscript.datasets import Dataset
 from advisor.jobscript.finetuners import FINETUNERS, FinetuneCommand, finetuner_style, read_finetuner
 from advisor.jobscript.image_jobs import CONVENTIONS, AtRunTime, read_images
-from advisor.jobscript.launchers import UNKNOWN, Launch, expand, program_of, words_of
+from advisor.jobscript.launchers import UNKNOWN, Launch, program_of, words_of
 from advisor.jobscript.recipes import Read, recipe_flags
+from advisor.jobscript.shell import assigned, logical_lines
 from advisor.jobscript.trainers import Undescribed, named_data, read_hf, read_lightning
 
 STYLES = ("imagenet", "torchvision", "timm", "hf", "lightning", *FINETUNERS)
-_ASSIGNMENT = re.compile(r"(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(\S*)")
 _SWITCHES = frozenset(
     {
         "amp", "fp16", "bf16", "channels-last", "pin-mem", "sync-bn", "no-prefetcher",
@@ -91,12 +92,6 @@ class _Processes:
     nodes: int
 
 
-@dataclass(frozen=True)
-class _Line:
-    number: int
-    text: str
-
-
 def infer_description(
     script: str,
     where: str,
@@ -111,11 +106,11 @@ def infer_description(
     variables: dict[str, str | None] = {}
     lacking: Inferred | None = None
     unread: Inferred | None = None  # the last Python program not read: most often the training one
-    for line in _logical_lines(script):
-        assignment = _ASSIGNMENT.fullmatch(line.text.split(" #", 1)[0].strip())
+    for line in logical_lines(script):
+        assignment = assigned(line.text, variables)
         if assignment is not None:
-            name, value = assignment.groups()
-            variables[name] = None if ("$(" in value or "`" in value) else expand(value, variables)
+            name, value = assignment
+            variables[name] = value
             continue
         words = words_of(line.text, variables)
         launch = program_of(words) if words else None
@@ -200,22 +195,6 @@ def _world(launch: Launch, world_size: int) -> int:
     if per_node.isdigit() and nodes.isdigit():
         return int(per_node) * int(nodes)
     return world_size
-
-
-def _logical_lines(script: str) -> list[_Line]:
-    lines: list[_Line] = []
-    pending, start = "", 0
-    for number, raw in enumerate(script.splitlines(), start=1):
-        if not pending:
-            start = number
-        if raw.endswith("\\"):
-            pending += raw[:-1] + " "
-            continue
-        lines.append(_Line(start, pending + raw))
-        pending = ""
-    if pending:
-        lines.append(_Line(start, pending))
-    return [line for line in lines if line.text.strip() and not line.text.lstrip().startswith("#")]
 
 
 def _options(arguments: Sequence[str]) -> tuple[dict[str, str], list[str]]:

@@ -44,6 +44,8 @@ _TIMM_LAUNCHER = "distributed_train.sh"
 """timm's launcher (``./distributed_train.sh 8 /data/imagenet --model NAME ...``): its train.py in as many
 processes."""
 _SHELLS = frozenset({"bash", "sh"})
+_WHOLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?:\[[@*]\])?\}|([A-Za-z_][A-Za-z0-9_]*))")
+"""A word that is one variable: a string's or an array's every element (``${ARGS[@]}``)."""
 _MODULE = frozenset({"-m", "--module"})
 """A launcher's option whose next word is the module it runs (accelerate's, torchrun's, DeepSpeed's; srun's
 ``-m`` is its task distribution)."""
@@ -150,9 +152,22 @@ def words_of(text: str, variables: Mapping[str, str | None]) -> list[str]:
         return []
     expanded = []
     for word in words:
+        whole = _WHOLE.fullmatch(word)
+        value = variables.get(whole[1] or whole[2]) if whole else None
+        if value is not None:  # ``$ARGS``, ``"${ARGS[@]}"``: its words, as the shell splits them
+            expanded += _split(value)
+            continue
         found = expand(word, variables) if "$" in word else word
         if found is None:
             name, has_value, _ = word.partition("=")
             found = f"{name}={UNKNOWN}" if has_value and "$" not in name else UNKNOWN
         expanded.append(found)
     return expanded
+
+
+def _split(value: str) -> list[str]:
+    """A variable's words: an array's elements (shell-quoted where it was set), a string's words."""
+    try:
+        return shlex.split(value)
+    except ValueError:
+        return value.split()

@@ -1,0 +1,104 @@
+"""A job script as its shell reads it, as far as its training command needs: logical lines (a backslash
+continues a line, and so does an open quote or an array's open parenthesis) and the variables it sets,
+strings and arrays, so that ``python run_clm.py $MODEL_ARGS "${TRAIN_ARGS[@]}"`` has its words.
+
+Scripts keep their arguments in variables (``GPT_ARGS="--num-layers 24 ..."`` over several lines, Megatron's
+``GPT_MODEL_ARGS=( ... )``): a variable only the run computes (``$(nproc)``, a backtick) is None, and
+`advisor.jobscript.launchers.words_of` puts `UNKNOWN` where it is used.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from advisor.jobscript.launchers import expand, words_of
+
+_NAME = r"([A-Za-z_][A-Za-z0-9_]*)"
+_ASSIGNMENT = re.compile(rf"(?:export\s+)?{_NAME}=(.*)", re.DOTALL)
+_ARRAY = re.compile(rf"(?:declare\s+-a\s+)?{_NAME}(\+?)=\((.*)\)", re.DOTALL)
+_HERE = re.compile(r"(?<!<)<<-?(?!<)\s*['\"]?([A-Za-z_][A-Za-z0-9_]*)['\"]?")
+"""A here-document's start (``cat > cfg.yaml <<'EOF'``) and its delimiter; not a here-string (``<<<``)."""
+_ARRAY_OPENS = re.compile(rf"\s*(?:declare\s+-a\s+)?{_NAME}\+?=\(")
+
+
+@dataclass(frozen=True)
+class Line:
+    number: int
+    """Where it starts in the script."""
+    text: str
+
+
+def logical_lines(script: str) -> list[Line]:
+    """The script's commands and assignments, each on one line, comments and blank lines left out."""
+    lines: list[Line] = []
+    pending, start, document = "", 0, None
+    for number, raw in enumerate(script.splitlines(), start=1):
+        if document is not None:  # a here-document's body is text, not commands
+            document = None if raw.strip() == document else document
+            continue
+        if not pending:
+            start = number
+        if raw.endswith("\\"):
+            pending += raw[:-1] + " "
+            continue
+        pending += raw
+        if _open(pending):
+            pending += "\n"
+            continue
+        lines.append(Line(start, pending))
+        here = _HERE.search(_body(pending))
+        document, pending = (here[1] if here else None), ""
+    if pending:
+        lines.append(Line(start, pending))
+    return [line for line in lines if line.text.strip() and not line.text.lstrip().startswith("#")]
+
+
+def _open(text: str) -> bool:
+    """Whether the line goes on: a quote not closed, or an array's parenthesis."""
+    if _ARRAY_OPENS.match(text):
+        return not _body(text).rstrip().endswith(")")
+    try:
+        shlex.split(text, comments=True)
+    except ValueError:
+        return text.count("\n") < _MOST_LINES
+    return False
+
+
+_MOST_LINES = 200
+"""An unbalanced quote stops joining lines here: the rest of the script is not one string."""
+
+
+def _body(text: str) -> str:
+    """The text without each line's comment (an array's elements may each carry one)."""
+    return "\n".join(re.sub(r"(^|\s)#.*", "", line) for line in text.split("\n"))
+
+
+def assigned(text: str, variables: Mapping[str, str | None]) -> tuple[str, str | None] | None:
+    """The variable a line sets and its value, its own references in place; None where the line sets
+    none. A value of one word is the word (None where the run computes it); an array's elements and a
+    string's words are kept shell-quoted, each word's run-time part `UNKNOWN`, so that ``$ARGS`` and
+    ``"${ARGS[@]}"`` split back into them."""
+    array = _ARRAY.fullmatch(_body(text).strip())
+    if array is not None:
+        name, append, body = array.groups()
+        before = variables.get(name) if append else ""
+        joined = shlex.join(words_of(body, variables))
+        return name, None if before is None else f"{before} {joined}".strip()
+    try:
+        words = shlex.split(text, comments=True)
+    except ValueError:
+        return None
+    if words[:1] == ["export"]:
+        words = words[1:]
+    found = _ASSIGNMENT.fullmatch(words[0]) if len(words) == 1 else None
+    if found is None:
+        return None
+    name, value = found.groups()
+    if len(value.split()) > 1:
+        return name, shlex.join(words_of(value, variables))
+    if "$(" in value or "`" in value:
+        return name, None
+    return name, expand(value, variables)

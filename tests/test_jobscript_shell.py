@@ -1,0 +1,97 @@
+"""A script's shell as far as its training command needs it (`advisor.jobscript.shell`): arguments kept in
+variables, strings over several lines and arrays, here-documents passed over. Such scripts described no
+job, and said nothing of why."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from advisor.jobscript.launchers import UNKNOWN, words_of
+from advisor.jobscript.shell import assigned, logical_lines
+from advisor.jobscript.submission import parse_job
+
+HEADER = "#!/bin/bash\n#SBATCH --gres=gpu:4\n#SBATCH --time=10:00:00\n"
+STRINGS = """MODEL_ARGS="--model_name_or_path gpt2 --block_size 512"
+TRAIN_ARGS="
+    --per_device_train_batch_size 8 \\
+    --max_steps 2000 \\
+    --bf16
+"
+torchrun --nproc_per_node 4 run_clm.py $MODEL_ARGS $TRAIN_ARGS --output_dir out
+"""
+ARRAYS = """ARGS=(
+    --model_name_or_path gpt2   # the model
+    --per_device_train_batch_size 8
+)
+ARGS+=(--max_steps 2000)  # appended
+torchrun --nproc_per_node 4 run_clm.py "${ARGS[@]}" --output_dir out
+"""
+HERE_DOCUMENT = """cat > accelerate.yaml <<'EOF'
+# don't edit: it's written by the job
+num_processes: 4
+EOF
+cat <<< "it's a here-string"
+python run_clm.py --model_name_or_path gpt2 --per_device_train_batch_size 8 --max_steps 2000 --output_dir o
+"""
+
+
+def _described(tmp_path: Path, body: str) -> dict[str, object]:
+    script = tmp_path / "job.sh"
+    text = HEADER + body
+    parsed = parse_job(text.encode(), str(script), [str(script)], {})
+    assert parsed.description is not None, parsed.undescribed
+    return parsed.description.model_dump() | {"from": parsed.inferred_from}
+
+
+def test_arguments_in_strings_over_several_lines_are_the_commands_words(tmp_path: Path) -> None:
+    described = _described(tmp_path, STRINGS)
+    expected = {
+        "model": "hf:gpt2",
+        "sequence_length": 512,
+        "global_batch": 32,
+        "steps": 2000,
+        "own_amp": True,
+    }
+    assert {key: described[key] for key in expected} == expected
+    assert str(described["from"]).startswith(f"{tmp_path / 'job.sh'}:10 (hf): torchrun --nproc_per_node 4 ")
+
+
+def test_arguments_in_an_array_with_comments_and_an_append_are_its_elements(tmp_path: Path) -> None:
+    described = _described(tmp_path, ARRAYS)
+    expected = {"model": "hf:gpt2", "global_batch": 32, "steps": 2000}
+    assert {key: described[key] for key in expected} == expected
+
+
+def test_a_here_documents_body_is_not_read_as_commands(tmp_path: Path) -> None:
+    """Its apostrophes would otherwise open a quote that swallows the training command."""
+    described = _described(tmp_path, HERE_DOCUMENT)
+    assert described["model"] == "hf:gpt2" and described["steps"] == 2000
+    assert str(described["from"]).startswith(f"{tmp_path / 'job.sh'}:9 (hf): python run_clm.py")
+
+
+def test_logical_lines_start_where_they_start_and_close_where_the_shell_closes_them() -> None:
+    lines = logical_lines(HEADER + STRINGS)
+    assert [line.number for line in lines] == [4, 5, 10]
+    assert lines[1].text.startswith('TRAIN_ARGS="\n') and lines[1].text.endswith('--bf16\n"')
+    arrays = logical_lines(ARRAYS)
+    assert [line.number for line in arrays] == [1, 5, 6]
+
+
+def test_a_value_keeps_its_words_and_marks_what_only_the_run_knows() -> None:
+    variables: dict[str, str | None] = {"BS": "8"}
+    name, value = assigned("EXTRA=\"--batch $BS --workers $(nproc) --tag 'a b'\"", variables) or ("", None)
+    assert name == "EXTRA" and value is not None
+    variables[name] = value
+    assert words_of("run.py $EXTRA", variables) == [
+        "run.py",
+        "--batch",
+        "8",
+        "--workers",
+        UNKNOWN,
+        "--tag",
+        "a b",
+    ]
+    assert assigned("N=$(nproc)", variables) == ("N", None)
+    assert assigned("export LR=0.1", variables) == ("LR", "0.1")
+    assert assigned("python train.py", variables) is None
+    assert assigned("A=1 python train.py", variables) is None, "a command's own environment"
