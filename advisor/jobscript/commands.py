@@ -1,6 +1,6 @@
 """A job description read from the training command line, for scripts without `#ADVISOR --model`.
 
-Seven conventions are understood, as their own programs define their flags:
+Eight conventions are understood, as their own programs define their flags:
 - ``imagenet``: PyTorch's ImageNet example (``-a/--arch``, ``-b/--batch-size`` for all GPUs of a node,
   ``--epochs``, the data folder as its argument);
 - ``torchvision``: torchvision's reference scripts (``--model``, ``-b/--batch-size`` per GPU, ``--epochs``,
@@ -9,6 +9,7 @@ Seven conventions are understood, as their own programs define their flags:
   ``--grad-accum-steps``, ``--epochs``, ``--img-size``, ``--data-dir`` or the data folder as its argument);
 - ``hf``: Hugging Face ``TrainingArguments``, TRL and their YAML recipes, and ``lightning``: the
   Lightning CLI (`advisor.jobscript.trainers`), with the files they name (`advisor.jobscript.recipes`);
+- ``megatron``: Megatron-LM's GPT pretraining, the model's shape in its flags (`advisor.jobscript.megatron`);
 - ``axolotl`` and ``torchtune``: LLM fine-tuning from a YAML config (`advisor.jobscript.finetuners`).
 ``-`` and ``_`` spellings alike.
 Such a script follows its own flags, not the advice's ``ADVISOR_*`` variables (``follows_advice`` is
@@ -33,11 +34,12 @@ from advisor.jobscript.datasets import Dataset
 from advisor.jobscript.finetuners import FINETUNERS, FinetuneCommand, finetuner_style, read_finetuner
 from advisor.jobscript.image_jobs import CONVENTIONS, AtRunTime, read_images
 from advisor.jobscript.launchers import UNKNOWN, Launch, program_of, words_of
+from advisor.jobscript.megatron import megatron_style, read_megatron
 from advisor.jobscript.recipes import Read, recipe_flags
 from advisor.jobscript.shell import assigned, logical_lines
 from advisor.jobscript.trainers import Undescribed, named_data, read_hf, read_lightning
 
-STYLES = ("imagenet", "torchvision", "timm", "hf", "lightning", *FINETUNERS)
+STYLES = ("imagenet", "torchvision", "timm", "hf", "lightning", "megatron", *FINETUNERS)
 _SWITCHES = frozenset(
     {
         "amp", "fp16", "bf16", "channels-last", "pin-mem", "sync-bn", "no-prefetcher",
@@ -233,6 +235,8 @@ def _values_end(arguments: Sequence[str], start: int, most: int) -> int:
 
 
 def _style(flags: Mapping[str, str], positional: Sequence[str]) -> str | None:
+    if megatron_style(flags):
+        return "megatron"
     if "per-device-train-batch-size" in flags or "model-name-or-path" in flags:
         return "hf"
     lightning_step = bool(positional) and positional[0] in _LIGHTNING_STEPS
@@ -258,19 +262,26 @@ def _read(
     world = processes.world
     if any(UNKNOWN in value for value in flags.values() if value):
         known = {key: value for key, value in flags.items() if UNKNOWN not in value}
-        if style in ("hf", "lightning") and _unknown_matters(flags, known):
+        if style in _NAMED_FLAGS and _unknown_matters(flags, known):
             raise AtRunTime(style)
-        flags = known if style in ("hf", "lightning") else flags
+        flags = known if style in _NAMED_FLAGS else flags
     if style == "hf":
         return read_hf(launch.program, flags, world, datasets)
     if style == "lightning":
         return read_lightning(flags, world, datasets)
+    if style == "megatron":
+        return read_megatron(launch.program, flags, world)
     convention = CONVENTIONS[style]
     scale = processes.nodes if convention.per_node else world
     return read_images(convention, flags, positional, scale, datasets)
 
 
+_NAMED_FLAGS = ("hf", "lightning", "megatron")
+"""Styles whose sizes are flags of their own: a run-time value of another flag changes nothing."""
+
+
 def _unknown_matters(flags: Mapping[str, str], known: Mapping[str, str]) -> bool:
     """A flag computed at run time that sizes the job (its batch, length, model, steps): not guessed."""
-    sizing = ("batch", "steps", "epochs", "model", "length", "block-size", "accumulat", "precision", "f16")
+    sizing: tuple[str, ...] = ("batch", "steps", "epochs", "model", "length", "block-size", "accumulat")
+    sizing += ("precision", "f16", "iters", "samples", "layers", "hidden", "heads", "parallel")
     return any(word in key for key in flags.keys() - known.keys() for word in sizing)

@@ -1,0 +1,123 @@
+"""Megatron-LM's GPT pretraining (``pretrain_gpt.py``) as its flags define the job: the model's shape
+(``--num-layers``, ``--hidden-size``, ``--num-attention-heads``, ``--ffn-hidden-size``, ``--seq-length``),
+its batch (``--micro-batch-size`` per data-parallel rank, ``--global-batch-size``, accumulated to it), its
+length (``--train-iters``, else ``--train-samples`` over the global batch), ``--fp16``/``--bf16`` and
+activation recomputation.
+
+The model is built as transformers' class of the same shape: GPT-2's (learned positions, GELU, LayerNorm)
+unless the flags say Llama's (``--swiglu``, ``--normalization RMSNorm``, ``--position-embedding-type
+rope``; ``--group-query-attention`` with ``--num-query-groups``; embeddings tied unless
+``--untie-embeddings-and-output-weights``), with its tokenizer's vocabulary unless ``--vocab-size`` says.
+A model split over GPUs (tensor, pipeline or context parallel) the advisor does not predict: it says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from advisor.jobscript.trainers import Undescribed
+
+_SIZES = ("num-layers", "hidden-size", "num-attention-heads", "seq-length")
+_SPLITS = ("tensor-model-parallel-size", "pipeline-model-parallel-size", "context-parallel-size")
+_GPT = "gpt2"
+_LLAMA = "llama-2-7b-hf"
+"""The shipped entries whose configuration classes the shapes are built on (`advisor.introspect.hub`)."""
+
+
+def megatron_style(flags: Mapping[str, str]) -> bool:
+    """Flags only Megatron's programs take."""
+    return "micro-batch-size" in flags and "num-layers" in flags
+
+
+def read_megatron(program: str, flags: Mapping[str, str], world: int) -> dict[str, Any] | None:
+    """The job's values; None where a size is missing; `Undescribed` where the model is split over GPUs."""
+    sizes = [
+        flags.get(name, "") for name in ("num-layers", "hidden-size", "num-attention-heads", "seq-length")
+    ]
+    micro = flags.get("micro-batch-size", "")
+    if not all(size.isdigit() and int(size) > 0 for size in (*sizes, micro)):
+        return None
+    split = [int(ways) if (ways := flags.get(name, "1")).isdigit() else 1 for name in _SPLITS]
+    if any(ways > 1 for ways in split):
+        raise Undescribed(
+            f"{program} splits its model over GPUs (tensor, pipeline or context parallel: "
+            f"{' x '.join(map(str, split))}), which the advisor does not predict: it predicts data "
+            "parallelism, each GPU holding the whole model"
+        )
+    layers, hidden, heads, length = map(int, sizes)
+    given = flags.get("global-batch-size", "")
+    global_batch = int(given) if given.isdigit() else int(micro) * world
+    accumulation, left = divmod(global_batch, int(micro) * world)
+    if accumulation < 1 or left:
+        return None
+    steps = _steps(flags, global_batch)
+    if steps is None:
+        return None
+    recompute = "recompute-activations" in flags or "recompute-granularity" in flags
+    return {
+        "model": f"hf:{_LLAMA if _llama(flags) else _GPT}",
+        "model_kwargs": _shape(flags, layers, hidden, heads, length),
+        "task": "causal-lm",
+        "sequence_length": str(length),
+        "global_batch": str(global_batch),
+        "steps": str(steps),
+        "optimizer": "sgd" if flags.get("optimizer") == "sgd" else "adamw",  # its Adam decouples decay
+        "gradient_checkpointing": recompute,
+        "own_amp": "fp16" in flags or "bf16" in flags,
+        "own_accumulation": str(accumulation),
+        "allow_amp": False,
+        "allow_grad_accum": False,
+        "follows_advice": False,
+    }
+
+
+def _steps(flags: Mapping[str, str], global_batch: int) -> int | None:
+    iterations, samples = flags.get("train-iters", ""), flags.get("train-samples", "")
+    if iterations.isdigit():
+        return int(iterations)
+    return -(-int(samples) // global_batch) if samples.isdigit() else None
+
+
+def _llama(flags: Mapping[str, str]) -> bool:
+    return (
+        "swiglu" in flags
+        or flags.get("normalization", "").lower() == "rmsnorm"
+        or flags.get("position-embedding-type", "").lower() == "rope"
+    )
+
+
+def _shape(flags: Mapping[str, str], layers: int, hidden: int, heads: int, length: int) -> dict[str, Any]:
+    """The configuration class's fields of the model's shape."""
+    given = flags.get("max-position-embeddings", "")
+    positions = int(given) if given.isdigit() else length
+    ffn = flags.get("ffn-hidden-size", "")
+    vocabulary = flags.get("vocab-size", "")
+    if not _llama(flags):
+        shape: dict[str, Any] = {
+            "n_layer": layers,
+            "n_embd": hidden,
+            "n_head": heads,
+            "n_positions": positions,
+        }
+        return shape | ({"n_inner": int(ffn)} if ffn.isdigit() else {}) | _vocabulary(vocabulary)
+    shape = {
+        "num_hidden_layers": layers,
+        "hidden_size": hidden,
+        "num_attention_heads": heads,
+        "num_key_value_heads": _groups(flags, heads),
+        "intermediate_size": int(ffn) if ffn.isdigit() else 4 * hidden,
+        "max_position_embeddings": positions,
+        "tie_word_embeddings": "untie-embeddings-and-output-weights" not in flags,
+    }
+    return shape | _vocabulary(vocabulary)
+
+
+def _vocabulary(size: str) -> dict[str, Any]:
+    return {"vocab_size": int(size)} if size.isdigit() else {}
+
+
+def _groups(flags: Mapping[str, str], heads: int) -> int:
+    """Key-value heads: ``--num-query-groups`` under ``--group-query-attention``, else one a head."""
+    groups = flags.get("num-query-groups", "")
+    return int(groups) if "group-query-attention" in flags and groups.isdigit() else heads
