@@ -130,11 +130,11 @@ def test_torchvisions_reference_trains_at_its_crop_size_with_the_optimizer_it_na
 
 
 def test_a_training_command_not_read_says_why_and_names_the_last_such_program(tmp_path: Path) -> None:
-    """nanoGPT's ``train.py config/x.py --batch_size=12`` (a convention the advisor does not read) said
-    nothing at all: no description and no word why; nor did a batch set only when the job runs."""
+    """A program of the user's own (``train.py --cfg exp.yaml --bs 12``, a convention the advisor does not
+    read) said nothing at all: no description and no word why; nor did a batch set only when the job runs."""
     text = (
         "#!/bin/bash\n#SBATCH --gres=gpu:8\npython prepare.py\n"
-        "torchrun --standalone --nproc_per_node=8 train.py config/train_gpt2.py --batch_size=12\n"
+        "torchrun --standalone --nproc_per_node=8 train.py --cfg exp.yaml --bs 12\n"
     )
     parsed = parse_job(text.encode(), "job.sh", ["job.sh"], {})
     assert parsed.description is None and parsed.undescribed is not None

@@ -1,6 +1,6 @@
 """A job description read from the training command line, for scripts without `#ADVISOR --model`.
 
-Eight conventions are understood, as their own programs define their flags:
+Nine conventions are understood, as their own programs define their flags:
 - ``imagenet``: PyTorch's ImageNet example (``-a/--arch``, ``-b/--batch-size`` for all GPUs of a node,
   ``--epochs``, the data folder as its argument);
 - ``torchvision``: torchvision's reference scripts (``--model``, ``-b/--batch-size`` per GPU, ``--epochs``,
@@ -9,7 +9,8 @@ Eight conventions are understood, as their own programs define their flags:
   ``--grad-accum-steps``, ``--epochs``, ``--img-size``, ``--data-dir`` or the data folder as its argument);
 - ``hf``: Hugging Face ``TrainingArguments``, TRL and their YAML recipes, and ``lightning``: the
   Lightning CLI (`advisor.jobscript.trainers`), with the files they name (`advisor.jobscript.recipes`);
-- ``megatron``: Megatron-LM's GPT pretraining, the model's shape in its flags (`advisor.jobscript.megatron`);
+- ``megatron``: Megatron-LM's GPT pretraining, the model's shape in its flags (`advisor.jobscript.megatron`),
+  and ``nanogpt``: nanoGPT's train.py, its Python config read as text (`advisor.jobscript.nanogpt`);
 - ``axolotl`` and ``torchtune``: LLM fine-tuning from a YAML config (`advisor.jobscript.finetuners`).
 ``-`` and ``_`` spellings alike.
 Such a script follows its own flags, not the advice's ``ADVISOR_*`` variables (``follows_advice`` is
@@ -35,11 +36,12 @@ from advisor.jobscript.finetuners import FINETUNERS, FinetuneCommand, finetuner_
 from advisor.jobscript.image_jobs import CONVENTIONS, AtRunTime, read_images
 from advisor.jobscript.launchers import UNKNOWN, Launch, program_of, words_of
 from advisor.jobscript.megatron import megatron_style, read_megatron
+from advisor.jobscript.nanogpt import nanogpt_style, read_nanogpt
 from advisor.jobscript.recipes import Read, recipe_flags
 from advisor.jobscript.shell import assigned, logical_lines
 from advisor.jobscript.trainers import Undescribed, named_data, read_hf, read_lightning
 
-STYLES = ("imagenet", "torchvision", "timm", "hf", "lightning", "megatron", *FINETUNERS)
+STYLES = ("imagenet", "torchvision", "timm", "hf", "lightning", "megatron", "nanogpt", *FINETUNERS)
 _SWITCHES = frozenset(
     {
         "amp", "fp16", "bf16", "channels-last", "pin-mem", "sync-bn", "no-prefetcher",
@@ -121,7 +123,9 @@ def infer_description(
         flags, positional = _options(launch.arguments)
         recipe = recipe_flags(flags, positional, launch.launcher, reading.read)
         merged = {**recipe.values, **flags}
-        chosen = style or finetuner_style(launch.program, merged) or _style(merged, positional)
+        chosen = (
+            style or finetuner_style(launch.program, merged) or _style(launch.program, merged, positional)
+        )
         command = " ".join(word.replace(UNKNOWN, "?") for word in words)
         files, place = (tuple(recipe.read), tuple(recipe.unread)), f"{where}:{line.number}"
         if chosen is None:
@@ -132,6 +136,8 @@ def infer_description(
             if chosen in FINETUNERS:
                 tuned = FinetuneCommand(launch.program, merged, positional, recipe.unread, processes.world)
                 values = read_finetuner(chosen, tuned, reading.datasets)
+            elif chosen == "nanogpt":
+                values = read_nanogpt(merged, positional, recipe.unread, processes.world)
             else:
                 values = _read(chosen, launch, merged, positional, processes, reading.datasets)
         except AtRunTime:
@@ -234,9 +240,11 @@ def _values_end(arguments: Sequence[str], start: int, most: int) -> int:
     return end
 
 
-def _style(flags: Mapping[str, str], positional: Sequence[str]) -> str | None:
+def _style(program: str, flags: Mapping[str, str], positional: list[str]) -> str | None:
     if megatron_style(flags):
         return "megatron"
+    if nanogpt_style(program, flags, positional):
+        return "nanogpt"
     if "per-device-train-batch-size" in flags or "model-name-or-path" in flags:
         return "hf"
     lightning_step = bool(positional) and positional[0] in _LIGHTNING_STEPS

@@ -1,6 +1,7 @@
 """The files a training command names, read as flags: its recipe (``--config recipe.yaml``, a positional
-YAML or JSON as Hugging Face's argument parser takes one), ``accelerate launch --config_file``'s YAML,
-and a DeepSpeed JSON (``--deepspeed ds.json``, or the one accelerate's file names).
+YAML or JSON as Hugging Face's argument parser takes one, nanoGPT's Python config as its first argument,
+its literal assignments only), ``accelerate launch --config_file``'s YAML, and a DeepSpeed JSON
+(``--deepspeed ds.json``, or the one accelerate's file names).
 
 Nested keys become dotted flags (Lightning's ``trainer: {max_steps: 10}`` is ``--trainer.max_steps 10``,
 ``init_args`` levels dropped; a list of mappings numbers them: ``datasets.0.path``), ``_`` spelt ``-`` as the
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from advisor.jobscript.launchers import accelerate_flags
+from advisor.jobscript.nanogpt import config_assignments
 
 Read = Callable[[str], str | None]
 """A path as the command names it, to its text; None where it cannot be read here."""
@@ -40,6 +42,7 @@ def recipe_flags(
     recipe = Recipe()
     names = [flags[key] for key in ("config", "config-file", "recipe") if flags.get(key)]
     names += [word for word in positional if word.endswith(_RECIPE_ENDINGS)]
+    names += positional[:1] if positional and positional[0].endswith(".py") else []  # nanoGPT's config
     for name in names:
         recipe.values |= _flattened(_load(name, read, recipe))
     accelerate_file = launcher.get("config-file")
@@ -66,7 +69,13 @@ def _load(name: str, read: Read | None, recipe: Recipe) -> object:
         )
         return {}
     try:
-        data = json.loads(text) if name.endswith(".json") else _yaml(text)
+        data = (
+            json.loads(text)
+            if name.endswith(".json")
+            else config_assignments(text)
+            if name.endswith(".py")
+            else _yaml(text)
+        )
     except ImportError:
         recipe.unread.append(f"{name} (PyYAML is not installed)")
         return {}
