@@ -63,22 +63,10 @@ def read_nanogpt(
     accumulation, left = divmod(int(settings["gradient-accumulation-steps"]), world)
     if accumulation < 1 or left:
         return None
-    batch, block = int(settings["batch-size"]), int(settings["block-size"])
-    origin = settings["init-from"]
-    pretrained = origin in _PRETRAINED
-    shape = {"n_positions": block} | (
-        {}
-        if pretrained
-        else {
-            "n_layer": int(settings["n-layer"]),
-            "n_head": int(settings["n-head"]),
-            "n_embd": int(settings["n-embd"]),
-            "vocab_size": _CHARACTERS.get(settings["dataset"], _VOCABULARY),
-        }
-    )
+    batch, block, origin = int(settings["batch-size"]), int(settings["block-size"]), settings["init-from"]
     return {
-        "model": f"hf:{origin if pretrained else 'gpt2'}",
-        "model_kwargs": shape,
+        "model": f"hf:{origin if origin in _PRETRAINED else 'gpt2'}",
+        "model_kwargs": _shape(settings, block),
         "task": "causal-lm",
         "sequence_length": str(block),
         "global_batch": str(batch * accumulation * world),
@@ -89,6 +77,20 @@ def read_nanogpt(
         "allow_amp": False,
         "allow_grad_accum": False,
         "follows_advice": False,
+    }
+
+
+def _shape(settings: Mapping[str, str], block: int) -> dict[str, Any]:
+    """The GPT's configuration: GPT-2's published one cropped to the block where it fine-tunes one, else
+    its own depth, heads, width and vocabulary."""
+    if settings["init-from"] in _PRETRAINED:
+        return {"n_positions": block}
+    return {
+        "n_positions": block,
+        "n_layer": int(settings["n-layer"]),
+        "n_head": int(settings["n-head"]),
+        "n_embd": int(settings["n-embd"]),
+        "vocab_size": _CHARACTERS.get(settings["dataset"], _VOCABULARY),
     }
 
 
