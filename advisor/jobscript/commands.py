@@ -1,6 +1,6 @@
 """A job description read from the training command line, for scripts without `#ADVISOR --model`.
 
-Nine conventions are understood, as their own programs define their flags:
+Ten conventions are understood, as their own programs define their flags:
 - ``imagenet``: PyTorch's ImageNet example (``-a/--arch``, ``-b/--batch-size`` for all GPUs of a node,
   ``--epochs``, the data folder as its argument);
 - ``torchvision``: torchvision's reference scripts (``--model``, ``-b/--batch-size`` per GPU, ``--epochs``,
@@ -10,7 +10,8 @@ Nine conventions are understood, as their own programs define their flags:
 - ``hf``: Hugging Face ``TrainingArguments``, TRL and their YAML recipes, and ``lightning``: the
   Lightning CLI (`advisor.jobscript.trainers`), with the files they name (`advisor.jobscript.recipes`);
 - ``megatron``: Megatron-LM's GPT pretraining, the model's shape in its flags (`advisor.jobscript.megatron`),
-  and ``nanogpt``: nanoGPT's train.py, its Python config read as text (`advisor.jobscript.nanogpt`);
+  ``nanogpt``: nanoGPT's train.py, its Python config read as text (`advisor.jobscript.nanogpt`), and
+  ``torchtitan``: its trainer and TOML config (`advisor.jobscript.torchtitan`);
 - ``axolotl`` and ``torchtune``: LLM fine-tuning from a YAML config (`advisor.jobscript.finetuners`).
 ``-`` and ``_`` spellings alike.
 Such a script follows its own flags, not the advice's ``ADVISOR_*`` variables (``follows_advice`` is
@@ -39,9 +40,11 @@ from advisor.jobscript.megatron import megatron_style, read_megatron
 from advisor.jobscript.nanogpt import nanogpt_style, read_nanogpt
 from advisor.jobscript.recipes import Read, recipe_flags
 from advisor.jobscript.shell import assigned, logical_lines
+from advisor.jobscript.torchtitan import read_torchtitan, torchtitan_style
 from advisor.jobscript.trainers import Undescribed, named_data, read_hf, read_lightning
 
-STYLES = ("imagenet", "torchvision", "timm", "hf", "lightning", "megatron", "nanogpt", *FINETUNERS)
+_PROGRAMS = ("imagenet", "torchvision", "timm", "hf", "lightning", "megatron", "nanogpt", "torchtitan")
+STYLES = (*_PROGRAMS, *FINETUNERS)
 _SWITCHES = frozenset(
     {
         "amp", "fp16", "bf16", "channels-last", "pin-mem", "sync-bn", "no-prefetcher",
@@ -243,6 +246,8 @@ def _values_end(arguments: Sequence[str], start: int, most: int) -> int:
 def _style(program: str, flags: Mapping[str, str], positional: list[str]) -> str | None:
     if megatron_style(flags):
         return "megatron"
+    if torchtitan_style(program, flags):
+        return "torchtitan"
     if nanogpt_style(program, flags, positional):
         return "nanogpt"
     if "per-device-train-batch-size" in flags or "model-name-or-path" in flags:
@@ -279,17 +284,19 @@ def _read(
         return read_lightning(flags, world, datasets)
     if style == "megatron":
         return read_megatron(launch.program, flags, world)
+    if style == "torchtitan":
+        return read_torchtitan(launch.program, flags, world)
     convention = CONVENTIONS[style]
     scale = processes.nodes if convention.per_node else world
     return read_images(convention, flags, positional, scale, datasets)
 
 
-_NAMED_FLAGS = ("hf", "lightning", "megatron")
+_NAMED_FLAGS = ("hf", "lightning", "megatron", "torchtitan")
 """Styles whose sizes are flags of their own: a run-time value of another flag changes nothing."""
 
 
 def _unknown_matters(flags: Mapping[str, str], known: Mapping[str, str]) -> bool:
     """A flag computed at run time that sizes the job (its batch, length, model, steps): not guessed."""
     sizing: tuple[str, ...] = ("batch", "steps", "epochs", "model", "length", "block-size", "accumulat")
-    sizing += ("precision", "f16", "iters", "samples", "layers", "hidden", "heads", "parallel")
+    sizing += ("precision", "f16", "iters", "samples", "layers", "hidden", "heads", "parallel", "seq-len")
     return any(word in key for key in flags.keys() - known.keys() for word in sizing)

@@ -39,7 +39,8 @@ UNKNOWN = "\x00"
 """A word whose value the script computes at run time."""
 _ENVIRONMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
 """A variable set for the command alone (``CUDA_VISIBLE_DEVICES=0,1 accelerate launch ...``)."""
-_REFERENCE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+_REFERENCE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
+"""``$NAME``, ``${NAME}``, and ``${NAME:-default}`` (the default where the script does not set NAME)."""
 _TIMM_LAUNCHER = "distributed_train.sh"
 """timm's launcher (``./distributed_train.sh 8 /data/imagenet --model NAME ...``): its train.py in as many
 processes."""
@@ -134,7 +135,8 @@ def expand(text: str, variables: Mapping[str, str | None]) -> str | None:
 
     def value(match: re.Match[str]) -> str:
         nonlocal unknown
-        found = variables.get(match[1] or match[2])
+        name, default = match[1] or match[3], match[2]
+        found = variables.get(name) if default is None or name in variables else default
         unknown = unknown or found is None
         return found or ""
 

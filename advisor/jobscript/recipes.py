@@ -1,7 +1,7 @@
 """The files a training command names, read as flags: its recipe (``--config recipe.yaml``, a positional
 YAML or JSON as Hugging Face's argument parser takes one, nanoGPT's Python config as its first argument,
-its literal assignments only), ``accelerate launch --config_file``'s YAML, and a DeepSpeed JSON
-(``--deepspeed ds.json``, or the one accelerate's file names).
+its literal assignments only, torchtitan's TOML), ``accelerate launch --config_file``'s YAML, and a
+DeepSpeed JSON (``--deepspeed ds.json``, or the one accelerate's file names).
 
 Nested keys become dotted flags (Lightning's ``trainer: {max_steps: 10}`` is ``--trainer.max_steps 10``,
 ``init_args`` levels dropped; a list of mappings numbers them: ``datasets.0.path``), ``_`` spelt ``-`` as the
@@ -14,11 +14,12 @@ this stays pure; a file that cannot be read is named, not guessed.
 from __future__ import annotations
 
 import json
+import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from advisor.jobscript.launchers import accelerate_flags
+from advisor.jobscript.launchers import UNKNOWN, accelerate_flags
 from advisor.jobscript.nanogpt import config_assignments
 
 Read = Callable[[str], str | None]
@@ -40,7 +41,7 @@ def recipe_flags(
 ) -> Recipe:
     """The flags the command's files set; ``flags`` are the program's own (they name the files)."""
     recipe = Recipe()
-    names = [flags[key] for key in ("config", "config-file", "recipe") if flags.get(key)]
+    names = [flags[key] for key in ("config", "config-file", "recipe", "job.config-file") if flags.get(key)]
     names += [word for word in positional if word.endswith(_RECIPE_ENDINGS)]
     names += positional[:1] if positional and positional[0].endswith(".py") else []  # nanoGPT's config
     for name in names:
@@ -62,6 +63,9 @@ def recipe_flags(
 
 
 def _load(name: str, read: Read | None, recipe: Recipe) -> object:
+    if UNKNOWN in name:
+        recipe.unread.append(f"{name.replace(UNKNOWN, '?')} (named only when the job runs)")
+        return {}
     text = None if read is None else read(name)
     if text is None:
         recipe.unread.append(
@@ -69,21 +73,24 @@ def _load(name: str, read: Read | None, recipe: Recipe) -> object:
         )
         return {}
     try:
-        data = (
-            json.loads(text)
-            if name.endswith(".json")
-            else config_assignments(text)
-            if name.endswith(".py")
-            else _yaml(text)
-        )
+        data = _parsed(name, text)
     except ImportError:
         recipe.unread.append(f"{name} (PyYAML is not installed)")
         return {}
-    except ValueError as error:
+    except (ValueError, tomllib.TOMLDecodeError) as error:
         recipe.unread.append(f"{name} ({error})")
         return {}
     recipe.read.append(name)
     return data
+
+
+def _parsed(name: str, text: str) -> object:
+    """A file's settings by its kind: JSON, TOML (torchtitan's), a Python config's literals, else YAML."""
+    if name.endswith(".json"):
+        return json.loads(text)
+    if name.endswith(".toml"):
+        return tomllib.loads(text)
+    return config_assignments(text) if name.endswith(".py") else _yaml(text)
 
 
 def _yaml(text: str) -> object:
