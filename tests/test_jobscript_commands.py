@@ -276,3 +276,34 @@ def test_advisor_parse_json_shows_what_was_inferred_and_from_where(tmp_path: Pat
     assert parsed["inferred_from"].startswith(
         f"{script}:7 (torchvision): torchrun --nproc_per_node=4 train.py"
     )
+
+
+DEIT = """#!/bin/bash
+#SBATCH --gres=gpu:8
+python -m torch.distributed.launch --nproc_per_node=8 --use_env main.py --model deit_small_patch16_224 \\
+    --batch-size 128 --data-path /datasets/imagenet --output_dir /checkpoint/deit
+"""
+
+
+def test_deits_main_py_is_timms_model_at_its_own_defaults(tmp_path: Path) -> None:
+    """DeiT's README command: 300 epochs, AdamW, autocast always (its engine's); it was read as
+    torchvision's reference (90 epochs, SGD, fp32, a model torchvision does not have). ConvNeXt's main.py
+    (``--update_freq``) trains in fp32 unless ``--use_amp true``."""
+    description, source = _parsed(tmp_path, DEIT)
+    expected = {
+        "model": "timm:deit_small_patch16_224", "global_batch": 1024, "epochs": 300, "own_amp": True,
+        "optimizer": "adamw", "input_shape": (3, 224, 224),
+    }  # fmt: skip
+    assert {key: description[key] for key in expected} == expected
+    assert source is not None and " (deit): python -m torch.distributed.launch " in source
+    convnext = DEIT.replace("deit_small_patch16_224", "convnext_tiny").replace(
+        "--output_dir", "--update_freq 4 --output_dir"
+    )
+    described, _ = _parsed(tmp_path, convnext)
+    assert (described["global_batch"], described["own_accumulation"], described["own_amp"]) == (
+        4096,
+        4,
+        False,
+    )
+    amp = convnext.replace("--update_freq 4", "--update_freq 4 --use_amp true")
+    assert _parsed(tmp_path, amp)[0]["own_amp"] is True

@@ -34,7 +34,7 @@ from typing import Any
 
 from advisor.jobscript.datasets import Dataset
 from advisor.jobscript.finetuners import FINETUNERS, FinetuneCommand, finetuner_style, read_finetuner
-from advisor.jobscript.image_jobs import CONVENTIONS, AtRunTime, read_images
+from advisor.jobscript.image_jobs import CONVENTIONS, DEIT_PROGRAMS, AtRunTime, read_images
 from advisor.jobscript.launchers import UNKNOWN, Launch, program_of, words_of
 from advisor.jobscript.megatron import megatron_style, read_megatron
 from advisor.jobscript.nanogpt import nanogpt_style, read_nanogpt
@@ -43,7 +43,17 @@ from advisor.jobscript.shell import assigned, logical_lines
 from advisor.jobscript.torchtitan import read_torchtitan, torchtitan_style
 from advisor.jobscript.trainers import Undescribed, named_data, read_hf, read_lightning
 
-_PROGRAMS = ("imagenet", "torchvision", "timm", "hf", "lightning", "megatron", "nanogpt", "torchtitan")
+_PROGRAMS = (
+    "imagenet",
+    "torchvision",
+    "timm",
+    "deit",
+    "hf",
+    "lightning",
+    "megatron",
+    "nanogpt",
+    "torchtitan",
+)
 STYLES = (*_PROGRAMS, *FINETUNERS)
 _SWITCHES = frozenset(
     {
@@ -257,6 +267,8 @@ def _style(program: str, flags: Mapping[str, str], positional: list[str]) -> str
         return "lightning"
     if "a" in flags or "arch" in flags:
         return "imagenet"
+    if program in DEIT_PROGRAMS and "data-path" in flags and "model" in flags:
+        return "deit"
     if _TIMM_FLAGS & flags.keys() and not _TORCHVISION_FLAGS & flags.keys():
         return "timm"
     if "model" in flags:

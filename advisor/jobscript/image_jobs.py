@@ -1,6 +1,7 @@
 """The image programs' conventions (PyTorch's ImageNet example, torchvision's classification reference,
-timm's train.py): which flags hold the model, the batch, the epochs, the accumulation, the precision, the data
-and the input side, and what each program assumes where a flag is absent."""
+timm's train.py, DeiT's, ConvNeXt's and MAE's main.py): which flags hold the model, the batch, the epochs,
+the accumulation, the precision, the data and the input side, and what each program assumes where a flag
+is absent."""
 
 from __future__ import annotations
 
@@ -36,6 +37,9 @@ class _Convention:
     """The input side the program trains at, over the dataset's."""
     timm: bool = False
     """Its models are timm's."""
+    autocast: bool = False
+    """It trains in mixed precision with no switch (DeiT's and MAE's engines), but where ``--update_freq``
+    says ConvNeXt's, whose ``--use_amp`` is off unless given."""
 
 
 CONVENTIONS = {
@@ -52,7 +56,14 @@ CONVENTIONS = {
         accumulation=("grad-accum-steps",), amp=("amp",), data=("data-dir",), side=("img-size", "input-size"),
         timm=True,
     ),
+    "deit": _Convention(  # DeiT's, ConvNeXt's and MAE's main.py: timm's models, their own flags
+        ("model",), ("batch-size",), ("epochs",), {"batch": "64", "epochs": "300", "opt": "adamw"},
+        accumulation=("update-freq", "accum-iter"), amp=("use-amp",), data=("data-path",),
+        side=("input-size",), timm=True, autocast=True,
+    ),
 }  # fmt: skip
+DEIT_PROGRAMS = frozenset({"main.py", "main_finetune.py", "main_pretrain.py"})
+"""facebookresearch's timm-based trainers (DeiT, ConvNeXt, MAE), told from torchvision's train.py."""
 
 
 class AtRunTime(Exception):
@@ -92,7 +103,7 @@ def read_images(
         values["model"] = f"timm:{model}"
     elif "." in model:
         return None
-    optimizer = optimizer_named(flags.get("opt", "sgd"))  # timm's and torchvision's flag; the example's SGD
+    optimizer = optimizer_named(flags.get("opt", convention.defaults.get("opt", "sgd")))  # the example's SGD
     values |= {} if optimizer is None else {"optimizer": optimizer}
     if steps and steps not in ("-1", "0"):
         values["steps"] = steps
@@ -110,6 +121,8 @@ def read_images(
         values["input_shape"] = ["3", side, side]
     # The script follows its own flags, not the advice's variables: its precision and batch stay.
     own_amp = any(switch.lower() not in ("false", "0", "no") for switch in amp)
+    if not amp and convention.autocast:
+        own_amp = "update-freq" not in flags
     own = {"own_amp": own_amp, "own_accumulation": accumulation}
     return values | own | {"allow_amp": False, "allow_grad_accum": False, "follows_advice": False}
 

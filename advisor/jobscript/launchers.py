@@ -1,14 +1,14 @@
 """The training program in a command line, past its launchers, with the launchers' own options kept.
 
-Launchers: ``srun``, ``torchrun``, ``python -m torch.distributed.run``, ``accelerate launch``,
-``deepspeed``, ``python [-u] [-m module]``, timm's ``[bash] distributed_train.sh N`` (its train.py in N
-processes), a launcher's own ``-m module`` (``accelerate launch -m
-axolotl.cli.train config.yml``); TRL's command (``trl sft --config recipe.yaml``), axolotl's (``axolotl train
-config.yml``) and torchtune's (``tune run [torchrun's options] RECIPE --config FILE``, the recipe its program)
-are programs of their own. What a launcher says about the processes and precision (``--nproc_per_node``,
-``--nnodes``, ``--num_processes``, ``--num_machines``, ``--mixed_precision``, ``--config_file``) is kept by
-name, ``-``/``_`` spellings as one; variables set for the command alone (``CUDA_VISIBLE_DEVICES=0 python``)
-are passed over. A line's words come with the script's variables in place (`words_of`).
+Launchers: ``srun``, ``torchrun``, ``python -m torch.distributed.run`` (or ``.launch``), ``accelerate
+launch``, ``deepspeed``, ``python [-u] [-m module]``, timm's ``[bash] distributed_train.sh N`` (its train.py
+in N processes), a launcher's own ``-m module`` (``accelerate launch -m axolotl.cli.train config.yml``); TRL's
+command (``trl sft --config recipe.yaml``), axolotl's (``axolotl train config.yml``) and torchtune's (``tune
+run [torchrun's options] RECIPE --config FILE``, the recipe its program) are programs of their own. What a
+launcher says about the processes and precision (``--nproc_per_node``, ``--nnodes``, ``--num_processes``,
+``--num_machines``, ``--mixed_precision``, ``--config_file``) is kept by name, ``-``/``_`` spellings as one;
+variables set for the command alone (``CUDA_VISIBLE_DEVICES=0 python``) are passed over. A line's words come
+with the script's variables in place (`words_of`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 _LAUNCHERS = frozenset({"srun", "torchrun", "accelerate", "deepspeed"})
 _BARE_SWITCHES = frozenset(
     {
-        *("-u", "-O", "-B", "--standalone", "--multi_gpu", "--multi-gpu"),
+        *("-u", "-O", "-B", "--standalone", "--multi_gpu", "--multi-gpu", "--use_env", "--use-env"),
         *("--use_deepspeed", "--use-deepspeed", "--use_fsdp", "--use-fsdp"),
     }
 )
@@ -93,7 +93,7 @@ def program_of(words: Sequence[str]) -> Launch | None:
             if index < len(words) and words[index] == "-m":
                 module = words[index + 1] if index + 1 < len(words) else ""
                 index += 2
-                if module == "torch.distributed.run":
+                if module in ("torch.distributed.run", "torch.distributed.launch"):
                     index = _launcher_options(words, index, launcher)
                     continue
                 return Launch(module, list(words[index:]), launcher)
