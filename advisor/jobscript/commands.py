@@ -1,12 +1,13 @@
 """A job description read from the training command line, for scripts without `#ADVISOR --model`.
 
-Ten conventions are understood, as their own programs define their flags:
+The conventions understood, as their own programs define their flags:
 - ``imagenet``: PyTorch's ImageNet example (``-a/--arch``, ``-b/--batch-size`` for all GPUs of a node,
   ``--epochs``, the data folder as its argument);
 - ``torchvision``: torchvision's reference scripts (``--model``, ``-b/--batch-size`` per GPU, ``--epochs``,
   ``--data-path``);
 - ``timm``: timm's train.py (``--model`` built by timm, ``-b/--batch-size`` per process,
-  ``--grad-accum-steps``, ``--epochs``, ``--img-size``, ``--data-dir`` or the data folder as its argument);
+  ``--grad-accum-steps``, ``--epochs``, ``--img-size``, ``--data-dir`` or the data folder as its argument),
+  and ``deit``: DeiT's, ConvNeXt's and MAE's main.py over timm's models (`advisor.jobscript.image_jobs`);
 - ``hf``: Hugging Face ``TrainingArguments``, TRL and their YAML recipes, and ``lightning``: the
   Lightning CLI (`advisor.jobscript.trainers`), with the files they name (`advisor.jobscript.recipes`);
 - ``megatron``: Megatron-LM's GPT pretraining, the model's shape in its flags (`advisor.jobscript.megatron`),
