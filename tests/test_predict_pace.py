@@ -113,3 +113,15 @@ def test_an_update_measured_at_four_places_is_not_priced_by_the_one_in_a_slow_sp
         seconds = {s.config: s.seconds for s in layer_samples(store.layer_rows(FINGERPRINT.machine()))}
         expected = {"four": (0.0040 + 0.0041) / 2, "slow": 0.0057 / 1.1}[name]
         assert seconds[update] == pytest.approx(expected, rel=0.01), name
+
+
+def test_a_pass_cut_to_one_place_keeps_the_first_or_the_slowest_and_every_other_row() -> None:
+    """`benchmarks.update_places`: how the places' worth is judged on a pass (benchmarks/README.md)."""
+    from benchmarks.update_places import one_place
+
+    update = op_configs.update("adam", 4**10, 64)
+    grid = _run("night", range(10, 13), 0.030, timedelta(minutes=3))
+    places = [_line("night", 0, step_s, 0.030, update) for step_s in (0.0040, 0.0057, 0.0041)]
+    lines = [grid[0], places[0], grid[1], places[1], grid[2], places[2]]
+    assert one_place(lines, "first") == [grid[0], places[0], grid[1], grid[2]]
+    assert one_place(lines, "slowest") == [grid[0], grid[1], places[1], grid[2]]
