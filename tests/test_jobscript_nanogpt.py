@@ -113,3 +113,12 @@ def test_a_config_is_read_as_literal_assignments_and_nothing_runs(tmp_path: Path
     assert not marker.exists()
     with pytest.raises(ValueError, match="line 1: not Python"):
         config_assignments("x = (")
+
+
+def test_a_hugging_face_train_py_with_a_block_size_is_not_nanogpt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    command = "python train.py --model_name_or_path gpt2 --block_size 512 --max_steps 9"
+    parsed = _parsed(tmp_path, command, 1, monkeypatch)
+    assert parsed.description is not None and parsed.inferred_from is not None
+    assert " (hf): " in parsed.inferred_from and parsed.description.sequence_length == 512

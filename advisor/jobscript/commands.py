@@ -255,14 +255,14 @@ def _values_end(arguments: Sequence[str], start: int, most: int) -> int:
 
 
 def _style(program: str, flags: Mapping[str, str], positional: list[str]) -> str | None:
+    if "per-device-train-batch-size" in flags or "model-name-or-path" in flags:
+        return "hf"
     if megatron_style(flags):
         return "megatron"
     if torchtitan_style(program, flags):
         return "torchtitan"
     if nanogpt_style(program, flags, positional):
         return "nanogpt"
-    if "per-device-train-batch-size" in flags or "model-name-or-path" in flags:
-        return "hf"
     lightning_step = bool(positional) and positional[0] in _LIGHTNING_STEPS
     if lightning_step or any(key.startswith("trainer.") for key in flags):
         return "lightning"

@@ -30,8 +30,9 @@ _DEFAULTS = {
 _SIZES = (
     "batch-size", "block-size", "n-layer", "n-head", "n-embd", "gradient-accumulation-steps", "max-iters",
 )  # fmt: skip
-_KEYS = frozenset({"n-layer", "n-head", "n-embd", "block-size", "max-iters", "init-from", "eval-interval"})
-"""Settings only nanoGPT's train.py has."""
+_KEYS = frozenset({"n-layer", "n-head", "n-embd", "max-iters", "init-from"})
+"""Settings only nanoGPT's train.py (and programs grown from it) has; a Hugging Face script's ``--block_size``
+is not one."""
 _VOCABULARY = 50304
 """GPT-2's 50,257 tokens padded to a multiple of 64, as train.py builds its model from scratch."""
 _CHARACTERS = {"shakespeare_char": 65}
