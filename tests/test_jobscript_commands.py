@@ -108,6 +108,8 @@ def test_timm_trains_at_its_models_own_input_size_unless_img_size_says(tmp_path:
     assert description["input_shape"] == (3, 256, 256)
     sized = TIMM_LAUNCHER.format(launch="./distributed_train.sh").replace("--amp", "--amp --img-size 300")
     assert _parsed(tmp_path, sized)[0]["input_shape"] == (3, 300, 300)
+    bare = sized.replace("--img-size 300", "--img-size")  # a flag with no value: the model's own
+    assert _parsed(tmp_path, bare)[0]["input_shape"] == (3, 256, 256)
     shaped = sized.replace("--img-size 300", "--input-size 3 320 320")  # timm's C H W
     assert _parsed(tmp_path, shaped)[0]["input_shape"] == (3, 320, 320)
     assert _parsed(tmp_path, shaped)[0]["epochs"] == 450 and "/data/imagenet" in shaped

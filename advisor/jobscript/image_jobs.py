@@ -114,17 +114,28 @@ def read_images(
     if dataset is not None and dataset.side is not None and dataset.classes is not None:
         values["input_shape"] = ["3", str(dataset.side), str(dataset.side)]
         values["model_kwargs"] = {"num_classes": dataset.classes}
-    if side is None and convention.timm:
-        side = str(timm_input_side(model) or "") or None
-    side = None if side is None else side.split()[-1]  # --input-size's C H W: its width
-    if side is not None and side.isdigit():
-        values["input_shape"] = ["3", side, side]
+    trained_at = _side(convention, model, side)
+    values |= {} if trained_at is None else {"input_shape": ["3", trained_at, trained_at]}
     # The script follows its own flags, not the advice's variables: its precision and batch stay.
-    own_amp = any(switch.lower() not in ("false", "0", "no") for switch in amp)
-    if not amp and convention.autocast:
-        own_amp = "update-freq" not in flags
-    own = {"own_amp": own_amp, "own_accumulation": accumulation}
+    own = {"own_amp": _own_amp(convention, flags, amp), "own_accumulation": accumulation}
     return values | own | {"allow_amp": False, "allow_grad_accum": False, "follows_advice": False}
+
+
+def _side(convention: _Convention, model: str, given: str | None) -> str | None:
+    """The side the program trains at where it says one (``--input-size``'s C H W: its width); timm's
+    where it does not, its model's own; None: the dataset's."""
+    if given is None and convention.timm:
+        given = str(timm_input_side(model) or "")
+    words = (given or "").split()
+    return words[-1] if words and words[-1].isdigit() else None
+
+
+def _own_amp(convention: _Convention, flags: Mapping[str, str], switches: Sequence[str]) -> bool:
+    """Mixed precision as its switch says; with none, on for a program that always autocasts (not
+    ConvNeXt's, told by its ``--update_freq``)."""
+    if not switches and convention.autocast:
+        return "update-freq" not in flags
+    return any(switch.lower() not in ("false", "0", "no") for switch in switches)
 
 
 def _product(*factors: str | None) -> int | None:
