@@ -124,7 +124,7 @@ def read_images(
 def _side(convention: _Convention, model: str, given: str | None) -> str | None:
     """The side the program trains at where it says one (``--input-size``'s C H W: its width); timm's
     where it does not, its model's own; None: the dataset's."""
-    if given is None and convention.timm:
+    if not given and convention.timm:
         given = str(timm_input_side(model) or "")
     words = (given or "").split()
     return words[-1] if words and words[-1].isdigit() else None
