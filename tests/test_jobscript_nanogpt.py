@@ -11,28 +11,14 @@ from advisor.jobscript.nanogpt import config_assignments
 from advisor.jobscript.submission import ParsedSubmission, parse_job, parse_submission
 
 HEADER = "#!/bin/bash\n#SBATCH --gres=gpu:{gpus}\n#SBATCH --time=5-00:00:00\n"
-TRAIN_GPT2 = """# config for training GPT-2 (124M) down to very nice loss of ~2.85 on 1 node of 8X A100 40GB
-wandb_log = True
-wandb_run_name='gpt2-124M'
-# 12 batch size * 1024 block size * 5 gradaccum * 8 GPUs = 491,520
-batch_size = 12
-block_size = 1024
-gradient_accumulation_steps = 5 * 8
-max_iters = 600000
-weight_decay = 1e-1
-"""
-SHAKESPEARE = """import os  # not read: only literal assignments are
-out_dir = 'out-shakespeare-char'
-dataset = 'shakespeare_char'
-gradient_accumulation_steps = 1
-batch_size = 64
-block_size = 256 # context of up to 256 previous characters
-n_layer = 6
-n_head = 6
-n_embd = 384
-max_iters = 5000
-device = os.environ.get("DEVICE", "cuda")
-"""
+CONFIGS = Path(__file__).resolve().parents[1] / "benchmarks" / "jobs" / "config"
+"""nanoGPT's own configs (benchmarks/jobs: the scripts `benchmarks/job_reading.py` reads)."""
+TRAIN_GPT2 = (CONFIGS / "train_gpt2.py").read_text(encoding="utf-8")
+SHAKESPEARE = (
+    "import os  # not read: only literal assignments are\n"
+    + (CONFIGS / "train_shakespeare_char.py").read_text(encoding="utf-8")
+    + 'device = os.environ.get("DEVICE", "cuda")\n'
+)
 
 
 def _parsed(folder: Path, command: str, gpus: int, monkeypatch: pytest.MonkeyPatch) -> ParsedSubmission:

@@ -95,3 +95,13 @@ def test_a_value_keeps_its_words_and_marks_what_only_the_run_knows() -> None:
     assert assigned("export LR=0.1", variables) == ("LR", "0.1")
     assert assigned("python train.py", variables) is None
     assert assigned("A=1 python train.py", variables) is None, "a command's own environment"
+
+
+def test_every_script_of_the_job_reading_benchmark_is_read_or_says_why() -> None:
+    """benchmarks/jobs: scripts as their projects' READMEs write them; none may fail to be read (a recipe
+    named at run time made `advisor parse` fail with "embedded null byte")."""
+    from benchmarks.job_reading import JOBS, read, row
+
+    rows = [row(script, read(script)) for script in sorted(JOBS.glob("*.sh"))]
+    assert len(rows) >= 20 and not [cells for cells in rows if cells[2].startswith(("failed", "refused"))]
+    assert all(cells[1] != "-" or "advisor" in cells[2] for cells in rows), "undescribed says why"

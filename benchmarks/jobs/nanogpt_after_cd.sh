@@ -1,0 +1,6 @@
+#!/bin/bash
+#SBATCH --partition=gpu
+#SBATCH --gres=gpu:1
+#SBATCH --time=02:00:00
+cd $HOME/nanoGPT
+python train.py config/train_shakespeare_char.py --batch_size=12

@@ -1,0 +1,4 @@
+#!/bin/bash
+#SBATCH --gres=gpu:1
+#SBATCH --time=01:00:00
+python train.py config/train_shakespeare_char.py --batch_size=32 --compile=False

@@ -1,0 +1,4 @@
+#!/bin/bash
+#SBATCH --gres=gpu:8
+#SBATCH --time=5-00:00:00
+torchrun --standalone --nproc_per_node=8 train.py config/train_gpt2.py
