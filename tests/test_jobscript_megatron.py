@@ -60,9 +60,10 @@ def test_gpt_345m_is_gpt2_of_its_shape_its_global_batch_accumulated_over_eight_g
     parsed = _parsed(tmp_path, GPT_345M)
     assert parsed.description is not None, parsed.undescribed
     described = parsed.description.model_dump()
+    shape = {"n_layer": 24, "n_embd": 1024, "n_head": 16, "n_positions": 1024, "vocab_size": 50304}
     expected = {
         "model": "hf:gpt2",
-        "model_kwargs": {"n_layer": 24, "n_embd": 1024, "n_head": 16, "n_positions": 1024},
+        "model_kwargs": shape,
         "sequence_length": 1024,
         "global_batch": 256,
         "steps": 500000,
@@ -77,16 +78,17 @@ def test_gpt_345m_is_gpt2_of_its_shape_its_global_batch_accumulated_over_eight_g
 
 
 def test_the_gpt_it_describes_has_the_parameters_counted_by_hand(tmp_path: Path) -> None:
-    """A layer 12h^2 + 13h (attention 4h^2 + 4h, MLP 8h^2 + 5h, two norms 4h), 24 of them, the token and
-    position tables, the last norm; the head is the token table, tied: GPT-2 medium's 354.8 M."""
+    """A layer 12h^2 + 13h (attention 4h^2 + 4h, MLP 8h^2 + 5h, two norms 4h), 24 of them, the token table
+    (GPT-2's 50,257 tokens padded to a multiple of 128, as Megatron builds it) and the position table, the
+    last norm; the head is the token table, tied: GPT-2 medium's shape."""
     description = _parsed(tmp_path, GPT_345M).description
     assert description is not None
     table = introspect(
         description.model, kwargs=description.model_kwargs, allow_factories=False, given=TaskInput(1024)
     )
     hidden = 1024
-    by_hand = 24 * (12 * hidden**2 + 13 * hidden) + 50257 * hidden + 1024 * hidden + 2 * hidden
-    assert table.totals.parameters == by_hand == 354_823_168
+    by_hand = 24 * (12 * hidden**2 + 13 * hidden) + 50304 * hidden + 1024 * hidden + 2 * hidden
+    assert table.totals.parameters == by_hand == 354_871_296
 
 
 def test_a_llama_shaped_model_in_arrays_its_samples_as_steps(tmp_path: Path) -> None:

@@ -7,7 +7,8 @@ activation recomputation.
 The model is built as transformers' class of the same shape: GPT-2's (learned positions, GELU, LayerNorm)
 unless the flags say Llama's (``--swiglu``, ``--normalization RMSNorm``, ``--position-embedding-type
 rope``; ``--group-query-attention`` with ``--num-query-groups``; embeddings tied unless
-``--untie-embeddings-and-output-weights``), with its tokenizer's vocabulary unless ``--vocab-size`` says.
+``--untie-embeddings-and-output-weights``), with its tokenizer's vocabulary (GPT-2's, else the class's)
+unless ``--vocab-size`` says, padded as Megatron pads it.
 A model split over GPUs (tensor, pipeline or context parallel) the advisor does not predict: it says so.
 """
 
@@ -21,6 +22,8 @@ from advisor.jobscript.trainers import Undescribed
 _SIZES = ("num-layers", "hidden-size", "num-attention-heads", "seq-length")
 _SPLITS = ("tensor-model-parallel-size", "pipeline-model-parallel-size", "context-parallel-size")
 _GPT = "gpt2"
+_GPT2_TOKENS = "50257"
+"""The GPT-2 BPE vocabulary (``--vocab-file gpt2-vocab.json``), the GPT models' tokenizer."""
 _LLAMA = "llama-2-7b-hf"
 """The shipped entries whose configuration classes the shapes are built on (`advisor.introspect.hub`)."""
 
@@ -92,7 +95,7 @@ def _shape(flags: Mapping[str, str], layers: int, hidden: int, heads: int, lengt
     given = flags.get("max-position-embeddings", "")
     positions = int(given) if given.isdigit() else length
     ffn = flags.get("ffn-hidden-size", "")
-    vocabulary = flags.get("vocab-size", "")
+    vocabulary = _padded(flags, flags.get("vocab-size", "") or (_GPT2_TOKENS if not _llama(flags) else ""))
     if not _llama(flags):
         shape: dict[str, Any] = {
             "n_layer": layers,
@@ -115,6 +118,15 @@ def _shape(flags: Mapping[str, str], layers: int, hidden: int, heads: int, lengt
 
 def _vocabulary(size: str) -> dict[str, Any]:
     return {"vocab_size": int(size)} if size.isdigit() else {}
+
+
+def _padded(flags: Mapping[str, str], size: str) -> str:
+    """The embedding's rows as Megatron builds them: the tokenizer's, rounded up to a multiple of
+    ``--make-vocab-size-divisible-by`` (128) times the tensor-parallel ways (GPT-2's 50,257: 50,304)."""
+    divisor = flags.get("make-vocab-size-divisible-by", "128")
+    if not size.isdigit() or not divisor.isdigit() or int(divisor) < 1:
+        return size
+    return str(-(-int(size) // int(divisor)) * int(divisor))
 
 
 def _groups(flags: Mapping[str, str], heads: int) -> int:
