@@ -35,7 +35,7 @@ from typing import Any
 
 from advisor.jobscript.datasets import Dataset, dataset_in
 from advisor.jobscript.launchers import UNKNOWN
-from advisor.jobscript.trainers import Undescribed, model_reference, optimizer_named
+from advisor.jobscript.trainers import FOLLOWS_ITS_OWN, Undescribed, model_reference, optimizer_named
 
 FINETUNERS = ("axolotl", "torchtune")
 _FALSE = ("false", "0", "no", "none", "null")
@@ -133,7 +133,7 @@ def read_finetuner(
 def _fixed(amp: bool, accumulation: str) -> dict[str, Any]:
     """What these programs fix for themselves: they read their config, not the advice's variables."""
     own = {"own_amp": amp, "own_accumulation": accumulation}
-    return own | {"allow_amp": False, "allow_grad_accum": False, "follows_advice": False}
+    return own | FOLLOWS_ITS_OWN
 
 
 def _axolotl(command: FinetuneCommand, datasets: Mapping[str, Dataset]) -> dict[str, Any]:

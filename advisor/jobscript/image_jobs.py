@@ -13,7 +13,7 @@ from typing import Any
 from advisor.introspect.hub import timm_input_side
 from advisor.jobscript.datasets import Dataset, dataset_in
 from advisor.jobscript.launchers import UNKNOWN
-from advisor.jobscript.trainers import optimizer_named
+from advisor.jobscript.trainers import FOLLOWS_ITS_OWN, optimizer_named
 
 _TORCHVISION_NAME = re.compile(r"[a-z][a-z0-9_]*")
 
@@ -118,7 +118,7 @@ def read_images(
     values |= {} if trained_at is None else {"input_shape": ["3", trained_at, trained_at]}
     # The script follows its own flags, not the advice's variables: its precision and batch stay.
     own = {"own_amp": _own_amp(convention, flags, amp), "own_accumulation": accumulation}
-    return values | own | {"allow_amp": False, "allow_grad_accum": False, "follows_advice": False}
+    return values | own | FOLLOWS_ITS_OWN
 
 
 def _side(convention: _Convention, model: str, given: str | None) -> str | None:

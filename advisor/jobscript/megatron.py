@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from advisor.jobscript.trainers import Undescribed
+from advisor.jobscript.trainers import FOLLOWS_ITS_OWN, refuse_split
 
 _SIZES = ("num-layers", "hidden-size", "num-attention-heads", "seq-length")
 _SPLITS = ("tensor-model-parallel-size", "pipeline-model-parallel-size", "context-parallel-size")
@@ -42,12 +42,7 @@ def read_megatron(program: str, flags: Mapping[str, str], world: int) -> dict[st
     if not all(size.isdigit() and int(size) > 0 for size in (*sizes, micro)):
         return None
     split = [int(ways) if (ways := flags.get(name, "1")).isdigit() else 1 for name in _SPLITS]
-    if any(ways > 1 for ways in split):
-        raise Undescribed(
-            f"{program} splits its model over GPUs (tensor, pipeline or context parallel: "
-            f"{' x '.join(map(str, split))}), which the advisor does not predict: it predicts data "
-            "parallelism, each GPU holding the whole model"
-        )
+    refuse_split(program, split)
     layers, hidden, heads, length = map(int, sizes)
     given = flags.get("global-batch-size", "")
     global_batch = int(given) if given.isdigit() else int(micro) * world
@@ -69,10 +64,7 @@ def read_megatron(program: str, flags: Mapping[str, str], world: int) -> dict[st
         "gradient_checkpointing": recompute,
         "own_amp": "fp16" in flags or "bf16" in flags,
         "own_accumulation": str(accumulation),
-        "allow_amp": False,
-        "allow_grad_accum": False,
-        "follows_advice": False,
-    }
+    } | FOLLOWS_ITS_OWN
 
 
 def _steps(flags: Mapping[str, str], global_batch: int) -> int | None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from advisor.jobscript.image_jobs import AtRunTime
 from advisor.jobscript.launchers import UNKNOWN
-from advisor.jobscript.trainers import Undescribed
+from advisor.jobscript.trainers import FOLLOWS_ITS_OWN, Undescribed
 
 _DEFAULTS = {
     "batch-size": "12", "block-size": "1024", "n-layer": "12", "n-head": "12", "n-embd": "768",
@@ -75,10 +75,7 @@ def read_nanogpt(
         "optimizer": "adamw",
         "own_amp": settings["dtype"] in ("bfloat16", "float16"),
         "own_accumulation": str(accumulation),
-        "allow_amp": False,
-        "allow_grad_accum": False,
-        "follows_advice": False,
-    }
+    } | FOLLOWS_ITS_OWN
 
 
 def _shape(settings: Mapping[str, str], block: int) -> dict[str, Any]:

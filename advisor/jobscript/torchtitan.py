@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from advisor.jobscript.trainers import Undescribed
+from advisor.jobscript.trainers import FOLLOWS_ITS_OWN, Undescribed, refuse_split
 
 _MODULE = "torchtitan.train"
 _FLAVORS = {("llama3", "8b"): "meta-llama-3-8b", ("llama3", "70b"): "meta-llama-3-70b"}
@@ -36,12 +36,7 @@ def read_torchtitan(program: str, flags: Mapping[str, str], world: int) -> dict[
             "the job with #ADVISOR lines (--model hf:NAME --global-batch N --steps N --sequence-length N)"
         )
     split = [_degree(flags.get(f"parallelism.{key}", "1")) for key in _SPLITS]
-    if any(ways > 1 for ways in split):
-        raise Undescribed(
-            f"{program} splits its model over GPUs (tensor, pipeline or context parallel: "
-            f"{' x '.join(map(str, split))}), which the advisor does not predict: it predicts data "
-            "parallelism, each GPU holding the whole model"
-        )
+    refuse_split(program, split)
     batch = flags.get("training.local-batch-size") or flags.get("training.batch-size") or "8"
     length, steps = flags.get("training.seq-len", "2048"), flags.get("training.steps", "10000")
     accumulation = flags.get("training.gradient-accumulation-steps", "1")
@@ -49,20 +44,21 @@ def read_torchtitan(program: str, flags: Mapping[str, str], world: int) -> dict[
         return None
     sharded = _degree(flags.get("parallelism.data-parallel-shard-degree", "-1")) != 1
     checkpointing = flags.get("activation-checkpoint.mode", "selective").lower() != "none"
-    return {
-        "model": f"hf:{model}",
-        "task": "causal-lm",
-        "sequence_length": length,
-        "global_batch": str(int(batch) * int(accumulation) * world),
-        "steps": steps,
-        "optimizer": "adamw",
-        "gradient_checkpointing": checkpointing,
-        "own_amp": flags.get("training.mixed-precision-param", "bfloat16") != "float32",
-        "own_accumulation": accumulation,
-        "allow_amp": False,
-        "allow_grad_accum": False,
-        "follows_advice": False,
-    } | ({"zero_stage": 3} if sharded else {})
+    return (
+        {
+            "model": f"hf:{model}",
+            "task": "causal-lm",
+            "sequence_length": length,
+            "global_batch": str(int(batch) * int(accumulation) * world),
+            "steps": steps,
+            "optimizer": "adamw",
+            "gradient_checkpointing": checkpointing,
+            "own_amp": flags.get("training.mixed-precision-param", "bfloat16") != "float32",
+            "own_accumulation": accumulation,
+        }
+        | FOLLOWS_ITS_OWN
+        | ({"zero_stage": 3} if sharded else {})
+    )
 
 
 def _degree(text: str) -> int:

@@ -20,7 +20,7 @@ without a dataset size (`#ADVISOR --dataset-size` may complete them).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +51,21 @@ class Undescribed(Exception):
         super().__init__(reason)
         self.reason = reason
         self.values = dict(values or {})
+
+
+FOLLOWS_ITS_OWN: dict[str, bool] = {"allow_amp": False, "allow_grad_accum": False, "follows_advice": False}
+"""A job read from its command follows its own flags (precision, batch), not the advice's variables."""
+
+
+def refuse_split(program: str, split: Sequence[int]) -> None:
+    """`Undescribed` where a program splits its model over GPUs (``split``: its tensor, pipeline and
+    context ways), which the advisor does not predict."""
+    if any(ways > 1 for ways in split):
+        raise Undescribed(
+            f"{program} splits its model over GPUs (tensor, pipeline or context parallel: "
+            f"{' x '.join(map(str, split))}), which the advisor does not predict: it predicts data "
+            "parallelism, each GPU holding the whole model"
+        )
 
 
 def model_reference(name: str) -> str | None:
@@ -243,8 +258,7 @@ def _settings(flags: Mapping[str, str], amp: bool, accumulation: str) -> dict[st
         targets = flags.get("lora-target-modules", "").strip("[]")
         settings["lora_targets"] = [name.strip(" '\"") for name in targets.split(",") if name.strip(" '\"")]
     own = {"own_amp": amp, "own_accumulation": accumulation}
-    fixed = {"allow_amp": False, "allow_grad_accum": False, "follows_advice": False}
-    return settings | _sharding(flags) | own | fixed
+    return settings | _sharding(flags) | own | FOLLOWS_ITS_OWN
 
 
 def _sharding(flags: Mapping[str, str]) -> dict[str, Any]:
