@@ -157,3 +157,17 @@ def test_image_datasets_are_matched_as_their_folders_spell_them(tmp_path: Path) 
         1803460,
         {"num_classes": 365},
     )
+
+
+def test_a_fine_tuning_jobs_weights_do_not_name_its_data(tmp_path: Path) -> None:
+    """ImageNet weights fine-tuned on a folder the table lacks: the folder names the data (before, the
+    weights' name did: 10 epochs of ImageNet's 1,281,167 images)."""
+    command = (
+        "torchrun --nproc_per_node=1 train.py --model resnet50 --weights ResNet50_Weights.IMAGENET1K_V2 "
+        "--data-path /data/flowers --epochs 10 -b 32\n"
+    )
+    found = parsed(tmp_path, command)
+    assert found.description is None
+    assert found.undescribed is not None and 'of "/data/flowers", a dataset' in found.undescribed
+    on_imagenet = parsed(tmp_path, command.replace("/data/flowers", "/data/imagenet")).description
+    assert on_imagenet is not None and on_imagenet.dataset_size == 1281167

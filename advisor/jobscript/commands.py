@@ -35,7 +35,7 @@ from typing import Any
 
 from advisor.jobscript.datasets import Dataset
 from advisor.jobscript.finetuners import FINETUNERS, FinetuneCommand, finetuner_style, read_finetuner
-from advisor.jobscript.image_jobs import CONVENTIONS, DEIT_PROGRAMS, AtRunTime, read_images
+from advisor.jobscript.image_jobs import CONVENTIONS, DEIT_PROGRAMS, AtRunTime, data_words, read_images
 from advisor.jobscript.launchers import UNKNOWN, Launch, program_of, words_of
 from advisor.jobscript.megatron import megatron_style, read_megatron
 from advisor.jobscript.nanogpt import nanogpt_style, read_nanogpt
@@ -201,8 +201,7 @@ def _data_named(style: str, flags: Mapping[str, str], positional: Sequence[str])
     data folder (its flag, timm's ``--dataset``, or its argument)."""
     if style in ("hf", "lightning"):
         return named_data(flags)
-    names = (*CONVENTIONS[style].data, "dataset")
-    folder = next((flags[name] for name in names if flags.get(name)), None) or next(iter(positional), None)
+    folder = next(iter(data_words(CONVENTIONS[style], flags, positional)), None)
     return None if folder is None else f'"{folder}"'
 
 

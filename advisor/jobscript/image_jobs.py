@@ -13,9 +13,17 @@ from typing import Any
 from advisor.introspect.hub import timm_input_side
 from advisor.jobscript.datasets import Dataset, dataset_in
 from advisor.jobscript.launchers import UNKNOWN
-from advisor.jobscript.trainers import FOLLOWS_ITS_OWN, optimizer_named
+from advisor.jobscript.trainers import FOLLOWS_ITS_OWN, Undescribed, optimizer_named
 
 _TORCHVISION_NAME = re.compile(r"[a-z][a-z0-9_]*")
+OTHER_TASKS = {
+    "detection": ("fasterrcnn_", "fcos_", "keypointrcnn_", "maskrcnn_", "retinanet_", "ssd300_", "ssdlite"),
+    "segmentation": ("deeplabv3_", "fcn_", "lraspp_"),
+    "video": ("mc3_", "mvit_", "r2plus1d_", "r3d_", "s3d", "swin3d_"),
+    "optical flow": ("raft_",),
+}
+"""torchvision's models of other tasks than classification, by their names' beginnings (its detection,
+segmentation, video and optical-flow references are each a train.py that takes ``--model``)."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +102,7 @@ def read_images(
     amp = [flags[name] for name in convention.amp if name in flags]
     if any(UNKNOWN in switch for switch in amp):
         raise AtRunTime("amp")
-    dataset = dataset_in([value("data"), *positional, *flags.values()], datasets)
+    dataset = dataset_in(data_words(convention, flags, positional), datasets)
     global_batch = _product(batch, accumulation, str(scale))
     if model is None or not _TORCHVISION_NAME.fullmatch(model.split(".", 1)[0]) or global_batch is None:
         return None
@@ -103,6 +111,8 @@ def read_images(
         values["model"] = f"timm:{model}"
     elif "." in model:
         return None
+    else:
+        _refuse_other_task(model)
     optimizer = optimizer_named(flags.get("opt", convention.defaults.get("opt", "sgd")))  # the example's SGD
     values |= {} if optimizer is None else {"optimizer": optimizer}
     if steps and steps not in ("-1", "0"):
@@ -119,6 +129,25 @@ def read_images(
     # The script follows its own flags, not the advice's variables: its precision and batch stay.
     own = {"own_amp": _own_amp(convention, flags, amp), "own_accumulation": accumulation}
     return values | own | FOLLOWS_ITS_OWN
+
+
+def _refuse_other_task(model: str) -> None:
+    """`Undescribed` for a torchvision model of another task: its images' sizes and its heads' work are
+    not a classifier's at the dataset's side, which is what the advisor would predict."""
+    task = next((task for task, starts in OTHER_TASKS.items() if model.startswith(starts)), None)
+    if task is not None:
+        raise Undescribed(
+            f"{model} is a {task} model (torchvision's {task} reference), which the advisor does not "
+            "predict: it predicts image classification at a fixed input size and language models"
+        )
+
+
+def data_words(convention: _Convention, flags: Mapping[str, str], positional: Sequence[str]) -> list[str]:
+    """What names the data: its flag (timm's ``--dataset``, DeiT's ``--data-set`` too), else the program's
+    arguments; not every flag (``--weights ResNet50_Weights.IMAGENET1K_V2`` names the weights' data, not
+    the data a fine-tuning job trains on)."""
+    named = [flags[name] for name in (*convention.data, "dataset", "data-set") if flags.get(name)]
+    return [*named, *positional]
 
 
 def _side(convention: _Convention, model: str, given: str | None) -> str | None:
