@@ -191,3 +191,29 @@ def test_a_model_type_with_no_known_defaults_says_what_to_name(
         f"{script}:4: run_clm.py trains a new llama model from its configuration class's defaults, which the "
         "advisor does not know: name the configuration (--config_name NAME) or add #ADVISOR --model hf:NAME"
     )
+
+
+@pytest.mark.parametrize(
+    ("command", "program", "why"),
+    [
+        ("trl dpo --config recipe.yaml\n", "trl dpo", "trains on preference pairs"),
+        ("accelerate launch trl/scripts/dpo.py --config recipe.yaml\n", "dpo.py", "preference"),
+        ("accelerate launch grpo.py --config recipe.yaml\n", "grpo.py", "generates completions at each step"),
+        ("python reward_modeling.py --config recipe.yaml\n", "reward_modeling.py", "preference"),
+    ],
+)
+def test_preference_and_online_rl_trainers_are_refused_with_why(
+    command: str, program: str, why: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SFT recipe's model and batch under TRL's DPO, GRPO and reward trainers: their step is two
+    sequences a sample (and a reference model's forward), or generation; read as one sequence a sample,
+    a DPO job was predicted at about 3/8 of its work (before: described as the SFT job)."""
+    write_jobs(tmp_path)
+    script = tmp_path / "pairs.sh"
+    script.write_text(HEADER.format(gpus=2) + command, encoding="utf-8")
+    parsed = parsed_in(tmp_path, script, monkeypatch)
+    assert parsed.description is None and parsed.undescribed is not None
+    assert parsed.undescribed.startswith(f"{script}:4: {program} ") and why in parsed.undescribed
+    assert parsed.undescribed.endswith(
+        "which the advisor does not predict: it predicts training on one sequence a sample"
+    )

@@ -9,7 +9,8 @@ DeepSpeed's ``train_micro_batch_size_per_gpu``), ``--gradient_accumulation_steps
 ``bf16.enabled``), ``--gradient_checkpointing``, ``--use_peft``/``--lora_r``/``--lora_target_modules``, ZeRO's
 stage (FSDP's sharding as the stage it matches), ``--optim`` (AdamW unless named); the task from the program
 (``run_clm`` causal LM, ``run_mlm`` masked LM, ``run_glue`` classification, ``run_translation`` seq2seq,
-``trl sft`` causal LM; else what the shipped table trains the model for).
+``trl sft`` causal LM; else what the shipped table trains the model for); TRL's preference and online-RL
+trainers (``trl dpo``, ``grpo.py``) are refused (`refuse_preference`).
 ``lightning``: ``--model.*``, ``--data.batch_size``, ``--trainer.max_steps``/``max_epochs``,
 ``--trainer.precision``, ``--trainer.accumulate_grad_batches``, ``--trainer.devices``/``num_nodes``.
 Epochs need a dataset the table knows (`advisor.jobscript.datasets`): a causal LM packs its tokens into
@@ -28,7 +29,7 @@ from advisor.introspect.hub import class_defaults, shipped_architecture
 from advisor.jobscript.datasets import Dataset, dataset_in
 
 _TASKS = (
-    (re.compile(r"run_clm|(^|[/_ ])(sft|dpo|orpo|kto|grpo|pretrain)"), "causal-lm"),
+    (re.compile(r"run_clm|(^|[/_ ])(sft|pretrain)"), "causal-lm"),
     (re.compile(r"run_mlm|run_plm"), "masked-lm"),
     (re.compile(r"run_glue|run_classification|run_xnli|text_classification"), "sequence-classification"),
     (re.compile(r"run_translation|run_summarization|run_seq2seq"), "seq2seq"),
@@ -68,6 +69,32 @@ def refuse_split(program: str, split: Sequence[int]) -> None:
         )
 
 
+_NOT_ONE_SEQUENCE = (
+    (
+        re.compile(r"(^|[/_ ])(grpo|rloo|ppo|online_dpo|xpo|nash_md)"),
+        "generates completions at each step (online RL: GRPO, RLOO, PPO)",
+    ),
+    (
+        re.compile(r"(^|[/_ ])(dpo|kto|orpo|cpo|reward)"),
+        "trains on preference pairs (a chosen and a rejected completion a sample; DPO and KTO add a "
+        "reference model's forward)",
+    ),
+)
+"""TRL's trainers (and LLaMA-Factory's stages) whose step is not one sequence a sample through one model."""
+
+
+def refuse_preference(program: str) -> None:
+    """`Undescribed` for a program (or stage) that trains on preference pairs or generates as it trains.
+    Counted as one sequence a sample, a DPO step (two sequences through the policy's forward and backward,
+    and through the reference's forward: eight forwards' work) would be predicted as three forwards'."""
+    why = next((why for pattern, why in _NOT_ONE_SEQUENCE if pattern.search(program.lower())), None)
+    if why is not None:
+        raise Undescribed(
+            f"{program} {why}, which the advisor does not predict: it predicts training on one sequence "
+            "a sample"
+        )
+
+
 def model_reference(name: str) -> str | None:
     """A name as the advisor builds it: ``hf:NAME`` for the shipped architectures, paths and hub ids
     (``org/name``, ``bert-base-uncased``); a plain identifier otherwise stays a torchvision name."""
@@ -93,6 +120,7 @@ def read_hf(
     program: str, flags: Mapping[str, str], world: int, datasets: Mapping[str, Dataset]
 ) -> dict[str, Any] | None:
     """A Hugging Face trainer's job, from its (merged) flags; None where it says too little."""
+    refuse_preference(program)
     task = next((task for pattern, task in _TASKS if pattern.search(program.lower())), None)
     name = flags.get("model-name-or-path") or flags.get("model") or flags.get("config-name")
     if name is None and flags.get("model-type"):
