@@ -34,9 +34,16 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from advisor.jobscript.datasets import Dataset
-from advisor.jobscript.finetuners import FINETUNERS, FinetuneCommand, finetuner_style, read_finetuner
+from advisor.jobscript.finetuners import (
+    FINETUNERS,
+    FinetuneCommand,
+    finetuner_style,
+    read_finetuner,
+    with_overrides,
+)
 from advisor.jobscript.image_jobs import CONVENTIONS, DEIT_PROGRAMS, AtRunTime, data_words, read_images
 from advisor.jobscript.launchers import UNKNOWN, Launch, program_of, words_of
+from advisor.jobscript.llamafactory import LLAMAFACTORY, llamafactory_style, read_llamafactory
 from advisor.jobscript.megatron import megatron_style, read_megatron
 from advisor.jobscript.nanogpt import nanogpt_style, read_nanogpt
 from advisor.jobscript.recipes import Read, recipe_flags
@@ -55,7 +62,7 @@ _PROGRAMS = (
     "nanogpt",
     "torchtitan",
 )
-STYLES = (*_PROGRAMS, *FINETUNERS)
+STYLES = (*_PROGRAMS, *FINETUNERS, LLAMAFACTORY)
 _SWITCHES = frozenset(
     {
         "amp", "fp16", "bf16", "channels-last", "pin-mem", "sync-bn", "no-prefetcher",
@@ -137,9 +144,7 @@ def infer_description(
         flags, positional = _options(launch.arguments)
         recipe = recipe_flags(flags, positional, launch.launcher, reading.read)
         merged = {**recipe.values, **flags}
-        chosen = (
-            style or finetuner_style(launch.program, merged) or _style(launch.program, merged, positional)
-        )
+        chosen = style or _style(launch.program, merged, positional)
         command = " ".join(word.replace(UNKNOWN, "?") for word in words)
         files, place = (tuple(recipe.read), tuple(recipe.unread)), f"{where}:{line.number}"
         if chosen is None:
@@ -147,11 +152,9 @@ def infer_description(
             continue
         try:
             processes = _Processes(_world(launch, world_size), nodes)
-            if chosen in FINETUNERS:
+            if chosen in (*FINETUNERS, LLAMAFACTORY, "nanogpt"):
                 tuned = FinetuneCommand(launch.program, merged, positional, recipe.unread, processes.world)
-                values = read_finetuner(chosen, tuned, reading.datasets)
-            elif chosen == "nanogpt":
-                values = read_nanogpt(merged, positional, recipe.unread, processes.world)
+                values = _read_config(chosen, tuned, reading.datasets)
             else:
                 values = _read(chosen, launch, merged, positional, processes, reading.datasets)
         except AtRunTime:
@@ -253,7 +256,23 @@ def _values_end(arguments: Sequence[str], start: int, most: int) -> int:
     return end
 
 
+def _read_config(
+    style: str, command: FinetuneCommand, datasets: Mapping[str, Dataset]
+) -> dict[str, Any] | None:
+    """The programs whose job is in their own config: the fine-tuners' YAML, nanoGPT's Python."""
+    if style == LLAMAFACTORY:
+        return read_llamafactory(with_overrides(command), datasets)
+    if style == "nanogpt":
+        return read_nanogpt(command.flags, list(command.positional), list(command.unread), command.world)
+    return read_finetuner(style, command, datasets)
+
+
 def _style(program: str, flags: Mapping[str, str], positional: list[str]) -> str | None:
+    finetuner = finetuner_style(program, flags)
+    if finetuner is not None:
+        return finetuner
+    if llamafactory_style(program, flags):
+        return LLAMAFACTORY
     if "per-device-train-batch-size" in flags or "model-name-or-path" in flags:
         return "hf"
     if megatron_style(flags):

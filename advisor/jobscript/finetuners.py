@@ -38,8 +38,8 @@ from advisor.jobscript.launchers import UNKNOWN
 from advisor.jobscript.trainers import FOLLOWS_ITS_OWN, Undescribed, model_reference, optimizer_named
 
 FINETUNERS = ("axolotl", "torchtune")
-_FALSE = ("false", "0", "no", "none", "null")
-_CONFIGS = (".yaml", ".yml", ".json")
+FALSE_WORDS = ("false", "0", "no", "none", "null")
+CONFIG_ENDINGS = (".yaml", ".yml", ".json")
 _AXOLOTL = frozenset({"axolotl train", "axolotl.cli.train"})
 TORCHTUNE_MODELS = {
     "llama2_7b": "meta-llama/Llama-2-7b-hf",
@@ -79,10 +79,10 @@ _TORCHTUNE_LORA = {"output_proj": "o_proj"}
 """torchtune's attention projections by the names Hugging Face's Llama, Mistral, Qwen and Gemma give them."""
 _MLP = ["gate_proj", "up_proj", "down_proj"]
 _PLAIN = str.maketrans("", "", "-_")
-_REMEDY = 'add "#ADVISOR --dataset-size N"'
+SIZE_REMEDY = 'add "#ADVISOR --dataset-size N"'
 
 
-class _RunTime(Exception):
+class ConfigAtRunTime(Exception):
     """A value the script computes at run time: nothing is guessed."""
 
 
@@ -100,11 +100,11 @@ class FinetuneCommand:
     def value(self, key: str, default: str | None = None) -> str | None:
         found = self.flags.get(key, default)
         if found is not None and UNKNOWN in found:
-            raise _RunTime(key)
+            raise ConfigAtRunTime(key)
         return found
 
     def true(self, key: str, default: str = "false") -> bool:
-        return (self.value(key, default) or "").lower() not in _FALSE
+        return (self.value(key, default) or "").lower() not in FALSE_WORDS
 
 
 def finetuner_style(program: str, flags: Mapping[str, str]) -> str | None:
@@ -124,23 +124,23 @@ def read_finetuner(
     config leaves the job undescribed."""
     try:
         if style == "torchtune":
-            return _torchtune(_with_overrides(command), datasets)
+            return _torchtune(with_overrides(command), datasets)
         return _axolotl(command, datasets)
-    except _RunTime:
+    except ConfigAtRunTime:
         return None
 
 
-def _fixed(amp: bool, accumulation: str) -> dict[str, Any]:
+def fixed_by_config(amp: bool, accumulation: str) -> dict[str, Any]:
     """What these programs fix for themselves: they read their config, not the advice's variables."""
     own = {"own_amp": amp, "own_accumulation": accumulation}
     return own | FOLLOWS_ITS_OWN
 
 
 def _axolotl(command: FinetuneCommand, datasets: Mapping[str, Dataset]) -> dict[str, Any]:
-    config = next((word for word in command.positional if word.endswith(_CONFIGS)), "its config")
+    config = next((word for word in command.positional if word.endswith(CONFIG_ENDINGS)), "its config")
     name = command.value("base-model")
     if not name:
-        raise Undescribed(_unread("axolotl", config, "base_model", command.unread))
+        raise Undescribed(config_unread("axolotl", config, "base_model", command.unread))
     model = model_reference(name)
     if model is None:
         raise Undescribed(f'axolotl\'s base_model "{name}" is not a model name the advisor builds')
@@ -174,11 +174,11 @@ def _axolotl(command: FinetuneCommand, datasets: Mapping[str, Dataset]) -> dict[
         }
     optimizer = optimizer_named(command.value("optimizer", "adamw_torch_fused") or "")
     values |= ({"optimizer": optimizer} if optimizer else {}) | _axolotl_sharding(command)
-    values |= _fixed(bf16.lower() not in _FALSE or fp16, accumulation)
+    values |= fixed_by_config(bf16.lower() not in FALSE_WORDS or fp16, accumulation)
     return values | _axolotl_length(command, values, config, datasets)
 
 
-def _unread(program: str, config: str, key: str, unread: Sequence[str]) -> str:
+def config_unread(program: str, config: str, key: str, unread: Sequence[str]) -> str:
     """Why a config gave no model: it could not be read here (the daemon reads none), or it names none."""
     entry = next((entry for entry in unread if entry.split(" (", 1)[0] == config), None)
     if entry is not None:
@@ -243,20 +243,20 @@ def _axolotl_length(
             if unknown
             else "data it lists no datasets for"
         )
-        reason = f"{trains} of {data}: {_REMEDY} (its training samples) {remedy}"
+        reason = f"{trains} of {data}: {SIZE_REMEDY} (its training samples) {remedy}"
         raise Undescribed(reason, {**values, "epochs": epochs})
     known = [dataset for dataset in found if dataset is not None]
     if not packed:
-        return {"epochs": epochs, "dataset_size": str(max(1, _kept(sum(d.samples for d in known), held)))}
+        return {"epochs": epochs, "dataset_size": str(max(1, kept_rows(sum(d.samples for d in known), held)))}
     tokens = [dataset.tokens for dataset in known]
     if None in tokens:
         reason = (
             f'{trains} of "{named[tokens.index(None)]}" packed into sequences of {values["sequence_length"]} '
-            f"tokens, and the advisor does not know its tokens: {_REMEDY} (the packed sequences of an epoch) "
-            f"{remedy}"
+            f"tokens, and the advisor does not know its tokens: {SIZE_REMEDY} (the packed sequences of an "
+            f"epoch) {remedy}"
         )
         raise Undescribed(reason, {**values, "epochs": epochs})
-    packs = _kept(sum(t or 0 for t in tokens), held) // int(values["sequence_length"])
+    packs = kept_rows(sum(t or 0 for t in tokens), held) // int(values["sequence_length"])
     return {"epochs": epochs, "dataset_size": str(max(1, packs))}
 
 
@@ -271,7 +271,7 @@ def hub_dataset(path: str, configuration: str | None, table: Mapping[str, Datase
     return exact or (dataset_in([configuration], table) if configuration else None)
 
 
-def _kept(total: int, held: str) -> int:
+def kept_rows(total: int, held: str) -> int:
     """What axolotl trains on of ``total`` less ``val_set_size``, held out for evaluation as ``datasets``'
     ``train_test_split`` does: a share under 1 (rounded up), else that many rows."""
     try:
@@ -281,7 +281,7 @@ def _kept(total: int, held: str) -> int:
     return total - (math.ceil(total * share) if 0 <= share < 1 else int(share))
 
 
-def _with_overrides(command: FinetuneCommand) -> FinetuneCommand:
+def with_overrides(command: FinetuneCommand) -> FinetuneCommand:
     """torchtune's ``key=value`` words over its config's keys (``model.lora_rank=16``)."""
     pairs = [word.partition("=") for word in command.positional if "=" in word and not word.startswith("-")]
     overrides = {key.lstrip("~").replace("_", "-"): value for key, _, value in pairs}
@@ -295,13 +295,13 @@ def _torchtune(command: FinetuneCommand, datasets: Mapping[str, Dataset]) -> dic
     recipe = command.program.removeprefix("tune run ")
     config = command.value("config") or "its config"
     component = command.value("model.-component-")
-    if not component and config in command.unread and not config.endswith(_CONFIGS):
+    if not component and config in command.unread and not config.endswith(CONFIG_ENDINGS):
         raise Undescribed(
             f'{recipe} runs torchtune\'s own config "{config}", which the advisor cannot read here: copy it '
             f'("tune cp {config} my_config.yaml") and run --config my_config.yaml'
         )
     if not component:
-        raise Undescribed(_unread(f"torchtune's {recipe}", config, "model", command.unread))
+        raise Undescribed(config_unread(f"torchtune's {recipe}", config, "model", command.unread))
     builder = component.rsplit(".", 1)[-1]
     base = builder.removeprefix("qlora_").removeprefix("lora_")
     if base not in TORCHTUNE_MODELS:
@@ -333,7 +333,7 @@ def _torchtune(command: FinetuneCommand, datasets: Mapping[str, Dataset]) -> dic
     if "distributed" in recipe:  # FSDP2 over every process, resharded after forward unless told not to
         values["zero_stage"] = "3" if command.true("fsdp-reshard-after-forward", "true") else "2"
     amp = (command.value("dtype", "fp32") or "").lower() in ("bf16", "fp16")
-    values |= _fixed(amp, accumulation)
+    values |= fixed_by_config(amp, accumulation)
     return values | _torchtune_length(command, values, recipe, datasets)
 
 
@@ -358,7 +358,7 @@ def _torchtune_length(
         for entry in entries
     ]
     found = [hub_dataset(source, None, datasets) for source in sources]
-    packed = any(entry.get("packed", "false").lower() not in _FALSE for entry in entries)
+    packed = any(entry.get("packed", "false").lower() not in FALSE_WORDS for entry in entries)
     if sources and None not in found and not packed and epochs.isdigit():
         samples = sum(dataset.samples for dataset in found if dataset is not None)
         accumulation = int(values["own_accumulation"])
@@ -382,7 +382,7 @@ def _torchtune_length(
     )
     plural = "" if epochs == "1" else "s"
     reason = (
-        f"{recipe} trains {values['model']} for {epochs} epoch{plural} of {what}: {_REMEDY} ({size}) or pass "
-        "max_steps_per_epoch=N"
+        f"{recipe} trains {values['model']} for {epochs} epoch{plural} of {what}: {SIZE_REMEDY} ({size}) "
+        "or pass max_steps_per_epoch=N"
     )
     raise Undescribed(reason, {**values, "epochs": epochs})

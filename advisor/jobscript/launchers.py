@@ -3,7 +3,8 @@
 Launchers: ``srun``, ``torchrun``, ``python -m torch.distributed.run`` (or ``.launch``), ``accelerate
 launch``, ``deepspeed``, ``python [-u] [-m module]``, timm's ``[bash] distributed_train.sh N`` (its train.py
 in N processes), a launcher's own ``-m module`` (``accelerate launch -m axolotl.cli.train config.yml``); TRL's
-command (``trl sft --config recipe.yaml``), axolotl's (``axolotl train config.yml``) and torchtune's (``tune
+command (``trl sft --config recipe.yaml``), axolotl's (``axolotl train config.yml``), LLaMA-Factory's
+(``llamafactory-cli train config.yaml``) and torchtune's (``tune
 run [torchrun's options] RECIPE --config FILE``, the recipe its program) are programs of their own. What a
 launcher says about the processes and precision (``--nproc_per_node``, ``--nnodes``, ``--num_processes``,
 ``--num_machines``, ``--mixed_precision``, ``--config_file``) is kept by name, ``-``/``_`` spellings as one;
@@ -33,8 +34,11 @@ _ACCELERATE_KEYS = {
 }
 """``accelerate launch``'s own options under the names its config file's keys are read by."""
 _TRL_COMMANDS = frozenset({"sft", "dpo", "grpo", "kto", "reward", "rloo"})
-_COMMANDS = frozenset({*(("trl", name) for name in _TRL_COMMANDS), ("axolotl", "train")})
-"""Programs of two words (``trl sft``, ``axolotl train``)."""
+_COMMANDS = frozenset(
+    {*(("trl", name) for name in _TRL_COMMANDS), ("axolotl", "train"), ("llamafactory-cli", "train")}
+    | {("lmf", "train")}
+)
+"""Programs of two words (``trl sft``, ``axolotl train``, LLaMA-Factory's ``llamafactory-cli train``)."""
 UNKNOWN = "\x00"
 """A word whose value the script computes at run time."""
 _ENVIRONMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
