@@ -127,7 +127,7 @@ def test_parse_shows_a_token_model_no_image_shape_and_no_empty_rows(tmp_path: Pa
     result = advisor_parse(str(script))
     assert result.returncode == 0, result.stderr
     assert "hf:gpt2" in result.stdout and "512" in result.stdout
-    assert "input shape" not in result.stdout and "224" not in result.stdout
+    assert "input shape" not in result.stdout and "3x224x224" not in result.stdout  # not the tmp path's 224
     assert "lora targets" not in result.stdout
     described = json.loads(advisor_parse("--json", str(script)).stdout)["description"]
     assert described["sequence_length"] == 512 and described["lora_targets"] == []

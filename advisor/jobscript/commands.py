@@ -41,8 +41,15 @@ from advisor.jobscript.finetuners import (
     read_finetuner,
     with_overrides,
 )
-from advisor.jobscript.image_jobs import CONVENTIONS, DEIT_PROGRAMS, AtRunTime, data_words, read_images
-from advisor.jobscript.launchers import UNKNOWN, Launch, program_of, words_of
+from advisor.jobscript.image_jobs import (
+    CONVENTIONS,
+    DEIT_PROGRAMS,
+    data_words,
+    foreign_flag,
+    read_images,
+    refuse_foreign,
+)
+from advisor.jobscript.launchers import UNKNOWN, AtRunTime, Launch, program_of, words_of
 from advisor.jobscript.llamafactory import LLAMAFACTORY, llamafactory_style, read_llamafactory
 from advisor.jobscript.megatron import megatron_style, read_megatron
 from advisor.jobscript.nanogpt import nanogpt_style, read_nanogpt
@@ -156,6 +163,8 @@ def infer_description(
                 tuned = FinetuneCommand(launch.program, merged, positional, recipe.unread, processes.world)
                 values = _read_config(chosen, tuned, reading.datasets)
             else:
+                if style is None and chosen in CONVENTIONS:  # a style the user names is read as named
+                    refuse_foreign(launch.program, CONVENTIONS[chosen], merged)
                 values = _read(chosen, launch, merged, positional, processes, reading.datasets)
         except AtRunTime:
             why = _AT_RUN_TIME.format(command=command)
@@ -165,6 +174,8 @@ def infer_description(
             lacking = lacking or Inferred(left.values, place, chosen, command, *files, lacking=left.reason)
             continue
         if values is None:
+            said = _SAYS_TOO_LITTLE.format(program=launch.program)
+            unread = unread or Inferred({}, place, chosen, command, *files, lacking=said)
             continue
         inferred = Inferred(values, place, chosen, command, *files)
         if "epochs" not in values or "dataset_size" in values:
@@ -178,6 +189,11 @@ _NOT_READ = (
     "{program} takes flags the advisor does not read (it reads torchvision's and timm's train.py, Hugging "
     "Face's, Lightning's and the fine-tuners'): say what it trains with #ADVISOR lines (--model, "
     "--global-batch, and --steps or --epochs)"
+)
+_SAYS_TOO_LITTLE = (
+    "{program} does not say what it trains in a form the advisor reads (a model it builds, a batch size, "
+    "values known before it runs): say it with #ADVISOR lines (--model, --global-batch, and --steps or "
+    "--epochs)"
 )
 _AT_RUN_TIME = (
     "a value the job sizes itself by is set only when it runs (the ? in: {command}), which the advisor "
@@ -288,11 +304,13 @@ def _style(program: str, flags: Mapping[str, str], positional: list[str]) -> str
         return "imagenet"
     if program in DEIT_PROGRAMS and "data-path" in flags and "model" in flags:
         return "deit"
-    if _TIMM_FLAGS & flags.keys() and not _TORCHVISION_FLAGS & flags.keys():
-        return "timm"
-    if "model" in flags:
-        return "torchvision"
-    return None
+    if "model" not in flags:
+        return None
+    timm = bool(_TIMM_FLAGS & flags.keys()) and not _TORCHVISION_FLAGS & flags.keys()
+    first, other = ("timm", "torchvision") if timm else ("torchvision", "timm")
+    # a flag the first does not define and the other does: the other's
+    foreign = foreign_flag(CONVENTIONS[first], flags) and not foreign_flag(CONVENTIONS[other], flags)
+    return other if foreign else first
 
 
 def _read(

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from advisor.jobscript.datasets import Dataset, dataset_in
-from advisor.jobscript.launchers import UNKNOWN
+from advisor.jobscript.launchers import UNKNOWN, AtRunTime
 from advisor.jobscript.trainers import FOLLOWS_ITS_OWN, Undescribed, model_reference, optimizer_named
 
 FINETUNERS = ("axolotl", "torchtune")
@@ -82,10 +82,6 @@ _PLAIN = str.maketrans("", "", "-_")
 SIZE_REMEDY = 'add "#ADVISOR --dataset-size N"'
 
 
-class ConfigAtRunTime(Exception):
-    """A value the script computes at run time: nothing is guessed."""
-
-
 @dataclass(frozen=True)
 class FinetuneCommand:
     """A fine-tuning command as read: its program, its config's keys with the command line's over them (``-``
@@ -100,7 +96,7 @@ class FinetuneCommand:
     def value(self, key: str, default: str | None = None) -> str | None:
         found = self.flags.get(key, default)
         if found is not None and UNKNOWN in found:
-            raise ConfigAtRunTime(key)
+            raise AtRunTime(key)
         return found
 
     def true(self, key: str, default: str = "false") -> bool:
@@ -120,14 +116,11 @@ def finetuner_style(program: str, flags: Mapping[str, str]) -> str | None:
 def read_finetuner(
     style: str, command: FinetuneCommand, datasets: Mapping[str, Dataset]
 ) -> dict[str, Any] | None:
-    """The job description's values; None where a value is computed at run time; `Undescribed` where the
-    config leaves the job undescribed."""
-    try:
-        if style == "torchtune":
-            return _torchtune(with_overrides(command), datasets)
-        return _axolotl(command, datasets)
-    except ConfigAtRunTime:
-        return None
+    """The job description's values; `AtRunTime` where a value is computed at run time; `Undescribed`
+    where the config leaves the job undescribed."""
+    if style == "torchtune":
+        return _torchtune(with_overrides(command), datasets)
+    return _axolotl(command, datasets)
 
 
 def fixed_by_config(amp: bool, accumulation: str) -> dict[str, Any]:

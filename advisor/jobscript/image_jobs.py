@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from advisor.introspect.hub import timm_input_side
+from advisor.jobscript import image_flags
 from advisor.jobscript.datasets import Dataset, dataset_in
-from advisor.jobscript.launchers import UNKNOWN
+from advisor.jobscript.launchers import UNKNOWN, AtRunTime
 from advisor.jobscript.trainers import FOLLOWS_ITS_OWN, Undescribed, optimizer_named
 
 _TORCHVISION_NAME = re.compile(r"[a-z][a-z0-9_]*")
@@ -30,6 +31,9 @@ segmentation, video and optical-flow references are each a train.py that takes `
 class _Convention:
     """The flags of each part, and what its program assumes where a flag is absent."""
 
+    title: str
+    flags: frozenset[str]
+    """Every flag its program defines (`image_flags`)."""
     model: tuple[str, ...]
     batch: tuple[str, ...]
     epochs: tuple[str, ...]
@@ -52,19 +56,22 @@ class _Convention:
 
 CONVENTIONS = {
     "imagenet": _Convention(
-        ("a", "arch"), ("b", "batch-size"), ("epochs",),
+        "PyTorch's ImageNet example", image_flags.IMAGENET, ("a", "arch"), ("b", "batch-size"), ("epochs",),
         {"model": "resnet18", "batch": "256", "epochs": "90"}, per_node=True,
     ),
     "torchvision": _Convention(
+        "torchvision's classification reference", image_flags.TORCHVISION,
         ("model",), ("b", "batch-size"), ("epochs",), {"batch": "32", "epochs": "90"}, amp=("amp",),
         data=("data-path",), side=("train-crop-size",),
     ),
     "timm": _Convention(
+        "timm's train.py", image_flags.TIMM,
         ("model",), ("b", "batch-size"), ("epochs",), {"batch": "128", "epochs": "300"},
         accumulation=("grad-accum-steps",), amp=("amp",), data=("data-dir",), side=("img-size", "input-size"),
         timm=True,
     ),
     "deit": _Convention(  # DeiT's, ConvNeXt's and MAE's main.py: timm's models, their own flags
+        "DeiT's, ConvNeXt's and MAE's main.py", image_flags.DEIT,
         ("model",), ("batch-size",), ("epochs",), {"batch": "64", "epochs": "300", "opt": "adamw"},
         accumulation=("update-freq", "accum-iter"), amp=("use-amp",), data=("data-path",),
         side=("input-size",), timm=True, autocast=True,
@@ -74,8 +81,44 @@ DEIT_PROGRAMS = frozenset({"main.py", "main_finetune.py", "main_pretrain.py"})
 """facebookresearch's timm-based trainers (DeiT, ConvNeXt, MAE), told from torchvision's train.py."""
 
 
-class AtRunTime(Exception):
-    """A value the script computes at run time: nothing is guessed."""
+_SIZING = (
+    *("batch", "epoch", "step", "iter", "accum", "precision", "f16", "amp", "devices", "gpus", "nodes"),
+    *("size", "len", "model", "arch", "data", "samples", "classes"),
+)
+
+
+def _spelled_out(convention: _Convention, flags: Mapping[str, str]) -> dict[str, str]:
+    """Flags by their full names where abbreviated as argparse takes them: ``--batch 64`` is
+    ``--batch-size 64``, a prefix of one flag only."""
+    spelled = {}
+    for name, value in flags.items():
+        matches = [flag for flag in convention.flags if flag.startswith(name)]
+        spelled[matches[0] if name not in convention.flags and len(matches) == 1 else name] = value
+    return spelled
+
+
+def foreign_flag(convention: _Convention, flags: Mapping[str, str]) -> str | None:
+    """A flag that sizes the job (its batch, length, data, model, devices, precision) and that the
+    program does not define, nor abbreviate as argparse lets a flag be: the command is another program's."""
+    for name in flags:
+        known = any(flag.startswith(name) for flag in convention.flags)
+        if not known and any(word in name.lower() for word in _SIZING):
+            return name
+    return None
+
+
+def refuse_foreign(program: str, convention: _Convention, flags: Mapping[str, str]) -> None:
+    """`Undescribed` for a command that shares a convention's flags but has one of its own that sizes the
+    job: none of that program's defaults is assumed (a Lightning script's --max_epochs 20 was 90 epochs)."""
+    if not convention.timm:  # what the model is says more than a flag
+        _refuse_other_task(next((flags[name] for name in convention.model if flags.get(name)), ""))
+    flag = foreign_flag(convention, flags)
+    if flag is not None:
+        raise Undescribed(
+            f"{program} takes --{flag}, which {convention.title} does not: the advisor reads that program "
+            "by its flags; say what this one trains with #ADVISOR lines (--model, --global-batch, and "
+            "--steps or --epochs)"
+        )
 
 
 def read_images(
@@ -86,6 +129,7 @@ def read_images(
     datasets: Mapping[str, Dataset],
 ) -> dict[str, Any] | None:
     """The image conventions; ``scale`` is what the batch flag is multiplied by (devices, or nodes)."""
+    flags = _spelled_out(convention, flags)
 
     def value(part: str) -> str | None:
         names: tuple[str, ...] = getattr(convention, part)
@@ -143,10 +187,10 @@ def _refuse_other_task(model: str) -> None:
 
 
 def data_words(convention: _Convention, flags: Mapping[str, str], positional: Sequence[str]) -> list[str]:
-    """What names the data: its flag (timm's ``--dataset``, DeiT's ``--data-set`` too), else the program's
-    arguments; not every flag (``--weights ResNet50_Weights.IMAGENET1K_V2`` names the weights' data, not
-    the data a fine-tuning job trains on)."""
-    named = [flags[name] for name in (*convention.data, "dataset", "data-set") if flags.get(name)]
+    """What names the data: timm's ``--dataset`` (``torch/oxford_iiit_pet``, under ``--data-dir``'s root)
+    or DeiT's ``--data-set``, the data flag, else the program's arguments; not every flag (``--weights
+    ResNet50_Weights.IMAGENET1K_V2`` names the weights' data, not the data a fine-tuning job trains on)."""
+    named = [flags[name] for name in ("dataset", "data-set", *convention.data) if flags.get(name)]
     return [*named, *positional]
 
 

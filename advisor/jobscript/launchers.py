@@ -41,6 +41,12 @@ _COMMANDS = frozenset(
 """Programs of two words (``trl sft``, ``axolotl train``, LLaMA-Factory's ``llamafactory-cli train``)."""
 UNKNOWN = "\x00"
 """A word whose value the script computes at run time."""
+
+
+class AtRunTime(Exception):
+    """A value the job is sized by that the script computes at run time: nothing is guessed."""
+
+
 _ENVIRONMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
 """A variable set for the command alone (``CUDA_VISIBLE_DEVICES=0,1 accelerate launch ...``)."""
 _REFERENCE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")

@@ -24,7 +24,6 @@ from advisor.jobscript.datasets import Dataset
 from advisor.jobscript.finetuners import (
     CONFIG_ENDINGS,
     SIZE_REMEDY,
-    ConfigAtRunTime,
     FinetuneCommand,
     config_unread,
     fixed_by_config,
@@ -45,16 +44,9 @@ def llamafactory_style(program: str, flags: Mapping[str, str]) -> bool:
     return program in _PROGRAMS or ("model-name-or-path" in flags and "finetuning-type" in flags)
 
 
-def read_llamafactory(command: FinetuneCommand, datasets: Mapping[str, Dataset]) -> dict[str, Any] | None:
-    """The job description's values; None where a value is computed at run time; `Undescribed` where the
-    config leaves the job undescribed or trains in a way the advisor does not predict."""
-    try:
-        return _described(command, datasets)
-    except ConfigAtRunTime:
-        return None
-
-
-def _described(command: FinetuneCommand, datasets: Mapping[str, Dataset]) -> dict[str, Any]:
+def read_llamafactory(command: FinetuneCommand, datasets: Mapping[str, Dataset]) -> dict[str, Any]:
+    """The job description's values; `AtRunTime` where a value is computed at run time; `Undescribed`
+    where the config leaves the job undescribed or trains in a way the advisor does not predict."""
     config = next((word for word in command.positional if word.endswith(CONFIG_ENDINGS)), "its config")
     stage = command.value("stage", "sft") or "sft"
     refuse_preference(f"LLaMA-Factory's {_STAGES.get(stage, stage)} stage")

@@ -18,8 +18,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from advisor.jobscript.image_jobs import AtRunTime
-from advisor.jobscript.launchers import UNKNOWN
+from advisor.jobscript.launchers import UNKNOWN, AtRunTime
 from advisor.jobscript.trainers import FOLLOWS_ITS_OWN, Undescribed
 
 _DEFAULTS = {
