@@ -113,3 +113,22 @@ def test_each_convention_defines_the_flags_it_reads(style: str) -> None:
     read = {*convention.model, *convention.batch, *convention.epochs, *convention.accumulation}
     read |= {*convention.amp, *convention.data, *convention.side}
     assert read <= convention.flags
+
+
+@pytest.mark.parametrize(
+    ("command", "program"),
+    [
+        ("fairseq-train --fp16 data-bin/wikitext-103 --task masked_lm --arch roberta_base --max-update 9\n",
+         "fairseq-train"),
+        ("bash ./tools/dist_train.sh configs/resnet/resnet50_8xb32_in1k.py 8\n", "dist_train.sh"),
+    ],
+)  # fmt: skip
+def test_a_training_program_that_is_not_a_python_file_is_named(
+    tmp_path: Path, command: str, program: str
+) -> None:
+    """fairseq's and OpenMMLab's launchers said nothing at all; fairseq's --arch is not the ImageNet
+    example's."""
+    refused = _refusal(tmp_path, command)
+    assert refused is not None and refused.startswith(
+        f"{tmp_path / 'job.sh'}:3: {program} takes flags the advisor does not read (it reads PyTorch's"
+    )

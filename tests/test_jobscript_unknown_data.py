@@ -171,3 +171,15 @@ def test_a_fine_tuning_jobs_weights_do_not_name_its_data(tmp_path: Path) -> None
     assert found.undescribed is not None and 'of "/data/flowers", a dataset' in found.undescribed
     on_imagenet = parsed(tmp_path, command.replace("/data/flowers", "/data/imagenet")).description
     assert on_imagenet is not None and on_imagenet.dataset_size == 1281167
+
+
+def test_beans_is_counted(tmp_path: Path) -> None:
+    """run_image_classification's README example: 5 epochs of beans' 1,034 images at 32 a step are 33
+    steps each (the last one short), 3 labels."""
+    command = (
+        "python run_image_classification.py --dataset_name beans --model_name_or_path "
+        "google/vit-base-patch16-224-in21k --per_device_train_batch_size 32 --num_train_epochs 5 --do_train\n"
+    )
+    beans = parsed(tmp_path, command).description
+    assert beans is not None and (beans.dataset_size, beans.total_steps) == (1034, 5 * 33)
+    assert beans.model_kwargs == {"num_labels": 3}

@@ -49,7 +49,14 @@ from advisor.jobscript.image_jobs import (
     read_images,
     refuse_foreign,
 )
-from advisor.jobscript.launchers import UNKNOWN, AtRunTime, Launch, program_of, words_of
+from advisor.jobscript.launchers import (
+    TRAINING_COMMANDS,
+    UNKNOWN,
+    AtRunTime,
+    Launch,
+    program_of,
+    words_of,
+)
 from advisor.jobscript.llamafactory import LLAMAFACTORY, llamafactory_style, read_llamafactory
 from advisor.jobscript.megatron import megatron_style, read_megatron
 from advisor.jobscript.nanogpt import nanogpt_style, read_nanogpt
@@ -186,8 +193,9 @@ def infer_description(
 
 
 _NOT_READ = (
-    "{program} takes flags the advisor does not read (it reads torchvision's and timm's train.py, Hugging "
-    "Face's, Lightning's and the fine-tuners'): say what it trains with #ADVISOR lines (--model, "
+    "{program} takes flags the advisor does not read (it reads PyTorch's, torchvision's, timm's and DeiT's "
+    "image trainers, Hugging Face's and TRL's, Lightning's, Megatron-LM's, nanoGPT's, torchtitan's, "
+    "axolotl's, torchtune's and LLaMA-Factory's): say what it trains with #ADVISOR lines (--model, "
     "--global-batch, and --steps or --epochs)"
 )
 _SAYS_TOO_LITTLE = (
@@ -284,6 +292,8 @@ def _read_config(
 
 
 def _style(program: str, flags: Mapping[str, str], positional: list[str]) -> str | None:
+    if program in TRAINING_COMMANDS or program.endswith(".sh"):  # not read, whatever flags it shares
+        return None
     finetuner = finetuner_style(program, flags)
     if finetuner is not None:
         return finetuner

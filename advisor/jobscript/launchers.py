@@ -55,6 +55,9 @@ _TIMM_LAUNCHER = "distributed_train.sh"
 """timm's launcher (``./distributed_train.sh 8 /data/imagenet --model NAME ...``): its train.py in as many
 processes."""
 _SHELLS = frozenset({"bash", "sh"})
+TRAINING_COMMANDS = frozenset({"fairseq-train", "fairseq-hydra-train", "litgpt", "mim", "swift", "xtuner"})
+"""Training programs that are not Python files on the command line: each is named (as not read), not
+passed over in silence."""
 _WHOLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?:\[[@*]\])?\}|([A-Za-z_][A-Za-z0-9_]*))")
 """A word that is one variable: a string's or an array's every element (``${ARGS[@]}``)."""
 _MODULE = frozenset({"-m", "--module"})
@@ -108,7 +111,7 @@ def program_of(words: Sequence[str]) -> Launch | None:
                     continue
                 return Launch(module, list(words[index:]), launcher)
             continue
-        if word.endswith(".py"):
+        if word.endswith((".py", ".sh")) or base in TRAINING_COMMANDS:  # a launcher script of its own too
             return Launch(base, list(words[index + 1 :]), launcher)
         return Launch(base, list(words[index + 1 :]), launcher) if saw_python else None
     return None
