@@ -1,4 +1,5 @@
 #!/bin/bash
+# expected: hf:gpt2, 64, 100 steps
 #SBATCH --gres=gpu:2
 #SBATCH --time=10:00:00
 # write accelerate's config (it's generated here) <<NOT

@@ -1,4 +1,5 @@
 #!/bin/bash
+# expected: hf:meta-llama/Llama-3.2-1B, 32, 2 epochs
 #SBATCH --partition=gpu
 #SBATCH --gres=gpu:4
 #SBATCH --time=1-00:00:00

@@ -1,4 +1,5 @@
 #!/bin/bash
+# expected: timm:deit_small_patch16_224, 1024, 300 epochs
 #SBATCH --partition=gpu
 #SBATCH --nodes=1
 #SBATCH --gres=gpu:8

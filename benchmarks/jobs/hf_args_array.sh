@@ -1,4 +1,5 @@
 #!/bin/bash
+# expected: hf:gpt2, 32, 2000 steps
 #SBATCH --gres=gpu:4
 #SBATCH --time=10:00:00
 ARGS=(

@@ -1,4 +1,5 @@
 #!/bin/bash
+# expected: hf:gpt2, 16, 3 epochs
 #SBATCH --partition=gpu
 #SBATCH --gres=gpu:4
 #SBATCH --time=1-00:00:00

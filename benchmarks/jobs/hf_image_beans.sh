@@ -1,4 +1,5 @@
 #!/bin/bash
+# expected: hf:google/vit-base-patch16-224-in21k, 32, 5 epochs
 #SBATCH --partition=gpu
 #SBATCH --gres=gpu:4
 #SBATCH --time=1-00:00:00

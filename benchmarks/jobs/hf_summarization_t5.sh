@@ -1,4 +1,5 @@
 #!/bin/bash
+# expected: hf:google-t5/t5-small, 32, 3 epochs
 #SBATCH --partition=gpu
 #SBATCH --nodes=1
 #SBATCH --gres=gpu:8

@@ -1,4 +1,5 @@
 #!/bin/bash
+# expected: none
 #SBATCH --partition=gpu
 #SBATCH --gres=gpu:4
 #SBATCH --time=1-00:00:00

@@ -1,4 +1,5 @@
 #!/bin/bash
+# expected: none
 #SBATCH --partition=gpu
 #SBATCH --nodes=1
 #SBATCH --gres=gpu:8

@@ -1,4 +1,5 @@
 #!/bin/bash
+# expected: hf:gpt2, 256, 500000 steps
 #SBATCH --nodes=1
 #SBATCH --gres=gpu:8
 #SBATCH --time=2-00:00:00

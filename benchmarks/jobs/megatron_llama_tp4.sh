@@ -1,4 +1,5 @@
 #!/bin/bash
+# expected: none
 #SBATCH --nodes=2
 #SBATCH --gres=gpu:8
 #SBATCH --time=2-00:00:00

@@ -1,4 +1,5 @@
 #!/bin/bash
+# expected: hf:gpt2, 12, 5000 steps
 #SBATCH --partition=gpu
 #SBATCH --gres=gpu:1
 #SBATCH --time=02:00:00

@@ -1,4 +1,5 @@
 #!/bin/bash
+# expected: timm:efficientnet_b2, 1024, 450 epochs
 #SBATCH --partition=gpu
 #SBATCH --nodes=1
 #SBATCH --gres=gpu:8

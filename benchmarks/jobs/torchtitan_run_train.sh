@@ -1,4 +1,5 @@
 #!/bin/bash
+# expected: hf:meta-llama-3-8b, 8, 50 steps
 #SBATCH --nodes=1
 #SBATCH --gres=gpu:8
 #SBATCH --time=1-00:00:00

@@ -1,4 +1,5 @@
 #!/bin/bash
+# expected: resnet50, 1024, 600 epochs
 #SBATCH --partition=gpu
 #SBATCH --nodes=1
 #SBATCH --gres=gpu:8

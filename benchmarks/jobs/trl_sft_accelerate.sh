@@ -1,4 +1,5 @@
 #!/bin/bash
+# expected: hf:Qwen/Qwen2.5-0.5B, 128, 1 epochs
 #SBATCH --partition=gpu
 #SBATCH --nodes=1
 #SBATCH --gres=gpu:8

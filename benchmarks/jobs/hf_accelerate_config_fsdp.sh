@@ -1,0 +1,10 @@
+#!/bin/bash
+# expected: hf:meta-llama/Llama-3.2-1B, 64, 1 epochs
+#SBATCH --nodes=1
+#SBATCH --gres=gpu:4
+#SBATCH --time=1-00:00:00
+accelerate launch --config_file fsdp_config.yaml run_clm_no_trainer.py \
+  --model_name_or_path meta-llama/Llama-3.2-1B \
+  --dataset_name wikitext --dataset_config_name wikitext-2-raw-v1 \
+  --per_device_train_batch_size 4 --gradient_accumulation_steps 4 \
+  --block_size 2048 --num_train_epochs 1 --with_tracking --output_dir out
