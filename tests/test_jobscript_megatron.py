@@ -113,3 +113,26 @@ def test_a_model_split_over_gpus_says_the_advisor_does_not_predict_it(tmp_path: 
         "parallel: 4 x 1 x 1), which the advisor does not predict: it predicts data parallelism, each GPU "
         "holding the whole model"
     )
+
+
+def test_a_hugging_face_tokenizer_gives_the_vocabulary_and_llama_3_8b_its_parameters(tmp_path: Path) -> None:
+    """Llama 3 8B's shape under Megatron with its tokenizer (``--tokenizer-type HuggingFaceTokenizer
+    --tokenizer-model``): 128,256 tokens (already a multiple of 128), not LlamaConfig's 32,000. By hand: a
+    layer's attention 4096^2 x 2 (q, o) + 4096 x 1024 x 2 (k, v: 8 groups of 128), its MLP 3 x 4096 x 14,336,
+    two norms of 4,096; 32 layers, untied token and output tables of 128,256 x 4,096, the last norm:
+    8,030,261,248, Llama 3 8B's 8.03 billion."""
+    text = LLAMA_LIKE.replace("--ffn-hidden-size 11008", "--ffn-hidden-size 14336").replace(
+        "--vocab-size 32000",
+        "--tokenizer-type HuggingFaceTokenizer --tokenizer-model meta-llama/Meta-Llama-3-8B",
+    )
+    description = _parsed(tmp_path, text.replace("--seq-length 4096", "--seq-length 8192")).description
+    assert description is not None and description.model_kwargs["vocab_size"] == 128256
+    table = introspect(
+        description.model, kwargs=description.model_kwargs, allow_factories=False, given=TaskInput(8192)
+    )
+    hidden, groups_width, mlp, tokens = 4096, 1024, 14336, 128256
+    layer = 2 * hidden**2 + 2 * hidden * groups_width + 3 * hidden * mlp + 2 * hidden
+    by_hand = 32 * layer + 2 * tokens * hidden + hidden
+    assert table.totals.parameters == by_hand == 8_030_261_248
+    unknown = _parsed(tmp_path, text.replace("meta-llama/Meta-Llama-3-8B", "/models/tokenizer.model"))
+    assert unknown.description is not None and "vocab_size" not in unknown.description.model_kwargs

@@ -7,8 +7,9 @@ activation recomputation.
 The model is built as transformers' class of the same shape: GPT-2's (learned positions, GELU, LayerNorm)
 unless the flags say Llama's (``--swiglu``, ``--normalization RMSNorm``, ``--position-embedding-type
 rope``; ``--group-query-attention`` with ``--num-query-groups``; embeddings tied unless
-``--untie-embeddings-and-output-weights``), with its tokenizer's vocabulary (GPT-2's, else the class's)
-unless ``--vocab-size`` says, padded as Megatron pads it.
+``--untie-embeddings-and-output-weights``), with its tokenizer's vocabulary, padded as Megatron pads it:
+``--vocab-size``, else ``--tokenizer-model``'s where it names a shipped Hugging Face model
+(``HuggingFaceTokenizer``: Llama 3's 128,256), else GPT-2's for a GPT and the class's for a Llama.
 A model split over GPUs (tensor, pipeline or context parallel) the advisor does not predict: it says so.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from advisor.introspect.hub import shipped_architecture
 from advisor.jobscript.trainers import FOLLOWS_ITS_OWN, refuse_split
 
 _SIZES = ("num-layers", "hidden-size", "num-attention-heads", "seq-length")
@@ -87,7 +89,8 @@ def _shape(flags: Mapping[str, str], layers: int, hidden: int, heads: int, lengt
     given = flags.get("max-position-embeddings", "")
     positions = int(given) if given.isdigit() else length
     ffn = flags.get("ffn-hidden-size", "")
-    vocabulary = _padded(flags, flags.get("vocab-size", "") or (_GPT2_TOKENS if not _llama(flags) else ""))
+    tokens = flags.get("vocab-size", "") or _tokenizer_tokens(flags)
+    vocabulary = _padded(flags, tokens or (_GPT2_TOKENS if not _llama(flags) else ""))
     if not _llama(flags):
         shape: dict[str, Any] = {
             "n_layer": layers,
@@ -106,6 +109,15 @@ def _shape(flags: Mapping[str, str], layers: int, hidden: int, heads: int, lengt
         "tie_word_embeddings": "untie-embeddings-and-output-weights" not in flags,
     }
     return shape | _vocabulary(vocabulary)
+
+
+def _tokenizer_tokens(flags: Mapping[str, str]) -> str:
+    """The vocabulary of the Hugging Face tokenizer ``--tokenizer-model`` names, where the shipped table
+    holds it (``meta-llama/Meta-Llama-3-8B``: 128,256); else empty."""
+    name = flags.get("tokenizer-model", "")
+    found = shipped_architecture(name) if name else None
+    size = (found.config if found is not None else {}).get("vocab_size")
+    return str(size) if isinstance(size, int) else ""
 
 
 def _vocabulary(size: str) -> dict[str, Any]:
