@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from advisor.jobscript.arguments import program_options
 from advisor.jobscript.datasets import Dataset
 from advisor.jobscript.finetuners import (
     FINETUNERS,
@@ -77,13 +78,6 @@ _PROGRAMS = (
     "torchtitan",
 )
 STYLES = (*_PROGRAMS, *FINETUNERS, LLAMAFACTORY)
-_SWITCHES = frozenset(
-    {
-        "amp", "fp16", "bf16", "channels-last", "pin-mem", "sync-bn", "no-prefetcher",
-        "gradient-checkpointing", "use-peft", "do-train", "do-eval", "overwrite-output-dir", "packing",
-    }
-)  # fmt: skip
-"""Flags that take no value in these programs (HF's may take a boolean: ``--fp16 True``)."""
 _TIMM_FLAGS = frozenset(
     {"grad-accum-steps", "data-dir", "img-size", "input-size", "model-ema", "sched", "opt"}
 )
@@ -91,10 +85,7 @@ _TORCHVISION_FLAGS = frozenset(
     {"data-path", "train-crop-size", "val-resize-size", "lr-scheduler", "lr-warmup-epochs", "label-smoothing"}
 )
 """torchvision's reference alone has these; ``--opt`` and ``--model-ema`` it shares with timm."""
-_SIZES = {"input-size": 3}
-"""Flags of several values: timm's ``--input-size 3 256 256`` (C H W)."""
 _LIGHTNING_STEPS = frozenset({"fit", "validate", "test", "predict"})
-_BOOLEANS = frozenset({"true", "false", "1", "0", "yes", "no"})
 
 
 @dataclass(frozen=True)
@@ -155,7 +146,7 @@ def infer_description(
         launch = program_of(words) if words else None
         if launch is None:
             continue
-        flags, positional = _options(launch.arguments)
+        flags, positional = program_options(launch.arguments)
         recipe = recipe_flags(flags, positional, launch.launcher, reading.read)
         merged = {**recipe.values, **flags}
         chosen = style or _style(launch.program, merged, positional)
@@ -243,41 +234,6 @@ def _world(launch: Launch, world_size: int) -> int:
     if per_node.isdigit() and nodes.isdigit():
         return int(per_node) * int(nodes)
     return world_size
-
-
-def _options(arguments: Sequence[str]) -> tuple[dict[str, str], list[str]]:
-    """Flags with their values (``True`` flags as ``""``), ``-``/``_`` spellings as one (and Lightning's
-    ``--model.init_args.name`` as ``--model.name``), and positionals."""
-    flags: dict[str, str] = {}
-    positional: list[str] = []
-    index = 0
-    while index < len(arguments):
-        word = arguments[index]
-        index += 1
-        if not word.startswith("-") or word == "-":
-            positional.append(word)
-            continue
-        name, has_value, value = word.partition("=")
-        key = name.lstrip("-").replace("_", "-").replace(".init-args.", ".")  # jsonargparse's spelling too
-        following = arguments[index] if index < len(arguments) else "-"
-        if has_value:
-            flags[key] = value
-        elif key in _SWITCHES and following.lower() not in _BOOLEANS:
-            flags[key] = ""
-        elif not following.startswith("-"):
-            end = _values_end(arguments, index, _SIZES.get(key, 1))
-            flags[key], index = " ".join(arguments[index:end]), end
-        else:
-            flags[key] = ""
-    return flags, positional
-
-
-def _values_end(arguments: Sequence[str], start: int, most: int) -> int:
-    """Where a flag's values end: after ``most`` of them, or at the next flag."""
-    end = start + 1
-    while end < min(start + most, len(arguments)) and not arguments[end].startswith("-"):
-        end += 1
-    return end
 
 
 def _read_config(

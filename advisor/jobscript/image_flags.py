@@ -1,6 +1,7 @@
-"""The flags each image program defines (its argparse parser), ``_`` spelt ``-`` as `commands._options`
-reads them: a command with a flag of its own that sizes the job (``--max_epochs``, ``--devices``) is not
-that program's, whatever flags it shares with it, so none of its defaults is assumed.
+"""The flags each image program defines (its argparse parser), ``_`` spelt ``-`` as
+`arguments.program_options` reads them: a command with a flag of its own that sizes the job
+(``--max_epochs``, ``--devices``) is not that program's, whatever flags it shares with it, so none of its
+defaults is assumed.
 
 Read from the projects' sources: torchvision's ``references/classification/train.py`` (its
 ``get_args_parser`` at 017e9b9, with the flags later versions add: ``--ra-sampler``, ``--ra-reps``,
