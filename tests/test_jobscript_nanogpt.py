@@ -11,7 +11,7 @@ from advisor.jobscript.nanogpt import config_assignments
 from advisor.jobscript.submission import ParsedSubmission, parse_job, parse_submission
 
 HEADER = "#!/bin/bash\n#SBATCH --gres=gpu:{gpus}\n#SBATCH --time=5-00:00:00\n"
-CONFIGS = Path(__file__).resolve().parents[1] / "benchmarks" / "jobs" / "config"
+CONFIGS = Path(__file__).resolve().parents[1] / "benchmarks" / "jobs" / "nanoGPT" / "config"
 """nanoGPT's own configs (benchmarks/jobs: the scripts `benchmarks/job_reading.py` reads)."""
 TRAIN_GPT2 = (CONFIGS / "train_gpt2.py").read_text(encoding="utf-8")
 SHAKESPEARE = (

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from advisor.jobscript.launchers import UNKNOWN, words_of
-from advisor.jobscript.shell import assigned, logical_lines
-from advisor.jobscript.submission import parse_job
+from advisor.jobscript.shell import assigned, commands_of, logical_lines, moved, within
+from advisor.jobscript.submission import parse_job, parse_submission
 
 HEADER = "#!/bin/bash\n#SBATCH --gres=gpu:4\n#SBATCH --time=10:00:00\n"
 STRINGS = """MODEL_ARGS="--model_name_or_path gpt2 --block_size 512"
@@ -108,3 +110,47 @@ def test_every_script_of_the_job_reading_benchmark_is_read_as_expected_or_says_w
     verdicts = {script.name: row(script, read(script))[-1] for script in scripts}
     bad = ("wrong", "silent", "failed")
     assert {name: verdict for name, verdict in verdicts.items() if verdict in bad} == {}
+
+
+def test_a_lines_commands_are_split_where_the_shell_splits_them() -> None:
+    words = words_of("module load cuda && cd /work; srun python train.py --lr 1 | tee log &", {})
+    assert commands_of(words) == [
+        ["module", "load", "cuda"], ["cd", "/work"], ["srun", "python", "train.py", "--lr", "1"],
+        ["tee", "log"],
+    ]  # fmt: skip
+
+
+def test_cd_moves_where_files_are_read_from() -> None:
+    assert moved("", ["/work/nanoGPT"]) == "/work/nanoGPT" and moved("", []) == "~"
+    assert moved("/work", ["nanoGPT"]) == "/work/nanoGPT" and moved("repo", ["../other"]) == "other"
+    assert moved("/work", [f"/scratch/{UNKNOWN}"]) == UNKNOWN == moved("/work", ["-"])
+    assert moved(UNKNOWN, ["sub"]) == UNKNOWN and moved(UNKNOWN, ["/abs"]) == "/abs"
+    assert within("", "cfg.yaml") == "cfg.yaml" and within("/work", "cfg.yaml") == "/work/cfg.yaml"
+    assert within("/work", "~/cfg.yaml") == "~/cfg.yaml" and within(UNKNOWN, "cfg.yaml") is None
+
+
+def test_a_command_after_cd_and_its_config_there_are_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``cd REPO && python train.py config/x.py`` read as no command at all; a config relative to the folder
+    ``cd`` goes to was looked for where the job was submitted. nanoGPT's shakespeare_char settings: 64 a
+    step, 5,000 iterations."""
+    repo = tmp_path / "nanoGPT"
+    (repo / "config").mkdir(parents=True)
+    (repo / "config" / "train_char.py").write_text(
+        "gradient_accumulation_steps = 1\nbatch_size = 64\nmax_iters = 5000\nblock_size = 256\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    script = tmp_path / "job.sh"
+    for body in (
+        "cd nanoGPT && python train.py config/train_char.py\n",
+        f"cd {repo}\nsrun python train.py config/train_char.py\n",
+        "cd $SLURM_SUBMIT_DIR/nanoGPT; python train.py config/train_char.py\n",
+    ):
+        script.write_text("#!/bin/bash\n#SBATCH --gres=gpu:1\n" + body, encoding="utf-8")
+        parsed = parse_submission(script, [], {})
+        assert parsed.description is not None, (body, parsed.undescribed)
+        assert (parsed.description.global_batch, parsed.description.steps) == (64, 5000)
+    script.write_text("#!/bin/bash\n#SBATCH --gres=gpu:1\ncd $(mktemp -d)\npython train.py config/train_char.py\n")
+    unknown = parse_submission(script, [], {})
+    assert unknown.description is None and "could not be read" in str(unknown.undescribed)

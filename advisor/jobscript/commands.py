@@ -62,7 +62,7 @@ from advisor.jobscript.llamafactory import LLAMAFACTORY, llamafactory_style, rea
 from advisor.jobscript.megatron import megatron_style, read_megatron
 from advisor.jobscript.nanogpt import nanogpt_style, read_nanogpt
 from advisor.jobscript.recipes import Read, recipe_flags
-from advisor.jobscript.shell import assigned, logical_lines
+from advisor.jobscript.shell import assigned, commands_of, logical_lines, moved, within
 from advisor.jobscript.torchtitan import read_torchtitan, torchtitan_style
 from advisor.jobscript.trainers import Undescribed, named_data, read_hf, read_lightning
 
@@ -132,55 +132,113 @@ def infer_description(
 ) -> Inferred | None:
     """The first training command the script runs, read in ``style`` (default: recognised by its flags);
     None where no command says enough (a model the advisor can build, a batch size). One whose length is
-    epochs over data the table lacks is returned, ``lacking`` why, where no later command says it all."""
-    variables: dict[str, str | None] = {}
-    lacking: Inferred | None = None
-    unread: Inferred | None = None  # the last Python program not read: most often the training one
+    epochs over data the table lacks is returned, ``lacking`` why, where no later command says it all.
+    Commands are the shell's (``cd /work && python train.py`` is two), and a file a command names is read
+    where the script's ``cd`` has taken it."""
+    found = _Found(_Context(world_size, nodes, reading, style))
+    variables: dict[str, str | None] = dict(_KNOWN_AT_SUBMISSION)
     for line in logical_lines(script):
         assignment = assigned(line.text, variables)
         if assignment is not None:
             name, value = assignment
             variables[name] = value
             continue
-        words = words_of(line.text, variables)
-        launch = program_of(words) if words else None
+        for words in commands_of(words_of(line.text, variables)):
+            inferred = found.command(words, f"{where}:{line.number}")
+            if inferred is not None:
+                return inferred
+    return found.lacking or found.unread
+
+
+_KNOWN_AT_SUBMISSION = {"HOME": "~", "SLURM_SUBMIT_DIR": "."}
+"""Variables the job has that the submitting user knows: home (``~``, read as the user's own) and the
+folder it is submitted from (where `advise-submit` runs)."""
+
+
+@dataclass(frozen=True)
+class _Context:
+    world_size: int
+    nodes: int
+    reading: CommandReading
+    style: str | None
+
+
+@dataclass
+class _Found:
+    """What the script's commands said so far: why the best one describes no job, where the script is."""
+
+    context: _Context
+    lacking: Inferred | None = None
+    unread: Inferred | None = None  # the last Python program not read: most often the training one
+    folder: str = ""
+
+    def command(self, words: list[str], place: str) -> Inferred | None:
+        """The description one command gives in full; None (keeping why) where it gives none."""
+        if words[0] == "cd":
+            self.folder = moved(self.folder, words[1:])
+            return None
+        launch = program_of(words)
         if launch is None:
-            continue
-        flags, positional = program_options(launch.arguments)
-        recipe = recipe_flags(flags, positional, launch.launcher, reading.read)
+            return None
+        context, (flags, positional) = self.context, program_options(launch.arguments)
+        read = context.reading.read
+        recipe = recipe_flags(
+            flags, positional, launch.launcher, None if read is None else _reader(read, self.folder)
+        )
         merged = {**recipe.values, **flags}
-        chosen = style or _style(launch.program, merged, positional)
+        chosen = context.style or _style(launch.program, merged, positional)
         command = " ".join(word.replace(UNKNOWN, "?") for word in words)
-        files, place = (tuple(recipe.read), tuple(recipe.unread)), f"{where}:{line.number}"
+        files = (tuple(recipe.read), tuple(recipe.unread))
         if chosen is None:
-            unread = Inferred({}, place, "unknown", command, lacking=_NOT_READ.format(program=launch.program))
-            continue
+            self.unread = Inferred(
+                {}, place, "unknown", command, lacking=_NOT_READ.format(program=launch.program)
+            )
+            return None
         try:
-            processes = _Processes(_world(launch, world_size), nodes)
-            if chosen in (*FINETUNERS, LLAMAFACTORY, "nanogpt"):
-                tuned = FinetuneCommand(launch.program, merged, positional, recipe.unread, processes.world)
-                values = _read_config(chosen, tuned, reading.datasets)
-            else:
-                if style is None and chosen in CONVENTIONS:  # a style the user names is read as named
-                    refuse_foreign(launch.program, CONVENTIONS[chosen], merged)
-                values = _read(chosen, launch, merged, positional, processes, reading.datasets)
+            values = _values(chosen, launch, merged, positional, recipe.unread, context)
         except AtRunTime:
             why = _AT_RUN_TIME.format(command=command)
-            unread = Inferred({}, place, chosen, command, *files, lacking=why)
-            continue
+            self.unread = Inferred({}, place, chosen, command, *files, lacking=why)
+            return None
         except Undescribed as left:  # says why, and what `#ADVISOR` may complete
-            lacking = lacking or Inferred(left.values, place, chosen, command, *files, lacking=left.reason)
-            continue
+            self.lacking = self.lacking or Inferred(
+                left.values, place, chosen, command, *files, lacking=left.reason
+            )
+            return None
         if values is None:
             said = _SAYS_TOO_LITTLE.format(program=launch.program)
-            unread = unread or Inferred({}, place, chosen, command, *files, lacking=said)
-            continue
+            self.unread = self.unread or Inferred({}, place, chosen, command, *files, lacking=said)
+            return None
         inferred = Inferred(values, place, chosen, command, *files)
         if "epochs" not in values or "dataset_size" in values:
             return inferred
         why = _unknown_data(launch.program, chosen, values, _data_named(chosen, merged, positional))
-        lacking = lacking or replace(inferred, lacking=why)
-    return lacking or unread
+        self.lacking = self.lacking or replace(inferred, lacking=why)
+        return None
+
+
+def _reader(read: Read, folder: str) -> Read:
+    """``read`` from where the script's ``cd`` has taken it."""
+    return lambda name: None if (path := within(folder, name)) is None else read(path)
+
+
+def _values(
+    chosen: str,
+    launch: Launch,
+    flags: Mapping[str, str],
+    positional: list[str],
+    unread: list[str],
+    context: _Context,
+) -> dict[str, Any] | None:
+    """The command's values in its convention; `AtRunTime` and `Undescribed` say why none."""
+    processes = _Processes(_world(launch, context.world_size), context.nodes)
+    datasets = context.reading.datasets
+    if chosen in (*FINETUNERS, LLAMAFACTORY, "nanogpt"):
+        tuned = FinetuneCommand(launch.program, flags, positional, unread, processes.world)
+        return _read_config(chosen, tuned, datasets)
+    if context.style is None and chosen in CONVENTIONS:  # a style the user names is read as named
+        refuse_foreign(launch.program, CONVENTIONS[chosen], flags)
+    return _read(chosen, launch, flags, positional, processes, datasets)
 
 
 _NOT_READ = (

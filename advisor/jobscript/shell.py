@@ -9,12 +9,13 @@ Scripts keep their arguments in variables (``GPT_ARGS="--num-layers 24 ..."`` ov
 
 from __future__ import annotations
 
+import posixpath
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from advisor.jobscript.launchers import expand, words_of
+from advisor.jobscript.launchers import UNKNOWN, expand, words_of
 
 _NAME = r"([A-Za-z_][A-Za-z0-9_]*)"
 _ASSIGNMENT = re.compile(rf"(?:export\s+)?{_NAME}=(.*)", re.DOTALL)
@@ -102,3 +103,44 @@ def assigned(text: str, variables: Mapping[str, str | None]) -> tuple[str, str |
     if "$(" in value or "`" in value:
         return name, None
     return name, expand(value, variables)
+
+
+_SEPARATORS = frozenset({"&&", "||", ";", "|", "&"})
+
+
+def commands_of(words: Sequence[str]) -> list[list[str]]:
+    """A line's commands: its words split where the shell starts another (``&&``, ``||``, ``;``, ``|``,
+    ``&``), so that ``cd /work && srun python train.py`` runs train.py (it read as no command at all)."""
+    commands: list[list[str]] = [[]]
+    for word in words:
+        if word in _SEPARATORS:
+            commands.append([])
+        elif word.endswith(";"):  # shlex keeps ``cd /work;`` as one word
+            commands[-1].append(word[:-1])
+            commands.append([])
+        else:
+            commands[-1].append(word)
+    return [command for command in commands if command]
+
+
+def moved(folder: str, words: Sequence[str]) -> str:
+    """Where ``cd`` takes the script, from ``folder`` ("" where it is submitted): an absolute or home
+    path, one relative to where it was, or `UNKNOWN` where the run computes it (``cd -`` too)."""
+    target = words[0] if words else "~"
+    if UNKNOWN in target or target == "-" or (UNKNOWN in folder and not _absolute(target)):
+        return UNKNOWN
+    if _absolute(target) or not folder:
+        return target
+    return posixpath.normpath(posixpath.join(folder, target))
+
+
+def within(folder: str, name: str) -> str | None:
+    """A file a command names, as a path from where the script is submitted; None where the folder it
+    is relative to is known only when the job runs."""
+    if _absolute(name) or not folder:
+        return name
+    return None if UNKNOWN in folder else posixpath.join(folder, name)
+
+
+def _absolute(path: str) -> bool:
+    return path.startswith(("/", "~"))

@@ -3,5 +3,5 @@
 #SBATCH --partition=gpu
 #SBATCH --gres=gpu:1
 #SBATCH --time=02:00:00
-cd $HOME/nanoGPT
+cd nanoGPT   # its clone beside the job scripts; the config below is read there
 python train.py config/train_shakespeare_char.py --batch_size=12
