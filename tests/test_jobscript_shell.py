@@ -151,6 +151,7 @@ def test_a_command_after_cd_and_its_config_there_are_read(
         parsed = parse_submission(script, [], {})
         assert parsed.description is not None, (body, parsed.undescribed)
         assert (parsed.description.global_batch, parsed.description.steps) == (64, 5000)
-    script.write_text("#!/bin/bash\n#SBATCH --gres=gpu:1\ncd $(mktemp -d)\npython train.py config/train_char.py\n")
+    body = "cd $(mktemp -d)\npython train.py config/train_char.py\n"
+    script.write_text("#!/bin/bash\n#SBATCH --gres=gpu:1\n" + body, encoding="utf-8")
     unknown = parse_submission(script, [], {})
     assert unknown.description is None and "could not be read" in str(unknown.undescribed)
