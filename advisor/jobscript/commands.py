@@ -13,14 +13,17 @@ The conventions understood, as their own programs define their flags:
 - ``megatron``: Megatron-LM's GPT pretraining, the model's shape in its flags (`advisor.jobscript.megatron`),
   ``nanogpt``: nanoGPT's train.py, its Python config read as text (`advisor.jobscript.nanogpt`), and
   ``torchtitan``: its trainer and TOML config (`advisor.jobscript.torchtitan`);
-- ``axolotl`` and ``torchtune``: LLM fine-tuning from a YAML config (`advisor.jobscript.finetuners`).
-``-`` and ``_`` spellings alike.
+- ``axolotl`` and ``torchtune``: LLM fine-tuning from a YAML config (`advisor.jobscript.finetuners`), and
+  ``llamafactory``: LLaMA-Factory's (`advisor.jobscript.llamafactory`).
+``-`` and ``_`` spellings alike (`advisor.jobscript.arguments`). An image convention is not assumed for a
+command with a sizing flag its program does not define (`advisor.jobscript.image_flags`).
 Such a script follows its own flags, not the advice's ``ADVISOR_*`` variables (``follows_advice`` is
 False): the advice is its partition and time limit, on as many GPUs as it asks for, predicted in its own
 precision (``--amp``, ``--fp16``, ``--bf16``) and accumulation.
 Under the launchers `advisor.jobscript.launchers` knows (their process counts win over the Slurm
 request's where they give them). Lines are the shell's (`advisor.jobscript.shell`: a backslash, an open
-quote or an array continues one, here-documents are passed over), and the variables the script sets are
+quote or an array continues one, here-documents are passed over; ``&&``, ``;`` and ``|`` part its commands,
+and ``cd`` moves where the files a command names are read), and the variables the script sets are
 followed, strings and arrays of arguments too (``$GPT_ARGS``, ``"${ARGS[@]}"``); a value computed at run
 time is not guessed, and then nothing is inferred. Pure: the caller hands in the world size (from the
 Slurm request), the dataset table (`advisor.jobscript.datasets`) and, in the user's own process, a reader
