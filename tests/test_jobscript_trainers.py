@@ -217,3 +217,33 @@ def test_preference_and_online_rl_trainers_are_refused_with_why(
     assert parsed.undescribed.endswith(
         "which the advisor does not predict: it predicts training on one sequence a sample"
     )
+
+
+def test_accelerates_default_config_is_read_where_no_config_file_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``accelerate launch`` with no ``--config_file`` runs as ``accelerate config`` left its default file:
+    bf16 on 4 processes here, 8 a device: 32 a step in mixed precision (before: the job's 8 GPUs in fp32).
+    Without that file nothing changes and nothing is said; a named file wins over it."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    script = tmp_path / "acc.sh"
+    command = "accelerate launch run_clm.py --model_name_or_path gpt2 --per_device_train_batch_size 8 "
+    command += "--max_steps 9\n"
+    script.write_text(HEADER.format(gpus=8) + command, encoding="utf-8")
+    alone = parsed_in(tmp_path, script, monkeypatch)
+    assert alone.description is not None and alone.files_unread == ()
+    assert (alone.description.global_batch, alone.description.own_amp) == (64, False)
+    default = home / ".cache" / "huggingface" / "accelerate" / "default_config.yaml"
+    default.parent.mkdir(parents=True)
+    default.write_text(
+        "distributed_type: MULTI_GPU\nmixed_precision: bf16\nnum_processes: 4\n", encoding="utf-8"
+    )
+    configured = parsed_in(tmp_path, script, monkeypatch)
+    assert configured.description is not None
+    assert (configured.description.global_batch, configured.description.own_amp) == (32, True)
+    assert configured.files_read == ("~/.cache/huggingface/accelerate/default_config.yaml",)
+    (tmp_path / "two.yaml").write_text("num_processes: 2\n", encoding="utf-8")
+    script.write_text(HEADER.format(gpus=8) + command.replace("launch", "launch --config_file two.yaml"))
+    named = parsed_in(tmp_path, script, monkeypatch).description
+    assert named is not None and (named.global_batch, named.own_amp) == (16, False)

@@ -39,6 +39,8 @@ _COMMANDS = frozenset(
     | {("lmf", "train")}
 )
 """Programs of two words (``trl sft``, ``axolotl train``, LLaMA-Factory's ``llamafactory-cli train``)."""
+ACCELERATE = "accelerate"
+"""Kept among a launch's options where ``accelerate launch`` started it (its default config applies)."""
 UNKNOWN = "\x00"
 """A word whose value the script computes at run time."""
 
@@ -99,6 +101,7 @@ def program_of(words: Sequence[str]) -> Launch | None:
             index += 1
             continue
         if base in _LAUNCHERS or (base == "launch" and index > 0):
+            launcher |= {ACCELERATE: ""} if base == "accelerate" else {}
             index = _launcher_options(words, index + 1, launcher, module=base != "srun")
             continue
         if base.startswith("python"):

@@ -19,12 +19,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from advisor.jobscript.launchers import UNKNOWN, accelerate_flags
+from advisor.jobscript.launchers import ACCELERATE, UNKNOWN, accelerate_flags
 from advisor.jobscript.nanogpt import config_assignments
 
 Read = Callable[[str], str | None]
 """A path as the command names it, to its text; None where it cannot be read here."""
 _RECIPE_ENDINGS = (".yaml", ".yml", ".json")
+ACCELERATE_DEFAULT = "~/.cache/huggingface/accelerate/default_config.yaml"
 
 
 @dataclass
@@ -47,8 +48,9 @@ def recipe_flags(
     for name in names:
         recipe.values |= _flattened(_load(name, read, recipe))
     accelerate_file = launcher.get("config-file")
-    if accelerate_file:
-        settings = _flattened(_load(accelerate_file, read, recipe))
+    if accelerate_file or ACCELERATE in launcher:
+        found = _load(accelerate_file, read, recipe) if accelerate_file else _default(read, recipe)
+        settings = _flattened(found)
         recipe.values |= {f"accelerate.{key}": value for key, value in settings.items()}
     recipe.values |= accelerate_flags(launcher)  # accelerate's command line wins over its file
     speed_file = (
@@ -60,6 +62,14 @@ def recipe_flags(
         settings = _flattened(_load(speed_file, read, recipe))
         recipe.values |= {f"deepspeed.{key}": value for key, value in settings.items()}
     return recipe
+
+
+def _default(read: Read | None, recipe: Recipe) -> object:
+    """accelerate's default config (``accelerate config`` writes it), which ``accelerate launch`` reads
+    where no ``--config_file`` is given: read where it is, nothing said where it is not (most have none).
+    ``HF_HOME`` moving it is not followed."""
+    text = None if read is None else read(ACCELERATE_DEFAULT)
+    return {} if text is None else _load(ACCELERATE_DEFAULT, lambda _: text, recipe)
 
 
 def _load(name: str, read: Read | None, recipe: Recipe) -> object:
