@@ -35,8 +35,12 @@ _ACCELERATE_KEYS = {
 """``accelerate launch``'s own options under the names its config file's keys are read by."""
 _TRL_COMMANDS = frozenset({"sft", "dpo", "grpo", "kto", "reward", "rloo"})
 _COMMANDS = frozenset(
-    {*(("trl", name) for name in _TRL_COMMANDS), ("axolotl", "train"), ("llamafactory-cli", "train")}
-    | {("lmf", "train")}
+    {
+        *(("trl", name) for name in _TRL_COMMANDS),
+        ("axolotl", "train"),
+        ("llamafactory-cli", "train"),
+        ("lmf", "train"),
+    }
 )
 """Programs of two words (``trl sft``, ``axolotl train``, LLaMA-Factory's ``llamafactory-cli train``)."""
 ACCELERATE = "accelerate"
