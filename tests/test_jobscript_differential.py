@@ -3,6 +3,7 @@ and what the parser read must be what ``scontrol show job`` says sbatch understo
 
 from __future__ import annotations
 
+import time
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -83,3 +84,42 @@ def _assert_same(parsed: JobRequest, job: Record, path: Path) -> None:
         assert int(job["NumTasks"]) == parsed.ntasks
     if parsed.cpus_per_task is not None:
         assert int(job["CPUs/Task"]) == parsed.cpus_per_task
+
+
+VARIABLE_CASES = {
+    "two nodes, tasks and GPUs per node": "--partition=a100 --nodes=2 --ntasks-per-node=2 --gres=gpu:2 -c 1",
+    "GPUs per node, nothing else": "--partition=v100 --gpus-per-node=2",
+    "GPUs per task on one node": "--partition=a100 --nodes=1 --ntasks=2 --gpus-per-task=1",
+    "a node range": "--partition=t4 --nodes=1-2 --gres=gpu:1",
+}
+
+
+def test_the_variables_a_request_fixes_are_the_ones_slurm_sets(sandbox: Sandbox, tmp_path: Path) -> None:
+    """`JobRequest.job_variables` against a real job's environment: each variable it claims, Slurm sets to
+    that value (a script's ``--num_nodes=$SLURM_NNODES`` is read by them)."""
+    slurm = SlurmClient(LocalRunner(env=sandbox.client_env()), timeout_s=20)
+    claimed = {}
+    for number, options in enumerate(VARIABLE_CASES.values()):
+        argv = [*options.split(), "--time=1", "--mem=100", "--output=/dev/null"]
+        claimed[number] = build_request(f"{SHEBANG_SRUN}", [*argv, "job.sh"], {}, "job.sh").job_variables()
+        written = tmp_path / f"{number}.env"
+        slurm.submit(f"#!/bin/sh\nenv > {written}.part && mv {written}.part {written}\n", argv)
+    deadline = time.monotonic() + 60
+    while not all((tmp_path / f"{number}.env").exists() for number in claimed):
+        assert time.monotonic() < deadline, "the jobs never ran"
+        time.sleep(0.5)
+    for number, variables in claimed.items():
+        lines = (tmp_path / f"{number}.env").read_text().splitlines()
+        environment = dict(line.split("=", 1) for line in lines if "=" in line)
+        assert {name: environment.get(name) for name in variables} == variables
+    assert claimed[0] == {
+        "SLURM_JOB_NUM_NODES": "2", "SLURM_NNODES": "2", "SLURM_NTASKS": "4", "SLURM_NPROCS": "4",
+        "SLURM_NTASKS_PER_NODE": "2", "SLURM_CPUS_PER_TASK": "1", "SLURM_GPUS_ON_NODE": "2",
+    }  # fmt: skip
+    assert claimed[1] == {"SLURM_JOB_NUM_NODES": "1", "SLURM_NNODES": "1", "SLURM_GPUS_ON_NODE": "2",
+                          "SLURM_GPUS_PER_NODE": "2"}  # fmt: skip
+    assert claimed[2]["SLURM_GPUS_ON_NODE"] == "2" and claimed[2]["SLURM_NTASKS"] == "2"
+    assert "SLURM_NNODES" not in claimed[3], "a range fixes no node count"
+
+
+SHEBANG_SRUN = "#!/bin/sh\nsrun true\n"

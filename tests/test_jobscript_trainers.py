@@ -247,3 +247,24 @@ def test_accelerates_default_config_is_read_where_no_config_file_is_named(
     script.write_text(HEADER.format(gpus=8) + command.replace("launch", "launch --config_file two.yaml"))
     named = parsed_in(tmp_path, script, monkeypatch).description
     assert named is not None and (named.global_batch, named.own_amp) == (16, False)
+
+
+@pytest.mark.parametrize(("nodes", "batch"), [("2", 8 * 4 * 2), ("1-2", None)])
+def test_a_node_count_slurm_sets_is_read_as_the_request_fixes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, nodes: str, batch: int | None
+) -> None:
+    """``--trainer.num_nodes=$SLURM_JOB_NUM_NODES`` under ``--nodes=2`` is two nodes (it was the recipe's one,
+    half the batch); under a range the run decides it, which is said, not guessed."""
+    (tmp_path / "lit.yaml").write_text("trainer:\n  num_nodes: 1\n  devices: 4\ndata:\n  batch_size: 8\n")
+    script = tmp_path / "lit.sh"
+    command = (
+        "srun python main.py fit --config lit.yaml --trainer.num_nodes=$SLURM_JOB_NUM_NODES "
+        "--model.model_name_or_path=gpt2 --trainer.max_steps=100\n"
+    )
+    script.write_text(f"#!/bin/bash\n#SBATCH --nodes={nodes} --ntasks-per-node=4 --gres=gpu:4\n{command}")
+    parsed = parsed_in(tmp_path, script, monkeypatch)
+    if batch is not None:
+        assert parsed.description is not None and parsed.description.global_batch == batch
+    else:
+        assert parsed.description is None and parsed.undescribed is not None
+        assert "set only when it runs (the ? in: srun python main.py fit" in parsed.undescribed

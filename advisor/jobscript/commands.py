@@ -132,14 +132,16 @@ def infer_description(
     nodes: int,
     reading: CommandReading,
     style: str | None = None,
+    known: Mapping[str, str] | None = None,
 ) -> Inferred | None:
     """The first training command the script runs, read in ``style`` (default: recognised by its flags);
     None where no command says enough (a model the advisor can build, a batch size). One whose length is
     epochs over data the table lacks is returned, ``lacking`` why, where no later command says it all.
     Commands are the shell's (``cd /work && python train.py`` is two), and a file a command names is read
-    where the script's ``cd`` has taken it."""
+    where the script's ``cd`` has taken it; ``known``: the variables the job's request fixes
+    (`JobRequest.job_variables`)."""
     found = _Found(_Context(world_size, nodes, reading, style))
-    variables: dict[str, str | None] = dict(_KNOWN_AT_SUBMISSION)
+    variables: dict[str, str | None] = {**_KNOWN_AT_SUBMISSION, **(known or {})}
     for line in logical_lines(script):
         assignment = assigned(line.text, variables)
         if assignment is not None:
@@ -375,4 +377,5 @@ def _unknown_matters(flags: Mapping[str, str], known: Mapping[str, str]) -> bool
     """A flag computed at run time that sizes the job (its batch, length, model, steps): not guessed."""
     sizing: tuple[str, ...] = ("batch", "steps", "epochs", "model", "length", "block-size", "accumulat")
     sizing += ("precision", "f16", "iters", "samples", "layers", "hidden", "heads", "parallel", "seq-len")
+    sizing += ("nodes", "devices", "processes", "nproc", "gpus", "world")
     return any(word in key for key in flags.keys() - known.keys() for word in sizing)

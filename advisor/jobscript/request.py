@@ -97,6 +97,39 @@ class JobRequest(BaseModel):
             return max(gpus.count * (self.ntasks or 1), 1)
         return max(gpus.count * (nodes if gpus.per == "node" else 1), 1)
 
+    def job_variables(self) -> dict[str, str]:
+        """The variables Slurm sets in the job from what it asks for, where the request fixes them:
+        ``--nodes=2`` is ``SLURM_NNODES=2`` (a range, ``2-4``, fixes none; no ``--nodes`` and no ``--ntasks``
+        is one node), so that ``--num_nodes=$SLURM_NNODES`` reads as the job will run it."""
+        fixed = self.nodes_min if self.nodes_max in (None, self.nodes_min) else None
+        nodes = 1 if self.nodes_min is None and self.ntasks is None else fixed
+        tasks = self.ntasks or (
+            None if nodes is None or self.ntasks_per_node is None else self.ntasks_per_node * nodes
+        )
+        found: dict[str, int | None] = {
+            "SLURM_JOB_NUM_NODES": nodes,
+            "SLURM_NNODES": nodes,
+            "SLURM_NTASKS": tasks,
+            "SLURM_NPROCS": tasks,
+            "SLURM_NTASKS_PER_NODE": self.ntasks_per_node,
+            "SLURM_CPUS_PER_TASK": self.cpus_per_task,
+            "SLURM_GPUS_ON_NODE": self._gpus_on_node(nodes),
+            "SLURM_GPUS_PER_NODE": self.gpus.count
+            if self.gpus and self.gpus.option == "gpus-per-node"
+            else None,
+        }
+        return {name: str(value) for name, value in found.items() if value is not None}
+
+    def _gpus_on_node(self, nodes: int | None) -> int | None:
+        """The GPUs of the job's first node (the batch script's): per node as asked, or all on one node."""
+        gpus = self.gpus
+        if gpus is None or gpus.per == "node":
+            return None if gpus is None else gpus.count
+        if gpus.per == "task":
+            per_node = self.ntasks_per_node or (self.ntasks if nodes == 1 else None)
+            return None if per_node is None else gpus.count * per_node
+        return gpus.count if nodes == 1 else None
+
 
 def build_request(script: str, argv: Sequence[str], environ: Mapping[str, str], where: str) -> JobRequest:
     """``argv`` is what follows ``sbatch``: options, then the script path and its own arguments."""

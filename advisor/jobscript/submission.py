@@ -56,7 +56,8 @@ def parse_job(
     def infer(style: str | None) -> Inferred | None:
         world, nodes = request.world_size, request.nodes_min or 1
         with_table = CommandReading(given.datasets or shipped_datasets(), given.read)
-        return infer_description(script, where, world, nodes, with_table, style)
+        known = request.job_variables()
+        return infer_description(script, where, world, nodes, with_table, style, known)
 
     description, inferred = describe_job(script, where, description_args, infer)
     name = request.job_name or (Path(where).name if where != STDIN else "sbatch")
