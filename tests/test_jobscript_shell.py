@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from advisor.jobscript.launchers import UNKNOWN, words_of
-from advisor.jobscript.shell import assigned, commands_of, logical_lines, moved, within
+from advisor.jobscript.shell import assigned, commands_of, logical_lines, moved, within, written_to
 from advisor.jobscript.submission import parse_job, parse_submission
 
 HEADER = "#!/bin/bash\n#SBATCH --gres=gpu:4\n#SBATCH --time=10:00:00\n"
@@ -155,3 +155,68 @@ def test_a_command_after_cd_and_its_config_there_are_read(
     script.write_text("#!/bin/bash\n#SBATCH --gres=gpu:1\n" + body, encoding="utf-8")
     unknown = parse_submission(script, [], {})
     assert unknown.description is None and "could not be read" in str(unknown.undescribed)
+
+
+WRITTEN_CONFIG = """RUN=/scratch/$USER/lf-$SLURM_JOB_ID
+mkdir -p $RUN && cd $HOME/LLaMA-Factory
+cat > $RUN/train.yaml <<EOF
+model_name_or_path: Qwen/Qwen2.5-0.5B
+stage: sft
+finetuning_type: lora
+dataset: alpaca_en_demo
+output_dir: $RUN/saves
+per_device_train_batch_size: BATCH
+gradient_accumulation_steps: 4
+num_train_epochs: 2.0
+EOF
+llamafactory-cli train $RUN/train.yaml
+"""
+
+
+@pytest.mark.parametrize(
+    ("batch", "expected"),
+    [("2", {"global_batch": 2 * 4 * 4, "epochs": 2, "dataset_size": 999}), ("$BS", None), ("$(nproc)", None)],
+)
+def test_a_config_the_script_writes_from_a_here_document_is_read(
+    tmp_path: Path, batch: str, expected: dict[str, object] | None
+) -> None:
+    """LLaMA-Factory's YAML written by ``cat > $RUN/train.yaml <<EOF`` to a folder the run names, then
+    trained on: "its config names no model_name_or_path" (nothing was read). Its demo set's 999 rows, 2 a
+    device x 4 accumulated x the 4 GPUs; a batch the shell fills in at run time is said, not guessed."""
+    script = tmp_path / "job.sh"
+    text = HEADER + WRITTEN_CONFIG.replace("BATCH", batch)
+    parsed = parse_job(text.encode(), str(script), [str(script)], {})
+    if expected is None:
+        assert parsed.description is None and parsed.undescribed is not None
+        assert "set only when it runs" in parsed.undescribed
+        return
+    assert parsed.description is not None, parsed.undescribed
+    described = parsed.description.model_dump()
+    assert {key: described[key] for key in expected} == expected
+    assert described["model"] == "hf:Qwen/Qwen2.5-0.5B"
+    assert parsed.files_read == ("/scratch/?/lf-?/train.yaml",)
+
+
+def test_a_quoted_here_document_is_the_files_text_and_a_later_one_replaces_it(tmp_path: Path) -> None:
+    """``<<'EOF'`` writes ``$N`` as it is (accelerate's YAML then holds no number: the request's GPUs);
+    the last document written to a name is the one a command reads; ``>>`` appends to it."""
+    launch = (
+        "accelerate launch --config_file acc.yaml run_clm.py --model_name_or_path gpt2 "
+        "--per_device_train_batch_size 8 --max_steps 10 --output_dir o\n"
+    )
+    quoted = "N=2\ncat > acc.yaml <<'EOF'\nnum_processes: $N\nEOF\n"
+    written = quoted + "cat > acc.yaml <<EOF\nnum_processes: $N\nEOF\n"
+    appended = written + "cat >> acc.yaml <<EOF\nmixed_precision: bf16\nEOF\n"
+    described = _described(tmp_path, appended + launch)
+    assert (described["global_batch"], described["own_amp"]) == (8 * 2, True)
+    assert _described(tmp_path, written + launch)["own_amp"] is False
+    assert _described(tmp_path, quoted + launch)["global_batch"] == 8 * 4
+
+
+def test_the_file_a_here_document_goes_to() -> None:
+    assert written_to(["cat", ">", "cfg.yaml", "<<EOF"]) == ("cfg.yaml", False)
+    assert written_to(["cat", "<<EOF", ">cfg.yaml"]) == ("cfg.yaml", False)
+    assert written_to(["cat", ">>cfg.yaml", "<<-EOF"]) == ("cfg.yaml", True)
+    assert written_to(["tee", "-a", "cfg.yaml", "<<EOF"]) == ("cfg.yaml", True)
+    assert written_to(["cat", ">", "cfg.yaml"]) is None, "no here-document: cat copies its input"
+    assert written_to(["python", "x.py", "<<EOF"]) is None

@@ -33,7 +33,7 @@ for the files the command names.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from advisor.jobscript.arguments import program_options
@@ -58,6 +58,7 @@ from advisor.jobscript.launchers import (
     UNKNOWN,
     AtRunTime,
     Launch,
+    expand_text,
     program_of,
     words_of,
 )
@@ -65,7 +66,16 @@ from advisor.jobscript.llamafactory import LLAMAFACTORY, llamafactory_style, rea
 from advisor.jobscript.megatron import megatron_style, read_megatron
 from advisor.jobscript.nanogpt import nanogpt_style, read_nanogpt
 from advisor.jobscript.recipes import Read, recipe_flags
-from advisor.jobscript.shell import assigned, commands_of, logical_lines, moved, within
+from advisor.jobscript.shell import (
+    Document,
+    assigned,
+    commands_of,
+    located,
+    logical_lines,
+    moved,
+    within,
+    written_to,
+)
 from advisor.jobscript.torchtitan import read_torchtitan, torchtitan_style
 from advisor.jobscript.trainers import Undescribed, named_data, read_hf, read_lightning
 
@@ -149,10 +159,18 @@ def infer_description(
             variables[name] = value
             continue
         for words in commands_of(words_of(line.text, variables)):
+            target = None if line.document is None else written_to(words)
+            if line.document is not None and target is not None:
+                found.wrote(*target, _text_of(line.document, variables))
+                continue
             inferred = found.command(words, f"{where}:{line.number}")
             if inferred is not None:
                 return inferred
     return found.lacking or found.unread
+
+
+def _text_of(document: Document, variables: Mapping[str, str | None]) -> str:
+    return document.text if document.literal else expand_text(document.text, variables)
 
 
 _KNOWN_AT_SUBMISSION = {"HOME": "~", "SLURM_SUBMIT_DIR": "."}
@@ -176,6 +194,17 @@ class _Found:
     lacking: Inferred | None = None
     unread: Inferred | None = None  # the last Python program not read: most often the training one
     folder: str = ""
+    written: dict[str, str] = field(default_factory=dict)
+    """The files the script writes from its here-documents (a recipe, accelerate's), by `located`."""
+
+    def wrote(self, name: str, appends: bool, text: str) -> None:
+        """A here-document written to ``name``; appended only to one the script wrote (the rest of
+        another is on disk)."""
+        where = located(self.folder, name)
+        if not appends:
+            self.written[where] = text
+        elif where in self.written:
+            self.written[where] += text
 
     def command(self, words: list[str], place: str) -> Inferred | None:
         """The description one command gives in full; None (keeping why) where it gives none."""
@@ -188,7 +217,11 @@ class _Found:
         context, (flags, positional) = self.context, program_options(launch.arguments)
         read = context.reading.read
         recipe = recipe_flags(
-            flags, positional, launch.launcher, None if read is None else _reader(read, self.folder)
+            flags,
+            positional,
+            launch.launcher,
+            None if read is None else _reader(read, self.folder),
+            lambda name: self.written.get(located(self.folder, name)),
         )
         merged = {**recipe.values, **flags}
         chosen = context.style or _style(launch.program, merged, positional)
@@ -207,7 +240,7 @@ class _Found:
             return None
         except Undescribed as left:  # says why, and what `#ADVISOR` may complete
             self.lacking = self.lacking or Inferred(
-                left.values, place, chosen, command, *files, lacking=left.reason
+                left.values, place, chosen, command, *files, lacking=left.reason.replace(UNKNOWN, "?")
             )
             return None
         if values is None:

@@ -151,17 +151,33 @@ def accelerate_flags(launcher: Mapping[str, str]) -> dict[str, str]:
 
 def expand(text: str, variables: Mapping[str, str | None]) -> str | None:
     """``$NAME`` and ``${NAME}`` replaced by what the script set them to; None where one is unknown."""
-    unknown = False
+    expanded, unknown = _substituted(text, variables)
+    return None if unknown or "$" in expanded else expanded
+
+
+def expand_text(text: str, variables: Mapping[str, str | None]) -> str:
+    """A text the shell expands (an unquoted here-document's): each reference the run sets, and each
+    command substitution, `UNKNOWN`."""
+    expanded, _ = _substituted(text, variables, UNKNOWN)
+    return _SUBSTITUTION.sub(UNKNOWN, expanded)
+
+
+_SUBSTITUTION = re.compile(r"\$\([^()]*(?:\([^()]*\)[^()]*)*\)|`[^`]*`|\$(?:[0-9@*#?$!-]|\{[^}]*\})")
+"""``$(nproc)``, ``$((4 * 2))``, a backtick's command, ``$1``, ``$@``, ``${#ARGS[@]}``."""
+
+
+def _substituted(text: str, variables: Mapping[str, str | None], unknown: str = "") -> tuple[str, bool]:
+    """``text`` with each reference's value (``unknown`` where it has none), and whether one had none."""
+    missing = False
 
     def value(match: re.Match[str]) -> str:
-        nonlocal unknown
+        nonlocal missing
         name, default = match[1] or match[3], match[2]
         found = variables.get(name) if default is None or name in variables else default
-        unknown = unknown or found is None
-        return found or ""
+        missing = missing or found is None
+        return unknown if found is None else found
 
-    expanded = _REFERENCE.sub(value, text)
-    return None if unknown or "$" in expanded else expanded
+    return _REFERENCE.sub(value, text), missing
 
 
 def words_of(text: str, variables: Mapping[str, str | None]) -> list[str]:

@@ -35,13 +35,20 @@ class Recipe:
     values: dict[str, str] = field(default_factory=dict)
     read: list[str] = field(default_factory=list)
     unread: list[str] = field(default_factory=list)
+    written: Read = field(default=lambda name: None, repr=False)
+    """The script's own here-documents, by the name a command gives them."""
 
 
 def recipe_flags(
-    flags: Mapping[str, str], positional: Sequence[str], launcher: Mapping[str, str], read: Read | None
+    flags: Mapping[str, str],
+    positional: Sequence[str],
+    launcher: Mapping[str, str],
+    read: Read | None,
+    written: Read = lambda name: None,
 ) -> Recipe:
-    """The flags the command's files set; ``flags`` are the program's own (they name the files)."""
-    recipe = Recipe()
+    """The flags the command's files set; ``flags`` are the program's own (they name the files).
+    ``written``: the files the script itself writes before it (its here-documents), read first."""
+    recipe = Recipe(written=written)
     names = [flags[key] for key in ("config", "config-file", "recipe", "job.config-file") if flags.get(key)]
     names += [word for word in positional if word.endswith(_RECIPE_ENDINGS)]
     names += positional[:1] if positional and positional[0].endswith(".py") else []  # nanoGPT's config
@@ -73,6 +80,9 @@ def _default(read: Read | None, recipe: Recipe) -> object:
 
 
 def _load(name: str, read: Read | None, recipe: Recipe) -> object:
+    text = recipe.written(name)
+    if text is not None:
+        return _loaded(name, text.replace(UNKNOWN, _RUN_TIME), recipe)
     if UNKNOWN in name:
         recipe.unread.append(f"{name.replace(UNKNOWN, '?')} (named only when the job runs)")
         return {}
@@ -82,15 +92,20 @@ def _load(name: str, read: Read | None, recipe: Recipe) -> object:
             name if read is not None else f"{name} (the advisor's daemon reads no user's file)"
         )
         return {}
+    return _loaded(name, text, recipe)
+
+
+def _loaded(name: str, text: str, recipe: Recipe) -> object:
+    shown = name.replace(UNKNOWN, "?")
     try:
         data = _parsed(name, text)
     except ImportError:
-        recipe.unread.append(f"{name} (PyYAML is not installed)")
+        recipe.unread.append(f"{shown} (PyYAML is not installed)")
         return {}
     except (ValueError, tomllib.TOMLDecodeError) as error:
-        recipe.unread.append(f"{name} ({error})")
+        recipe.unread.append(f"{shown} ({error})")
         return {}
-    recipe.read.append(name)
+    recipe.read.append(shown)
     return data
 
 
@@ -137,4 +152,9 @@ def _text(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, list):
         return ",".join(_text(item) for item in value)
-    return str(value)
+    return str(value).replace(_RUN_TIME, UNKNOWN)
+
+
+_RUN_TIME = "\ue000"
+"""`UNKNOWN` in a here-document's text while it is parsed (YAML refuses the NUL character; a private-use
+character it takes), `UNKNOWN` again in the values it gives."""

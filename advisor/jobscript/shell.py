@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from advisor.jobscript.launchers import UNKNOWN, expand, words_of
+from advisor.jobscript.launchers import UNKNOWN, expand_text, words_of
 
 _NAME = r"([A-Za-z_][A-Za-z0-9_]*)"
 _ASSIGNMENT = re.compile(rf"(?:export\s+)?{_NAME}=(.*)", re.DOTALL)
@@ -26,19 +26,33 @@ _ARRAY_OPENS = re.compile(rf"\s*(?:declare\s+-a\s+)?{_NAME}\+?=\(")
 
 
 @dataclass(frozen=True)
+class Document:
+    """A here-document: the text a command reads (``cat > cfg.yaml <<EOF``), expanded by the shell unless
+    its delimiter is quoted (``<<'EOF'``)."""
+
+    text: str
+    literal: bool
+
+
+@dataclass
 class Line:
     number: int
     """Where it starts in the script."""
     text: str
+    document: Document | None = None
+    """The here-document its command reads."""
 
 
 def logical_lines(script: str) -> list[Line]:
     """The script's commands and assignments, each on one line, comments and blank lines left out."""
     lines: list[Line] = []
-    pending, start, document = "", 0, None
+    pending, start, delimiter, body = "", 0, None, list[str]()
     for number, raw in enumerate(script.splitlines(), start=1):
-        if document is not None:  # a here-document's body is text, not commands
-            document = None if raw.strip() == document else document
+        if delimiter is not None:  # a here-document's body is text, not commands
+            if raw.strip() == delimiter:
+                lines[-1].document, delimiter = _document(lines[-1].text, body), None
+            else:
+                body.append(raw)
             continue
         if not pending:
             start = number
@@ -51,10 +65,34 @@ def logical_lines(script: str) -> list[Line]:
             continue
         lines.append(Line(start, pending))
         here = _HERE.search(_body(pending))
-        document, pending = (here[1] if here else None), ""
+        delimiter, pending, body = (here[1] if here else None), "", []
     if pending:
         lines.append(Line(start, pending))
     return [line for line in lines if line.text.strip() and not line.text.lstrip().startswith("#")]
+
+
+def _document(command: str, body: list[str]) -> Document:
+    here = _HERE.search(_body(command))
+    literal = here is not None and bool(re.search(r"<<-?\s*['\"]", here[0]))
+    if here is not None and here[0].startswith("<<-"):  # ``<<-`` strips leading tabs
+        body = [line.lstrip("\t") for line in body]
+    return Document("\n".join(body) + "\n", literal)
+
+
+def written_to(words: Sequence[str]) -> tuple[str, bool] | None:
+    """The file a command writes its here-document to (``cat > cfg.yaml``, ``tee cfg.yaml``), and whether
+    it appends (``>>``, ``tee -a``); None for any other command."""
+    if not words or words[0] not in ("cat", "tee") or not any(word.startswith("<<") for word in words):
+        return None
+    if words[0] == "tee":
+        names = [word for word in words[1:] if not word.startswith(("-", "<<"))]
+        return (names[0], "-a" in words) if names else None
+    for position, word in enumerate(words):
+        operator = re.fullmatch(r"(>>?)(.*)", word)
+        if operator is not None:
+            target = operator[2] or (words[position + 1] if position + 1 < len(words) else "")
+            return (target, operator[1] == ">>") if target else None
+    return None
 
 
 def _open(text: str) -> bool:
@@ -79,7 +117,8 @@ def _body(text: str) -> str:
 
 def assigned(text: str, variables: Mapping[str, str | None]) -> tuple[str, str | None] | None:
     """The variable a line sets and its value, its own references in place; None where the line sets
-    none. A value of one word is the word (None where the run computes it); an array's elements and a
+    none. A value of one word is the word, its run-time parts `UNKNOWN` (``/scratch/$USER/run``: a path
+    found again where it is used), None where a command computes it; an array's elements and a
     string's words are kept shell-quoted, each word's run-time part `UNKNOWN`, so that ``$ARGS`` and
     ``"${ARGS[@]}"`` split back into them."""
     array = _ARRAY.fullmatch(_body(text).strip())
@@ -102,7 +141,7 @@ def assigned(text: str, variables: Mapping[str, str | None]) -> tuple[str, str |
         return name, shlex.join(words_of(value, variables))
     if "$(" in value or "`" in value:
         return name, None
-    return name, expand(value, variables)
+    return name, expand_text(value, variables)
 
 
 _SEPARATORS = frozenset({"&&", "||", ";", "|", "&"})
@@ -137,9 +176,13 @@ def moved(folder: str, words: Sequence[str]) -> str:
 def within(folder: str, name: str) -> str | None:
     """A file a command names, as a path from where the script is submitted; None where the folder it
     is relative to is known only when the job runs."""
-    if _absolute(name) or not folder:
-        return name
-    return None if UNKNOWN in folder else posixpath.join(folder, name)
+    return None if UNKNOWN in folder and not _absolute(name) else located(folder, name)
+
+
+def located(folder: str, name: str) -> str:
+    """A file a command names, as the script finds it again: from where it is submitted, through a folder
+    the run names (`UNKNOWN`) too."""
+    return name if _absolute(name) or not folder else posixpath.join(folder, name)
 
 
 def _absolute(path: str) -> bool:
