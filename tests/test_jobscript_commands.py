@@ -12,6 +12,7 @@ import pytest
 from advisor.jobscript.commands import CommandReading
 from advisor.jobscript.datasets import DatasetsFileError, load_datasets, shipped_datasets
 from advisor.jobscript.errors import ScriptError
+from advisor.jobscript.launchers import program_of
 from advisor.jobscript.submission import parse_job
 
 from .daemon_support import BIN
@@ -309,3 +310,22 @@ def test_deits_main_py_is_timms_model_at_its_own_defaults(tmp_path: Path) -> Non
     )
     amp = convnext.replace("--update_freq 4", "--update_freq 4 --use_amp true")
     assert _parsed(tmp_path, amp)[0]["own_amp"] is True
+
+
+@pytest.mark.parametrize(
+    "launch",
+    ["fabric run --accelerator=cuda --devices=4 --num_nodes 2 --precision=bf16-mixed",
+     "lightning run model --devices 4 --num-nodes=2", "fabric run model --devices=4 --num_nodes=2"],
+)  # fmt: skip
+def test_lightning_fabrics_launcher_starts_its_script_on_devices_times_nodes(launch: str) -> None:
+    """``fabric run train.py ...`` (its launcher, Fabric 2.x; ``lightning run model`` before) said nothing at
+    all; its script is the program, in 4 x 2 processes, and a script of the user's own says why not read."""
+    words = [*launch.split(), "train.py", "--cfg", "exp.yaml", "--bs", "12"]
+    found = program_of(words)
+    assert found is not None
+    assert (found.program, found.arguments) == ("train.py", ["--cfg", "exp.yaml", "--bs", "12"])
+    assert (found.launcher["nproc-per-node"], found.launcher["nnodes"]) == ("4", "2")
+    text = f"#!/bin/bash\n#SBATCH --nodes=2 --gres=gpu:4\nsrun {' '.join(words)}\n"
+    parsed = parse_job(text.encode(), "job.sh", ["job.sh"], {})
+    assert parsed.description is None and parsed.undescribed is not None
+    assert parsed.undescribed.startswith("job.sh:3: train.py takes flags the advisor does not read")

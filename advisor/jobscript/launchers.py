@@ -1,11 +1,11 @@
 """The training program in a command line, past its launchers, with the launchers' own options kept.
 
 Launchers: ``srun``, ``torchrun``, ``python -m torch.distributed.run`` (or ``.launch``), ``accelerate
-launch``, ``deepspeed``, ``python [-u] [-m module]``, timm's ``[bash] distributed_train.sh N`` (its train.py
-in N processes), a launcher's own ``-m module`` (``accelerate launch -m axolotl.cli.train config.yml``); TRL's
-command (``trl sft --config recipe.yaml``), axolotl's (``axolotl train config.yml``), LLaMA-Factory's
-(``llamafactory-cli train config.yaml``) and torchtune's (``tune
-run [torchrun's options] RECIPE --config FILE``, the recipe its program) are programs of their own. What a
+launch``, ``deepspeed``, Lightning Fabric's ``fabric run``, ``python [-u] [-m module]``, timm's ``[bash]
+distributed_train.sh N`` (its train.py in N processes), a launcher's own ``-m module`` (``accelerate launch -m
+axolotl.cli.train config.yml``); TRL's command (``trl sft --config recipe.yaml``), axolotl's (``axolotl train
+config.yml``), LLaMA-Factory's (``llamafactory-cli train config.yaml``) and torchtune's (``tune run
+[torchrun's options] RECIPE --config FILE``, the recipe its program) are programs of their own. What a
 launcher says about the processes and precision (``--nproc_per_node``, ``--nnodes``, ``--num_processes``,
 ``--num_machines``, ``--mixed_precision``, ``--config_file``) is kept by name, ``-``/``_`` spellings as one;
 variables set for the command alone (``CUDA_VISIBLE_DEVICES=0 python``) are passed over. A line's words come
@@ -43,6 +43,9 @@ _COMMANDS = frozenset(
     }
 )
 """Programs of two words (``trl sft``, ``axolotl train``, LLaMA-Factory's ``llamafactory-cli train``)."""
+_FABRIC = frozenset({("fabric", "run"), ("lightning", "run")})
+_FABRIC_OPTIONS = {"devices": "nproc-per-node", "num-nodes": "nnodes"}
+"""Lightning Fabric's launcher's processes (``--devices`` a node, ``--num_nodes``), as torchrun's."""
 ACCELERATE = "accelerate"
 """Kept among a launch's options where ``accelerate launch`` started it (its default config applies)."""
 UNKNOWN = "\x00"
@@ -93,6 +96,14 @@ def program_of(words: Sequence[str]) -> Launch | None:
         following = words[index + 1] if index + 1 < len(words) else ""
         if (base, following) in _COMMANDS:
             return Launch(f"{base} {following}", list(words[index + 2 :]), launcher)
+        if (base, following) in _FABRIC:  # ``fabric run [model]``, ``lightning run model``: a launcher
+            index += 3 if words[index + 2 : index + 3] == ["model"] else 2
+            options: dict[str, str] = {}
+            index = _launcher_options(words, index, options)
+            launcher |= {
+                _FABRIC_OPTIONS[name]: value for name, value in options.items() if name in _FABRIC_OPTIONS
+            }
+            continue
         if (base, following) == ("tune", "run"):
             index = _launcher_options(words, index + 2, launcher)
             recipe = words[index] if index < len(words) else ""
