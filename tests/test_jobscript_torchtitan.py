@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from advisor.jobscript.submission import ParsedSubmission, parse_submission
+from advisor.jobscript.commands import CommandReading
+from advisor.jobscript.submission import (
+    ParsedSubmission,
+    named_files,
+    parse_job,
+    parse_submission,
+    sent_files,
+)
 
 HEADER = "#!/bin/bash\n#SBATCH --nodes=1\n#SBATCH --gres=gpu:8\n#SBATCH --time=1-00:00:00\n"
 LLAMA3_8B = """# torchtitan Config.toml
@@ -86,3 +93,42 @@ def test_a_file_named_only_when_the_job_runs_is_said_not_opened(
     parsed = _parsed(tmp_path, body, monkeypatch)
     assert parsed.files_unread == ("? (named only when the job runs)",)
     assert parsed.description is not None and parsed.description.steps == 9
+
+
+@pytest.mark.parametrize(
+    ("launch", "gpus"),
+    [
+        ("CONFIG_FILE=$SLURM_SUBMIT_DIR/llama3_8b.toml ./run_train.sh --training.steps 50", 8),
+        (
+            "NGPU=4 CONFIG_FILE=$SLURM_SUBMIT_DIR/llama3_8b.toml bash run_train.sh --training.steps=50",
+            4,
+        ),
+    ],
+)
+def test_its_run_train_sh_is_its_trainer_on_ngpu_with_the_config_file_the_command_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, launch: str, gpus: int
+) -> None:
+    """torchtitan's README starts it as ``CONFIG_FILE=... ./run_train.sh``: a .sh program, named as not read.
+    Its config is named from the submission folder after ``cd`` into the repository (it was looked for
+    in the repository: ``$SLURM_SUBMIT_DIR`` read as ``.``)."""
+    parsed = _parsed(tmp_path, f"cd $HOME/src/torchtitan\n{launch}\n", monkeypatch)
+    assert parsed.description is not None, parsed.undescribed
+    described = parsed.description
+    assert (described.model, described.global_batch, described.steps) == ("hf:meta-llama-3-8b", gpus, 50)
+    assert parsed.files_read == ("$SLURM_SUBMIT_DIR/llama3_8b.toml",)
+    # The daemon reads no file: it is sent those advise-submit read, by the names it finds them again by.
+    data = (tmp_path / "job.sh").read_bytes()
+    files = named_files(data, "job.sh", ["job.sh"], {}, [])
+    served = parse_job(data, "job.sh", ["job.sh"], {}, reading=CommandReading({}, sent_files(files)))
+    assert served.description == described
+
+
+def test_its_run_train_sh_without_a_config_file_trains_its_debug_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parsed = _parsed(tmp_path, "./run_train.sh\n", monkeypatch)
+    assert parsed.description is None and parsed.undescribed is not None
+    assert (
+        "torchtitan.train's config ./torchtitan/models/llama3/train_configs/debug_model.toml could not"
+        in (parsed.undescribed)
+    )

@@ -41,6 +41,7 @@ from advisor.jobscript.datasets import Dataset
 from advisor.jobscript.finetuners import (
     FINETUNERS,
     FinetuneCommand,
+    config_unread,
     finetuner_style,
     read_finetuner,
     with_overrides,
@@ -54,6 +55,7 @@ from advisor.jobscript.image_jobs import (
     refuse_foreign,
 )
 from advisor.jobscript.launchers import (
+    SUBMITTED,
     TRAINING_COMMANDS,
     UNKNOWN,
     AtRunTime,
@@ -173,7 +175,7 @@ def _text_of(document: Document, variables: Mapping[str, str | None]) -> str:
     return document.text if document.literal else expand_text(document.text, variables)
 
 
-_KNOWN_AT_SUBMISSION = {"HOME": "~", "SLURM_SUBMIT_DIR": "."}
+_KNOWN_AT_SUBMISSION = {"HOME": "~", "SLURM_SUBMIT_DIR": SUBMITTED}
 """Variables the job has that the submitting user knows: home (``~``, read as the user's own) and the
 folder it is submitted from (where `advise-submit` runs)."""
 
@@ -274,6 +276,9 @@ def _values(
     if chosen in (*FINETUNERS, LLAMAFACTORY, "nanogpt"):
         tuned = FinetuneCommand(launch.program, flags, positional, unread, processes.world)
         return _read_config(chosen, tuned, datasets)
+    if chosen == "torchtitan" and "model.name" not in flags:  # its TOML names it
+        config = flags.get("job.config-file", "its config")
+        raise Undescribed(config_unread(launch.program, config, "[model] name", unread))
     if context.style is None and chosen in CONVENTIONS:  # a style the user names is read as named
         refuse_foreign(launch.program, CONVENTIONS[chosen], flags)
     return _read(chosen, launch, flags, positional, processes, datasets)

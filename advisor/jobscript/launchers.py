@@ -50,6 +50,9 @@ ACCELERATE = "accelerate"
 """Kept among a launch's options where ``accelerate launch`` started it (its default config applies)."""
 UNKNOWN = "\x00"
 """A word whose value the script computes at run time."""
+SUBMITTED = "$SLURM_SUBMIT_DIR"
+"""The folder the job is submitted from, as a path starts (``$SLURM_SUBMIT_DIR/configs/x.toml``): where
+`advise-submit` runs, whatever folder the script's ``cd`` went to before (`shell.located`)."""
 
 
 class AtRunTime(Exception):
@@ -63,6 +66,14 @@ _REFERENCE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|([A-Z
 _TIMM_LAUNCHER = "distributed_train.sh"
 """timm's launcher (``./distributed_train.sh 8 /data/imagenet --model NAME ...``): its train.py in as many
 processes."""
+_TORCHTITAN_LAUNCHER = "run_train.sh"
+"""torchtitan's launcher (``CONFIG_FILE=x.toml NGPU=8 ./run_train.sh --training.steps 10``): ``torchrun
+--nproc_per_node=$NGPU -m torchtitan.train --job.config_file $CONFIG_FILE "$@"``, its defaults 8 GPUs and
+its debug model's config."""
+_TORCHTITAN_DEFAULTS = {
+    "NGPU": "8",
+    "CONFIG_FILE": "./torchtitan/models/llama3/train_configs/debug_model.toml",
+}
 _SHELLS = frozenset({"bash", "sh"})
 TRAINING_COMMANDS = frozenset({"fairseq-train", "fairseq-hydra-train", "litgpt", "mim", "swift", "xtuner"})
 """Training programs that are not Python files on the command line: each is named (as not read), not
@@ -87,8 +98,10 @@ class Launch:
 def program_of(words: Sequence[str]) -> Launch | None:
     """The training program of a command line; None for a line that runs no Python."""
     launcher: dict[str, str] = {}
-    index, saw_python = 0, False
+    index, saw_python, environment = 0, False, dict[str, str]()
     while index < len(words) and (words[index] == "env" or _ENVIRONMENT.fullmatch(words[index])):
+        name, _, value = words[index].partition("=")
+        environment[name] = value
         index += 1  # the command's own environment, before its program
     while index < len(words):
         word = words[index]
@@ -110,6 +123,8 @@ def program_of(words: Sequence[str]) -> Launch | None:
             return Launch(f"tune run {recipe}", list(words[index + 1 :]), launcher)
         if word in _MODULE and following:
             return Launch(following, list(words[index + 2 :]), launcher)
+        if base == _TORCHTITAN_LAUNCHER:
+            return _torchtitan(environment, words[index + 1 :], launcher)
         if base == _TIMM_LAUNCHER and following.isdigit():  # torchrun --nproc_per_node=$1 train.py "$@"
             return Launch("train.py", list(words[index + 2 :]), {**launcher, "nproc-per-node": following})
         if base in _SHELLS and following.endswith(".sh"):
@@ -133,6 +148,14 @@ def program_of(words: Sequence[str]) -> Launch | None:
             return Launch(base, list(words[index + 1 :]), launcher)
         return Launch(base, list(words[index + 1 :]), launcher) if saw_python else None
     return None
+
+
+def _torchtitan(environment: Mapping[str, str], arguments: Sequence[str], launcher: dict[str, str]) -> Launch:
+    """torchtitan's trainer as its ``run_train.sh`` starts it, from the variables set for the command."""
+    given = {**_TORCHTITAN_DEFAULTS, **environment}
+    module = given.get("TRAIN_FILE", "torchtitan.train")
+    config = ["--job.config_file", given["CONFIG_FILE"]]
+    return Launch(module, [*config, *arguments], {**launcher, "nproc-per-node": given["NGPU"]})
 
 
 def _launcher_options(words: Sequence[str], index: int, kept: dict[str, str], module: bool = True) -> int:
@@ -163,7 +186,7 @@ def accelerate_flags(launcher: Mapping[str, str]) -> dict[str, str]:
 def expand(text: str, variables: Mapping[str, str | None]) -> str | None:
     """``$NAME`` and ``${NAME}`` replaced by what the script set them to; None where one is unknown."""
     expanded, unknown = _substituted(text, variables)
-    return None if unknown or "$" in expanded else expanded
+    return None if unknown or "$" in expanded.replace(SUBMITTED, "") else expanded
 
 
 def expand_text(text: str, variables: Mapping[str, str | None]) -> str:

@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from advisor.jobscript.launchers import UNKNOWN, expand_text, words_of
+from advisor.jobscript.launchers import SUBMITTED, UNKNOWN, expand_text, words_of
 
 _NAME = r"([A-Za-z_][A-Za-z0-9_]*)"
 _ASSIGNMENT = re.compile(rf"(?:export\s+)?{_NAME}=(.*)", re.DOTALL)
@@ -168,6 +168,8 @@ def moved(folder: str, words: Sequence[str]) -> str:
     target = words[0] if words else "~"
     if UNKNOWN in target or target == "-" or (UNKNOWN in folder and not _absolute(target)):
         return UNKNOWN
+    if target.startswith(SUBMITTED):
+        return _submitted(target)
     if _absolute(target) or not folder:
         return target
     return posixpath.normpath(posixpath.join(folder, target))
@@ -181,9 +183,17 @@ def within(folder: str, name: str) -> str | None:
 
 def located(folder: str, name: str) -> str:
     """A file a command names, as the script finds it again: from where it is submitted, through a folder
-    the run names (`UNKNOWN`) too."""
+    the run names (`UNKNOWN`) too; one under `SUBMITTED` from there, wherever ``cd`` went."""
+    if name.startswith(SUBMITTED):
+        return _submitted(name)
     return name if _absolute(name) or not folder else posixpath.join(folder, name)
 
 
+def _submitted(path: str) -> str:
+    """``$SLURM_SUBMIT_DIR/a/b`` as ``a/b``: a path from where the job is submitted ("" for that folder)."""
+    rest = path[len(SUBMITTED) :].lstrip("/")
+    return posixpath.normpath(rest) if rest else ""
+
+
 def _absolute(path: str) -> bool:
-    return path.startswith(("/", "~"))
+    return path.startswith(("/", "~", SUBMITTED))
