@@ -112,13 +112,13 @@ def factory_table(text: str, where: str, description_args: list[str]) -> dict[st
 def _described(text: str, where: str, description_args: list[str]) -> JobDescription | None:
     """The job description as the daemon will read it, and the files its command names read here."""
     from advisor.jobscript.advisor_lines import describe_job
-    from advisor.jobscript.commands import CommandReading, infer_description
+    from advisor.jobscript.commands import CommandReading, Grant, infer_description
     from advisor.jobscript.datasets import shipped_datasets
     from advisor.jobscript.submission import read_named_file
 
     def infer(style: str | None) -> Inferred | None:
         reading = CommandReading(shipped_datasets(), read_named_file)
-        return infer_description(text, where, 1, 1, reading, style)
+        return infer_description(text, where, Grant(1, 1), reading, style)
 
     try:
         return describe_job(text, where, description_args, infer)[0]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from advisor.introspect.hub import shipped_architecture
-from advisor.jobscript.commands import CommandReading, infer_description
+from advisor.jobscript.commands import CommandReading, Grant, infer_description
 from advisor.jobscript.datasets import shipped_datasets
 from advisor.jobscript.finetuners import TORCHTUNE_MODELS, hub_dataset
 from advisor.jobscript.launchers import program_of
@@ -201,7 +201,7 @@ def test_an_axolotl_config_that_cannot_be_read_is_named(
         "axolotl's config absent.yml could not be read: the job's model, batch and length are in it"
     )
     daemon = CommandReading(shipped_datasets())  # as the daemon reads a script: no user's file
-    inferred = infer_description("axolotl train config.yml\n", "job.sh", 1, 1, daemon)
+    inferred = infer_description("axolotl train config.yml\n", "job.sh", Grant(1, 1), daemon)
     assert inferred is not None and inferred.lacking == (
         "axolotl's config config.yml (the advisor's daemon reads no user's file) could not be read: the "
         "job's model, batch and length are in it"

@@ -219,6 +219,33 @@ def test_preference_and_online_rl_trainers_are_refused_with_why(
     )
 
 
+@pytest.mark.parametrize(
+    ("program", "why"),
+    [
+        ("run_speech_recognition_ctc.py", "trains on audio"),
+        ("run_audio_classification.py", "trains on audio"),
+        ("run_semantic_segmentation.py", "trains a detection or segmentation model"),
+        ("run_object_detection.py", "trains a detection or segmentation model"),
+        ("run_mae.py", "pretrains on images (masked patches, or images paired with text)"),
+    ],
+)
+def test_hugging_faces_examples_of_other_inputs_are_refused_with_why(
+    program: str, why: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """wav2vec2 fine-tuned for speech recognition on LibriSpeech was read as 1,024 tokens a sample (asked
+    only for the dataset's size): a second of its audio is 16,000 samples. Refused, and said why."""
+    script = tmp_path / "other.sh"
+    command = f"torchrun --nproc_per_node=2 {program} --model_name_or_path facebook/wav2vec2-base "
+    command += "--dataset_name openslr/librispeech_asr --per_device_train_batch_size 16 --max_steps 100\n"
+    script.write_text(HEADER.format(gpus=2) + command, encoding="utf-8")
+    parsed = parsed_in(tmp_path, script, monkeypatch)
+    assert parsed.description is None and parsed.undescribed is not None
+    assert parsed.undescribed.startswith(f"{script}:4: {program} {why}, which the advisor does not predict")
+    assert parsed.undescribed.endswith(
+        "it predicts language models over token sequences and image classification"
+    )
+
+
 def test_accelerates_default_config_is_read_where_no_config_file_is_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -17,8 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from advisor.contract import MAX_BATCH
 from advisor.introspect.table import Task
 from advisor.jobscript.advisor_words import OPTIONS, description_values
-from advisor.jobscript.commands import STYLES, Inferred
+from advisor.jobscript.commands import Inferred
 from advisor.jobscript.errors import ScriptError
+from advisor.jobscript.styles import STYLES
 
 MAX_STEPS = 10**9
 """More optimizer steps than any job runs: a bound that keeps every later product of them finite."""

@@ -22,11 +22,12 @@ False): the advice is its partition and time limit, on as many GPUs as it asks f
 precision (``--amp``, ``--fp16``, ``--bf16``) and accumulation.
 Under the launchers `advisor.jobscript.launchers` knows (their process counts win over the Slurm
 request's where they give them). Lines are the shell's (`advisor.jobscript.shell`: a backslash, an open
-quote or an array continues one, here-documents are passed over; ``&&``, ``;`` and ``|`` part its commands,
+quote or an array continues one; a here-document written to a file is that file's text for the commands
+after it; ``&&``, ``;`` and ``|`` part its commands,
 and ``cd`` moves where the files a command names are read), and the variables the script sets are
 followed, strings and arrays of arguments too (``$GPT_ARGS``, ``"${ARGS[@]}"``); a value computed at run
-time is not guessed, and then nothing is inferred. Pure: the caller hands in the world size (from the
-Slurm request), the dataset table (`advisor.jobscript.datasets`) and, in the user's own process, a reader
+time is not guessed, and then nothing is inferred. Pure: the caller hands in what the Slurm request
+grants (`Grant`), the dataset table (`advisor.jobscript.datasets`) and, in the user's own process, a reader
 for the files the command names.
 """
 
@@ -42,21 +43,17 @@ from advisor.jobscript.finetuners import (
     FINETUNERS,
     FinetuneCommand,
     config_unread,
-    finetuner_style,
     read_finetuner,
     with_overrides,
 )
 from advisor.jobscript.image_jobs import (
     CONVENTIONS,
-    DEIT_PROGRAMS,
     data_words,
-    foreign_flag,
     read_images,
     refuse_foreign,
 )
 from advisor.jobscript.launchers import (
     SUBMITTED,
-    TRAINING_COMMANDS,
     UNKNOWN,
     AtRunTime,
     Launch,
@@ -64,9 +61,9 @@ from advisor.jobscript.launchers import (
     program_of,
     words_of,
 )
-from advisor.jobscript.llamafactory import LLAMAFACTORY, llamafactory_style, read_llamafactory
-from advisor.jobscript.megatron import megatron_style, read_megatron
-from advisor.jobscript.nanogpt import nanogpt_style, read_nanogpt
+from advisor.jobscript.llamafactory import LLAMAFACTORY, read_llamafactory
+from advisor.jobscript.megatron import read_megatron
+from advisor.jobscript.nanogpt import read_nanogpt
 from advisor.jobscript.recipes import Read, recipe_flags
 from advisor.jobscript.shell import (
     Document,
@@ -78,29 +75,9 @@ from advisor.jobscript.shell import (
     within,
     written_to,
 )
-from advisor.jobscript.torchtitan import read_torchtitan, torchtitan_style
+from advisor.jobscript.styles import style_of
+from advisor.jobscript.torchtitan import read_torchtitan
 from advisor.jobscript.trainers import Undescribed, named_data, read_hf, read_lightning
-
-_PROGRAMS = (
-    "imagenet",
-    "torchvision",
-    "timm",
-    "deit",
-    "hf",
-    "lightning",
-    "megatron",
-    "nanogpt",
-    "torchtitan",
-)
-STYLES = (*_PROGRAMS, *FINETUNERS, LLAMAFACTORY)
-_TIMM_FLAGS = frozenset(
-    {"grad-accum-steps", "data-dir", "img-size", "input-size", "model-ema", "sched", "opt"}
-)
-_TORCHVISION_FLAGS = frozenset(
-    {"data-path", "train-crop-size", "val-resize-size", "lr-scheduler", "lr-warmup-epochs", "label-smoothing"}
-)
-"""torchvision's reference alone has these; ``--opt`` and ``--model-ema`` it shares with timm."""
-_LIGHTNING_STEPS = frozenset({"fit", "validate", "test", "predict"})
 
 
 @dataclass(frozen=True)
@@ -130,6 +107,16 @@ class CommandReading:
 
 
 @dataclass(frozen=True)
+class Grant:
+    """What the job's Slurm request gives it: the devices it trains on across its nodes, and the variables
+    Slurm sets from the request (`JobRequest.job_variables`: ``$SLURM_NNODES`` under ``--nodes=2``)."""
+
+    world_size: int
+    nodes: int
+    variables: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class _Processes:
     """The processes the command starts in all, and the nodes they run on."""
 
@@ -140,20 +127,17 @@ class _Processes:
 def infer_description(
     script: str,
     where: str,
-    world_size: int,
-    nodes: int,
+    grant: Grant,
     reading: CommandReading,
     style: str | None = None,
-    known: Mapping[str, str] | None = None,
 ) -> Inferred | None:
     """The first training command the script runs, read in ``style`` (default: recognised by its flags);
     None where no command says enough (a model the advisor can build, a batch size). One whose length is
     epochs over data the table lacks is returned, ``lacking`` why, where no later command says it all.
     Commands are the shell's (``cd /work && python train.py`` is two), and a file a command names is read
-    where the script's ``cd`` has taken it; ``known``: the variables the job's request fixes
-    (`JobRequest.job_variables`)."""
-    found = _Found(_Context(world_size, nodes, reading, style))
-    variables: dict[str, str | None] = {**_KNOWN_AT_SUBMISSION, **(known or {})}
+    where the script's ``cd`` has taken it."""
+    found = _Found(_Context(grant, reading, style))
+    variables: dict[str, str | None] = {**_KNOWN_AT_SUBMISSION, **grant.variables}
     for line in logical_lines(script):
         assignment = assigned(line.text, variables)
         if assignment is not None:
@@ -182,8 +166,7 @@ folder it is submitted from (where `advise-submit` runs)."""
 
 @dataclass(frozen=True)
 class _Context:
-    world_size: int
-    nodes: int
+    grant: Grant
     reading: CommandReading
     style: str | None
 
@@ -226,7 +209,7 @@ class _Found:
             lambda name: self.written.get(located(self.folder, name)),
         )
         merged = {**recipe.values, **flags}
-        chosen = context.style or _style(launch.program, merged, positional)
+        chosen = context.style or style_of(launch.program, merged, positional)
         command = " ".join(word.replace(UNKNOWN, "?") for word in words)
         files = (tuple(recipe.read), tuple(recipe.unread))
         if chosen is None:
@@ -271,7 +254,8 @@ def _values(
     context: _Context,
 ) -> dict[str, Any] | None:
     """The command's values in its convention; `AtRunTime` and `Undescribed` say why none."""
-    processes = _Processes(_world(launch, context.world_size), context.nodes)
+    given = context.grant
+    processes = _Processes(_world(launch, given.world_size), given.nodes)
     datasets = context.reading.datasets
     if chosen in (*FINETUNERS, LLAMAFACTORY, "nanogpt"):
         tuned = FinetuneCommand(launch.program, flags, positional, unread, processes.world)
@@ -346,38 +330,6 @@ def _read_config(
     if style == "nanogpt":
         return read_nanogpt(command.flags, list(command.positional), list(command.unread), command.world)
     return read_finetuner(style, command, datasets)
-
-
-def _style(program: str, flags: Mapping[str, str], positional: list[str]) -> str | None:
-    if program in TRAINING_COMMANDS or program.endswith(".sh"):  # not read, whatever flags it shares
-        return None
-    finetuner = finetuner_style(program, flags)
-    if finetuner is not None:
-        return finetuner
-    if llamafactory_style(program, flags):
-        return LLAMAFACTORY
-    if "per-device-train-batch-size" in flags or "model-name-or-path" in flags:
-        return "hf"
-    if megatron_style(flags):
-        return "megatron"
-    if torchtitan_style(program, flags):
-        return "torchtitan"
-    if nanogpt_style(program, flags, positional):
-        return "nanogpt"
-    lightning_step = bool(positional) and positional[0] in _LIGHTNING_STEPS
-    if lightning_step or any(key.startswith("trainer.") for key in flags):
-        return "lightning"
-    if "a" in flags or "arch" in flags:
-        return "imagenet"
-    if program in DEIT_PROGRAMS and "data-path" in flags and "model" in flags:
-        return "deit"
-    if "model" not in flags:
-        return None
-    timm = bool(_TIMM_FLAGS & flags.keys()) and not _TORCHVISION_FLAGS & flags.keys()
-    first, other = ("timm", "torchvision") if timm else ("torchvision", "timm")
-    # a flag the first does not define and the other does: the other's
-    foreign = foreign_flag(CONVENTIONS[first], flags) and not foreign_flag(CONVENTIONS[other], flags)
-    return other if foreign else first
 
 
 def _read(

@@ -30,7 +30,7 @@ from advisor.jobscript.finetuners import (
     hub_dataset,
     kept_rows,
 )
-from advisor.jobscript.trainers import Undescribed, model_reference, optimizer_named, refuse_preference
+from advisor.jobscript.trainers import Undescribed, model_reference, optimizer_named, refuse_unpredicted
 
 LLAMAFACTORY = "llamafactory"
 _PROGRAMS = frozenset({"llamafactory-cli train", "lmf train"})
@@ -49,7 +49,7 @@ def read_llamafactory(command: FinetuneCommand, datasets: Mapping[str, Dataset])
     where the config leaves the job undescribed or trains in a way the advisor does not predict."""
     config = next((word for word in command.positional if word.endswith(CONFIG_ENDINGS)), "its config")
     stage = command.value("stage", "sft") or "sft"
-    refuse_preference(f"LLaMA-Factory's {_STAGES.get(stage, stage)} stage")
+    refuse_unpredicted(f"LLaMA-Factory's {_STAGES.get(stage, stage)} stage")
     name = command.value("model-name-or-path")
     if not name:
         raise Undescribed(config_unread("LLaMA-Factory", config, "model_name_or_path", command.unread))

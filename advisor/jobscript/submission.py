@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict
 
 from advisor.jobscript.advisor_lines import JobDescription, describe_job
 from advisor.jobscript.advisor_words import split_command_line
-from advisor.jobscript.commands import CommandReading, Inferred, infer_description
+from advisor.jobscript.commands import CommandReading, Grant, Inferred, infer_description
 from advisor.jobscript.datasets import Dataset, shipped_datasets
 from advisor.jobscript.errors import ScriptError
 from advisor.jobscript.lexer import STDIN, check_script
@@ -56,8 +56,8 @@ def parse_job(
     def infer(style: str | None) -> Inferred | None:
         world, nodes = request.world_size, request.nodes_min or 1
         with_table = CommandReading(given.datasets or shipped_datasets(), given.read)
-        known = request.job_variables()
-        return infer_description(script, where, world, nodes, with_table, style, known)
+        grant = Grant(world, nodes, request.job_variables())
+        return infer_description(script, where, grant, with_table, style)
 
     description, inferred = describe_job(script, where, description_args, infer)
     name = request.job_name or (Path(where).name if where != STDIN else "sbatch")

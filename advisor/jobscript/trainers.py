@@ -10,7 +10,8 @@ DeepSpeed's ``train_micro_batch_size_per_gpu``), ``--gradient_accumulation_steps
 stage (FSDP's sharding as the stage it matches), ``--optim`` (AdamW unless named); the task from the program
 (``run_clm`` causal LM, ``run_mlm`` masked LM, ``run_glue`` classification, ``run_translation`` seq2seq,
 ``trl sft`` causal LM; else what the shipped table trains the model for); TRL's preference and online-RL
-trainers (``trl dpo``, ``grpo.py``) are refused (`refuse_preference`).
+trainers (``trl dpo``, ``grpo.py``) and Hugging Face's speech, detection, segmentation and image-pretraining
+examples are refused (`refuse_unpredicted`).
 ``lightning``: ``--model.*``, ``--data.batch_size``, ``--trainer.max_steps``/``max_epochs``,
 ``--trainer.precision``, ``--trainer.accumulate_grad_batches``, ``--trainer.devices``/``num_nodes``.
 Epochs need a dataset the table knows (`advisor.jobscript.datasets`): a causal LM packs its tokens into
@@ -69,30 +70,46 @@ def refuse_split(program: str, split: Sequence[int]) -> None:
         )
 
 
-_NOT_ONE_SEQUENCE = (
+_ONE_SEQUENCE = "training on one sequence a sample"
+_SEQUENCES_AND_IMAGES = "language models over token sequences and image classification"
+_NOT_PREDICTED = (
     (
         re.compile(r"(^|[/_ ])(grpo|rloo|ppo|online_dpo|xpo|nash_md)"),
         "generates completions at each step (online RL: GRPO, RLOO, PPO)",
+        _ONE_SEQUENCE,
     ),
     (
         re.compile(r"(^|[/_ ])(dpo|kto|orpo|cpo|reward)"),
         "trains on preference pairs (a chosen and a rejected completion a sample; DPO and KTO add a "
         "reference model's forward)",
+        _ONE_SEQUENCE,
     ),
+    (re.compile(r"speech|audio|wav2vec2|whisper"), "trains on audio", _SEQUENCES_AND_IMAGES),
+    (
+        re.compile(r"object_detection|segmentation"),
+        "trains a detection or segmentation model",
+        _SEQUENCES_AND_IMAGES,
+    ),
+    (
+        re.compile(r"run_mae|run_mim|run_clip"),
+        "pretrains on images (masked patches, or images paired with text)",
+        _SEQUENCES_AND_IMAGES,
+    ),
+    (re.compile(r"run_generation"), "generates text and trains nothing", _SEQUENCES_AND_IMAGES),
 )
-"""TRL's trainers (and LLaMA-Factory's stages) whose step is not one sequence a sample through one model."""
+"""TRL's trainers (and LLaMA-Factory's stages) whose step is not one sequence a sample through one model;
+Hugging Face's examples of other inputs and tasks than its language models' and image classifiers'."""
 
 
-def refuse_preference(program: str) -> None:
-    """`Undescribed` for a program (or stage) that trains on preference pairs or generates as it trains.
-    Counted as one sequence a sample, a DPO step (two sequences through the policy's forward and backward,
-    and through the reference's forward: eight forwards' work) would be predicted as three forwards'."""
-    why = next((why for pattern, why in _NOT_ONE_SEQUENCE if pattern.search(program.lower())), None)
-    if why is not None:
-        raise Undescribed(
-            f"{program} {why}, which the advisor does not predict: it predicts training on one sequence "
-            "a sample"
-        )
+def refuse_unpredicted(program: str) -> None:
+    """`Undescribed` for a program (or stage) the advisor does not predict. Counted as one sequence a
+    sample, a DPO step (two sequences through the policy's forward and backward, and through the reference's
+    forward: eight forwards' work) would be predicted as three forwards'; a speech model's input is seconds
+    of audio, not a block of tokens."""
+    found = next((entry for entry in _NOT_PREDICTED if entry[0].search(program.lower())), None)
+    if found is not None:
+        _, why, predicted = found
+        raise Undescribed(f"{program} {why}, which the advisor does not predict: it predicts {predicted}")
 
 
 def model_reference(name: str) -> str | None:
@@ -120,7 +137,7 @@ def read_hf(
     program: str, flags: Mapping[str, str], world: int, datasets: Mapping[str, Dataset]
 ) -> dict[str, Any] | None:
     """A Hugging Face trainer's job, from its (merged) flags; None where it says too little."""
-    refuse_preference(program)
+    refuse_unpredicted(program)
     task = next((task for pattern, task in _TASKS if pattern.search(program.lower())), None)
     name = flags.get("model-name-or-path") or flags.get("model") or flags.get("config-name")
     if name is None and flags.get("model-type"):
