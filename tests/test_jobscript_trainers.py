@@ -276,6 +276,42 @@ def test_accelerates_default_config_is_read_where_no_config_file_is_named(
     assert named is not None and (named.global_batch, named.own_amp) == (16, False)
 
 
+def test_accelerates_default_config_is_looked_for_under_the_jobs_hf_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """accelerate finds its default config under ``$HF_HOME`` (else ``$XDG_CACHE_HOME/huggingface``), as the
+    Hub's cache; a job that exports its own read the one in ~/.cache (bf16 on 4 processes, where the job's
+    own home has none: 8 GPUs in fp32). One only the run names is said, not read."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    cached = home / ".cache" / "huggingface" / "accelerate" / "default_config.yaml"
+    cached.parent.mkdir(parents=True)
+    cached.write_text("mixed_precision: bf16\nnum_processes: 4\n", encoding="utf-8")
+    script = tmp_path / "acc.sh"
+    command = "accelerate launch run_clm.py --model_name_or_path gpt2 --per_device_train_batch_size 8 "
+    command += "--max_steps 9\n"
+    for hf_home, read, batch in [
+        ("$HOME/hf", (), 64),
+        ("/scratch/$USER/hf", (), 64),
+    ]:
+        script.write_text(f"{HEADER.format(gpus=8)}export HF_HOME={hf_home}\n{command}", encoding="utf-8")
+        parsed = parsed_in(tmp_path, script, monkeypatch)
+        assert parsed.description is not None
+        assert (parsed.description.global_batch, parsed.files_read) == (batch, read)
+    assert parsed.files_unread == (
+        "/scratch/?/hf/accelerate/default_config.yaml (named only when the job runs)",
+    )
+    own = home / "hf" / "accelerate" / "default_config.yaml"
+    own.parent.mkdir(parents=True)
+    own.write_text("num_processes: 2\n", encoding="utf-8")
+    script.write_text(
+        f"{HEADER.format(gpus=8)}export XDG_CACHE_HOME=~/nothing\nexport HF_HOME=~/hf\n{command}"
+    )
+    parsed = parsed_in(tmp_path, script, monkeypatch)
+    assert parsed.description is not None and parsed.description.global_batch == 16
+    assert parsed.files_read == ("~/hf/accelerate/default_config.yaml",)
+
+
 @pytest.mark.parametrize(("nodes", "batch"), [("2", 8 * 4 * 2), ("1-2", None)])
 def test_a_node_count_slurm_sets_is_read_as_the_request_fixes_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, nodes: str, batch: int | None

@@ -64,7 +64,7 @@ from advisor.jobscript.launchers import (
 from advisor.jobscript.llamafactory import LLAMAFACTORY, read_llamafactory
 from advisor.jobscript.megatron import read_megatron
 from advisor.jobscript.nanogpt import read_nanogpt
-from advisor.jobscript.recipes import Read, recipe_flags
+from advisor.jobscript.recipes import Read, ScriptFiles, accelerate_default, recipe_flags
 from advisor.jobscript.shell import (
     Document,
     assigned,
@@ -136,8 +136,8 @@ def infer_description(
     epochs over data the table lacks is returned, ``lacking`` why, where no later command says it all.
     Commands are the shell's (``cd /work && python train.py`` is two), and a file a command names is read
     where the script's ``cd`` has taken it."""
-    found = _Found(_Context(grant, reading, style))
     variables: dict[str, str | None] = {**_KNOWN_AT_SUBMISSION, **grant.variables}
+    found = _Found(_Context(grant, reading, style), variables=variables)
     for line in logical_lines(script):
         assignment = assigned(line.text, variables)
         if assignment is not None:
@@ -179,6 +179,8 @@ class _Found:
     lacking: Inferred | None = None
     unread: Inferred | None = None  # the last Python program not read: most often the training one
     folder: str = ""
+    variables: Mapping[str, str | None] = field(default_factory=dict)
+    """The script's variables as they stand at the command (`infer_description` sets them)."""
     written: dict[str, str] = field(default_factory=dict)
     """The files the script writes from its here-documents (a recipe, accelerate's), by `located`."""
 
@@ -201,13 +203,11 @@ class _Found:
             return None
         context, (flags, positional) = self.context, program_options(launch.arguments)
         read = context.reading.read
-        recipe = recipe_flags(
-            flags,
-            positional,
-            launch.launcher,
-            None if read is None else _reader(read, self.folder),
-            lambda name: self.written.get(located(self.folder, name)),
+        script = ScriptFiles(
+            lambda name: self.written.get(located(self.folder, name)), accelerate_default(self.variables)
         )
+        reader = None if read is None else _reader(read, self.folder)
+        recipe = recipe_flags(flags, positional, launch.launcher, reader, script)
         merged = {**recipe.values, **flags}
         chosen = context.style or style_of(launch.program, merged, positional)
         command = " ".join(word.replace(UNKNOWN, "?") for word in words)

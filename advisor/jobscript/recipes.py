@@ -39,16 +39,35 @@ class Recipe:
     """The script's own here-documents, by the name a command gives them."""
 
 
+@dataclass(frozen=True)
+class ScriptFiles:
+    """What the script itself says of the files its command reads: those it wrote before it (its
+    here-documents, read first), and where its environment puts accelerate's default config."""
+
+    written: Read = lambda name: None
+    accelerate_default: str = ACCELERATE_DEFAULT
+
+
+def accelerate_default(variables: Mapping[str, str | None]) -> str:
+    """Where ``accelerate launch`` looks for its default config under the script's variables, as accelerate
+    and huggingface_hub find their cache: ``$HF_HOME``, else ``$XDG_CACHE_HOME/huggingface``, else
+    ``~/.cache/huggingface``; a folder only the run names, `UNKNOWN`."""
+    for name, under in (("HF_HOME", ""), ("XDG_CACHE_HOME", "/huggingface")):
+        if name in variables:
+            home = variables[name]
+            return f"{UNKNOWN if home is None else home.rstrip('/')}{under}/accelerate/default_config.yaml"
+    return ACCELERATE_DEFAULT
+
+
 def recipe_flags(
     flags: Mapping[str, str],
     positional: Sequence[str],
     launcher: Mapping[str, str],
     read: Read | None,
-    written: Read = lambda name: None,
+    script: ScriptFiles = ScriptFiles(),
 ) -> Recipe:
-    """The flags the command's files set; ``flags`` are the program's own (they name the files).
-    ``written``: the files the script itself writes before it (its here-documents), read first."""
-    recipe = Recipe(written=written)
+    """The flags the command's files set; ``flags`` are the program's own (they name the files)."""
+    recipe = Recipe(written=script.written)
     names = [flags[key] for key in ("config", "config-file", "recipe", "job.config-file") if flags.get(key)]
     names += [word for word in positional if word.endswith(_RECIPE_ENDINGS)]
     names += positional[:1] if positional and positional[0].endswith(".py") else []  # nanoGPT's config
@@ -56,7 +75,8 @@ def recipe_flags(
         recipe.values |= _flattened(_load(name, read, recipe))
     accelerate_file = launcher.get("config-file")
     if accelerate_file or ACCELERATE in launcher:
-        found = _load(accelerate_file, read, recipe) if accelerate_file else _default(read, recipe)
+        default = script.accelerate_default
+        found = _load(accelerate_file, read, recipe) if accelerate_file else _default(default, read, recipe)
         settings = _flattened(found)
         recipe.values |= {f"accelerate.{key}": value for key, value in settings.items()}
     recipe.values |= accelerate_flags(launcher)  # accelerate's command line wins over its file
@@ -71,12 +91,14 @@ def recipe_flags(
     return recipe
 
 
-def _default(read: Read | None, recipe: Recipe) -> object:
+def _default(name: str, read: Read | None, recipe: Recipe) -> object:
     """accelerate's default config (``accelerate config`` writes it), which ``accelerate launch`` reads
-    where no ``--config_file`` is given: read where it is, nothing said where it is not (most have none).
-    ``HF_HOME`` moving it is not followed."""
-    text = None if read is None else read(ACCELERATE_DEFAULT)
-    return {} if text is None else _load(ACCELERATE_DEFAULT, lambda _: text, recipe)
+    where no ``--config_file`` is given: read where it is, nothing said where it is not (most have none),
+    said where the script's ``HF_HOME`` is known only when it runs."""
+    if UNKNOWN in name:
+        return _load(name, read, recipe)
+    text = None if read is None else read(name)
+    return {} if text is None else _load(name, lambda _: text, recipe)
 
 
 def _load(name: str, read: Read | None, recipe: Recipe) -> object:
