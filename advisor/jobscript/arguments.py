@@ -17,6 +17,12 @@ _SIZES = {"input-size": 3}
 _BOOLEANS = frozenset({"true", "false", "1", "0", "yes", "no"})
 
 
+def counts(*words: str) -> bool:
+    """Whether every word is a whole number above zero (a batch, a step count, processes): what a
+    program's sizes must be before they describe a job."""
+    return all(word.isdigit() and int(word) > 0 for word in words)
+
+
 def program_options(arguments: Sequence[str]) -> tuple[dict[str, str], list[str]]:
     """Flags with their values (``True`` flags as ``""``), ``-``/``_`` spellings as one (and Lightning's
     ``--model.init_args.name`` as ``--model.name``), and positionals."""

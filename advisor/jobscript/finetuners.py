@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from advisor.jobscript.arguments import counts
 from advisor.jobscript.datasets import Dataset, dataset_in
 from advisor.jobscript.launchers import UNKNOWN, AtRunTime
 from advisor.jobscript.trainers import FOLLOWS_ITS_OWN, Undescribed, model_reference, optimizer_named
@@ -145,9 +146,9 @@ def _axolotl(command: FinetuneCommand, datasets: Mapping[str, Dataset]) -> dict[
     if accumulation is None:
         accumulation = str(int(total) // int(micro)) if total.isdigit() and micro.isdigit() else "1"
     processes = command.value("accelerate.num-processes") or command.value("num-processes") or ""
-    world = int(processes) if processes.isdigit() and int(processes) > 0 else command.world
+    world = int(processes) if counts(processes) else command.world
     split = [command.value(key) or "1" for key in ("context-parallel-size", "tensor-parallel-size")]
-    if not all(part.isdigit() and int(part) > 0 for part in (micro, accumulation, *split)):
+    if not counts(micro, accumulation, *split):
         raise Undescribed(
             f"axolotl's micro_batch_size {micro} x gradient_accumulation_steps {accumulation} is not a batch"
         )
@@ -219,7 +220,7 @@ def _axolotl_length(
 ) -> dict[str, Any]:
     """``max_steps``, else ``num_epochs`` over the datasets' samples (packed: their tokens per sequence)."""
     steps = command.value("max-steps") or ""
-    if steps.isdigit() and int(steps) > 0:
+    if counts(steps):
         return {"steps": steps}
     epochs = command.value("num-epochs", "1") or "1"
     entries = _entries(command.flags, "datasets")
@@ -306,7 +307,7 @@ def _torchtune(command: FinetuneCommand, datasets: Mapping[str, Dataset]) -> dic
         command.value("batch-size") or "",
         command.value("gradient-accumulation-steps", "1") or "",
     )
-    if not (batch.isdigit() and accumulation.isdigit() and int(batch) > 0 and int(accumulation) > 0):
+    if not counts(batch, accumulation):
         raise Undescribed(f"{recipe}'s batch_size {batch or 'is not given'}: not a batch")
     length = command.value("tokenizer.max-seq-len") or ""
     if not length.isdigit():

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from advisor.jobscript.arguments import counts
 from advisor.jobscript.datasets import Dataset
 from advisor.jobscript.finetuners import (
     CONFIG_ENDINGS,
@@ -60,7 +61,7 @@ def read_llamafactory(command: FinetuneCommand, datasets: Mapping[str, Dataset])
         )
     batch = command.value("per-device-train-batch-size", "8") or ""
     accumulation = command.value("gradient-accumulation-steps", "1") or ""
-    if not (batch.isdigit() and accumulation.isdigit() and int(batch) > 0 and int(accumulation) > 0):
+    if not counts(batch, accumulation):
         raise Undescribed(
             f"LLaMA-Factory's per_device_train_batch_size {batch} x gradient_accumulation_steps "
             f"{accumulation} is not a batch"
@@ -106,7 +107,7 @@ def _length(
 ) -> dict[str, Any]:
     """``max_steps``, else its epochs over the datasets' rows (packed: their tokens over ``cutoff_len``)."""
     steps = command.value("max-steps") or ""
-    if steps.isdigit() and int(steps) > 0:
+    if counts(steps):
         return {"steps": steps}
     epochs = (command.value("num-train-epochs", "3") or "3").removesuffix(".0")
     names = [word.strip() for word in (command.value("dataset") or "").split(",") if word.strip()]
@@ -125,8 +126,8 @@ def _length(
         raise Undescribed(
             f"{trains} of {data}: {SIZE_REMEDY} ({size}) {remedy}", {**values, "epochs": epochs}
         )
-    counts = [min(count or 0, int(cap)) if cap.isdigit() else count or 0 for count in rows]
-    total = kept_rows(sum(counts), command.value("val-size") or "0")
+    taken = [min(count or 0, int(cap)) if cap.isdigit() else count or 0 for count in rows]
+    total = kept_rows(sum(taken), command.value("val-size") or "0")
     if packed:
         total //= int(values["sequence_length"])
     return {"epochs": epochs, "dataset_size": str(max(1, total))}

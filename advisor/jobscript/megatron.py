@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from advisor.introspect.hub import shipped_architecture
+from advisor.jobscript.arguments import counts
 from advisor.jobscript.trainers import FOLLOWS_ITS_OWN, refuse_split
 
 _SIZES = ("num-layers", "hidden-size", "num-attention-heads", "seq-length")
@@ -41,7 +42,7 @@ def read_megatron(program: str, flags: Mapping[str, str], world: int) -> dict[st
         flags.get(name, "") for name in ("num-layers", "hidden-size", "num-attention-heads", "seq-length")
     ]
     micro = flags.get("micro-batch-size", "")
-    if not all(size.isdigit() and int(size) > 0 for size in (*sizes, micro)):
+    if not counts(*sizes, micro):
         return None
     split = [int(ways) if (ways := flags.get(name, "1")).isdigit() else 1 for name in _SPLITS]
     refuse_split(program, split)

@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from advisor.jobscript.arguments import counts
 from advisor.jobscript.launchers import UNKNOWN, AtRunTime
 from advisor.jobscript.trainers import FOLLOWS_ITS_OWN, Undescribed
 
@@ -58,7 +59,7 @@ def read_nanogpt(
     settings = _DEFAULTS | {key: value.strip("'\"") for key, value in flags.items()}
     if any(UNKNOWN in settings[key] for key in _SIZES):
         raise AtRunTime("nanogpt")
-    if not all(settings[key].isdigit() and int(settings[key]) > 0 for key in _SIZES):
+    if not counts(*(settings[key] for key in _SIZES)):
         return None
     accumulation, left = divmod(int(settings["gradient-accumulation-steps"]), world)
     if accumulation < 1 or left:

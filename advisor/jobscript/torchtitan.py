@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from advisor.jobscript.arguments import counts
 from advisor.jobscript.trainers import FOLLOWS_ITS_OWN, Undescribed, refuse_split
 
 _MODULE = "torchtitan.train"
@@ -40,7 +41,7 @@ def read_torchtitan(program: str, flags: Mapping[str, str], world: int) -> dict[
     batch = flags.get("training.local-batch-size") or flags.get("training.batch-size") or "8"
     length, steps = flags.get("training.seq-len", "2048"), flags.get("training.steps", "10000")
     accumulation = flags.get("training.gradient-accumulation-steps", "1")
-    if not all(value.isdigit() and int(value) > 0 for value in (batch, length, steps, accumulation)):
+    if not counts(batch, length, steps, accumulation):
         return None
     sharded = _degree(flags.get("parallelism.data-parallel-shard-degree", "-1")) != 1
     checkpointing = flags.get("activation-checkpoint.mode", "selective").lower() != "none"

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from advisor.introspect.hub import class_defaults, shipped_architecture
+from advisor.jobscript.arguments import counts
 from advisor.jobscript.datasets import Dataset, dataset_in
 
 _TASKS = (
@@ -143,7 +144,7 @@ def read_hf(
     if name is None and flags.get("model-type"):
         name = _class_defaults(program, flags["model-type"])
     processes = flags.get("accelerate.num-processes", "")
-    world = int(processes) if processes.isdigit() and int(processes) > 0 else world
+    world = int(processes) if counts(processes) else world
     batch = flags.get("per-device-train-batch-size") or flags.get("deepspeed.train-micro-batch-size-per-gpu")
     accumulation = flags.get("gradient-accumulation-steps") or flags.get(
         "deepspeed.gradient-accumulation-steps"
