@@ -19,6 +19,10 @@ T0 = datetime(2026, 11, 1, 1, 0, tzinfo=UTC)
 FULL = build_plan(GRID, DEVICE, fake_table)
 
 
+UPDATE_CONFIGS = 3 * 6 * 3
+"""The CPU sweep's updates: three optimizers, six parameter counts, in 1, 64 and 256 tensors."""
+
+
 def _night(
     measured: dict[str, datetime], submitted: list[SubmittedArchitecture], budget_s: float = BUDGET_S
 ) -> Tonight:
@@ -142,7 +146,7 @@ def test_a_cpu_night_counts_its_grid_once_and_leaves_the_steps_second_pass_to_fr
     updates = [entry.item.config.key() for entry in night.entries if entry.item.phase is Phase.UPDATES]
     assert night.grid_items == len(first_pass) == len(keys) + len(set(updates))
     assert len(keys) == len(set(keys))
-    assert len(updates) == grid.sweeps.update_places * len(set(updates)) == 4 * 36
+    assert len(updates) == grid.sweeps.update_places * len(set(updates)) == 4 * UPDATE_CONFIGS
 
 
 def test_a_new_machines_updates_are_measured_at_four_places_spread_through_its_night() -> None:
@@ -155,7 +159,7 @@ def test_a_new_machines_updates_are_measured_at_four_places_spread_through_its_n
     for index, entry in enumerate(night.entries):
         if entry.item.phase is Phase.UPDATES:
             places.setdefault(entry.item.config.key(), []).append(index)
-    assert len(places) == 36 and all(len(at) == 4 for at in places.values())
+    assert len(places) == UPDATE_CONFIGS and all(len(at) == 4 for at in places.values())
     later = sorted(index for at in places.values() for index in at[1:])
     assert later[-1] - later[0] > len(night.entries) / 2, "spread through the night, not a block"
     assert len({at[1] - at[0] for at in places.values()}) > 30, "each copy at a place of its own"
@@ -171,4 +175,4 @@ def test_a_night_too_short_for_the_updates_copies_measures_them_once() -> None:
     sweeps_s = sum(item.estimate_s for item in full.items if item.phase in SWEPT)
     night = tonight(grid, device, fake_table, MeasuredOn(None, {}), [], sweeps_s + 1.0)
     updates = [entry.item.config.key() for entry in night.entries if entry.item.phase is Phase.UPDATES]
-    assert night.estimate_s <= sweeps_s + 1.0 and len(updates) == len(set(updates)) == 36
+    assert night.estimate_s <= sweeps_s + 1.0 and len(updates) == len(set(updates)) == UPDATE_CONFIGS

@@ -64,7 +64,7 @@ def test_the_nightly_grid_sweeps_memory_bound_ops_launches_and_updates_after_the
     assert rows[Phase.LAUNCHES].sizes == (16, 64, 256)
     assert sum(row.share for row in describe(nightly)) == pytest.approx(1.0)
     share = sum(rows[phase].share for phase in SWEPT)
-    assert 0 < share < 0.1, "a small part of a night"
+    assert 0 < share < 0.15, "a small part of a night (these stand-in tables' night is short: the zoo's 2%)"
 
 
 def test_each_swept_configuration_is_its_own_op_and_costs_what_it_moves() -> None:
@@ -143,11 +143,14 @@ def test_the_rates_fitted_are_the_rates_measured() -> None:
     assert rates.outside_s("batch_norm") == pytest.approx(30e-6 - 1.5e-6), "its module call priced apart"
     assert rates.outside_s("depthwise_conv2d") == pytest.approx(20e-6 - 1.5e-6), "as a dense one"
     assert rates.outside_s("softmax") is None, "no tiny softmax measured"
-    assert rates.per_parameter_s("adam") == pytest.approx(2e-9, rel=0.02)
+    # The largest update in the most tensors (16 Mi parameters in 256), its fixed and per-tensor costs in it.
+    assert rates.per_parameter_s("adam") == pytest.approx(2e-9 + (5e-5 + 3e-6 * 256) / 4**12)
     assert rates.update_s("adam", 10**6, 100) == pytest.approx(5e-5 + 3e-4 + 2e-3, rel=0.01)
     assert rates.update_s("adam", 10**5, 1) == pytest.approx(5e-5 + 3e-6 + 2e-4, rel=0.05)
     one, eight, many = (rates.update_s("adam", 10**5, tensors) or 0 for tensors in (1, 8, 64))
     assert one < eight < many
+    # Between 64 and 256 tensors (mobilenet_v2's 158), a tensor's cost as the two splits measured it.
+    assert rates.update_s("adam", 4**9, 158) == pytest.approx(5e-5 + 3e-6 * 158 + 2e-9 * 4**9)
     assert rates.update_s("lion", 10**6) is None
     assert rates.bytes_per_s(2**30) == pytest.approx(1e10)
     assert rates.bytes_per_s(2**30, "softmax") == pytest.approx(1e10)

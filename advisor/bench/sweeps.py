@@ -71,11 +71,13 @@ CPU_SWEEPS = Sweeps(
     elements=powers(5, 12),
     chains=(16, 64, 256),
     parameters=powers(7, 12),
-    tensors=(1, 64),
+    tensors=(1, 64, 256),
     update_places=4,
 )
 """From 1 Ki to 16 Mi elements (4 KiB to 64 MiB in FP32: caches, then memory); 16 Ki to 16 Mi parameters
-(the CPU zoo's models have 0.1 to 25 M)."""
+(the CPU zoo's models have 0.1 to 25 M) in 1, 64 and 256 tensors: a network's 60-400 (resnet18 62,
+mobilenet_v2 158, densenet121 364) lie between splits measured, not past them (from 1 and 64 alone,
+mobilenet_v2's update was priced 1.3 times its profiled share: benchmarks/README.md)."""
 CUDA_SWEEPS = replace(CPU_SWEEPS, elements=powers(5, 14), parameters=powers(7, 14))
 """Up to 256 Mi elements (1 GiB tensors) and parameters: a GPU's bandwidth is reached only by large ones."""
 

@@ -34,8 +34,9 @@ class UpdateCurves:
     """(tensors, (log parameters, log seconds) points), ascending in tensors."""
 
     def seconds(self, parameters: int, tensors: int) -> float:
-        """Between two splits measured, log-linear in tensors; past the largest, each further tensor at
-        what the last two splits' difference costs a tensor (none where more tensors were faster)."""
+        """Between two splits measured, linear in tensors (a tensor's own cost: its kernels' launches and
+        Python), as past the largest: each further tensor at what the last two splits' difference costs a
+        tensor (none where more tensors were faster)."""
         x = log(max(parameters, 1))
         times = [(split, exp(_at(curve, x))) for split, curve in self.splits]
         below = [(split, t) for split, t in times if split <= tensors]
@@ -45,8 +46,7 @@ class UpdateCurves:
         low, low_s = below[-1]
         if above:
             high, high_s = above[0]
-            share = (log(tensors) - log(low)) / (log(high) - log(low))
-            return exp(log(low_s) + share * (log(high_s) - log(low_s)))
+            return low_s + (tensors - low) * (high_s - low_s) / (high - low)
         if len(times) < 2:
             return low_s
         previous, previous_s = times[-2]
