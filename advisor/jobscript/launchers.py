@@ -70,9 +70,12 @@ _TORCHTITAN_LAUNCHER = "run_train.sh"
 """torchtitan's launcher (``CONFIG_FILE=x.toml NGPU=8 ./run_train.sh --training.steps 10``): ``torchrun
 --nproc_per_node=$NGPU -m torchtitan.train --job.config_file $CONFIG_FILE "$@"``, its defaults 8 GPUs and
 its debug model's config."""
+TORCHTITAN_MODULE = "torchtitan.train"
+"""torchtitan's trainer, as ``python -m`` runs it."""
 _TORCHTITAN_DEFAULTS = {
     "NGPU": "8",
     "CONFIG_FILE": "./torchtitan/models/llama3/train_configs/debug_model.toml",
+    "TRAIN_FILE": TORCHTITAN_MODULE,
 }
 _SHELLS = frozenset({"bash", "sh"})
 TRAINING_COMMANDS = frozenset({"fairseq-train", "fairseq-hydra-train", "litgpt", "mim", "swift", "xtuner"})
@@ -153,9 +156,8 @@ def program_of(words: Sequence[str]) -> Launch | None:
 def _torchtitan(environment: Mapping[str, str], arguments: Sequence[str], launcher: dict[str, str]) -> Launch:
     """torchtitan's trainer as its ``run_train.sh`` starts it, from the variables set for the command."""
     given = {**_TORCHTITAN_DEFAULTS, **environment}
-    module = given.get("TRAIN_FILE", "torchtitan.train")
     config = ["--job.config_file", given["CONFIG_FILE"]]
-    return Launch(module, [*config, *arguments], {**launcher, "nproc-per-node": given["NGPU"]})
+    return Launch(given["TRAIN_FILE"], [*config, *arguments], {**launcher, "nproc-per-node": given["NGPU"]})
 
 
 def _launcher_options(words: Sequence[str], index: int, kept: dict[str, str], module: bool = True) -> int:

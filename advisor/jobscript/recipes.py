@@ -35,8 +35,6 @@ class Recipe:
     values: dict[str, str] = field(default_factory=dict)
     read: list[str] = field(default_factory=list)
     unread: list[str] = field(default_factory=list)
-    written: Read = field(default=lambda name: None, repr=False)
-    """The script's own here-documents, by the name a command gives them."""
 
 
 @dataclass(frozen=True)
@@ -67,16 +65,20 @@ def recipe_flags(
     script: ScriptFiles = ScriptFiles(),
 ) -> Recipe:
     """The flags the command's files set; ``flags`` are the program's own (they name the files)."""
-    recipe = Recipe(written=script.written)
+    recipe, written = Recipe(), script.written
     names = [flags[key] for key in ("config", "config-file", "recipe", "job.config-file") if flags.get(key)]
     names += [word for word in positional if word.endswith(_RECIPE_ENDINGS)]
     names += positional[:1] if positional and positional[0].endswith(".py") else []  # nanoGPT's config
     for name in names:
-        recipe.values |= _flattened(_load(name, read, recipe))
+        recipe.values |= _flattened(_load(name, read, recipe, written))
     accelerate_file = launcher.get("config-file")
     if accelerate_file or ACCELERATE in launcher:
         default = script.accelerate_default
-        found = _load(accelerate_file, read, recipe) if accelerate_file else _default(default, read, recipe)
+        found = (
+            _load(accelerate_file, read, recipe, written)
+            if accelerate_file
+            else _default(default, read, recipe, written)
+        )
         settings = _flattened(found)
         recipe.values |= {f"accelerate.{key}": value for key, value in settings.items()}
     recipe.values |= accelerate_flags(launcher)  # accelerate's command line wins over its file
@@ -86,23 +88,24 @@ def recipe_flags(
         or recipe.values.get("accelerate.deepspeed-config.deepspeed-config-file")
     )
     if speed_file and speed_file.endswith(".json"):
-        settings = _flattened(_load(speed_file, read, recipe))
+        settings = _flattened(_load(speed_file, read, recipe, written))
         recipe.values |= {f"deepspeed.{key}": value for key, value in settings.items()}
     return recipe
 
 
-def _default(name: str, read: Read | None, recipe: Recipe) -> object:
+def _default(name: str, read: Read | None, recipe: Recipe, written: Read) -> object:
     """accelerate's default config (``accelerate config`` writes it), which ``accelerate launch`` reads
     where no ``--config_file`` is given: read where it is, nothing said where it is not (most have none),
     said where the script's ``HF_HOME`` is known only when it runs."""
     if UNKNOWN in name:
-        return _load(name, read, recipe)
+        return _load(name, read, recipe, written)
     text = None if read is None else read(name)
-    return {} if text is None else _load(name, lambda _: text, recipe)
+    return {} if text is None else _load(name, lambda _: text, recipe, written)
 
 
-def _load(name: str, read: Read | None, recipe: Recipe) -> object:
-    text = recipe.written(name)
+def _load(name: str, read: Read | None, recipe: Recipe, written: Read) -> object:
+    """The file ``name``'s settings: the script's own here-document of that name first (``written``)."""
+    text = written(name)
     if text is not None:
         return _loaded(name, text.replace(UNKNOWN, _RUN_TIME), recipe)
     if UNKNOWN in name:

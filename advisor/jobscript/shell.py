@@ -46,11 +46,11 @@ class Line:
 def logical_lines(script: str) -> list[Line]:
     """The script's commands and assignments, each on one line, comments and blank lines left out."""
     lines: list[Line] = []
-    pending, start, delimiter, body = "", 0, None, list[str]()
+    pending, start, here, body = "", 0, None, list[str]()
     for number, raw in enumerate(script.splitlines(), start=1):
-        if delimiter is not None:  # a here-document's body is text, not commands
-            if raw.strip() == delimiter:
-                lines[-1].document, delimiter = _document(lines[-1].text, body), None
+        if here is not None:  # a here-document's body is text, not commands
+            if raw.strip() == here[1]:
+                lines[-1].document, here = _document(here, body), None
             else:
                 body.append(raw)
             continue
@@ -64,17 +64,16 @@ def logical_lines(script: str) -> list[Line]:
             pending += "\n"
             continue
         lines.append(Line(start, pending))
-        here = _HERE.search(_body(pending))
-        delimiter, pending, body = (here[1] if here else None), "", []
+        here, pending, body = _HERE.search(_body(pending)), "", []
     if pending:
         lines.append(Line(start, pending))
     return [line for line in lines if line.text.strip() and not line.text.lstrip().startswith("#")]
 
 
-def _document(command: str, body: list[str]) -> Document:
-    here = _HERE.search(_body(command))
-    literal = here is not None and bool(re.search(r"<<-?\s*['\"]", here[0]))
-    if here is not None and here[0].startswith("<<-"):  # ``<<-`` strips leading tabs
+def _document(here: re.Match[str], body: list[str]) -> Document:
+    """The body of the here-document ``here`` opened (`_HERE`)."""
+    literal = re.search(r"<<-?\s*['\"]", here[0]) is not None
+    if here[0].startswith("<<-"):  # ``<<-`` strips leading tabs
         body = [line.lstrip("\t") for line in body]
     return Document("\n".join(body) + "\n", literal)
 

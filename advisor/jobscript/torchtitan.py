@@ -15,16 +15,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from advisor.jobscript.arguments import counts
+from advisor.jobscript.launchers import TORCHTITAN_MODULE
 from advisor.jobscript.trainers import FOLLOWS_ITS_OWN, Undescribed, refuse_split
 
-_MODULE = "torchtitan.train"
 _FLAVORS = {("llama3", "8b"): "meta-llama-3-8b", ("llama3", "70b"): "meta-llama-3-70b"}
 """torchtitan's model flavors that are published models the shipped table holds."""
 _SPLITS = ("tensor-parallel-degree", "pipeline-parallel-degree", "context-parallel-degree")
 
 
 def torchtitan_style(program: str, flags: Mapping[str, str]) -> bool:
-    return program == _MODULE or program.endswith("torchtitan/train.py") or "job.config-file" in flags
+    return (
+        program == TORCHTITAN_MODULE or program.endswith("torchtitan/train.py") or "job.config-file" in flags
+    )
 
 
 def read_torchtitan(program: str, flags: Mapping[str, str], world: int) -> dict[str, Any] | None:
