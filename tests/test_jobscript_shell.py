@@ -220,3 +220,16 @@ def test_the_file_a_here_document_goes_to() -> None:
     assert written_to(["tee", "-a", "cfg.yaml", "<<EOF"]) == ("cfg.yaml", True)
     assert written_to(["cat", ">", "cfg.yaml"]) is None, "no here-document: cat copies its input"
     assert written_to(["python", "x.py", "<<EOF"]) is None
+
+
+def test_accelerates_default_config_the_script_writes_is_read(tmp_path: Path) -> None:
+    """``accelerate config`` run in the job's own setup, as a here-document to its default place: the
+    launch with no ``--config_file`` runs on its 2 processes, not the request's 4 GPUs (its file was looked
+    for on disk alone)."""
+    body = (
+        "mkdir -p ~/.cache/huggingface/accelerate\n"
+        "cat > ~/.cache/huggingface/accelerate/default_config.yaml <<EOF\nnum_processes: 2\nEOF\n"
+        "accelerate launch run_clm.py --model_name_or_path gpt2 --per_device_train_batch_size 8 "
+        "--max_steps 10 --output_dir o\n"
+    )
+    assert _described(tmp_path, body)["global_batch"] == 8 * 2

@@ -96,8 +96,8 @@ def recipe_flags(
 def _default(name: str, read: Read | None, recipe: Recipe, written: Read) -> object:
     """accelerate's default config (``accelerate config`` writes it), which ``accelerate launch`` reads
     where no ``--config_file`` is given: read where it is, nothing said where it is not (most have none),
-    said where the script's ``HF_HOME`` is known only when it runs."""
-    if UNKNOWN in name:
+    said where the script's ``HF_HOME`` is known only when it runs; one the script writes, read."""
+    if UNKNOWN in name or written(name) is not None:
         return _load(name, read, recipe, written)
     text = None if read is None else read(name)
     return {} if text is None else _load(name, lambda _: text, recipe, written)
