@@ -32,8 +32,9 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
         description="Runs real training steps of MODEL on this machine under torch.profiler and sets where "
         "their time goes (convolutions and linears, memory-bound ops, the optimizer, per-op dispatch) beside "
         "the active predictor's split of its prediction for PARTITION. The optimizer is its step call's "
-        "whole time; per-op dispatch is what no kernel accounts for (a floor: the profiler's own cost stays "
-        "in the kernels). Run it on a node of that partition: the profile is this machine's.",
+        "whole time; per-op dispatch is what no kernel accounts for. Each part is its least over three "
+        "rounds of steps timed then profiled (a busy CPU and the profiler only add time). Run it on a node "
+        "of that partition: the profile is this machine's.",
     )
     profile.add_argument(
         "model", help="a torchvision model name, timm:NAME or package.module:factory (images)"
@@ -42,7 +43,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
     profile.add_argument("--batch-size", type=int, required=True)
     profile.add_argument("--partition", required=True)
     profile.add_argument(
-        "--steps", type=int, default=5, help="steps timed, then as many profiled (default 5)"
+        "--steps", type=int, default=5, help="steps timed, then as many profiled, a round (default 5)"
     )
     profile.add_argument("--db", type=Path, default=settings.database)
     profile.add_argument("--json", action="store_true", help="each part's seconds, as JSON")

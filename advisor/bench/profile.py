@@ -9,15 +9,21 @@ element-wise, copies: memory-bound) are torch.profiler's self CPU time by the op
 no bandwidth prices it; what no op accounts for (autograd's engine, Python, the loader's collation,
 ``zero_grad``) is per-op dispatch: the unprofiled steps' wall time less the others, so the profiler's own
 cost per event (thousands a step) does not land there; what it adds inside the kernels' self time lands
-in them in some profiled runs and not in others, so the kernels are each part's least over several runs,
-and per-op dispatch is a floor. Steps that waited for a shared CPU are taken again.
+in them in some profiled runs and not in others. Steps that waited for a shared CPU are taken again.
+
+Rounds alternate unprofiled steps and a profiled run, and every part is its least over the rounds, the
+unprofiled time as much as the kernels: a shared CPU's slow spells and the profiler's cost only add, and a
+median step beside the least kernels put the host's usual slowness into dispatch, in proportion to the
+kernels (resnet18 at batch 32: 12.0 ms against 3.0 ms at the least of both, 3.9 ms at batch 2:
+benchmarks/README.md).
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
@@ -161,32 +167,52 @@ def least(runs: Iterable[dict[StepPart, float]]) -> dict[StepPart, float]:
     return {part: min(run[part] for run in kept) for part in kept[0]}
 
 
-def _profiled(training: Training, steps: int) -> dict[StepPart, float]:
-    """The kernels' seconds per step: each part's least (`least`) over `RETIMES` runs of ``steps`` profiled
-    steps, each run's wait for the CPU taken out (`unwaited`)."""
+@dataclass(frozen=True)
+class ProfiledRound:
+    """Unprofiled steps and a profiled run of the same steps, one after the other (`profile_step`)."""
+
+    wall_s: float
+    """The unprofiled steps' median, less what they waited for the CPU."""
+    optimizer_s: float
+    kernels: dict[StepPart, float]
+    """The profiled run's kernels by part, per step (`kernel_parts`), its wait taken out (`unwaited`)."""
+
+
+def split_rounds(rounds: Sequence[ProfiledRound]) -> dict[StepPart, float]:
+    """The step's parts (`split_step`), each its least over ``rounds``: the optimizer, the rest of the
+    unprofiled step, and each kernel part, so that dispatch is the least step less the least kernels."""
+    optimizer = min(r.optimizer_s for r in rounds)
+    rest = min(r.wall_s - r.optimizer_s for r in rounds)
+    return split_step(optimizer + rest, optimizer, least(r.kernels for r in rounds))
+
+
+def _profiled_run(training: Training, steps: int) -> dict[StepPart, float]:
+    """The kernels' seconds per step of ``steps`` profiled steps, the run's wait for the CPU taken out."""
     # libkineto reads its log level when the profiler first starts; unset, it writes a line to stderr at
     # every start and stop (and an error on a machine without a GPU), over the command's own output.
     os.environ.setdefault("KINETO_LOG_LEVEL", _KINETO_QUIET)
-    runs = []
-    for _ in range(RETIMES):
-        waited, start = run_delay_s(), time.perf_counter()
-        with profile(activities=[ProfilerActivity.CPU]) as profiled:
-            for _ in range(steps):
-                training.compute(*training.fetch())
-        wall, waited = time.perf_counter() - start, run_delay_s() - waited
-        runs.append(unwaited(kernel_parts(profiled.events(), steps), waited / wall))
-    return least(runs)
+    waited, start = run_delay_s(), time.perf_counter()
+    with profile(activities=[ProfilerActivity.CPU]) as profiled:
+        for _ in range(steps):
+            training.compute(*training.fetch())
+    wall, waited = time.perf_counter() - start, run_delay_s() - waited
+    return unwaited(kernel_parts(profiled.events(), steps), waited / wall)
+
+
+def _round(training: Training, steps: int) -> ProfiledRound:
+    wall, optimizer = _timed(training, steps)
+    return ProfiledRound(wall, optimizer, _profiled_run(training, steps))
 
 
 def profile_step(
     config: StepConfig, device: torch.device, steps: int = 5, *, allow_factories: bool = False
 ) -> dict[StepPart, float]:
-    """Seconds per step of each part (`split_step`) after two untimed steps: the step and its optimizer
-    timed unprofiled (the median of ``steps`` steps), then the kernels profiled over ``steps`` more."""
+    """Seconds per step of each part after two untimed steps: `RETIMES` rounds of ``steps`` unprofiled
+    steps (their median) then ``steps`` profiled ones, split by their least (`split_rounds`)."""
     warmup = 2
-    batches = warmup + 2 * steps * RETIMES
+    # Each round's unprofiled steps may be taken again up to RETIMES times (`timing_more`).
+    batches = warmup + RETIMES * steps * (RETIMES + 1)
     training = start_training(config, device, batches, allow_factories=allow_factories)
     for _ in range(warmup):
         training.compute(*training.fetch())
-    wall, optimizer = _timed(training, steps)
-    return split_step(wall, optimizer, _profiled(training, steps))
+    return split_rounds([_round(training, steps) for _ in range(RETIMES)])
