@@ -19,8 +19,9 @@ T0 = datetime(2026, 11, 1, 1, 0, tzinfo=UTC)
 FULL = build_plan(GRID, DEVICE, fake_table)
 
 
-UPDATE_CONFIGS = 3 * 6 * 3
-"""The CPU sweep's updates: three optimizers, six parameter counts, in 1, 64 and 256 tensors."""
+UPDATE_CONFIGS = 3 * 6 * 3 + 6
+"""The CPU sweep's updates: three optimizers, six parameter counts, in 1, 64 and 256 tensors; and the
+gradients' release of each count in one tensor."""
 
 
 def _night(

@@ -122,6 +122,8 @@ HAND_COUNTS = {
     "sgd_momentum": (_config("sgd_momentum", height=1000), Cost(4000, 0, 4 * 5000, 0)),
     "adam": (_config("adam", height=1000), Cost(14000, 0, 4 * 7000, 0)),
     "adamw": (_config("adamw", height=1000), Cost(15000, 0, 4 * 7000, 0)),
+    # 1,000 gradients set to None: no arithmetic, each element's memory handed back once.
+    "grad_release": (_config("grad_release", height=1000), Cost(0, 0, 4 * 1000, 0)),
     # 50 multiplies of 2 samples x 4 elements: 400 FLOPs each way, each op reading and writing its 8.
     "launch_chain": (_config("launch_chain", height=50, width=4, batch=2), Cost(400, 400, 4 * 800, 4 * 800)),
     # The same 50 multiplies, each in a module of its own: the same arithmetic and bytes.

@@ -16,7 +16,8 @@ from advisor.bench.tables import zoo_table
 from advisor.cli import main as cli
 from advisor.introspect.table import TrainingSettings
 from advisor.ops import Cost, layer_op, op_named, op_of
-from advisor.ops.rates import MachineRates
+from advisor.ops.known import RELEASE
+from advisor.ops.rates import MachineRates, UpdateCurves
 from advisor.predict.boosters import STEP_PARAMS, train_booster
 from advisor.predict.evaluate import held_out
 from advisor.predict.features import split_timed, timed_layers
@@ -34,7 +35,7 @@ from advisor.predict.opsum import (
     untimed_seconds,
 )
 from advisor.predict.registry import layer_samples, machines, step_samples
-from advisor.predict.roofline import Roofline, fit_roofline
+from advisor.predict.roofline import Roofline, fit_roofline, release_seconds
 from advisor.records import LayerConfig, StepPart
 from advisor.store import Store
 
@@ -452,3 +453,47 @@ def test_the_module_calls_are_counted_as_torch_makes_them(name: str, calls: int)
     model(torch.randn(2, 3, 32, 32))
     assert counted[0] == calls
     assert module_calls(zoo_table(name, 32)) == calls
+
+
+def _released(rates: Roofline) -> Roofline:
+    """``rates`` with the gradients' release swept in one tensor: 20 us up to 4 Mi parameters (16 MiB, the
+    call), 3.7 ms at 16 Mi (64 MiB: a block glibc hands back to the kernel), as this CPU read them."""
+    curve = ((log(4 * 2**20), log(20e-6)), (log(16 * 2**20), log(3.7e-3)))
+    released = UpdateCurves(((1, curve),))
+    return replace(rates, swept=replace(rates.swept, updates={**rates.swept.updates, RELEASE: released}))
+
+
+def test_the_gradients_release_is_the_call_once_and_each_weight_past_it() -> None:
+    """Hand count, vgg11_bn: every layer's weights but its two large linears' are under 4 Mi parameters and
+    cost nothing beyond the call; the 25088 x 4096 linear's (and bias) past the sweep's largest cost its
+    seconds per parameter, the 4096 x 4096's about that of 16 Mi. Under LoRA only the call; where nothing
+    swept it (a GPU's allocator keeps freed blocks), nothing."""
+    table = zoo_table("vgg11_bn", 32)
+    rates = _released(_swept(2e-6))
+    large = (25088 * 4096 + 4096, 4096 * 4096 + 4096)
+    past = sum(3.7e-3 * n / (16 * 2**20) - 20e-6 for n in large)
+    assert sorted(layer.parameters for layer in table.layers)[-2:] == sorted(large)
+    assert release_seconds(table, rates) == pytest.approx(20e-6 + past, rel=1e-9)
+    adapted = table.model_copy(update={"training": TrainingSettings(lora_rank=8)})
+    assert release_seconds(adapted, rates) == pytest.approx(20e-6)
+    assert release_seconds(table, _swept(2e-6)) == 0.0
+
+
+def test_the_release_is_the_optimizers_price_and_a_profiles_dispatch(store: Store) -> None:
+    """The release is in the optimizer's term, which the steps fit with the update; split for `advisor
+    profile`, it is per-op dispatch (``zero_grad`` runs outside ``Optimizer.step``). The whole is the sum."""
+    (machine,) = machines(store)
+    layers = fit_layers(machine, layer_samples(store.layer_rows(machine)))
+    table = zoo_table("vgg11_bn", 32)
+    plain, released = _swept(2e-6), _released(_swept(2e-6))
+    terms = op_terms(layers, released, table, 4, False, False)
+    assert terms.release_s == pytest.approx(release_seconds(table, released)) and terms.release_s > 0.02
+    unreleased = op_terms(layers, plain, table, 4, False, False).optimizer_s
+    assert terms.optimizer_s == pytest.approx(unreleased + terms.release_s)
+    flat = train_booster(STEP_PARAMS, 1, [[0.0] * 11, [1.0] * 11], [0.0, 0.0])
+    scales = (1.0, 1.0, 1.0, 1.0, 0.0, 0.0)
+    before = OpSumModel(layers, plain, scales, {}, flat).parts(table, 4, False, False)
+    after = OpSumModel(layers, released, scales, {}, flat).parts(table, 4, False, False)
+    assert sum(after.values()) - sum(before.values()) == pytest.approx(terms.release_s)
+    assert after[StepPart.DISPATCH] - before[StepPart.DISPATCH] == pytest.approx(terms.release_s)
+    assert after[StepPart.OPTIMIZER] == pytest.approx(before[StepPart.OPTIMIZER])

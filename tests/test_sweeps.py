@@ -26,6 +26,7 @@ from advisor.bench.sweeps import CPU_SWEEPS, UPDATES, Sweeps, powers, scattered,
 from advisor.ops import Op, known, op_of
 from advisor.ops import configs as op_configs
 from advisor.ops import costs as op_costs
+from advisor.ops.known import RELEASE
 from advisor.ops.rates import MachineRates, fit_rates
 from advisor.records import LayerConfig, ResultLine
 from tests.plan_support import fake_table
@@ -55,7 +56,7 @@ def test_the_nightly_grid_sweeps_memory_bound_ops_launches_and_updates_after_the
     swept_configs = [item.config for item in nightly.items if item.phase in SWEPT]
     assert all(isinstance(config, LayerConfig) for config in swept_configs)
     assert {config.op for config in _swept_ops(nightly, Phase.BANDWIDTH)} == MEMORY_BOUND
-    assert {config.op for config in _swept_ops(nightly, Phase.UPDATES)} == set(UPDATES)
+    assert {config.op for config in _swept_ops(nightly, Phase.UPDATES)} == {*UPDATES, RELEASE}
     chains = {"launch_chain", "module_chain", *known.TINY_LAYERS.values()}
     assert {config.op for config in _swept_ops(nightly, Phase.LAUNCHES)} == chains
     rows = {row.phase: row for row in describe(nightly)}
@@ -79,9 +80,13 @@ def test_each_swept_configuration_is_its_own_op_and_costs_what_it_moves() -> Non
             assert elements in CPU_SWEEPS.elements or op.name == "pooling"
     adam = op_configs.update("adam", 4**8, 64)
     assert (adam.height, adam.width) == (1024, 64)
-    assert describe_item(
-        next(i for i in full_plan(DeviceProfile.assumed("cpu"), fake_table).items if i.config == adam)
-    ) == ("adam 65,536 parameters in 64 tensors")
+    plan = full_plan(DeviceProfile.assumed("cpu"), fake_table)
+    described = {describe_item(i) for i in plan.items if i.config == adam}
+    assert described == {"adam 65,536 parameters in 64 tensors"}
+    release = op_configs.update(RELEASE, 4**8, 1)
+    assert describe_item(next(i for i in plan.items if i.config == release)) == (
+        "grad_release 65,536 parameters in 1 tensor"
+    )
 
 
 def test_a_check_plan_sweeps_thinly_and_the_quick_plan_not_at_all() -> None:
@@ -218,14 +223,15 @@ def test_a_run_of_the_sweeps_lands_in_the_store_and_comes_back_as_the_machines_r
     plan = build_plan(grid, DeviceProfile.assumed("cpu"), fake_table)
     phases = [item.phase for item in plan.items]
     tiny_chains = 2 * len(set(known.TINY_LAYERS.values()))
-    assert phases == [Phase.BANDWIDTH, *(4 + tiny_chains) * [Phase.LAUNCHES], *6 * [Phase.UPDATES]]
+    assert phases == [Phase.BANDWIDTH, *(4 + tiny_chains) * [Phase.LAUNCHES], *7 * [Phase.UPDATES]]
     lines: list[ResultLine] = []
     summary = run_plan(plan, RunOn(torch.device("cpu"), "cpu"), budget_s=120, sink=lines.append)
     assert summary.measured == len(plan.items)
     store = Store.memory()
     store.ingest(lines)
     rates = fit_rates((s.config, s.seconds) for s in layer_samples(store.layer_rows()))
-    assert set(rates.curves) == {"activation"} and set(rates.updates) == set(UPDATES)
+    assert set(rates.curves) == {"activation"} and set(rates.updates) == {*UPDATES, RELEASE}
+    assert (rates.update_s(RELEASE, 4**7) or 0) > 0
     assert rates.launch_s is not None and 1e-8 < rates.launch_s < 1e-2
     assert rates.module_s is not None and rates.module_s < 1e-2
     assert set(rates.layer_s) == set(known.TINY_LAYERS.values())

@@ -353,7 +353,7 @@ def describe_item(item: PlanItem) -> str:
     c = config
     family = op_of(c).family
     if family == "update":
-        return f"{c.op} {c.height * c.width:,} parameters in {c.width} tensors"
+        return f"{c.op} {c.height * c.width:,} parameters in {c.width} tensor{'s' if c.width > 1 else ''}"
     if family == "launch":
         return f"{c.op} {c.height} ops of {c.width} values"
     if family == "vector":

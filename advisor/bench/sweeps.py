@@ -100,14 +100,22 @@ def launch_configs(sweeps: Sweeps) -> list[LayerConfig]:
 
 
 def update_configs(sweeps: Sweeps) -> list[LayerConfig]:
-    """Each optimizer at each parameter count and split, count-major; a split finer than a parameter a
-    tensor is left out."""
+    """Each optimizer at each parameter count and split, count-major (a split finer than a parameter a
+    tensor is left out), and the gradients' release of each count in one tensor: it is priced a layer's
+    weight at a time, and costs nothing per tensor until a block is large enough to go back to the
+    kernel."""
     return [
-        configs.update(optimizer, count, tensors)
+        config
         for count in sweeps.parameters
-        for tensors in sweeps.tensors
-        if count >= tensors
-        for optimizer in UPDATES
+        for config in (
+            *(
+                configs.update(optimizer, count, tensors)
+                for tensors in sweeps.tensors
+                if count >= tensors
+                for optimizer in UPDATES
+            ),
+            *((configs.update(known.RELEASE, count, 1),) if sweeps.tensors else ()),
+        )
     ]
 
 

@@ -220,6 +220,8 @@ ADAM = UpdateRates(14, 7)
 eps)`` (7); p, g, m, v read, p, m, v written."""
 ADAMW = UpdateRates(15, 7)
 """Adam's 14 and the decoupled decay ``p *= 1 - lr * wd``, fused into the same pass."""
+GRAD_RELEASE = UpdateRates(0, 1)
+"""``zero_grad(set_to_none=True)`` after the step: no arithmetic; each gradient's memory handed back."""
 
 
 def update(rates: UpdateRates, c: LayerConfig) -> Cost:

@@ -78,6 +78,8 @@ def _update(name: str, rates: costs.UpdateRates) -> Op:
     return Op(name, "update", frozenset(), partial(costs.update, rates), f"{_BUILDERS}:{name}", aten=aten)
 
 
+RELEASE = "grad_release"
+"""The gradients' release after the step (`advisor.ops.workloads.grad_release`), swept beside the updates."""
 _TINY_OPS = ("tiny_conv2d", "tiny_linear", "tiny_batch_norm", "tiny_activation", "tiny_elementwise",
              "tiny_pooling")  # fmt: skip
 """Chains of tiny real layers of one kind, each a module (`configs.tiny_chain`): a layer's cost when its
@@ -124,6 +126,9 @@ OPS: tuple[Op, ...] = (
     _update("sgd_momentum", costs.SGD_MOMENTUM),
     _update("adam", costs.ADAM),
     _update("adamw", costs.ADAMW),
+    # What setting the gradients to None costs: a block past glibc's mmap threshold goes back to the kernel.
+    Op(RELEASE, "update", frozenset(), partial(costs.update, costs.GRAD_RELEASE),
+       f"{_BUILDERS}:grad_release"),
     Op("launch_chain", "launch", frozenset(), costs.launch_chain, f"{_BUILDERS}:launch_chain"),
     # The same chain, each op in its own module call: its slope less the launch chain's is a module call.
     Op("module_chain", "launch", frozenset(), costs.launch_chain, f"{_BUILDERS}:module_chain"),

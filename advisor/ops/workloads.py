@@ -257,6 +257,22 @@ def _update(
     return Workload(nothing, step)
 
 
+def grad_release(c: LayerConfig, device: torch.device) -> Workload:
+    """``width`` gradients of ``height`` each, written as a backward writes them, then set to None as a
+    training step's ``zero_grad`` does: the layer benchmarks free theirs untimed, between runs."""
+    parameters: list[Tensor] = [nn.Parameter(torch.zeros(c.height, device=device)) for _ in range(c.width)]
+    optimizer = torch.optim.SGD(parameters, lr=0.01)
+
+    def written() -> None:
+        for parameter in parameters:
+            parameter.grad = torch.ones_like(parameter)
+
+    def release() -> None:
+        optimizer.zero_grad(set_to_none=True)
+
+    return Workload(written, release)
+
+
 def sgd_momentum(c: LayerConfig, device: torch.device) -> Workload:
     return _update(c, device, lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9))
 

@@ -6,10 +6,10 @@ prices a huge linear's weights as cheap as a small one's); every other op costs 
 (`advisor.predict.roofline`): its hand-counted FLOPs at its family's rate or its bytes at the bandwidth,
 whichever is longer (its swept bandwidth curve where the nightly grid measured it, which holds its
 launches, less what timing an op alone adds: `MachineRates.network_seconds`). To those: the launches no
-price holds, the update of the trainable parameters by the table's optimizer, and the time off the device
-(a fixed host cost per step and a per-sample one: the loader's, what makes small batches CPU-bound, as
-the CNN-prediction research's non-GPU term). Each term is in seconds, so a model the zoo lacks is priced
-by what it does, not by what correlates in the zoo.
+price holds, the update of the trainable parameters by the table's optimizer and their gradients' release
+after it, and the time off the device (a fixed host cost per step and a per-sample one: the loader's, what
+makes small batches CPU-bound, as the CNN-prediction research's non-GPU term). Each term is in seconds,
+so a model the zoo lacks is priced by what it does, not by what correlates in the zoo.
 
 What measures a term alone sets its price: the untimed ops, the launches and the update keep the sweeps'
 prices in proportion to each other, as whole steps cannot tell them apart (they grow with the same models;
@@ -50,7 +50,7 @@ from advisor.predict.machine import (
     fit_layers,
     series,
 )
-from advisor.predict.roofline import LAUNCHES_PER_LAYER, UPDATES, Roofline
+from advisor.predict.roofline import LAUNCHES_PER_LAYER, UPDATES, Roofline, release_seconds
 from advisor.records import LayerConfig, StepPart
 
 _TINY = 1e-9
@@ -86,10 +86,12 @@ class OpTerms:
     """Launches no op's price holds (every untimed op's where no sweep priced it), and the module calls
     (`module_calls`, each at the module chain's cost beyond the launch chain's)."""
     optimizer_s: float
+    """The update and the gradients' release after it (``release_s``)."""
     parameters: int
     layers: int
     anchored: frozenset[int] = frozenset()
     """The columns priced by a sweep's measurements, under one scale (``_MEASURABLE``)."""
+    release_s: float = 0.0
 
     def columns(self, calibration: Mapping[OpPart, float]) -> list[float]:
         timed = sum(calibration.get(part, 1.0) * s for part, s in self.layer_parts.items())
@@ -200,7 +202,9 @@ def op_terms(
         layer_parts=op_parts(layers, rates, configs, batch),
         vector_s=untimed_seconds(untimed, batch, amp, rates),
         launch_s=(0.0 if held else untimed_launches) + calls_s,
-        optimizer_s=rates.update_seconds(trainable_parameters(table), parameter_tensors(table), update),
+        optimizer_s=rates.update_seconds(trainable_parameters(table), parameter_tensors(table), update)
+        + release_seconds(table, rates),
+        release_s=release_seconds(table, rates),
         parameters=table.totals.parameters,
         layers=len(table.layers),
         anchored=frozenset(i for i, measured in zip(_MEASURABLE, swept, strict=True) if measured),
@@ -256,8 +260,8 @@ class OpSumModel:
         split = dict.fromkeys(StepPart, 0.0)
         for part, seconds in zip(TERM_PARTS, shares, strict=True):
             split[part] += seconds * scale
-        priced = (sum(terms.layer_parts.values()), terms.vector_s)
-        outside = outside_seconds(table, batch, amp, self.rates)
+        priced = (sum(terms.layer_parts.values()), terms.vector_s, terms.optimizer_s)
+        outside = (*outside_seconds(table, batch, amp, self.rates), terms.release_s)
         for part, held, whole in zip(_HOLD_OUTSIDE, outside, priced, strict=True):
             moved = split[part] * min(held / max(whole, _TINY), 1.0)
             split[part] -= moved
@@ -265,8 +269,10 @@ class OpSumModel:
         return split
 
 
-_HOLD_OUTSIDE = (StepPart.LAYERS, StepPart.MEMORY_BOUND)
-"""The parts whose prices hold what their layers pay outside their kernels (`outside_seconds`)."""
+_HOLD_OUTSIDE = (StepPart.LAYERS, StepPart.MEMORY_BOUND, StepPart.OPTIMIZER)
+"""The parts whose prices hold what a profile counts as dispatch: what their layers pay outside their
+kernels (`outside_seconds`), and the gradients' release in the optimizer's (``zero_grad``, outside
+``Optimizer.step``)."""
 
 
 def outside_seconds(table: LayerTable, batch: int, amp: bool, rates: Roofline) -> tuple[float, float]:

@@ -22,9 +22,11 @@ from math import exp, log
 import numpy as np
 
 from advisor.frozen import Frozen
+from advisor.introspect import LayerTable
+from advisor.introspect.training import trainable_parameters
 from advisor.ops import Cost, Op, op_named, op_of
 from advisor.ops.configs import LARGE_MAP, SMALL_MAP
-from advisor.ops.known import SMALL_MAPS
+from advisor.ops.known import RELEASE, SMALL_MAPS
 from advisor.ops.op import Family
 from advisor.ops.rates import MachineRates, fit_rates
 from advisor.records import LayerConfig
@@ -103,6 +105,24 @@ class Roofline:
             return swept
         bytes_ratio = _update_bytes(optimizer) / _update_bytes(_OPTIMIZER)
         return parameters * self.update_s * bytes_ratio
+
+
+def release_seconds(table: LayerTable, rates: Roofline) -> float:
+    """Setting the gradients to None after the step (`known.RELEASE`, swept in one tensor): the call once
+    (the smallest swept), and each layer's weights as one tensor at what its size costs beyond that
+    (nothing until a block is large enough to go back to the kernel: vgg11_bn's 25088 x 4096 linear);
+    under LoRA, the adapters' alone, the call. None where it was not swept (a GPU's allocator keeps freed
+    blocks: its sweep reads it so)."""
+    call = rates.swept.update_s(RELEASE, 1)
+    if call is None:
+        return 0.0
+    if trainable_parameters(table) < table.totals.parameters:
+        return call
+    return call + sum(
+        max((rates.swept.update_s(RELEASE, layer.parameters) or call) - call, 0.0)
+        for layer in table.layers
+        if layer.parameters > 0
+    )
 
 
 class LayerRoof(Frozen):
