@@ -195,6 +195,8 @@ def op_terms(
     held = rates.prices_launches
     update = UPDATES[table.training.optimizer if table.training else None]
     swept = (held, held or rates.swept.launch_s is not None, rates.swept.update_s(update, 1) is not None)
+    update_s = rates.update_seconds(trainable_parameters(table), parameter_tensors(table), update)
+    release = release_seconds(table, rates)
     return OpTerms(
         batch=batch,
         amp=amp,
@@ -202,9 +204,8 @@ def op_terms(
         layer_parts=op_parts(layers, rates, configs, batch),
         vector_s=untimed_seconds(untimed, batch, amp, rates),
         launch_s=(0.0 if held else untimed_launches) + calls_s,
-        optimizer_s=rates.update_seconds(trainable_parameters(table), parameter_tensors(table), update)
-        + release_seconds(table, rates),
-        release_s=release_seconds(table, rates),
+        optimizer_s=update_s + release,
+        release_s=release,
         parameters=table.totals.parameters,
         layers=len(table.layers),
         anchored=frozenset(i for i, measured in zip(_MEASURABLE, swept, strict=True) if measured),
