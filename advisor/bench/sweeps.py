@@ -11,7 +11,7 @@ update scales with the parameters, not the batch. Pure planning: which configura
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from random import Random
 from typing import Literal, TypeVar
@@ -100,23 +100,19 @@ def launch_configs(sweeps: Sweeps) -> list[LayerConfig]:
 
 
 def update_configs(sweeps: Sweeps) -> list[LayerConfig]:
-    """Each optimizer at each parameter count and split, count-major (a split finer than a parameter a
-    tensor is left out), and the gradients' release of each count in one tensor: it is priced a layer's
-    weight at a time, and costs nothing per tensor until a block is large enough to go back to the
-    kernel."""
-    return [
-        config
-        for count in sweeps.parameters
-        for config in (
-            *(
-                configs.update(optimizer, count, tensors)
-                for tensors in sweeps.tensors
-                if count >= tensors
-                for optimizer in UPDATES
-            ),
-            *((configs.update(known.RELEASE, count, 1),) if sweeps.tensors else ()),
-        )
-    ]
+    """Each parameter count's updates and release (`_at_count`), count-major."""
+    return [config for count in sweeps.parameters for config in _at_count(count, sweeps.tensors)]
+
+
+def _at_count(count: int, splits: tuple[int, ...]) -> Iterator[LayerConfig]:
+    """Each optimizer at each split (none finer than a parameter a tensor), then the gradients' release in
+    one tensor: it is priced a layer's weights at a time, and costs nothing per tensor until a block is
+    large enough to go back to the kernel."""
+    for tensors in splits:
+        if count >= tensors:
+            yield from (configs.update(optimizer, count, tensors) for optimizer in UPDATES)
+    if splits:
+        yield configs.update(known.RELEASE, count, 1)
 
 
 def swept(sweeps: Sweeps) -> list[tuple[SweepPhase, LayerConfig]]:

@@ -111,18 +111,16 @@ def release_seconds(table: LayerTable, rates: Roofline) -> float:
     """Setting the gradients to None after the step (`known.RELEASE`, swept in one tensor): the call once
     (the smallest swept), and each layer's weights as one tensor at what its size costs beyond that
     (nothing until a block is large enough to go back to the kernel: vgg11_bn's 25088 x 4096 linear);
-    under LoRA, the adapters' alone, the call. None where it was not swept (a GPU's allocator keeps freed
+    under LoRA, the adapters' alone, the call. Nothing where it was not swept (a GPU's allocator keeps freed
     blocks: its sweep reads it so)."""
-    call = rates.swept.update_s(RELEASE, 1)
-    if call is None:
+    released = rates.swept.updates.get(RELEASE)
+    if released is None:
         return 0.0
+    call = released.seconds(1, 1)
     if trainable_parameters(table) < table.totals.parameters:
         return call
-    return call + sum(
-        max((rates.swept.update_s(RELEASE, layer.parameters) or call) - call, 0.0)
-        for layer in table.layers
-        if layer.parameters > 0
-    )
+    weights = (layer.parameters for layer in table.layers if layer.parameters > 0)
+    return call + sum(max(released.seconds(count, 1) - call, 0.0) for count in weights)
 
 
 class LayerRoof(Frozen):
