@@ -31,11 +31,11 @@ def pytest_configure(config: pytest.Config) -> None:
     Torch and the benchmark job size their thread pools from the affinity mask; two workers each running
     two threads on two shared cores wait for each other at every parallel region (a layer measurement ran
     ten times slower). Subprocesses inherit the mask, so a benchmark the tests start runs one thread too.
-    The slurm tier's workers keep every core: each starts a sandbox cluster, whose nodes would inherit the
-    mask and offer their jobs one CPU.
+    The slurm tier's workers (``-m slurm``) keep every core: each starts a sandbox cluster, whose nodes
+    would inherit the mask and offer their jobs one CPU.
     """
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    if worker.startswith("gw") and "not slurm" in (config.getoption("markexpr") or ""):
+    if worker.startswith("gw") and (config.getoption("markexpr") or "").strip() != "slurm":
         cores = sorted(os.sched_getaffinity(0))
         os.sched_setaffinity(0, {cores[int(worker[2:]) % len(cores)]})
 
