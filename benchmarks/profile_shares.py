@@ -6,15 +6,19 @@ the step spends it (each predicted share within 25% of the profiled one).
 ``python -m benchmarks.profile_shares --db DB [--opsum-before WORKTREE/advisor/predict/opsum.py]``: the
 profiles are taken ``--repeats`` times, interleaved over the models and batches so a slow spell of a shared
 CPU touches every configuration, one thread, and each part's median is kept; pin it (``taskset -c N``).
-The database is the machine's nightly pass (`advisor bench run`); its models are fitted once.
+The database is the machine's nightly pass (`advisor bench run`); its models are fitted once. Under the
+table, the check's own floor: the count exact predictions would score against a second set of profiles
+(`self_agreement`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
 from typing import Protocol
@@ -74,7 +78,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     profiled = kept(args.keep) if args.keep and args.keep.exists() else profiles(configs, args.repeats)
     if args.keep and not args.keep.exists():
         write_kept(args.keep, profiled)
-    Console().print(share_table(configs, profiled, fitted))
+    console = Console()
+    console.print(share_table(configs, profiled, fitted))
+    console.print(agreement_line(self_agreement(configs, profiled)))
     return 0
 
 
@@ -134,6 +140,66 @@ def share_table(
     count = len(configs) * len(StepPart)
     table.add_row("within 25%", "", "", "", *(f"{w} of {count}" for w in within))
     return table
+
+
+DRAWS = 2000
+"""Bootstrap draws of `self_agreement`: its counts' percentiles move by under a cell between seeds."""
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """The profiles against themselves: per draw, the cells a second set put within 25% of the first."""
+
+    counts: list[int]
+    cells: int
+    by_cell: dict[tuple[str, int, StepPart], float]
+    """Each cell's share of draws within."""
+
+
+def self_agreement(
+    configs: Sequence[tuple[str, int]], profiled: Profiles, draws: int = DRAWS, seed: int = 0
+) -> Agreement:
+    """How many cells a second set of as many profiles would put within `WITHIN` of the first's median:
+    two sets drawn from the profiles taken (with replacement), ``draws`` times. It is the count a model
+    that predicted each share exactly would score against a profile, i.e. the check's own floor: a part
+    whose profiles spread widely (per-op dispatch: the step less its kernels) fails it however it is
+    predicted."""
+    rng = random.Random(seed)  # noqa: S311 (a bootstrap, not a secret)
+    counts = [0] * draws
+    by_cell: dict[tuple[str, int, StepPart], float] = {}
+    for model, batch in configs:
+        runs = [shares(run) for run in profiled[(model, batch)]]
+        for part in StepPart:
+            values = [run[part] for run in runs]
+            hits = [
+                _agrees(rng.choices(values, k=len(values)), rng.choices(values, k=len(values)))
+                for _ in counts
+            ]
+            counts = [c + hit for c, hit in zip(counts, hits, strict=True)]
+            by_cell[(model, batch, part)] = sum(hits) / draws
+    return Agreement(counts, len(configs) * len(StepPart), by_cell)
+
+
+def _agrees(first: Sequence[float], second: Sequence[float]) -> bool:
+    measured = median(first)
+    return abs(median(second) - measured) <= WITHIN * measured
+
+
+def agreement_line(agreement: Agreement) -> str:
+    ordered = sorted(agreement.counts)
+    every = ordered.count(agreement.cells) / len(ordered)
+    low, high = ordered[len(ordered) // 10], ordered[len(ordered) * 9 // 10]
+    weak = ", ".join(
+        f"{model} at {batch} {part} {percent(share)}"
+        for (model, batch, part), share in agreement.by_cell.items()
+        if share < 0.9
+    )
+    return (
+        f"the profiles against themselves: a second set as large would put {median(ordered):.0f} of "
+        f"{agreement.cells} cells within 25% of these (10th-90th percentile {low}-{high}; {len(ordered):,} "
+        f"bootstrap draws; all {agreement.cells} in {percent(every)} of them)"
+        + (f"; cells within in under 90% of draws: {weak}" if weak else "")
+    )
 
 
 if __name__ == "__main__":

@@ -290,6 +290,26 @@ def test_the_share_check_counts_a_split_that_matches_the_profile_as_within(store
     assert str(cells[list(StepPart).index(smallest)]).endswith("off")
 
 
+def test_the_profiles_against_themselves_count_by_hand() -> None:
+    """`benchmarks/profile_shares.py`'s floor: identical profiles agree in every cell of every draw. Two
+    profiles whose dispatch share is about 0 and 1/3: a resampled pair's median is either one or their
+    mean, each pair of sets agrees only when both drew alike: 1/16 + 1/4 + 1/16 = 3/8 of draws."""
+    from benchmarks.profile_shares import self_agreement
+
+    one = {
+        StepPart.LAYERS: 1.0,
+        StepPart.DISPATCH: 0.001,
+        StepPart.OPTIMIZER: 0.5,
+        StepPart.MEMORY_BOUND: 0.5,
+    }
+    alike = self_agreement([("resnet18", 2)], {("resnet18", 2): [one, one, one]})
+    assert alike.counts == [len(StepPart)] * len(alike.counts)
+    other = {**one, StepPart.DISPATCH: 1.0}
+    apart = self_agreement([("resnet18", 2)], {("resnet18", 2): [one, other]})
+    assert abs(apart.by_cell[("resnet18", 2, StepPart.DISPATCH)] - 3 / 8) < 0.05
+    assert min(apart.counts) < len(StepPart)
+
+
 def test_the_anchored_terms_take_one_scale_with_the_timed_layers_when_the_steps_say_so() -> None:
     """Steps that take exactly half of every priced term (timed layers and swept untimed ops alike) fit
     one shared scale of 0.5, the anchored terms' 0.5 with it, and no host time."""
