@@ -13,6 +13,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
+from math import exp
 from pathlib import Path
 
 import pytest
@@ -270,6 +271,37 @@ def test_predict_prints_json(store_file: Store, tmp_path: Path, capsys: pytest.C
     assert json.loads(capsys.readouterr().out)["step_s"] > 0
 
 
+def test_the_measured_steps_own_error_by_hand() -> None:
+    """Two measurements 0.2 apart in log (sample variance 0.02, sd 0.1414) and a step measured once: the
+    first's mean errs sqrt(2/pi) x 0.1414 / sqrt(2) = 0.0798, the second 0.1128; their mean 0.0963."""
+    table = zoo_table("resnet18", 32)
+    twice = StepSample(table, "resnet18", 2, False, False, 1.1, None, runs=(1.0, exp(0.2)))
+    once = StepSample(table, "resnet18", 4, False, False, 2.0, None, runs=(2.0,))
+    assert evaluate.measurement_error([twice, once]) == pytest.approx(0.09631, abs=1e-4)
+    assert evaluate.measurement_error([once]) is None
+
+
+def test_evaluate_says_how_far_the_measured_steps_err_themselves(store_file: Store, tmp_path: Path) -> None:
+    """A second night whose steps came out 20% slower and faster by turns: the text says by how much the
+    measured steps err themselves."""
+    steps = [line for line in read_jsonl(FIXTURE) if isinstance(line.measurement, StepMeasurement)]
+    again = []
+    for number, line in enumerate(steps):  # the fixture's steps are unpaced: their seconds are read
+        seconds = (line.measurement.median_s or 0.0) * (1.2 if number % 2 else 1 / 1.2)
+        measurement = line.measurement.model_copy(update={"median_s": seconds})
+        again.append(line.model_copy(update={"run_id": "a second night", "measurement": measurement}))
+    store_file.ingest(again)
+    parser = argparse.ArgumentParser()
+    add_commands(parser.add_subparsers(), load_settings(os.environ))
+    args = parser.parse_args(["models", "evaluate", "--db", str(tmp_path / "advisor.db")])
+    console = Console(record=True, width=300)
+    assert args.handler(args, console) == 0
+    # Each step's two seconds lie log(1.2) apart, sd 0.129; its mean errs sqrt(2/pi) x 0.129 / sqrt(2).
+    assert "the measured steps err by about 7.3% themselves (their repeated measurements' spread)" in (
+        console.export_text()
+    )
+
+
 def test_evaluate_reports_each_held_out_batch_size_and_plots(
     store_file: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -282,6 +314,7 @@ def test_evaluate_reports_each_held_out_batch_size_and_plots(
     assert args.handler(args, Console(quiet=True)) == 0
     (machine,) = json.loads(capsys.readouterr().out)
     assert machine["blend_weight"] == 1.0, "the served model's: the fixture's op sum errs more"
+    assert machine["measurement_error"] is None, "the fixture measured each step once"
     by_batch = machine["unseen_batch_mape_by_batch"]
     assert list(by_batch) == ["2", "4", "8", "16", "32", "64"]
     # Every model ran every batch size, so the overall figure is the mean of the batch sizes' figures.

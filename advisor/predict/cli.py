@@ -282,6 +282,12 @@ def _evaluate(args: argparse.Namespace, console: Console) -> int:
             f"{result.blend_weight} blended with the op sum",
             highlight=False,
         )
+        if result.measurement_error is not None:
+            console.print(
+                f"the measured steps err by about {percent(result.measurement_error)} themselves (their "
+                "repeated measurements' spread): the held-out figures are read against it",
+                highlight=False,
+            )
     return 0
 
 

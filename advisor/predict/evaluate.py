@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import partial
+from math import log, pi, sqrt
+from statistics import mean, variance
 from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
@@ -63,6 +65,8 @@ class MachineEvaluation(BaseModel):
     """Off the layer grid or on it, a held-out batch size tells a different story."""
     memory_mape: float | None
     """Leave one model out, like the time; None when no step recorded its peak."""
+    measurement_error: float | None = None
+    """What the held-out figures are scored against errs by itself (`measurement_error`)."""
     lomo_points: tuple[Point, ...]
     bands: tuple[ClassCoverage, ...] = ()
     """Each evidence class's band and how it held out."""
@@ -113,6 +117,19 @@ def unseen_batches(
     return points, interior
 
 
+def measurement_error(steps: Sequence[StepSample]) -> float | None:
+    """How far a measured step, as training reads it, lies from its true time by its measurements' own
+    noise: their log sd about each step's mean, pooled over the steps measured more than once, over the
+    square root of each step's count, as a mean absolute error (a normal's: sqrt(2/pi) sd). No model
+    scores a held-out MAPE far under it: one CPU night's 5.6% put its steps 6.7% from three other nights'
+    (6.2% expected; benchmarks/README.md). None where no step was measured twice."""
+    repeated = [s.runs for s in steps if len(s.runs) > 1]
+    if not repeated:
+        return None
+    spread = sqrt(mean(variance([log(run) for run in runs]) for runs in repeated))
+    return mean(sqrt(2 / pi) * spread / sqrt(max(len(s.runs), 1)) for s in steps)
+
+
 def memory_error(steps: Sequence[StepSample]) -> float | None:
     errors = []
     for model in sorted({s.model for s in steps}):
@@ -151,6 +168,7 @@ def held_out(
         unseen_batch_mape=_mape(batches),
         unseen_batch_mape_by_batch={b: _mape([p for p in batches if p.batch == b]) for b in interior},
         memory_mape=memory_error(steps),
+        measurement_error=measurement_error(steps),
         lomo_points=tuple(lomo),
         lomo_skipped=tuple(sorted({s.model for s in steps} - {p.model for p in lomo})),
     )
