@@ -123,7 +123,7 @@ def share_table(
     table = Table(title="share of the step, profiled and predicted", title_justify="left")
     for column in ("model, batch", "part", "profiled", "profiles' range", *(name for name, _ in fitted)):
         table.add_column(column, justify="left" if column in ("model, batch", "part") else "right")
-    within = [0] * len(fitted)
+    inside = [0] * len(fitted)
     for model, batch in configs:
         runs = [shares(run) for run in profiled[(model, batch)]]
         tables = zoo_table(model, 32)
@@ -133,12 +133,12 @@ def share_table(
             spread = f"{percent(min(r[part] for r in runs))}-{percent(max(r[part] for r in runs))}"
             cells = []
             for i, share in enumerate(p[part] for p in predicted):
-                ok = abs(share - measured) <= WITHIN * measured
-                within[i] += ok
+                ok = within(share, measured)
+                inside[i] += ok
                 cells.append(f"{percent(share)} {'ok' if ok else 'off'}")
             table.add_row(f"{model}, {batch}", str(part), percent(measured), spread, *cells)
     count = len(configs) * len(StepPart)
-    table.add_row("within 25%", "", "", "", *(f"{w} of {count}" for w in within))
+    table.add_row("within 25%", "", "", "", *(f"{w} of {count}" for w in inside))
     return table
 
 
@@ -181,8 +181,12 @@ def self_agreement(
 
 
 def _agrees(first: Sequence[float], second: Sequence[float]) -> bool:
-    measured = median(first)
-    return abs(median(second) - measured) <= WITHIN * measured
+    return within(median(second), median(first))
+
+
+def within(share: float, measured: float) -> bool:
+    """Issue 51's check of one cell."""
+    return abs(share - measured) <= WITHIN * measured
 
 
 def agreement_line(agreement: Agreement) -> str:

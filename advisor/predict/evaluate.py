@@ -66,7 +66,8 @@ class MachineEvaluation(BaseModel):
     memory_mape: float | None
     """Leave one model out, like the time; None when no step recorded its peak."""
     measurement_error: float | None = None
-    """What the held-out figures are scored against errs by itself (`measurement_error`)."""
+    """How far the measured steps the held-out figures are scored against err by their own noise
+    (`measurement_error`)."""
     lomo_points: tuple[Point, ...]
     bands: tuple[ClassCoverage, ...] = ()
     """Each evidence class's band and how it held out."""
