@@ -122,7 +122,7 @@ def measurement_error(steps: Sequence[StepSample]) -> float | None:
     """How far a measured step, as training reads it, lies from its true time by its measurements' own
     noise: their log sd about each step's mean, pooled over the steps measured more than once, over the
     square root of each step's count, as a mean absolute error (a normal's: sqrt(2/pi) sd). No model
-    scores a held-out MAPE far under it: one CPU night's 5.6% put its steps 6.7% from three other nights'
+    scores a held-out MAPE far under it: one CPU night's 5.6% put its steps 6.0% from three other nights'
     (6.2% expected; benchmarks/README.md). None where no step was measured twice."""
     repeated = [s.runs for s in steps if len(s.runs) > 1]
     if not repeated:
