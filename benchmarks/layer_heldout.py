@@ -25,7 +25,7 @@ from advisor.predict.heldout import without_models
 from advisor.predict.machine import LayerSample, StepSample, fit_layers
 from advisor.predict.registry import layer_samples, machines, step_samples
 from advisor.records import LayerConfig
-from advisor.store import Store
+from advisor.store import NoDatabase, Store
 
 
 @dataclass(frozen=True)
@@ -80,10 +80,9 @@ def _off(ratio: float | None) -> str:
     return "0%" if abs(ratio - 1) < 0.005 else f"{ratio - 1:+.0%}"
 
 
-def report(db: Path, wanted: Sequence[str], top: int) -> Table:
-    store = Store.existing(db)
+def report(store: Store, title: str, wanted: Sequence[str], top: int) -> Table:
     tables = measured_tables(store)
-    table = Table(title=f"own layers held out, predicted against measured ({db})", title_justify="left")
+    table = Table(title=f"own layers held out, predicted against measured ({title})", title_justify="left")
     for machine in machines(store):
         steps = step_samples(store.step_rows(machine), tables)
         layers = layer_samples(store.layer_rows(machine))
@@ -96,20 +95,22 @@ def report(db: Path, wanted: Sequence[str], top: int) -> Table:
             for batch in batches:
                 table.add_column(f"batch {batch}", justify="right")
         for model, found in priced.items():
+            shapes = by_geometry(found)
             total = by_batch(found)
-            table.add_row(
-                f"{model} ({len({geometry(p.config) for p in found})})",
-                *(_off(total.get(b)) for b in batches),
-            )
-            costliest = sorted({geometry(p.config) for p in found}, key=lambda g: -_seconds(found, g))[:top]
-            for name in costliest:
-                one = by_batch([p for p in found if geometry(p.config) == name])
+            table.add_row(f"{model} ({len(shapes)})", *(_off(total.get(b)) for b in batches))
+            costliest = sorted(shapes.items(), key=lambda item: -sum(p.measured_s for p in item[1]))
+            for name, rows in costliest[:top]:
+                one = by_batch(rows)
                 table.add_row(f"  {name}", *(_off(one.get(b)) for b in batches))
     return table
 
 
-def _seconds(priced: Sequence[PricedLayer], name: str) -> float:
-    return sum(p.measured_s for p in priced if geometry(p.config) == name)
+def by_geometry(priced: Sequence[PricedLayer]) -> dict[str, list[PricedLayer]]:
+    """The measurements of each geometry (``geometry``), at every batch size."""
+    shapes: dict[str, list[PricedLayer]] = {}
+    for layer in priced:
+        shapes.setdefault(geometry(layer.config), []).append(layer)
+    return shapes
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -122,8 +123,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--layers", type=int, default=3, help="each model's costliest own layers shown (default 3)"
     )
     args = parser.parse_args(argv)
+    try:
+        store = Store.existing(args.db)
+    except NoDatabase as error:
+        parser.error(str(error))
     wanted = [m for m in args.models.split(",") if m]
-    Console(width=160).print(report(args.db, wanted, args.layers))
+    measured = {row.model for machine in machines(store) for row in store.step_rows(machine)}
+    if unknown := sorted(set(wanted) - measured):
+        parser.error(f"--models: no steps of {', '.join(unknown)} in {args.db}")
+    Console(width=160).print(report(store, str(args.db), wanted, args.layers))
     print("each: its own layers' predicted seconds against their measured seconds, summed at each batch")
     return 0
 

@@ -71,3 +71,16 @@ def test_the_report_names_each_models_layers_and_batches(
     out = capsys.readouterr().out
     assert model in out and "batch 1" in out and "batch 128" in out
     assert "%" in out
+
+
+def test_a_model_without_steps_or_a_missing_database_is_named(
+    store_file: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "advisor.db"
+    with pytest.raises(SystemExit) as exited:
+        main(["--db", str(db), "--models", "no_such_net"])
+    assert exited.value.code == 2
+    assert f"--models: no steps of no_such_net in {db}" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--db", str(tmp_path / "missing.db")])
+    assert "no advisor database at" in capsys.readouterr().err
