@@ -1,8 +1,10 @@
-"""The nightly CPU grid's wide kernels: dense 5x5 and 7x7 convolutions no zoo model has at 32 px."""
+"""The nightly CPU grid's own layers, which no zoo model has: dense 5x5 and 7x7 convolutions, grouped 3x3
+ones of few channels a group on the smallest maps, linears as wide as real transformers' and heads'."""
 
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import product
 
 import pytest
 import torch
@@ -10,9 +12,9 @@ import torch
 from advisor.bench.plan import DeviceProfile, Grid, Phase, Plan, build_plan, full_plan, nightly_grid
 from advisor.bench.plan_rows import describe
 from advisor.bench.tables import zoo_table
-from advisor.bench.zoo import CPU_MODELS, distinct_layers
+from advisor.bench.zoo import distinct_layers, zoo_model
 from advisor.ops import op_of
-from advisor.ops.configs import dense_convolutions
+from advisor.ops.configs import dense_convolutions, grouped_convolutions, linears
 from advisor.ops.costs import output_side
 from advisor.records import LayerConfig, ResultLine, StepConfig
 from tests.plan_support import fake_table
@@ -45,19 +47,57 @@ def test_dense_convolutions_span_a_diagonal_of_widths_and_maps_keeping_the_map()
         assert output_side(c.height, c.kernel[0], 1, c.padding[0], 1) == c.height, "padded to keep its map"
 
 
-def test_the_cpu_grid_declares_kernels_the_zoo_lacks_and_the_gpu_grid_none(grid: Grid) -> None:
-    zoo = {config for name in CPU_MODELS for config, _ in distinct_layers(zoo_table(name, 32))}
-    kernels = set(grid.wide_kernels)
-    assert {c.kernel for c in kernels} == {(5, 5), (7, 7)} and len(kernels) == 16
-    assert kernels.isdisjoint(zoo), "a zoo layer is measured as the zoo's"
+def test_grouped_convolutions_keep_channels_a_group_and_the_map() -> None:
+    layers = grouped_convolutions((128, 512), 8, (1, 2))
+    assert [(c.in_channels, c.groups, c.height) for c in layers] == [
+        (128, 16, 1),
+        (128, 16, 2),
+        (512, 64, 1),
+        (512, 64, 2),
+    ]
+    for c in layers:
+        assert op_of(c).name == "grouped_conv2d" and c.grouped and not c.depthwise
+        assert c.in_channels // c.groups == 8 and c.out_channels == c.in_channels and c.kernel == (3, 3)
+        assert output_side(c.height, 3, 1, c.padding[0], 1) == c.height, "padded to keep its map"
+
+
+def test_linears_span_widths_and_tokens_below_a_product() -> None:
+    layers = linears((256, 1024), (1, 64), most=2**22)
+    assert [(c.in_channels, c.out_channels, c.height) for c in layers] == [
+        (256, 256, 1),
+        (256, 1024, 1),
+        (1024, 256, 1),
+        (1024, 1024, 1),
+        (256, 256, 64),  # 256 x 1024 x 64 = 2^24 is past 2^22
+    ]
+    assert all(op_of(c).name == "linear" and c.width == 1 for c in layers)
+    (cost,) = {op_of(c).cost(c).forward_flops for c in layers if c.height == 64}
+    assert cost == 2 * 64 * 256 * 256, "a hand count: one multiply-add per token, input and output"
+
+
+def test_the_cpu_grid_declares_layers_the_zoo_lacks_and_the_gpu_grid_none(grid: Grid) -> None:
+    zoo = {
+        config
+        for name, size in product(grid.layer_models, grid.sizes)
+        if size in zoo_model(name).sizes
+        for config, _ in distinct_layers(zoo_table(name, size))
+    }
+    own = set(grid.own_layers)
+    assert len(own) == len(grid.own_layers) == 16 + 9 + 18
+    assert own.isdisjoint(zoo), "a zoo layer is measured as the zoo's"
+    wide = {c for c in own if c.kernel[0] > 3}
+    assert {c.kernel for c in wide} == {(5, 5), (7, 7)} and len(wide) == 16
     assert not any(c.kernel[0] > 3 and c.groups == 1 and c.in_channels > 3 for c in zoo), "the zoo has none"
-    assert nightly_grid("cuda").wide_kernels == ()
+    zoo_linears = [c for c in zoo if c.op == "linear"]
+    assert not any(c.in_channels >= 1024 and c.height > 1 for c in zoo_linears), "its wide linears are heads"
+    assert any(c.in_channels >= 1024 and c.height > 1 for c in own)
+    assert nightly_grid("cuda").own_layers == ()
 
 
 def test_each_kernel_is_measured_at_every_layer_batch_within_a_small_share_of_the_night(
     grid: Grid, plan: Plan
 ) -> None:
-    kernels = set(grid.wide_kernels)
+    kernels = set(grid.own_layers)
     measured = [item for item in plan.items if _geometry(item.config) in kernels]
     assert {item.phase for item in measured} == {Phase.LAYERS, Phase.LAYER_GRID}
     pairs = {(_geometry(item.config), item.config.batch) for item in measured}
@@ -71,11 +111,12 @@ def _geometry(config: StepConfig | LayerConfig) -> StepConfig | LayerConfig:
     return config.model_copy(update={"batch": 1})
 
 
-def test_the_plan_shows_kernels_in_rows_of_their_own_with_their_share(grid: Grid, plan: Plan) -> None:
-    rows = [row for row in describe(plan) if row.kind == "wide kernel"]
+def test_the_plan_shows_its_own_layers_in_rows_of_their_own_with_their_share(grid: Grid, plan: Plan) -> None:
+    rows = [row for row in describe(plan) if row.kind == "grid layer"]
     assert [row.phase for row in rows] == [Phase.LAYERS, Phase.LAYER_GRID]
-    assert rows[0].subjects == ("conv2d 5x5", "conv2d 7x7") and rows[0].sizes == (4, 8, 16, 32)
-    assert sum(row.items for row in rows) == len(grid.wide_kernels) * len(grid.layer_batches)
+    assert set(rows[0].subjects) == {"conv2d 5x5", "conv2d 7x7", "grouped conv2d 3x3", "linear"}
+    assert rows[0].sizes == (1, 2, 4, 8, 16, 32), "map sides of the convolutions, none of the linears"
+    assert sum(row.items for row in rows) == len(grid.own_layers) * len(grid.layer_batches)
     layers = [row for row in describe(plan) if row.kind == "layer"]
     assert all("conv2d 5x5" not in row.subjects for row in layers)
 
@@ -94,9 +135,7 @@ def test_kernel_rows_are_measured_ingested_and_trained_on() -> None:
     from advisor.store import Store
 
     kernels = dense_convolutions((5, 7), (16,), (8, 4), most=1024)
-    grid = replace(
-        nightly_grid("cpu"), models=("resnet18",), layer_models=("resnet18",), wide_kernels=kernels
-    )
+    grid = replace(nightly_grid("cpu"), models=("resnet18",), layer_models=("resnet18",), own_layers=kernels)
     plan = build_plan(
         replace(grid, layer_batches=(2, 1), repeats=2), DeviceProfile.assumed("cpu"), fake_table
     )

@@ -34,7 +34,7 @@ from advisor.bench.zoo import (
     zoo_model,
 )
 from advisor.introspect import Layer, LayerTable, Optimizer, estimate_peak_memory
-from advisor.ops.configs import dense_convolutions
+from advisor.ops.configs import dense_convolutions, grouped_convolutions, linears
 from advisor.precision import Precision
 from advisor.records import LayerConfig, StepConfig
 
@@ -156,8 +156,9 @@ class Grid:
     """What is not compute (`advisor.bench.sweeps`): measured right after the coarse grid."""
     step_passes: int = 1
     """Times the grid's steps are measured; later passes last, each in an order of its own."""
-    wide_kernels: tuple[LayerConfig, ...] = ()
-    """Layers no zoo model has (`nightly_grid`), measured after the layer models' own where a grid has any."""
+    own_layers: tuple[LayerConfig, ...] = ()
+    """Layers no zoo model has, the grid's own (`nightly_grid`), measured after the layer models' own where a
+    grid has any."""
 
 
 def nightly_grid(kind: DeviceKind, *, workers: int = 4) -> Grid:
@@ -171,7 +172,9 @@ def nightly_grid(kind: DeviceKind, *, workers: int = 4) -> Grid:
     convolution of a small input runs ``_slow_conv2d`` at batch 1 and oneDNN from 2, a stride-1 1x1
     convolution ``_slow_conv2d`` below 16 and oneDNN from 16. A layer's time is a polyline through its
     batches, so no segment may cross a switch. The first layer batch is measured early, in the layers phase;
-    the others later. Beside the zoo's layers: dense 5x5 and 7x7 convolutions, which real CNNs have, it not.
+    the others later. Beside the zoo's layers, its own in regimes real models reach and the zoo does not:
+    dense 5x5 and 7x7 convolutions; grouped 3x3 ones of 8 channels a group on maps of 1-4 px; linears 384-3072
+    wide, in and out, over 1-96 tokens (none of them a zoo layer).
     """
     if kind == "cpu":
         batches = geometric(128)
@@ -190,7 +193,11 @@ def nightly_grid(kind: DeviceKind, *, workers: int = 4) -> Grid:
             repeats=3,
             sweeps=CPU_SWEEPS,
             step_passes=2,
-            wide_kernels=dense_convolutions((5, 7), (16, 64, 256), (32, 16, 8, 4), most=1024),
+            own_layers=(
+                *dense_convolutions((5, 7), (16, 64, 256), (32, 16, 8, 4), most=1024),
+                *grouped_convolutions((128, 384, 768), 8, (1, 2, 4)),
+                *linears((384, 768, 3072), (1, 24, 96), most=2**25),
+            ),
         )
     batches = geometric(4096)
     models = (*(model.name for model in ZOO), *GPU_SEQUENCE_MODELS)
@@ -304,14 +311,14 @@ def _layers(
     batches: Sequence[int],
     settings: Sequence[tuple[bool, bool]],
 ) -> Iterator[PlanItem]:
-    """Each distinct layer, then `Grid.wide_kernels`, at each batch and setting, batch-major."""
+    """Each distinct layer, then `Grid.own_layers`, at each batch and setting, batch-major."""
     layers: dict[LayerConfig, Layer | None] = {}
     for name, size in product(grid.layer_models, grid.sizes):
         if size in zoo_model(name).sizes:
             for config, zoo_layer in distinct_layers(tables(name, size)):
                 layers.setdefault(config, zoo_layer)
-    for wide in grid.wide_kernels if grid.layer_models else ():
-        layers.setdefault(wide, None)
+    for own in grid.own_layers if grid.layer_models else ():
+        layers.setdefault(own, None)
     for batch, (amp, benchmark) in product(sorted(batches), settings):
         for config, layer in layers.items():
             at = config.model_copy(update={"batch": batch, "amp": amp, "cudnn_benchmark": benchmark})

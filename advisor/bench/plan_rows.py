@@ -7,6 +7,7 @@ from typing import Literal, get_args
 from pydantic import BaseModel, ConfigDict
 
 from advisor.bench.plan import DeviceKind, Phase, Plan, PlanItem, nightly_grid
+from advisor.ops import op_of
 from advisor.records import LayerConfig, StepConfig
 
 
@@ -16,15 +17,15 @@ class PlanRow(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     phase: Phase
-    kind: Literal["step", "layer", "wide kernel", "sweep"]
-    """A wide kernel is a layer no zoo model has, the grid's own (`Grid.wide_kernels`), shown apart."""
+    kind: Literal["step", "layer", "grid layer", "sweep"]
+    """A grid layer is one no zoo model has, the grid's own (`Grid.own_layers`), shown apart."""
     items: int
     subjects: tuple[str, ...]
-    """Models for steps; layer ops (depthwise and grouped convolutions apart, wide kernels by size) for
-    layers, wide kernels and sweeps."""
+    """Models for steps; layer ops (depthwise and grouped convolutions apart, a grid layer's convolutions by
+    kernel) for layers, grid layers and sweeps."""
     sizes: tuple[int, ...]
-    """Input sides for steps, map sides for wide kernels; for sweeps, what is swept (`sweep_size`); none for
-    layers."""
+    """Input sides for steps, map sides of a grid layer's convolutions; for sweeps, what is swept
+    (`sweep_size`); none for layers."""
     batches: tuple[int, ...]
     settings: tuple[str, ...]
     estimate_s: float
@@ -46,24 +47,24 @@ def sweep_size(phase: Phase, config: LayerConfig) -> int:
     return config.in_channels * config.height * config.width
 
 
-_WIDE = frozenset(config for kind in get_args(DeviceKind) for config in nightly_grid(kind).wide_kernels)
+_OWN = frozenset(config for kind in get_args(DeviceKind) for config in nightly_grid(kind).own_layers)
 
 
-def _wide(item: PlanItem) -> bool:
-    """One of the nightly grids' own layers (`Grid.wide_kernels`), at any batch."""
+def _own(item: PlanItem) -> bool:
+    """One of the nightly grids' own layers (`Grid.own_layers`), at any batch."""
     config = item.config
     if isinstance(config, StepConfig):
         return False
-    return config.model_copy(update={"batch": 1, "amp": False, "cudnn_benchmark": True}) in _WIDE
+    return config.model_copy(update={"batch": 1, "amp": False, "cudnn_benchmark": True}) in _OWN
 
 
 def describe(plan: Plan) -> list[PlanRow]:
-    """One row a phase, a layer phase's wide kernels in a row of their own."""
+    """One row a phase, a layer phase's grid layers in a row of their own."""
     rows: list[PlanRow] = []
     for phase in Phase:
         items = [item for item in plan.items if item.phase is phase]
-        for wide in (False, True):
-            group = [item for item in items if _wide(item) is wide]
+        for own in (False, True):
+            group = [item for item in items if _own(item) is own]
             if group:
                 rows.append(_row(phase, group, plan.estimate_s))
     return rows
@@ -80,9 +81,11 @@ def _row(phase: Phase, items: list[PlanItem], total_s: float) -> PlanRow:
             sizes.add(config.input_size)
             flags = {"amp": config.amp, "channels_last": config.channels_last, "pinned": config.pinned}
         else:
-            subjects[_layer_op(config, _wide(item))] = None
-            if phase in SWEPT or _wide(item):
-                sizes.add(sweep_size(phase, config) if phase in SWEPT else config.height)
+            subjects[_layer_op(config, _own(item))] = None
+            if phase in SWEPT:
+                sizes.add(sweep_size(phase, config))
+            elif _own(item) and op_of(config).family != "matrix":
+                sizes.add(config.height)
             flags = {"amp": config.amp, "cudnn_benchmark": config.cudnn_benchmark}
         if phase not in SWEPT:  # a sweep does not vary them (FP32, cuDNN benchmark mode on)
             settings.update(f"{name}={'on' if value else 'off'}" for name, value in flags.items())
@@ -100,15 +103,16 @@ def _row(phase: Phase, items: list[PlanItem], total_s: float) -> PlanRow:
     )
 
 
-def _kind(phase: Phase, item: PlanItem) -> Literal["step", "layer", "wide kernel", "sweep"]:
+def _kind(phase: Phase, item: PlanItem) -> Literal["step", "layer", "grid layer", "sweep"]:
     if isinstance(item.config, StepConfig):
         return "step"
-    return "sweep" if phase in SWEPT else "wide kernel" if _wide(item) else "layer"
+    return "sweep" if phase in SWEPT else "grid layer" if _own(item) else "layer"
 
 
-def _layer_op(config: LayerConfig, wide: bool) -> str:
-    if wide:
-        return f"{config.op} {config.kernel[0]}x{config.kernel[1]}"
-    if config.depthwise:
-        return f"depthwise {config.op}"
-    return f"grouped {config.op}" if config.grouped else config.op
+def _layer_op(config: LayerConfig, own: bool) -> str:
+    """The op as a row names it: a grid layer's convolution with its kernel ("grouped conv2d 3x3")."""
+    kind = "depthwise " if config.depthwise else "grouped " if config.grouped else ""
+    op = f"{kind}{config.op}"
+    if own and op_of(config).family != "matrix":
+        return f"{op} {config.kernel[0]}x{config.kernel[1]}"
+    return op

@@ -263,7 +263,7 @@ def distinct_layers(table: LayerTable) -> list[tuple[LayerConfig, Layer]]:
 
 def layer_costs(config: LayerConfig, layer: Layer | None) -> tuple[float, float]:
     """Training FLOPs and the bytes its inputs, outputs and their gradients hold at once: the introspection's
-    of a zoo layer, its op's hand count (`advisor.ops.costs`) for one no model has (`Grid.wide_kernels`)."""
+    of a zoo layer, its op's hand count (`advisor.ops.costs`) for one no model has (`Grid.own_layers`)."""
     if layer is None:
         cost = op_of(config).cost(config)
         return cost.train_flops, cost.forward_bytes + cost.backward_bytes

@@ -223,6 +223,23 @@ def update(op: str, parameters: int, tensors: int) -> LayerConfig:
     )
 
 
+def _same_map(width: int, kernel: int, side: int, groups: int = 1) -> LayerConfig:
+    """A square ``conv2d`` of stride 1, padded to keep its map, as many channels out as in."""
+    padding = (kernel // 2, kernel // 2)
+    return _config(
+        "conv2d",
+        1,
+        False,
+        in_channels=width,
+        out_channels=width,
+        groups=groups,
+        kernel=(kernel, kernel),
+        padding=padding,
+        height=side,
+        width=side,
+    )
+
+
 def dense_convolutions(
     kernels: tuple[int, ...], channels: tuple[int, ...], sides: tuple[int, ...], most: int
 ) -> tuple[LayerConfig, ...]:
@@ -230,17 +247,29 @@ def dense_convolutions(
     on square maps of ``sides``, where channels x side is at most ``most``: a CNN's width grows as its maps
     shrink, so its layers lie along that diagonal, never in the grid's costly far corner."""
     return tuple(
-        _config(
-            "conv2d",
-            1,
-            False,
-            in_channels=width,
-            out_channels=width,
-            kernel=(kernel, kernel),
-            padding=(kernel // 2, kernel // 2),
-            height=side,
-            width=side,
-        )
+        _same_map(width, kernel, side)
         for kernel, width, side in product(kernels, channels, sides)
         if width * side <= most
+    )
+
+
+def grouped_convolutions(
+    widths: tuple[int, ...], per_group: int, sides: tuple[int, ...]
+) -> tuple[LayerConfig, ...]:
+    """Grouped 3x3 ``conv2d`` layers (stride 1, padded to keep the map) of ``per_group`` channels a group,
+    ``widths`` in and out, on square maps of ``sides``: a RegNet's or ResNeXt's last stages, which the zoo
+    reaches only at its own widths (on a CPU, few channels a group on a map of a pixel or two run far below
+    the speed the zoo's larger maps show)."""
+    return tuple(_same_map(width, 3, side, width // per_group) for width, side in product(widths, sides))
+
+
+def linears(widths: tuple[int, ...], tokens: tuple[int, ...], most: int) -> tuple[LayerConfig, ...]:
+    """``linear`` layers of each pair of ``widths`` in and out over ``tokens`` rows a sample (one for a CNN's
+    head), where in x out x tokens is at most ``most``: the zoo's small transformers are 128 wide and its
+    wide linears are one-row heads, so on a CPU nothing in it shows a wide linear over many rows running at
+    a transformer's speed."""
+    return tuple(
+        _config("linear", 1, False, in_channels=fan_in, out_channels=fan_out, height=count, width=1)
+        for count, fan_in, fan_out in product(tokens, widths, widths)
+        if fan_in * fan_out * count <= most
     )
