@@ -103,6 +103,7 @@ def fixed(content: bytes) -> Corruption:
 CORRUPTIONS: dict[str, Corruption] = {
     **{f"layer-booster-{seed}": in_booster("layer_booster", seed) for seed in range(42, 47)},
     **{f"step-booster-{seed}": in_booster("step_booster", seed) for seed in range(42, 47)},
+    **{f"matrix-booster-{seed}": in_booster("matrix_booster", seed) for seed in range(42, 45)},
     **{f"truncated-{seed}": truncated(seed) for seed in range(5)},
     **{f"flipped-{seed}": flipped(seed) for seed in range(5)},
     "empty": fixed(b""),

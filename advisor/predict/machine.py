@@ -142,6 +142,10 @@ class MachineModel(BaseModel):
     """Where set, what the layer booster corrects in place of ``layer_base``: a candidate that
     `benchmarks/predict_zoo.py --compare` holds out beside the product (issue 51); never in a model file."""
     layer_booster: str
+    matrix_booster: str = ""
+    """Where set, the matrix products' own layer booster (linears, matmuls, attention), and ``layer_booster``
+    the convolutions': one booster for both let a convolution's quirk on a 2x2 map price a linear over four
+    tokens at three times its time. Empty in older versions and where one family was not measured."""
     measured_layers: tuple[tuple[LayerConfig, float], ...]
     step_base: tuple[float, ...]
     """Coefficients of ``StepFeatures.base_terms``."""
@@ -188,7 +192,8 @@ class MachineModel(BaseModel):
 
     def exercise(self) -> None:
         """Parses and runs each booster once: all xgboost's native code does with a file (`model_check`)."""
-        for encoded in (self.layer_booster, self.step_booster, self.op_sum.booster if self.op_sum else ""):
+        boosters = (self.layer_booster, self.matrix_booster, self.step_booster)
+        for encoded in (*boosters, self.op_sum.booster if self.op_sum else ""):
             if encoded:
                 exercise_booster(encoded)
 
@@ -215,12 +220,23 @@ class MachineModel(BaseModel):
             return {}
         grid = [[key.model_copy(update={"batch": batch}) for batch in self._grid or (1,)] for key in keys]
         flat = [config for row in grid for config in row]
-        ratios = apply_booster(self.layer_booster, [layer_features(c) for c in flat])
+        ratios = self._layer_ratios(flat)
         seconds = iter(
             outsized_seconds(c, self._largest, self.roofline) or exp(r) * self.layer_base_s(c)
             for c, r in zip(flat, ratios, strict=True)
         )
         return dict(zip(keys, [tuple((c.batch, next(seconds)) for c in row) for row in grid], strict=True))
+
+    def _layer_ratios(self, configs: Sequence[LayerConfig]) -> list[float]:
+        """Each layer's log ratio to its base, from its family's booster (``matrix_booster``)."""
+        ratios: dict[int, float] = {}
+        for matrix in (False, True):
+            indices = [i for i, c in enumerate(configs) if _matrix(c) is matrix]
+            booster = self.matrix_booster if matrix and self.matrix_booster else self.layer_booster
+            if indices:
+                found = apply_booster(booster, [layer_features(configs[i]) for i in indices])
+                ratios.update(zip(indices, found, strict=True))
+        return [ratios[i] for i in range(len(configs))]
 
     def layer_base_s(self, config: LayerConfig) -> float:
         """What the layer booster's ratio multiplies: the layer's roof where it has one, else the line."""
@@ -351,9 +367,23 @@ def fit_layers(machine: str, layers: Sequence[LayerSample], *, roof: bool = Fals
         layout=current_layout(),
         roofline=rates,
     )
+    matrix = [s for s in layers if _matrix(s.config)]
+    rest = [s for s in layers if not _matrix(s.config)]
+    if not (matrix and rest):
+        return model.model_copy(update={"layer_booster": _layer_booster(model, layers)})
+    boosters = {"layer_booster": _layer_booster(model, rest), "matrix_booster": _layer_booster(model, matrix)}
+    return model.model_copy(update=boosters)
+
+
+def _matrix(config: LayerConfig) -> bool:
+    return op_of(config).family == "matrix"
+
+
+def _layer_booster(model: MachineModel, layers: Sequence[LayerSample]) -> str:
+    """A booster of ``layers``' log ratios to ``model``'s base."""
     ratios = [log(s.seconds) - log(model.layer_base_s(s.config)) for s in layers]
     rows = [layer_features(s.config) for s in layers]
-    return model.model_copy(update={"layer_booster": train_booster(LAYER_PARAMS, LAYER_ROUNDS, rows, ratios)})
+    return train_booster(LAYER_PARAMS, LAYER_ROUNDS, rows, ratios)
 
 
 def _rows(fit: StepFit, features: Sequence[StepFeatures]) -> list[list[float]]:
