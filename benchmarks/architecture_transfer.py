@@ -107,7 +107,7 @@ def _product_arm(
     db = args.work / f"{slug(reference)}-{slug(arm)}.db"
     shutil.copy(args.zoo, db)
     if extra is not None:
-        _advisor(*_bench(args, reference, shape, db), *extra)
+        _advisor(*bench_words(args, reference, shape, db), *extra)
     _advisor("models", "train", "--db", str(db), "--models-dir", str(db.with_suffix(".models")))
     predictors = Predictors.load(Store.open(db))
     return {
@@ -123,9 +123,18 @@ def _truth(args: argparse.Namespace, reference: str, shape: str) -> dict[int, fl
     if not (args.reuse_truth and db.is_file()):
         db.unlink(missing_ok=True)
         batches = ",".join(map(str, args.batches))
-        _advisor(*_bench(args, reference, shape, db), "--batch-sizes", batches)
-    pace = statistics.median(row.pace_s for row in Store.open(args.zoo).step_rows() if row.pace_s)
+        _advisor(*bench_words(args, reference, shape, db), "--batch-sizes", batches)
+    pace = zoo_pace(Store.open(args.zoo))
+    if pace is None:
+        raise SystemExit(f"{args.zoo}: no paced steps, so no unit to judge the truth in")
     return {batch: pace * statistics.median(ratios) for batch, ratios in paced_ratios(Store.open(db)).items()}
+
+
+def zoo_pace(store: Store) -> float | None:
+    """The zoo database's pace step: the unit its predictors are trained in (`registry.step_samples`);
+    None for a database measured without one, whose predictors are trained in seconds."""
+    paces = [row.pace_s for row in store.step_rows() if row.pace_s]
+    return statistics.median(paces) if paces else None
 
 
 def paced_ratios(store: Store) -> dict[int, list[float]]:
@@ -138,7 +147,8 @@ def paced_ratios(store: Store) -> dict[int, list[float]]:
     return ratios
 
 
-def _bench(args: argparse.Namespace, reference: str, shape: str, db: Path) -> list[str]:
+def bench_words(args: argparse.Namespace, reference: str, shape: str, db: Path) -> list[str]:
+    """``advisor bench run --architecture REF`` into ``db`` (and its JSON lines beside it)."""
     out = db.with_suffix(".jsonl")
     out.unlink(missing_ok=True)
     return [

@@ -95,14 +95,21 @@ def report(store: Store, title: str, wanted: Sequence[str], top: int) -> Table:
             for batch in batches:
                 table.add_column(f"batch {batch}", justify="right")
         for model, found in priced.items():
-            shapes = by_geometry(found)
-            total = by_batch(found)
-            table.add_row(f"{model} ({len(shapes)})", *(_off(total.get(b)) for b in batches))
-            costliest = sorted(shapes.items(), key=lambda item: -sum(p.measured_s for p in item[1]))
-            for name, rows in costliest[:top]:
-                one = by_batch(rows)
-                table.add_row(f"  {name}", *(_off(one.get(b)) for b in batches))
+            add_rows(table, model, found, batches, top)
     return table
+
+
+def add_rows(
+    table: Table, name: str, priced: Sequence[PricedLayer], batches: Sequence[int], top: int
+) -> None:
+    """A model's row (its layers' sum at each batch), then its ``top`` costliest geometries'."""
+    shapes = by_geometry(priced)
+    total = by_batch(priced)
+    table.add_row(f"{name} ({len(shapes)})", *(_off(total.get(b)) for b in batches))
+    costliest = sorted(shapes.items(), key=lambda item: -sum(p.measured_s for p in item[1]))
+    for shape, rows in costliest[:top]:
+        one = by_batch(rows)
+        table.add_row(f"  {shape}", *(_off(one.get(b)) for b in batches))
 
 
 def by_geometry(priced: Sequence[PricedLayer]) -> dict[str, list[PricedLayer]]:
