@@ -14,7 +14,12 @@ from advisor.bench.plan_rows import describe
 from advisor.bench.tables import zoo_table
 from advisor.bench.zoo import distinct_layers, zoo_model
 from advisor.ops import op_of
-from advisor.ops.configs import dense_convolutions, grouped_convolutions, linears
+from advisor.ops.configs import (
+    dense_convolutions,
+    depthwise_convolutions,
+    grouped_convolutions,
+    linears,
+)
 from advisor.ops.costs import output_side
 from advisor.records import LayerConfig, ResultLine, StepConfig
 from tests.plan_support import fake_table
@@ -61,6 +66,14 @@ def test_grouped_convolutions_keep_channels_a_group_and_the_map() -> None:
         assert output_side(c.height, 3, 1, c.padding[0], 1) == c.height, "padded to keep its map"
 
 
+def test_depthwise_convolutions_keep_a_channel_a_group_along_a_diagonal() -> None:
+    layers = depthwise_convolutions((7,), (128, 1024), (1, 2, 4), most=2048)
+    assert [(c.in_channels, c.height) for c in layers] == [(128, 1), (128, 2), (128, 4), (1024, 1), (1024, 2)]
+    for c in layers:
+        assert op_of(c).name == "depthwise_conv2d" and c.groups == c.in_channels == c.out_channels
+        assert output_side(c.height, 7, 1, c.padding[0], 1) == c.height, "padded to keep its map"
+
+
 def test_linears_span_widths_and_tokens_below_a_product() -> None:
     layers = linears((256, 1024), (1, 64), most=2**22)
     assert [(c.in_channels, c.out_channels, c.height) for c in layers] == [
@@ -83,10 +96,11 @@ def test_the_cpu_grid_declares_layers_the_zoo_lacks_and_the_gpu_grid_none(grid: 
         for config, _ in distinct_layers(zoo_table(name, size))
     }
     own = set(grid.own_layers)
-    assert len(own) == len(grid.own_layers) == 16 + 9 + 18
+    assert len(own) == len(grid.own_layers) == 16 + 13 + 9 + 18
     assert own.isdisjoint(zoo), "a zoo layer is measured as the zoo's"
-    wide = {c for c in own if c.kernel[0] > 3}
+    wide = {c for c in own if c.kernel[0] > 3 and not c.depthwise}
     assert {c.kernel for c in wide} == {(5, 5), (7, 7)} and len(wide) == 16
+    assert not any(c.kernel[0] > 5 and c.depthwise for c in zoo), "its depthwise layers are 3x3 and 5x5"
     assert not any(c.kernel[0] > 3 and c.groups == 1 and c.in_channels > 3 for c in zoo), "the zoo has none"
     zoo_linears = [c for c in zoo if c.op == "linear"]
     assert not any(c.in_channels >= 1024 and c.height > 1 for c in zoo_linears), "its wide linears are heads"
@@ -104,7 +118,7 @@ def test_each_kernel_is_measured_at_every_layer_batch_within_a_small_share_of_th
     assert pairs == {(kernel, batch) for kernel in kernels for batch in grid.layer_batches}
     assert len(measured) == len(pairs), "each once"
     share = sum(item.estimate_s for item in measured) / plan.estimate_s
-    assert 0 < share < 0.05
+    assert 0 < share < 0.08, "pass H measured them in 123 s of its 2,967 (4.2%)"
 
 
 def _geometry(config: StepConfig | LayerConfig) -> StepConfig | LayerConfig:
@@ -114,7 +128,8 @@ def _geometry(config: StepConfig | LayerConfig) -> StepConfig | LayerConfig:
 def test_the_plan_shows_its_own_layers_in_rows_of_their_own_with_their_share(grid: Grid, plan: Plan) -> None:
     rows = [row for row in describe(plan) if row.kind == "grid layer"]
     assert [row.phase for row in rows] == [Phase.LAYERS, Phase.LAYER_GRID]
-    assert set(rows[0].subjects) == {"conv2d 5x5", "conv2d 7x7", "grouped conv2d 3x3", "linear"}
+    subjects = {"conv2d 5x5", "conv2d 7x7", "depthwise conv2d 7x7", "grouped conv2d 3x3", "linear"}
+    assert set(rows[0].subjects) == subjects
     assert rows[0].sizes == (1, 2, 4, 8, 16, 32), "map sides of the convolutions, none of the linears"
     assert sum(row.items for row in rows) == len(grid.own_layers) * len(grid.layer_batches)
     layers = [row for row in describe(plan) if row.kind == "layer"]

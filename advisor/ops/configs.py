@@ -263,6 +263,19 @@ def grouped_convolutions(
     return tuple(_same_map(width, 3, side, width // per_group) for width, side in product(widths, sides))
 
 
+def depthwise_convolutions(
+    kernels: tuple[int, ...], widths: tuple[int, ...], sides: tuple[int, ...], most: int
+) -> tuple[LayerConfig, ...]:
+    """Depthwise ``conv2d`` layers of each odd kernel (stride 1, padded to keep the map) on square maps of
+    ``sides``, where channels x side is at most ``most``: ConvNeXt's 7x7, which no zoo model has (its
+    depthwise layers are 3x3 and 5x5), on the maps of a pixel or two its last stages have at 32 px."""
+    return tuple(
+        _same_map(width, kernel, side, width)
+        for kernel, width, side in product(kernels, widths, sides)
+        if width * side <= most
+    )
+
+
 def linears(widths: tuple[int, ...], tokens: tuple[int, ...], most: int) -> tuple[LayerConfig, ...]:
     """``linear`` layers of each pair of ``widths`` in and out over ``tokens`` rows a sample (one for a CNN's
     head), where in x out x tokens is at most ``most``: the zoo's small transformers are 128 wide and its
