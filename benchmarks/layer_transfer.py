@@ -5,7 +5,8 @@ database alone, summed at each batch size with each layer counted as often as th
 
 A step cannot be priced better than its layers: where `benchmarks/architecture_transfer.py` finds an
 architecture's steps off, this says which of its layers are (issue 51: a convolution's slow path on a tiny
-map priced ConvNeXt's linears over four tokens at five times their time, until each family had its booster).
+map priced ConvNeXt's linears over four tokens at almost six times their time, until each family had its
+booster).
 
     python -m benchmarks.layer_transfer --zoo DB --work DIR [--architectures REF ...] [--batches 2 8 32]
 """
