@@ -8,7 +8,7 @@ from itertools import product
 import pytest
 
 from advisor.ops import op_of
-from advisor.ops.configs import linears
+from advisor.ops.configs import dense_convolutions, linears
 from advisor.predict.features import layer_bytes, layer_flops
 from advisor.predict.machine import LayerSample, MachineModel, fit_layers
 from advisor.records import LayerConfig
@@ -20,9 +20,9 @@ def _law(config: LayerConfig) -> float:
 
 
 def _convolution(width: int, side: int, batch: int) -> LayerConfig:
-    (linear,) = linears((width,), (1,), most=width * width)
-    fields = {**linear.model_dump(), "op": "conv2d"}
-    return LayerConfig.model_validate({**fields, "height": side, "width": side, "batch": batch})
+    """A dense 1x1 convolution, ``width`` channels in and out, on a map of ``side``."""
+    (convolution,) = dense_convolutions((1,), (width,), (side,), most=width * side)
+    return convolution.model_copy(update={"batch": batch})
 
 
 BATCHES = (1, 2, 8, 16, 128)
