@@ -218,7 +218,8 @@ def test_a_run_of_the_sweeps_lands_in_the_store_and_comes_back_as_the_machines_r
     from advisor.predict.registry import layer_samples
     from advisor.store import Store
 
-    tiny = Sweeps(elements=(4**5,), chains=(16, 64), parameters=(4**7,), tensors=(1, 4), ops=("activation",))
+    # Chains 16 and 256 links long: between 16 and 64, a loaded CI runner once put a slope outside (0, 10 ms).
+    tiny = Sweeps(elements=(4**5,), chains=(16, 256), parameters=(4**7,), tensors=(1, 4), ops=("activation",))
     grid = replace(nightly_grid("cpu"), models=(), layer_models=(), sweeps=tiny, repeats=2)
     plan = build_plan(grid, DeviceProfile.assumed("cpu"), fake_table)
     phases = [item.phase for item in plan.items]
@@ -235,7 +236,7 @@ def test_a_run_of_the_sweeps_lands_in_the_store_and_comes_back_as_the_machines_r
     assert rates.launch_s is not None and 1e-8 < rates.launch_s < 1e-2
     assert rates.module_s is not None and rates.module_s < 1e-2
     assert set(rates.layer_s) == set(known.TINY_LAYERS.values())
-    assert all(0 < seconds < 1e-2 for seconds in rates.layer_s.values())
+    assert all(0 < seconds < 1e-2 for seconds in rates.layer_s.values()), rates.layer_s
     assert (rates.bytes_per_s(1e5) or 0) > 1e6 and (rates.update_s("adam", 4**7, 4) or 0) > 0
 
 

@@ -28,15 +28,7 @@ from advisor.introspect import LayerTable
 from advisor.introspect.training import training_time_factor
 from advisor.ops import KernelPath, op_of
 from advisor.predict.bands import ClassBand, machine_band
-from advisor.predict.boosters import (
-    LAYER_PARAMS,
-    LAYER_ROUNDS,
-    STEP_PARAMS,
-    STEP_ROUNDS,
-    apply_booster,
-    exercise_booster,
-    train_booster,
-)
+from advisor.predict.boosters import STEP_PARAMS, STEP_ROUNDS, apply_booster, exercise_booster, train_booster
 from advisor.predict.curves import (
     MeasuredCurve,
     Polyline,
@@ -48,11 +40,11 @@ from advisor.predict.curves import (
 from advisor.predict.features import (
     Part,
     StepFeatures,
-    layer_features,
     layer_terms,
     step_features,
     timed_layers,
 )
+from advisor.predict.layer_boosters import family_ratios, trained_boosters
 from advisor.predict.layout import FeatureLayout, current_layout
 from advisor.predict.leastsquares import relative_least_squares
 from advisor.predict.outsized import Largest, largest_layers, outsized_seconds
@@ -143,9 +135,8 @@ class MachineModel(BaseModel):
     `benchmarks/predict_zoo.py --compare` holds out beside the product (issue 51); never in a model file."""
     layer_booster: str
     matrix_booster: str = ""
-    """Where set, the matrix products' own layer booster (linears, matmuls, attention), and ``layer_booster``
-    the convolutions': one booster for both let a convolution's quirk on a 2x2 map price a linear over four
-    tokens at three times its time. Empty in older versions and where one family was not measured."""
+    """Where set, the matrix products' own layer booster, and ``layer_booster`` the convolutions'
+    (`advisor.predict.layer_boosters`); empty in older versions and where one family was not measured."""
     measured_layers: tuple[tuple[LayerConfig, float], ...]
     step_base: tuple[float, ...]
     """Coefficients of ``StepFeatures.base_terms``."""
@@ -220,23 +211,12 @@ class MachineModel(BaseModel):
             return {}
         grid = [[key.model_copy(update={"batch": batch}) for batch in self._grid or (1,)] for key in keys]
         flat = [config for row in grid for config in row]
-        ratios = self._layer_ratios(flat)
+        ratios = family_ratios(self.layer_booster, self.matrix_booster, flat)
         seconds = iter(
             outsized_seconds(c, self._largest, self.roofline) or exp(r) * self.layer_base_s(c)
             for c, r in zip(flat, ratios, strict=True)
         )
         return dict(zip(keys, [tuple((c.batch, next(seconds)) for c in row) for row in grid], strict=True))
-
-    def _layer_ratios(self, configs: Sequence[LayerConfig]) -> list[float]:
-        """Each layer's log ratio to its base, from its family's booster (``matrix_booster``)."""
-        ratios: dict[int, float] = {}
-        for matrix in (False, True):
-            indices = [i for i, c in enumerate(configs) if _matrix(c) is matrix]
-            booster = self.matrix_booster if matrix and self.matrix_booster else self.layer_booster
-            if indices:
-                found = apply_booster(booster, [layer_features(configs[i]) for i in indices])
-                ratios.update(zip(indices, found, strict=True))
-        return [ratios[i] for i in range(len(configs))]
 
     def layer_base_s(self, config: LayerConfig) -> float:
         """What the layer booster's ratio multiplies: the layer's roof where it has one, else the line."""
@@ -367,23 +347,8 @@ def fit_layers(machine: str, layers: Sequence[LayerSample], *, roof: bool = Fals
         layout=current_layout(),
         roofline=rates,
     )
-    matrix = [s for s in layers if _matrix(s.config)]
-    rest = [s for s in layers if not _matrix(s.config)]
-    if not (matrix and rest):
-        return model.model_copy(update={"layer_booster": _layer_booster(model, layers)})
-    boosters = {"layer_booster": _layer_booster(model, rest), "matrix_booster": _layer_booster(model, matrix)}
-    return model.model_copy(update=boosters)
-
-
-def _matrix(config: LayerConfig) -> bool:
-    return op_of(config).family == "matrix"
-
-
-def _layer_booster(model: MachineModel, layers: Sequence[LayerSample]) -> str:
-    """A booster of ``layers``' log ratios to ``model``'s base."""
-    ratios = [log(s.seconds) - log(model.layer_base_s(s.config)) for s in layers]
-    rows = [layer_features(s.config) for s in layers]
-    return train_booster(LAYER_PARAMS, LAYER_ROUNDS, rows, ratios)
+    layer, matrix = trained_boosters(model.layer_base_s, [(s.config, s.seconds) for s in layers])
+    return model.model_copy(update={"layer_booster": layer, "matrix_booster": matrix})
 
 
 def _rows(fit: StepFit, features: Sequence[StepFeatures]) -> list[list[float]]:
