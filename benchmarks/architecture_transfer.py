@@ -107,8 +107,8 @@ def _product_arm(
     db = args.work / f"{slug(reference)}-{slug(arm)}.db"
     shutil.copy(args.zoo, db)
     if extra is not None:
-        _advisor(*bench_words(args, reference, shape, db), *extra)
-    _advisor("models", "train", "--db", str(db), "--models-dir", str(db.with_suffix(".models")))
+        run_advisor(*bench_words(args, reference, shape, db), *extra)
+    run_advisor("models", "train", "--db", str(db), "--models-dir", str(db.with_suffix(".models")))
     predictors = Predictors.load(Store.open(db))
     return {
         batch: predict(predictors, StepQuestion(args.partition, table, batch, False, False), [])
@@ -123,7 +123,7 @@ def _truth(args: argparse.Namespace, reference: str, shape: str) -> dict[int, fl
     if not (args.reuse_truth and db.is_file()):
         db.unlink(missing_ok=True)
         batches = ",".join(map(str, args.batches))
-        _advisor(*bench_words(args, reference, shape, db), "--batch-sizes", batches)
+        run_advisor(*bench_words(args, reference, shape, db), "--batch-sizes", batches)
     pace = zoo_pace(Store.open(args.zoo))
     if pace is None:
         raise SystemExit(f"{args.zoo}: no paced steps, so no unit to judge the truth in")
@@ -171,7 +171,8 @@ def bench_words(args: argparse.Namespace, reference: str, shape: str, db: Path) 
     ]
 
 
-def _advisor(*words: str) -> None:
+def run_advisor(*words: str) -> None:
+    """The advisor's command line in this process; a failure ends the script, naming the command."""
     if advisor(list(words)) != 0:
         raise SystemExit(f"advisor {' '.join(words)}: failed")
 

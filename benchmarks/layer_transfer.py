@@ -23,14 +23,13 @@ from rich.console import Console
 from rich.table import Table
 
 from advisor.argtypes import input_shape
-from advisor.cli import main as advisor
 from advisor.introspect.run import introspect
 from advisor.predict.features import timed_layers
 from advisor.predict.machine import fit_layers
 from advisor.predict.registry import layer_samples, machines
 from advisor.records import LayerConfig
 from advisor.store import NoDatabase, Store
-from benchmarks.architecture_transfer import DEFAULT, bench_words, slug, zoo_pace
+from benchmarks.architecture_transfer import DEFAULT, bench_words, run_advisor, slug, zoo_pace
 from benchmarks.layer_heldout import PricedLayer, add_rows
 
 
@@ -57,25 +56,26 @@ def priced_layers(
     ]
 
 
-def _measured(args: argparse.Namespace, reference: str) -> dict[LayerConfig, float]:
+def _measured(args: argparse.Namespace, reference: str, pace_s: float | None) -> dict[LayerConfig, float]:
     """``reference``'s layers at ``--batches``, measured now or read from ``--work``'s earlier run."""
     db = args.work / f"{slug(reference)}-layers.db"
     if not (args.reuse and db.is_file()):
         db.unlink(missing_ok=True)
         shape = ",".join(map(str, args.input_shape))
-        words = [*bench_words(args, reference, shape, db), "--layers-only"]
-        if advisor([*words, "--batch-sizes", ",".join(map(str, args.batches))]) != 0:
-            raise SystemExit(f"advisor {' '.join(words)}: failed")
-    return paced_layers(Store.open(db), None if args.seconds else zoo_pace(Store.open(args.zoo)))
+        batches = ",".join(map(str, args.batches))
+        run_advisor(*bench_words(args, reference, shape, db), "--layers-only", "--batch-sizes", batches)
+    return paced_layers(Store.open(db), pace_s)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     try:
         zoo = Store.existing(args.zoo)
     except NoDatabase as error:
-        _parser().error(str(error))
+        parser.error(str(error))
     args.work.mkdir(parents=True, exist_ok=True)
+    pace_s = None if args.seconds else zoo_pace(zoo)
     (machine, *_) = machines(zoo)
     fit = fit_layers(machine, layer_samples(zoo.layer_rows(machine)))
     table = Table(
@@ -87,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for reference in args.architectures:
         layer_table = introspect(reference, args.input_shape, {}, allow_factories=True)
         wanted = Counter(c for b in args.batches for c in timed_layers(layer_table, b, False))
-        measured = _measured(args, reference)
+        measured = _measured(args, reference, pace_s)
         priced = priced_layers(wanted, measured, fit.layer_seconds(list(wanted)))
         add_rows(table, reference.rpartition(":")[2], priced, args.batches, args.layers)
     Console(width=140).print(table)
