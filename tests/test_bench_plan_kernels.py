@@ -1,5 +1,5 @@
-"""The nightly CPU grid's own layers, which no zoo model has: dense 5x5 and 7x7 convolutions, grouped 3x3
-ones of few channels a group on the smallest maps, linears as wide as real transformers' and heads'."""
+"""The nightly CPU grid's own layers, which no zoo model has: dense 5x5 and 7x7 convolutions, depthwise 7x7
+and grouped 3x3 ones on the smallest maps, linears as wide as real transformers' and heads'."""
 
 from __future__ import annotations
 
