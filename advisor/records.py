@@ -11,7 +11,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, ConfigDict, Field
+
+from advisor.frozen import LaterFields
 
 
 class _Record(BaseModel):
@@ -23,7 +25,7 @@ class _Record(BaseModel):
         return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-class Fingerprint(_Record):
+class Fingerprint(_Record, LaterFields):
     """The machine a measurement belongs to; predictors are trained per fingerprint (machine type)."""
 
     partition: str | None
@@ -42,13 +44,7 @@ class Fingerprint(_Record):
     cpu_quota: float | None = None
     """The CPUs its CPU cgroup may use, where a quota caps it (the sandbox's slow nodes); absent where none
     does, so fingerprints from before the field keep their identity."""
-
-    @model_serializer(mode="wrap")
-    def _without_an_absent_quota(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
-        data: dict[str, object] = handler(self)
-        if data.get("cpu_quota") is None:
-            data.pop("cpu_quota", None)
-        return data
+    later_fields = ("cpu_quota",)
 
     def machine(self) -> str:
         """The machine type: what stays equal across nodes of one partition and across nights."""
@@ -89,7 +85,7 @@ class StepMeasurement(_Record):
     """Median time of the pace step during this measurement: the machine's pace then."""
 
 
-class LayerConfig(_Record):
+class LayerConfig(_Record, LaterFields):
     """One op micro-benchmark configuration: each op's entry in the registry (`advisor.ops.known`) says how
     it reads these fields (a convolution's are its own; depthwise and grouped apart from dense by
     ``groups``)."""
@@ -108,6 +104,12 @@ class LayerConfig(_Record):
     batch: Annotated[int, Field(ge=1)]
     amp: bool
     cudnn_benchmark: bool
+    channels_last: bool = False
+    """A convolution's input as its network hands it on: channels last in memory (ConvNeXt's depthwise 7x7
+    after its block's permute), which oneDNN runs on other kernels: on this project's CPU 768 channels or
+    more take 6-10 times as long through the backward (benchmarks/README.md). Absent where unset, so
+    configurations from before the field keep their identity."""
+    later_fields = ("channels_last",)
 
     @property
     def depthwise(self) -> bool:

@@ -70,7 +70,8 @@ def geometry(config: LayerConfig) -> str:
     grouped = f" g{config.groups}" if config.groups > 1 else ""
     stride = f" s{config.stride[0]}" if config.stride != (1, 1) else ""
     kernel = "x".join(map(str, config.kernel))
-    return f"{channels} {kernel}{stride}{grouped} on {config.height}x{config.width}"
+    layout = " channels-last" if config.channels_last else ""
+    return f"{channels} {kernel}{stride}{grouped} on {config.height}x{config.width}{layout}"
 
 
 def _off(ratio: float | None) -> str:

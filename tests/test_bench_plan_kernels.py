@@ -96,7 +96,8 @@ def test_the_cpu_grid_declares_layers_the_zoo_lacks_and_the_gpu_grid_none(grid: 
         for config, _ in distinct_layers(zoo_table(name, size))
     }
     own = set(grid.own_layers)
-    assert len(own) == len(grid.own_layers) == 16 + 13 + 9 + 18
+    assert len(own) == len(grid.own_layers) == 16 + 13 + 10 + 9 + 18
+    assert not any(c.channels_last for c in zoo), "the zoo's CNNs hand every convolution contiguous maps"
     assert own.isdisjoint(zoo), "a zoo layer is measured as the zoo's"
     wide = {c for c in own if c.kernel[0] > 3 and not c.depthwise}
     assert {c.kernel for c in wide} == {(5, 5), (7, 7)} and len(wide) == 16
@@ -129,6 +130,7 @@ def test_the_plan_shows_its_own_layers_in_rows_of_their_own_with_their_share(gri
     rows = [row for row in describe(plan) if row.kind == "grid layer"]
     assert [row.phase for row in rows] == [Phase.LAYERS, Phase.LAYER_GRID]
     subjects = {"conv2d 5x5", "conv2d 7x7", "depthwise conv2d 7x7", "grouped conv2d 3x3", "linear"}
+    subjects.add("depthwise conv2d 7x7 channels-last")
     assert set(rows[0].subjects) == subjects
     assert rows[0].sizes == (1, 2, 4, 8, 16, 32), "map sides of the convolutions, none of the linears"
     assert sum(row.items for row in rows) == len(grid.own_layers) * len(grid.layer_batches)

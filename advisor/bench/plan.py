@@ -178,7 +178,8 @@ def nightly_grid(kind: DeviceKind, *, workers: int = 4) -> Grid:
     convolution ``_slow_conv2d`` below 16 and oneDNN from 16. A layer's time is a polyline through its
     batches, so no segment may cross a switch. The first layer batch is measured early, in the layers phase;
     the others later. Beside the zoo's layers, its own in regimes real models reach and the zoo does not:
-    dense 5x5 and 7x7 convolutions; depthwise 7x7 ones on maps of 1-8 px; grouped 3x3 ones of 8 channels a
+    dense 5x5 and 7x7 convolutions; depthwise 7x7 ones on maps of 1-8 px, their inputs laid out either way
+    (ConvNeXt hands them on channels last); grouped 3x3 ones of 8 channels a
     group on maps of 1-4 px; linears 384-3072 wide, in and out, over 1-96 tokens (none of them a zoo layer).
     """
     if kind == "cpu":
@@ -202,6 +203,7 @@ def nightly_grid(kind: DeviceKind, *, workers: int = 4) -> Grid:
                 *dense_convolutions((5, 7), (16, 64, 256), (32, 16, 8, 4), most=1024),
                 *grouped_convolutions((128, 384, 768), 8, (1, 2, 4)),
                 *depthwise_convolutions((7,), (128, 256, 512, 1024), (1, 2, 4, 8), most=2048),
+                *depthwise_convolutions((7,), (256, 512, 768, 1024), (1, 2, 4), 2048, channels_last=True),
                 *linears((384, 768, 3072), (1, 24, 96), most=2**25),
             ),
         )

@@ -110,9 +110,10 @@ def _kind(phase: Phase, item: PlanItem) -> Literal["step", "layer", "grid layer"
 
 
 def _layer_op(config: LayerConfig, own: bool) -> str:
-    """The op as a row names it: a grid layer's convolution with its kernel ("grouped conv2d 3x3")."""
+    """The op as a row names it: a grid layer's convolution with its kernel ("grouped conv2d 3x3"), and
+    its input's layout where channels last."""
     kind = "depthwise " if config.depthwise else "grouped " if config.grouped else ""
     op = f"{kind}{config.op}"
     if own and op_of(config).family != "matrix":
-        return f"{op} {config.kernel[0]}x{config.kernel[1]}"
-    return op
+        op = f"{op} {config.kernel[0]}x{config.kernel[1]}"
+    return f"{op} channels-last" if config.channels_last else op

@@ -246,6 +246,8 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch le
             if decomposed is not NotImplemented:
                 return decomposed
         out = self._memo(func, args, kwargs)  # the meta kernel, or its answer to an identical earlier call
+        if packet in _CONVOLUTIONS and _runs_channels_last(args):
+            out = _laid_channels_last(out)
         count = _flops(packet, args, kwargs, out)
         tensors = [t for t in tree_leaves((args, kwargs)) if isinstance(t, Tensor)]
         outputs = [t for t in tree_leaves(out) if isinstance(t, Tensor)]
@@ -317,12 +319,18 @@ def _kind(func: Any, args: Sequence[Any], in_attention: bool) -> LayerKind:
 def _window(func: Any, args: Sequence[Any]) -> Window | None:
     packet = func.overloadpacket
     if packet in _CONVOLUTIONS:
-        _input, weight, _bias, stride, padding, dilation, transposed, _output_padding, groups = args[:9]
+        _maps, weight, _bias, stride, padding, dilation, transposed, _output_padding, groups = args[:9]
         kernel = tuple(weight.shape[2:])
         first, second = int(weight.shape[0]), int(weight.shape[1]) * groups
         channels = (first, second) if transposed else (second, first)
         return Window(
-            kernel=kernel, stride=stride, padding=padding, dilation=dilation, groups=groups, channels=channels
+            kernel=kernel,
+            stride=stride,
+            padding=padding,
+            dilation=dilation,
+            groups=groups,
+            channels=channels,
+            channels_last=_runs_channels_last(args),
         )
     if packet in _POOLS_WITH_WINDOW:
         kernel = _expand(args[1], args[0].dim() - 2)
@@ -332,6 +340,28 @@ def _window(func: Any, args: Sequence[Any]) -> Window | None:
         dilation = _expand(args[4], len(kernel)) if is_max and len(args) > 4 else (1,) * len(kernel)
         return Window(kernel=kernel, stride=stride, padding=padding, dilation=dilation)
     return None
+
+
+def _runs_channels_last(args: Sequence[Any]) -> bool:
+    """A convolution torch runs channels last: its input or its weight laid out so, as its CPU and cuDNN
+    kernels choose, which then lay out its output so too (its meta kernel does not: without this, ConvNeXt's
+    first block of each stage read contiguous maps after the downsampling convolution)."""
+    return _channels_last(args[0]) or _channels_last(args[1])
+
+
+def _laid_channels_last(maps: Tensor) -> Tensor:
+    """A meta tensor like ``maps`` with channels-last strides, a map of one pixel's too (``contiguous``
+    keeps that one as it is: both layouts are contiguous)."""
+    _batch, c, h, w = maps.shape
+    return torch.empty_strided(maps.shape, (h * w * c, 1, w * c, c), dtype=maps.dtype, device=maps.device)
+
+
+def _channels_last(maps: Tensor) -> bool:
+    """A 4-d tensor laid out channels last, as torch's convolutions read its strides: on a map of one
+    pixel, where both layouts are contiguous, by its channels' stride being the least."""
+    if maps.dim() != 4 or not maps.is_contiguous(memory_format=torch.channels_last):
+        return False
+    return not maps.is_contiguous() or maps.stride(1) < maps.stride(3)
 
 
 def _expand(value: int | Sequence[int], rank: int) -> tuple[int, ...]:

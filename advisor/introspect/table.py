@@ -15,7 +15,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, JsonValue, model_validator
 
-from advisor.frozen import Frozen
+from advisor.frozen import Frozen, LaterFields
 
 # Bounds far above any real network, low enough that arithmetic on a hostile table stays cheap and sane.
 MAX_LAYERS = 200_000
@@ -85,7 +85,7 @@ class TensorShape(Frozen):
         return tuple(d * batch_size if i == self.batch_dim else d for i, d in enumerate(self.dims))
 
 
-class Window(Frozen):
+class Window(Frozen, LaterFields):
     """Sliding-window geometry of a convolution or pooling; ``channels`` are (in, out) for convolutions."""
 
     kernel: tuple[Dim, ...]
@@ -94,6 +94,10 @@ class Window(Frozen):
     dilation: tuple[Dim, ...]
     groups: Dim = 1
     channels: tuple[Dim, Dim] | None = None
+    channels_last: bool = False
+    """A convolution's input is channels last in memory (`advisor.records.LayerConfig.channels_last`);
+    absent where unset, so tables and architecture hashes from before the field stay as they were."""
+    later_fields = ("channels_last",)
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:

@@ -46,6 +46,7 @@ def convolution(op: str, layer: Layer, batch: int, amp: bool) -> LayerConfig | N
         groups=window.groups,
         height=dims[2],
         width=dims[3],
+        channels_last=window.channels_last,
     )
 
 
@@ -223,7 +224,9 @@ def update(op: str, parameters: int, tensors: int) -> LayerConfig:
     )
 
 
-def _same_map(width: int, kernel: int, side: int, groups: int = 1) -> LayerConfig:
+def _same_map(
+    width: int, kernel: int, side: int, groups: int = 1, *, channels_last: bool = False
+) -> LayerConfig:
     """A square ``conv2d`` of stride 1, padded to keep its map, as many channels out as in."""
     padding = (kernel // 2, kernel // 2)
     return _config(
@@ -237,6 +240,7 @@ def _same_map(width: int, kernel: int, side: int, groups: int = 1) -> LayerConfi
         padding=padding,
         height=side,
         width=side,
+        channels_last=channels_last,
     )
 
 
@@ -264,13 +268,19 @@ def grouped_convolutions(
 
 
 def depthwise_convolutions(
-    kernels: tuple[int, ...], widths: tuple[int, ...], sides: tuple[int, ...], most: int
+    kernels: tuple[int, ...],
+    widths: tuple[int, ...],
+    sides: tuple[int, ...],
+    most: int,
+    *,
+    channels_last: bool = False,
 ) -> tuple[LayerConfig, ...]:
     """Depthwise ``conv2d`` layers of each odd kernel (stride 1, padded to keep the map) on square maps of
     ``sides``, where channels x side is at most ``most``: ConvNeXt's 7x7, which no zoo model has (its
-    depthwise layers are 3x3 and 5x5), on the maps of a pixel or two its last stages have at 32 px."""
+    depthwise layers are 3x3 and 5x5), on the maps of a pixel or two its last stages have at 32 px; its
+    inputs ``channels_last`` as ConvNeXt's blocks hand them on after their permute."""
     return tuple(
-        _same_map(width, kernel, side, width)
+        _same_map(width, kernel, side, width, channels_last=channels_last)
         for kernel, width, side in product(kernels, widths, sides)
         if width * side <= most
     )

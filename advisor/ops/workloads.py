@@ -61,6 +61,11 @@ def layer_workload(built: Module, config: LayerConfig, device: torch.device) -> 
 
 
 def _maps(c: LayerConfig) -> Tensor:
+    """A convolution's input, laid out as its network hands it on (`LayerConfig.channels_last`): permuted
+    from channels last, as ConvNeXt's blocks do, which a map of one pixel keeps too (``contiguous`` would
+    leave it as it is, both layouts being contiguous, and oneDNN runs the two on different kernels)."""
+    if c.channels_last:
+        return torch.randn(c.batch, c.height, c.width, c.in_channels).permute(0, 3, 1, 2)
     return torch.randn(c.batch, c.in_channels, c.height, c.width)
 
 

@@ -107,6 +107,7 @@ LAYER_FEATURES = (
     "log_flops",
     "log_forward_bytes",
     "group_alignment",
+    "channels_last",
 )
 """``layer_features``' layout: what a layer booster is fitted on, and its model file records."""
 
@@ -128,6 +129,7 @@ def layer_features(config: LayerConfig) -> list[float]:
         log(layer_flops(c) + 1.0),
         log(layer_bytes(c)),
         float(group_alignment(c)),
+        float(c.channels_last),
     ]
 
 

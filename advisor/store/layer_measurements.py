@@ -26,6 +26,8 @@ class LayerMeasurementRow(MeasurementRow):
     cudnn_benchmark: bool
     pace_ratio: float | None = None
     pace_s: float | None = None
+    channels_last: bool | None = None
+    """None in rows from before the column: they measured contiguous inputs."""
 
     @classmethod
     def of(cls, line: ResultLine, layer: LayerMeasurement) -> LayerMeasurementRow:
@@ -49,6 +51,7 @@ class LayerMeasurementRow(MeasurementRow):
             cudnn_benchmark=config.cudnn_benchmark,
             pace_ratio=layer.pace_ratio,
             pace_s=layer.pace_s,
+            channels_last=config.channels_last,
         )
 
     def config(self) -> LayerConfig:
@@ -67,6 +70,7 @@ class LayerMeasurementRow(MeasurementRow):
             batch=self.batch,
             amp=self.amp,
             cudnn_benchmark=self.cudnn_benchmark,
+            channels_last=bool(self.channels_last),
         )
 
 
