@@ -14,8 +14,9 @@ import pytest
 import torch
 import torchvision
 
-from advisor.bench.plan import nightly_grid
+from advisor.bench.plan import Phase, PlanItem, nightly_grid
 from advisor.bench.results import read_jsonl
+from advisor.bench.run import describe_item
 from advisor.introspect import LayerKind, LayerTable
 from advisor.introspect.probe import _channels_last
 from advisor.introspect.run import introspect
@@ -93,6 +94,8 @@ def test_the_layout_is_a_layer_feature_and_the_grid_measures_it_where_the_zoo_ca
     laid = [c for c in own if c.channels_last]
     assert laid and all(c.depthwise and c.kernel == (7, 7) for c in laid)
     assert {c.in_channels for c in laid} >= {512, 768}, "both sides of this CPU's 768-channel switch"
+    item = PlanItem(phase=Phase.LAYER_GRID, config=last, estimate_s=0.02)
+    assert describe_item(item) == "conv2d 768->768 k7x7 s1 g768 1x1 batch 1 cudnn_benchmark channels_last"
 
 
 def test_a_contiguous_configuration_keeps_its_identity_and_an_old_line_reads_as_contiguous() -> None:

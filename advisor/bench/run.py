@@ -359,7 +359,7 @@ def describe_item(item: PlanItem) -> str:
     if family == "vector":
         return f"{c.op} {c.in_channels * c.height * c.width:,} values batch {c.batch}"
     geometry = f"{c.in_channels}->{c.out_channels} k{c.kernel[0]}x{c.kernel[1]} s{c.stride[0]} g{c.groups}"
-    flags = [name for name in ("amp", "cudnn_benchmark") if getattr(config, name)]
+    flags = [name for name in ("amp", "cudnn_benchmark", "channels_last") if getattr(config, name)]
     return " ".join([c.op, geometry, f"{c.height}x{c.width}", f"batch {c.batch}", *flags])
 
 
