@@ -95,8 +95,9 @@ class Window(Frozen, LaterFields):
     groups: Dim = 1
     channels: tuple[Dim, Dim] | None = None
     channels_last: bool = False
-    """A convolution's input is channels last in memory (`advisor.records.LayerConfig.channels_last`);
-    absent where unset, so tables and architecture hashes from before the field stay as they were."""
+    """A convolution torch runs channels last, its input or its weight laid out so in memory
+    (`advisor.records.LayerConfig.channels_last`); absent where unset, so tables and architecture hashes
+    from before the field stay as they were."""
     later_fields = ("channels_last",)
 
     @model_validator(mode="after")
