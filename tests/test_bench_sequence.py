@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from advisor.bench.measure import measure_step
-from advisor.bench.sequence import family_table, is_sequence_model
+from advisor.bench.sequence import family_table, is_sequence_model, start_sequence_training
 from advisor.bench.tables import zoo_table
 from advisor.bench.zoo import CPU_SEQUENCE_MODELS, REAL_SEQUENCE_ZOO, SEQUENCE_LENGTHS, ZOO, zoo_model
 from advisor.introspect import LayerKind
@@ -83,3 +83,15 @@ def test_the_real_sizes_build_at_every_length_the_gpu_grid_measures() -> None:
         table = zoo_table(model.name, max(model.sizes))
         assert table.training is not None and table.training.optimizer == "adamw"
     assert max(zoo_model("bert-base-uncased").sizes) == 512
+
+
+def test_a_member_is_fed_token_ids_from_its_whole_vocabulary() -> None:
+    """The published sizes' zoo entries override no field, so the vocabulary comes from the built
+    configuration: t5-small's 32,128 ids, not two (whose embedding backward would write two rows)."""
+    for model, vocabulary in (("tiny_gpt2", 4096), ("t5-small", 32128)):
+        config = StepConfig(
+            model=model, input_size=128, batch=8, amp=False, channels_last=False, pinned=False, workers=0
+        )
+        tokens, _labels = start_sequence_training(config, torch.device("cpu")).fetch()
+        assert tokens.shape == (8, 128) and int(tokens.min()) >= 0, model
+        assert vocabulary // 2 < int(tokens.max()) < vocabulary, model

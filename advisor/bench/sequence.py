@@ -57,6 +57,13 @@ def _samples(zoo: ZooModel, config: StepConfig, vocabulary: int) -> Iterator[Ten
             yield torch.rand((config.batch, 3, size, size), generator=generator)
 
 
+def _vocabulary(step: torch.nn.Module) -> int:
+    """The token ids a member reads: its configuration's vocabulary (a published size's too, whose zoo entry
+    overrides no field: drawn from two ids, its embedding's backward would accumulate into two rows)."""
+    config = getattr(getattr(step, "model", None), "config", None)
+    return int(getattr(config, "vocab_size", 2) or 2)
+
+
 def start_sequence_training(config: StepConfig, device: torch.device) -> Training:
     """A family member ready to take AdamW steps on ``device`` at ``config``'s batch and size."""
     from advisor.bench.training import Training
@@ -65,7 +72,7 @@ def start_sequence_training(config: StepConfig, device: torch.device) -> Trainin
     zoo = zoo_model(config.model)
     assert zoo.reference is not None, f"{config.model} is not built by transformers"
     step = trainable_named(zoo.reference, zoo.kwargs(config.input_size), device).train()
-    vocabulary = int(zoo.extra.get("vocab_size", 2) or 2)  # type: ignore[arg-type]
+    vocabulary = _vocabulary(step)
     optimizer = torch.optim.AdamW(step.parameters(), lr=_LEARNING_RATE)
     plan = device_autocast("bf16", device)
     scaler = torch.amp.GradScaler(device.type, enabled=config.amp and plan.scaled)
