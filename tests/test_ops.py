@@ -284,3 +284,17 @@ def test_a_profilers_kernel_names_find_their_ops() -> None:
         "aten::native_batch_norm": None,
         "aten::_convert_indices_from_coo_to_csr": None,
     }
+
+
+def test_a_linear_is_featured_by_its_rows_wherever_they_come_from() -> None:
+    """A linear over 128 tokens at batch 2 is the product a linear over 4 tokens at batch 64 is: the booster
+    sees the same row (GPT-2's head, the grid's head); a convolution's positions and batch stay apart."""
+    head = {"in_channels": 768, "out_channels": 50257}
+    long = _config("linear", **head, height=128, batch=2)
+    short = _config("linear", **head, height=4, batch=64)
+    assert layer_features(long) == layer_features(short)
+    assert layer_features(long) != layer_features(_config("linear", **head, height=128, batch=4))
+    maps = {"in_channels": 64, "out_channels": 64, "kernel": (3, 3), "padding": (1, 1)}
+    wide = _config("conv2d", **maps, height=16, width=16, batch=2)
+    deep = _config("conv2d", **maps, height=2, width=2, batch=128)
+    assert layer_features(wide) != layer_features(deep)

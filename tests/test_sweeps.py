@@ -34,7 +34,7 @@ from tests.plan_support import fake_table
 SWEPT = (Phase.BANDWIDTH, Phase.LAUNCHES, Phase.UPDATES)
 MEMORY_BOUND = {
     "activation", "elementwise", "batch_norm", "batch_norm_small_maps", "layer_norm", "rms_norm", "softmax",
-    "pooling",
+    "pooling", "dropout",
 }  # fmt: skip
 
 

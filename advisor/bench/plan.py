@@ -39,6 +39,7 @@ from advisor.ops.configs import (
     depthwise_convolutions,
     grouped_convolutions,
     linears,
+    vocabulary_heads,
 )
 from advisor.precision import Precision
 from advisor.records import LayerConfig, StepConfig
@@ -180,7 +181,8 @@ def nightly_grid(kind: DeviceKind, *, workers: int = 4) -> Grid:
     the others later. Beside the zoo's layers, its own in regimes real models reach and the zoo does not:
     dense 5x5 and 7x7 convolutions; depthwise 7x7 ones on maps of 1-8 px, their inputs laid out either way
     (ConvNeXt hands them on channels last); grouped 3x3 ones of 8 channels a
-    group on maps of 1-4 px; linears 384-3072 wide, in and out, over 1-96 tokens (none of them a zoo layer).
+    group on maps of 1-4 px; linears 384-3072 wide, in and out, over 1-96 tokens (none of them a zoo layer);
+    language models' heads, 512-1024 wide in and 32,000 or 50,257 out, over 4 tokens a sample.
     """
     if kind == "cpu":
         batches = geometric(128)
@@ -205,6 +207,7 @@ def nightly_grid(kind: DeviceKind, *, workers: int = 4) -> Grid:
                 *depthwise_convolutions((7,), (128, 256, 512, 1024), (1, 2, 4, 8), most=2048),
                 *depthwise_convolutions((7,), (256, 512, 768, 1024), (1, 2, 4), 2048, channels_last=True),
                 *linears((384, 768, 3072), (1, 24, 96), most=2**25),
+                *vocabulary_heads((512, 768, 1024), (32000, 50257), 4),
             ),
         )
     batches = geometric(4096)
