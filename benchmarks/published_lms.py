@@ -1,0 +1,172 @@
+"""Language models at their published sizes, which no CPU grid measures, predicted from a CPU database.
+
+GPT-2, BERT-base and T5-small at 128 tokens (the GPU grid's `REAL_SEQUENCE_ZOO`, built by transformers as
+a job naming ``gpt2`` is introspected: no zoo model is 768 wide or has a head of tens of thousands of
+outputs) are measured whole on this CPU, each batch twice in a seeded random order among reference steps of
+the CPU grid (the small transformer family and four CNNs), then predicted by each step model fitted on the
+database alone::
+
+    python -m benchmarks.published_lms plan --out plan.json
+    taskset -c 1 python -m advisor.bench.job --plan plan.json --out run.jsonl --device cpu --partition cpu
+    python -m benchmarks.published_lms judge --zoo ZOO.db run.jsonl [--step-model today opsum blend]
+
+Truth is in the database's unit: a step's wall seconds times the median, over the reference steps, of the
+database's seconds for that step over this run's. A pace step strays with its process (benchmarks/README.md);
+a dozen of the grid's own steps do not together. The pace step's reading is printed beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from random import Random
+
+from rich.console import Console
+from rich.table import Table
+
+from advisor.bench.architectures import measured_tables
+from advisor.bench.night import NightItem, Priority, Tonight
+from advisor.bench.plan import Phase, PlanItem, nightly_grid
+from advisor.bench.results import read_jsonl
+from advisor.bench.sequence import family_table
+from advisor.predict.registry import layer_samples, machines, step_samples
+from advisor.records import StepConfig, StepMeasurement
+from advisor.store import Store
+from benchmarks.architecture_transfer import zoo_pace
+from benchmarks.predict_zoo import STEP_MODELS, step_model_option
+
+TOKENS = 128
+PUBLISHED = {"gpt2": (1, 2, 4), "bert-base-uncased": (1, 2, 4), "t5-small": (1, 2, 4, 8)}
+"""Batches a CPU takes 1-7 s a step at: the whole run is about seven minutes on one core."""
+REFERENCES = (
+    *((name, TOKENS, batch) for name in ("tiny_gpt2", "tiny_bert", "tiny_llama") for batch in (8, 32)),
+    ("tiny_t5", TOKENS, 8),
+    *((name, 32, batch) for name in ("resnet18", "mobilenet_v2") for batch in (8, 32)),
+    ("vgg11_bn", 32, 8),
+    ("resnet50", 32, 8),
+)
+SEED = 11
+Key = tuple[str, int, int]
+
+
+def night(seed: int = SEED) -> Tonight:
+    """The published models' steps and the references, each twice, in a seeded random order."""
+    published = [(name, TOKENS, batch) for name, batches in PUBLISHED.items() for batch in batches]
+    keys = [*published, *REFERENCES] * 2
+    Random(seed).shuffle(keys)  # noqa: S311 (an order, not a secret)
+    grid = nightly_grid("cpu")
+    entries = tuple(_step(*key) for key in keys)
+    return Tonight(
+        machine=None,
+        budget_s=1800.0,
+        entries=entries,
+        grid_items=0,
+        covered=0,
+        steps=grid.steps,
+        warmup=grid.warmup,
+        repeats=grid.repeats,
+    )
+
+
+def _step(model: str, size: int, batch: int) -> NightItem:
+    config = StepConfig(
+        model=model, input_size=size, batch=batch, amp=False, channels_last=False, pinned=False, workers=0
+    )
+    item = PlanItem(phase=Phase.BATCHES, config=config, estimate_s=5.0)
+    return NightItem(priority=Priority.SUBMITTED, subject=model, item=item)
+
+
+def measured(paths: Sequence[Path]) -> dict[Key, list[tuple[float, float | None]]]:
+    """Each step's (wall seconds, ratio to its pace step) from the benchmark job's JSON lines."""
+    found: dict[Key, list[tuple[float, float | None]]] = {}
+    for path in paths:
+        for line in read_jsonl(path):
+            step = line.measurement
+            if isinstance(step, StepMeasurement) and step.fits and step.median_s:
+                c = step.config
+                found.setdefault((c.model, c.input_size, c.batch), []).append(
+                    (step.median_s, step.pace_ratio)
+                )
+    return found
+
+
+def judge(zoo: Path, runs: Sequence[Path], step_models: Sequence[str]) -> Table:
+    store = Store.existing(zoo)
+    (machine, *_) = machines(store)
+    samples = step_samples(store.step_rows(machine), measured_tables(store))
+    known = {
+        (s.model, s.table.sequence_length or s.table.input_shape[1], s.batch): s.seconds
+        for s in samples
+        if not s.amp and not s.channels_last
+    }
+    steps = measured(runs)
+    ratios = [known[key] / statistics.median(s for s, _ in steps[key]) for key in REFERENCES if key in steps]
+    if not ratios:
+        raise SystemExit(f"{', '.join(map(str, runs))}: no reference step measured, so no unit to judge in")
+    unit, pace = statistics.median(ratios), zoo_pace(store)
+    layers = layer_samples(store.layer_rows(machine))
+    fits = {name: STEP_MODELS[name](machine, samples, layers) for name in step_models}
+    table = Table(
+        title=f"step time at {TOKENS} tokens, {len(ratios)} reference steps: x{unit:.3f} "
+        f"({min(ratios):.3f}-{max(ratios):.3f}) into {zoo.name}'s unit",
+        title_justify="left",
+    )
+    for column in (
+        "model",
+        "batch",
+        "measured ms",
+        "by the pace step ms",
+        *(f"{n} ms (error)" for n in fits),
+    ):
+        table.add_column(column, justify="left" if column == "model" else "right")
+    errors: dict[str, list[float]] = {name: [] for name in fits}
+    for (model, size, batch), runs_of in sorted(steps.items()):
+        if model not in PUBLISHED:
+            continue
+        truth = unit * statistics.median(s for s, _ in runs_of)
+        paced = [r for _, r in runs_of if r]
+        by_pace = f"{pace * statistics.median(paced) * 1000:.0f}" if pace and paced else "-"
+        cells = []
+        for name, fit in fits.items():
+            predicted = fit.step_seconds(family_table(model, size), batch, False, False)
+            errors[name].append(predicted / truth - 1)
+            cells.append(f"{predicted * 1000:.0f} ({predicted / truth - 1:+.0%})")
+        table.add_row(model, str(batch), f"{truth * 1000:.0f}", by_pace, *cells)
+    mape = [f"{statistics.mean(abs(e) for e in found):.1%}" for found in errors.values()]
+    table.add_row("MAPE", "", "", "", *mape, end_section=True)
+    return table
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "plan":
+        tonight = night(args.seed)
+        args.out.write_text(tonight.model_dump_json(), encoding="utf-8")
+        print(f"{len(tonight.entries)} steps")
+        return 0
+    Console(width=140).print(judge(args.zoo, args.runs, args.step_model))
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    plan = commands.add_parser("plan", help="the published models' and the references' steps, as a night")
+    plan.add_argument("--out", type=Path, required=True)
+    plan.add_argument("--seed", type=int, default=SEED)
+    judged = commands.add_parser("judge", help="each step model, fitted on --zoo, against the run's steps")
+    judged.add_argument("--zoo", type=Path, required=True, help="a nightly CPU database of this machine")
+    judged.add_argument("runs", type=Path, nargs="+", help="the benchmark job's JSON lines")
+    step_model_option(
+        judged, "step models fitted on --zoo, a column each", default=("today", "opsum", "blend")
+    )
+    return parser
+
+
+if __name__ == "__main__":
+    sys.exit(main())
