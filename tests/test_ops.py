@@ -3,9 +3,13 @@ table, its torch workload, and a new op kind added by one entry."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
+from advisor.bench.sequence import family_table
+from advisor.bench.tables import zoo_table
 from advisor.bench.zoo import distinct_layers, layer_config
 from advisor.introspect import LayerKind, LayerTable
 from advisor.introspect.run import introspect
@@ -298,3 +302,18 @@ def test_a_linear_is_featured_by_its_rows_wherever_they_come_from() -> None:
     wide = _config("conv2d", **maps, height=16, width=16, batch=2)
     deep = _config("conv2d", **maps, height=2, width=2, batch=128)
     assert layer_features(wide) != layer_features(deep)
+
+
+def test_a_composite_activation_is_priced_over_its_kernels_and_a_plain_one_over_its_output() -> None:
+    """GPT-2's tanh GELU writes eight outputs' worth (pow, mul, add, mul, tanh, add, mul, mul): its price
+    reads eight times its elements; mobilenet_v2's in-place ReLU6, which the introspection counts as two
+    writes, is one kernel."""
+    cases = (
+        (family_table("tiny_gpt2", 32), "NewGELUActivation", 8),
+        (zoo_table("mobilenet_v2", 32), "ReLU6", 1),
+    )
+    for table, name, kernels in cases:
+        layer = next(layer for layer in table.layers if layer.op == name)
+        found = layer_op(layer, 2, False)
+        assert found is not None and found[0].name == "activation"
+        assert found[1].height == kernels * math.prod(layer.outputs[0].dims), name

@@ -10,6 +10,7 @@ from itertools import product
 from math import isqrt, prod
 
 from advisor.introspect import Layer
+from advisor.ops.costs import ELEMENT_BYTES
 from advisor.records import LayerConfig
 
 _UNIT = {"kernel": (1, 1), "stride": (1, 1), "padding": (0, 0), "dilation": (1, 1), "groups": 1}
@@ -76,6 +77,25 @@ def flat(op: str, layer: Layer, batch: int, amp: bool) -> LayerConfig | None:
         return None
     size = prod(layer.outputs[0].dims)
     return _config(op, batch, amp, in_channels=1, out_channels=1, height=max(size, 1), width=1)
+
+
+COMPOSITE_KERNELS = 4
+"""Kernels from which an element-wise module counts as several: under it an in-place ReLU6 or Hardswish,
+whose output the introspection counts twice, is one."""
+
+
+def composite(op: str, layer: Layer, batch: int, amp: bool) -> LayerConfig | None:
+    """An element-wise module (``flat``) over its elements times the kernels it runs, as the introspection
+    counts them by the outputs they write, where they are `COMPOSITE_KERNELS` or more: GPT-2's tanh GELU
+    (``NewGELUActivation``) runs eight (pow, mul, add, mul, tanh, add, mul, mul) and, priced as one,
+    came to a tenth of its time (benchmarks/README.md)."""
+    config = flat(op, layer, batch, amp)
+    if config is None:
+        return None
+    kernels = round(layer.at_batch(1).bytes_written / (ELEMENT_BYTES * config.height))
+    if kernels < COMPOSITE_KERNELS:
+        return config
+    return config.model_copy(update={"height": config.height * kernels})
 
 
 def pooling(op: str, layer: Layer, batch: int, amp: bool) -> LayerConfig | None:
