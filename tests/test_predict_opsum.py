@@ -15,9 +15,10 @@ import torchvision
 from advisor.bench.tables import zoo_table
 from advisor.cli import main as cli
 from advisor.introspect.table import TrainingSettings
+from advisor.introspect.training import trainable_parameters
 from advisor.ops import Cost, layer_op, op_named, op_of
 from advisor.ops.known import RELEASE
-from advisor.ops.rates import MachineRates, UpdateCurves
+from advisor.ops.rates import Curve, MachineRates, UpdateCurves
 from advisor.predict.boosters import STEP_PARAMS, train_booster
 from advisor.predict.evaluate import held_out
 from advisor.predict.features import split_timed, timed_layers
@@ -35,7 +36,7 @@ from advisor.predict.opsum import (
     untimed_seconds,
 )
 from advisor.predict.registry import layer_samples, machines, step_samples
-from advisor.predict.roofline import Roofline, fit_roofline, release_seconds
+from advisor.predict.roofline import Roofline, fit_roofline, release_seconds, update_seconds
 from advisor.records import LayerConfig, StepPart
 from advisor.store import Store
 
@@ -517,3 +518,34 @@ def test_the_release_is_the_optimizers_price_and_a_profiles_dispatch(store: Stor
     assert sum(after.values()) - sum(before.values()) == pytest.approx(terms.release_s)
     assert after[StepPart.DISPATCH] - before[StepPart.DISPATCH] == pytest.approx(terms.release_s)
     assert after[StepPart.OPTIMIZER] == pytest.approx(before[StepPart.OPTIMIZER])
+
+
+def _updated(rates: Roofline, alone_s: float, split_s: float) -> Roofline:
+    """``rates`` with SGD's update swept: ``alone_s`` a parameter in one tensor, ``split_s`` in 64 or 256."""
+
+    def line(per_parameter: float) -> Curve:
+        return tuple((log(n), log(per_parameter * n)) for n in (2**14, 2**24))
+
+    curves = UpdateCurves(((1, line(alone_s)), (64, line(split_s)), (256, line(split_s))))
+    return replace(rates, swept=replace(rates.swept, updates={"sgd_momentum": curves}))
+
+
+def test_a_weight_of_32_mib_or_more_is_updated_at_its_own_size() -> None:
+    """Hand count, vgg11_bn under SGD: its 25088 x 4096 and 4096 x 4096 linears (411 and 67 MB) at the
+    one-tensor curve's 4 ns a parameter; the rest of its 38 tensors as before, together. A model without such
+    a weight (resnet18's largest is 9 MB), or one under LoRA, is priced as before."""
+    rates = _updated(_swept(2e-6), 4e-9, 1e-9)
+    table = zoo_table("vgg11_bn", 32)
+    tensors = parameter_tensors(table)
+    large = (25088 * 4096 + 4096, 4096 * 4096 + 4096)
+    rest = table.totals.parameters - sum(large)
+    together = rates.update_seconds(rest, tensors - 2, "sgd_momentum")
+    expected = together + 4e-9 * sum(large)
+    assert update_seconds(table, rates, "sgd_momentum", tensors) == pytest.approx(expected, rel=1e-9)
+    assert expected > rates.update_seconds(table.totals.parameters, tensors, "sgd_momentum") * 1.5
+    small = zoo_table("resnet18", 32)
+    plain = rates.update_seconds(small.totals.parameters, 62, "sgd_momentum")
+    assert update_seconds(small, rates, "sgd_momentum", 62) == pytest.approx(plain, rel=1e-9)
+    adapted = table.model_copy(update={"training": TrainingSettings(lora_rank=8)})
+    lora = rates.update_seconds(trainable_parameters(adapted), tensors, "sgd_momentum")
+    assert update_seconds(adapted, rates, "sgd_momentum", tensors) == pytest.approx(lora, rel=1e-9)

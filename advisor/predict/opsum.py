@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from math import exp, log
 
 from advisor.introspect import Layer, LayerTable
-from advisor.introspect.training import trainable_parameters
 from advisor.ops import Cost, KernelPath, layer_op, op_of
 from advisor.ops.rates import OP_LAUNCHES
 from advisor.predict.boosters import STEP_PARAMS, STEP_ROUNDS, apply_booster, train_booster
@@ -50,7 +49,7 @@ from advisor.predict.machine import (
     fit_layers,
     series,
 )
-from advisor.predict.roofline import LAUNCHES_PER_LAYER, UPDATES, Roofline, release_seconds
+from advisor.predict.roofline import LAUNCHES_PER_LAYER, UPDATES, Roofline, release_seconds, update_seconds
 from advisor.records import LayerConfig, StepPart
 
 _TINY = 1e-9
@@ -195,7 +194,7 @@ def op_terms(
     held = rates.prices_launches
     update = UPDATES[table.training.optimizer if table.training else None]
     swept = (held, held or rates.swept.launch_s is not None, rates.swept.update_s(update, 1) is not None)
-    update_s = rates.update_seconds(trainable_parameters(table), parameter_tensors(table), update)
+    update_s = update_seconds(table, rates, update, parameter_tensors(table))
     release = release_seconds(table, rates)
     return OpTerms(
         batch=batch,

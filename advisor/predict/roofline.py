@@ -26,6 +26,7 @@ from advisor.introspect import LayerTable
 from advisor.introspect.training import trainable_parameters
 from advisor.ops import Cost, Op, op_named, op_of
 from advisor.ops.configs import LARGE_MAP, SMALL_MAP
+from advisor.ops.costs import ELEMENT_BYTES
 from advisor.ops.known import RELEASE, SMALL_MAPS
 from advisor.ops.op import Family
 from advisor.ops.rates import MachineRates, fit_rates
@@ -105,6 +106,26 @@ class Roofline:
             return swept
         bytes_ratio = _update_bytes(optimizer) / _update_bytes(_OPTIMIZER)
         return parameters * self.update_s * bytes_ratio
+
+
+ALONE_BYTES = 32 * 2**20
+"""A tensor this large is updated at its own size, the sweep's one-tensor curve: glibc hands a block of
+32 MiB or more back to the kernel (its largest dynamic mmap threshold), so the temporaries of Adam's update
+fault their pages in at every step (16 Mi parameters in one tensor: 6.4 ns each, in 64 tensors 1.9; SGD's
+update, in place, 0.8 and 0.7). GPT-2's 50,257 x 768 embedding is one: 0.25 s of its update."""
+
+
+def update_seconds(table: LayerTable, rates: Roofline, optimizer: str, tensors: int) -> float:
+    """The optimizer's update of the table's trainable parameters in ``tensors``: each weight of
+    `ALONE_BYTES` or more at its own size where the sweep measured one tensor, the rest together."""
+    parameters = trainable_parameters(table)
+    alone = [layer.parameters for layer in table.layers if layer.parameters * ELEMENT_BYTES >= ALONE_BYTES]
+    single = rates.swept.update_s(optimizer, 1, 1) is not None
+    if not alone or not single or parameters < table.totals.parameters:  # under LoRA the adapters alone
+        return rates.update_seconds(parameters, tensors, optimizer)
+    rest = parameters - sum(alone)
+    together = rates.update_seconds(rest, max(tensors - len(alone), 1), optimizer) if rest > 0 else 0.0
+    return together + sum(rates.update_seconds(count, 1, optimizer) for count in alone)
 
 
 def release_seconds(table: LayerTable, rates: Roofline) -> float:
