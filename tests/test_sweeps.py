@@ -34,7 +34,7 @@ from tests.plan_support import fake_table
 SWEPT = (Phase.BANDWIDTH, Phase.LAUNCHES, Phase.UPDATES)
 MEMORY_BOUND = {
     "activation", "elementwise", "batch_norm", "batch_norm_small_maps", "layer_norm", "rms_norm", "softmax",
-    "pooling", "dropout",
+    "pooling", "dropout", "embedding",
 }  # fmt: skip
 
 
@@ -159,7 +159,9 @@ def test_the_rates_fitted_are_the_rates_measured() -> None:
     assert rates.update_s("lion", 10**6) is None
     assert rates.bytes_per_s(2**30) == pytest.approx(1e10)
     assert rates.bytes_per_s(2**30, "softmax") == pytest.approx(1e10)
-    assert rates.bytes_seconds(100) == pytest.approx(2e-5), "a tiny op costs its launch, not its bytes"
+    assert rates.bytes_seconds(100, "activation") == pytest.approx(2e-5), "a tiny op costs its launch"
+    lookup = op_configs.swept_table("embedding", 4**5)
+    assert rates.bytes_seconds(100, "embedding") == pytest.approx(seconds(lookup)), "its 256 rows looked up"
     assert rates.bytes_seconds(3e6, "activation") == pytest.approx(3e-4, rel=0.05)
     assert MachineRates().bytes_seconds(1e6) is None and MachineRates().launch_s is None
     assert MachineRates().module_s is None
@@ -195,6 +197,8 @@ def test_a_bandwidth_curve_interpolates_in_log_size() -> None:
         op_configs.update("sgd_momentum", 4096, 1),
         op_configs.swept_pooling("pooling", 4**5),
         op_configs.swept_rows("softmax", 4**5),
+        op_configs.swept_table("embedding", 4**5),
+        op_configs.swept_flat("dropout", 4**5),
         op_configs.swept_channels("batch_norm", 4**5),
         op_configs.swept_small_maps("batch_norm_small_maps", 4**5),
     ],

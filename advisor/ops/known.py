@@ -123,7 +123,7 @@ OPS: tuple[Op, ...] = (
     Op("pooling", "vector", frozenset({"pooling"}), costs.pooling, f"{_BUILDERS}:pooling",
        config=partial(configs.pooling, "pooling"), sweep=partial(configs.swept_pooling, "pooling")),
     Op("embedding", "vector", frozenset({"embedding"}), costs.embedding, f"{_BUILDERS}:embedding",
-       config=partial(configs.embedding, "embedding")),
+       config=partial(configs.embedding, "embedding"), sweep=partial(configs.swept_table, "embedding")),
     _vector("cross_entropy", costs.CROSS_ENTROPY, (), None),
     _update("sgd_momentum", costs.SGD_MOMENTUM),
     _update("adam", costs.ADAM),
