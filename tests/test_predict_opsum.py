@@ -12,6 +12,7 @@ import pytest
 import torch
 import torchvision
 
+from advisor.bench.sequence import family_table
 from advisor.bench.tables import zoo_table
 from advisor.cli import main as cli
 from advisor.introspect.table import TrainingSettings
@@ -549,3 +550,13 @@ def test_a_weight_of_32_mib_or_more_is_updated_at_its_own_size() -> None:
     adapted = table.model_copy(update={"training": TrainingSettings(lora_rank=8)})
     lora = rates.update_seconds(trainable_parameters(adapted), tensors, "sgd_momentum")
     assert update_seconds(adapted, rates, "sgd_momentum", tensors) == pytest.approx(lora, rel=1e-9)
+
+
+def test_a_composite_module_is_priced_a_kernel_at_a_time() -> None:
+    """Hand count: every activation at 10 us a kernel on the swept curve (`_swept`); GPT-2's tanh GELU runs
+    eight, 80 us; BERT's exact GELU one, 10 us."""
+    rates = _swept(2e-6)
+    gpt2 = next(layer for layer in family_table("tiny_gpt2", 32).layers if layer.op == "NewGELUActivation")
+    bert = next(layer for layer in family_table("tiny_bert", 32).layers if layer.op == "GELUActivation")
+    assert untimed_seconds([gpt2], 2, False, rates) == pytest.approx(8e-5)
+    assert untimed_seconds([bert], 2, False, rates) == pytest.approx(1e-5)

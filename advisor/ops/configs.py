@@ -80,22 +80,18 @@ def flat(op: str, layer: Layer, batch: int, amp: bool) -> LayerConfig | None:
 
 
 COMPOSITE_KERNELS = 4
-"""Kernels from which an element-wise module counts as several: under it an in-place ReLU6 or Hardswish,
-whose output the introspection counts twice, is one."""
+"""Kernels from which a module counts as several: under it an in-place ReLU6, whose output the introspection
+counts as written twice, or a norm writing its statistics beside its output, is one."""
 
 
-def composite(op: str, layer: Layer, batch: int, amp: bool) -> LayerConfig | None:
-    """An element-wise module (``flat``) over its elements times the kernels it runs, as the introspection
-    counts them by the outputs they write, where they are `COMPOSITE_KERNELS` or more: GPT-2's tanh GELU
-    (``NewGELUActivation``) runs eight (pow, mul, add, mul, tanh, add, mul, mul) and, priced as one,
-    came to a tenth of its time (benchmarks/README.md)."""
-    config = flat(op, layer, batch, amp)
-    if config is None:
-        return None
-    kernels = round(layer.at_batch(1).bytes_written / (ELEMENT_BYTES * config.height))
-    if kernels < COMPOSITE_KERNELS:
-        return config
-    return config.model_copy(update={"height": config.height * kernels})
+def kernels(layer: Layer) -> int:
+    """The kernels a module runs, as the introspection counts them by its outputs' worth written, where they
+    are `COMPOSITE_KERNELS` or more, else one: GPT-2's tanh GELU (``NewGELUActivation``) runs eight (pow,
+    mul, add, mul, tanh, add, mul, mul) and, priced as one kernel, came to a tenth of its time. Each costs
+    what one over its elements does: at a few elements, its launches."""
+    output = prod(layer.outputs[0].dims) * ELEMENT_BYTES if layer.outputs else 0
+    written = layer.at_batch(1).bytes_written // output if output else 1
+    return written if written >= COMPOSITE_KERNELS else 1
 
 
 def pooling(op: str, layer: Layer, batch: int, amp: bool) -> LayerConfig | None:

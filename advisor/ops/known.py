@@ -49,7 +49,7 @@ def _softmax(layer: Layer, batch: int, amp: bool) -> LayerConfig | None:
 
 
 def _activation(layer: Layer, batch: int, amp: bool) -> LayerConfig | None:
-    return None if layer.op in _SOFTMAX_OPS else configs.composite("activation", layer, batch, amp)
+    return None if layer.op in _SOFTMAX_OPS else configs.flat("activation", layer, batch, amp)
 
 
 def _rms_norm(layer: Layer, batch: int, amp: bool) -> LayerConfig | None:

@@ -36,6 +36,7 @@ from math import exp, log
 
 from advisor.introspect import Layer, LayerTable
 from advisor.ops import Cost, KernelPath, layer_op, op_of
+from advisor.ops.configs import kernels
 from advisor.ops.rates import OP_LAUNCHES
 from advisor.predict.boosters import STEP_PARAMS, STEP_ROUNDS, apply_booster, train_booster
 from advisor.predict.curves import segment, through_weights
@@ -132,13 +133,14 @@ def _tensors(layer: Layer) -> int:
 
 def untimed_seconds(untimed: Sequence[Layer], batch: int, amp: bool, rates: Roofline) -> float:
     """The roofline of every layer no timed op covers (``split_timed``): its op's hand count where the
-    registry has one, else the introspection's costs for it, as a vector op's."""
+    registry has one, each of its kernels (a composite module's several: `configs.kernels`), else the
+    introspection's costs for it, as a vector op's."""
     total = 0.0
     for layer in untimed:
         found = layer_op(layer, batch, amp)
         if found is not None:
             op, config = found
-            total += rates.layer_op_seconds(op, config)
+            total += rates.layer_op_seconds(op, config) * kernels(layer)
         else:
             c = layer.at_batch(batch)
             moved = float(c.bytes_read + c.bytes_written)
@@ -295,8 +297,8 @@ def _untimed_outside(layer: Layer, batch: int, amp: bool, rates: Roofline, launc
     found = layer_op(layer, batch, amp)
     outside = rates.swept.outside_s(found[0].name) if found is not None else None
     if found is None or outside is None:
-        return OP_LAUNCHES * launch
-    return min(outside, rates.layer_op_seconds(*found))
+        return OP_LAUNCHES * launch * kernels(layer)
+    return min(outside, rates.layer_op_seconds(*found)) * kernels(layer)
 
 
 _FIXED = (2, 3, 4)
