@@ -15,9 +15,12 @@ import torchvision
 from advisor.bench.sequence import family_table
 from advisor.bench.tables import zoo_table
 from advisor.cli import main as cli
+from advisor.introspect import LayerKind
+from advisor.introspect.run import introspect
 from advisor.introspect.table import TrainingSettings
 from advisor.introspect.training import trainable_parameters
 from advisor.ops import Cost, layer_op, op_named, op_of
+from advisor.ops.configs import kernels
 from advisor.ops.known import RELEASE
 from advisor.ops.rates import Curve, MachineRates, UpdateCurves
 from advisor.predict.boosters import STEP_PARAMS, train_booster
@@ -560,3 +563,9 @@ def test_a_composite_module_is_priced_a_kernel_at_a_time() -> None:
     bert = next(layer for layer in family_table("tiny_bert", 32).layers if layer.op == "GELUActivation")
     assert untimed_seconds([gpt2], 2, False, rates) == pytest.approx(8e-5)
     assert untimed_seconds([bert], 2, False, rates) == pytest.approx(1e-5)
+    # Attention, whose math path the introspection counts (five outputs' worth), is one fused kernel.
+    encoder = introspect("benchmarks.harness.transfer_nets:encoder", (3, 32, 32), {}, allow_factories=True)
+    attention = next(layer for layer in encoder.layers if layer.kind is LayerKind.ATTENTION)
+    found = layer_op(attention, 2, False)
+    assert kernels(attention) == 5 and found is not None
+    assert untimed_seconds([attention], 2, False, rates) == pytest.approx(rates.layer_op_seconds(*found))

@@ -48,8 +48,10 @@ def untimed_bytes(layer: Layer, costs: Costs, batch: int, amp: bool) -> float:
     if found is None:
         return counted
     op, config = found
-    hand = op.cost(config).forward_bytes * kernels(layer)
-    return min(counted, _PASSES * hand) if layer.kind == LayerKind.ACTIVATION else hand
+    hand = op.cost(config).forward_bytes
+    if layer.kind == LayerKind.ACTIVATION:
+        return min(counted, _PASSES * hand * kernels(layer))
+    return hand
 
 
 Part = tuple[KernelPath, int]

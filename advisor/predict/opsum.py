@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from math import exp, log
 
 from advisor.introspect import Layer, LayerTable
-from advisor.ops import Cost, KernelPath, layer_op, op_of
+from advisor.ops import Cost, KernelPath, Op, layer_op, op_of
 from advisor.ops.configs import kernels
 from advisor.ops.rates import OP_LAUNCHES
 from advisor.predict.boosters import STEP_PARAMS, STEP_ROUNDS, apply_booster, train_booster
@@ -140,7 +140,7 @@ def untimed_seconds(untimed: Sequence[Layer], batch: int, amp: bool, rates: Roof
         found = layer_op(layer, batch, amp)
         if found is not None:
             op, config = found
-            total += rates.layer_op_seconds(op, config) * kernels(layer)
+            total += rates.layer_op_seconds(op, config) * _kernels(op, layer)
         else:
             c = layer.at_batch(batch)
             moved = float(c.bytes_read + c.bytes_written)
@@ -295,10 +295,18 @@ def outside_seconds(table: LayerTable, batch: int, amp: bool, rates: Roofline) -
 
 def _untimed_outside(layer: Layer, batch: int, amp: bool, rates: Roofline, launch: float) -> float:
     found = layer_op(layer, batch, amp)
-    outside = rates.swept.outside_s(found[0].name) if found is not None else None
-    if found is None or outside is None:
-        return OP_LAUNCHES * launch * kernels(layer)
-    return min(outside, rates.layer_op_seconds(*found)) * kernels(layer)
+    if found is None:
+        return OP_LAUNCHES * launch
+    op, config = found
+    outside = rates.swept.outside_s(op.name)
+    each = OP_LAUNCHES * launch if outside is None else min(outside, rates.layer_op_seconds(op, config))
+    return each * _kernels(op, layer)
+
+
+def _kernels(op: Op, layer: Layer) -> int:
+    """An element-wise module's kernels (`configs.kernels`); attention's one, fused (the introspection counts
+    what its math path would write)."""
+    return kernels(layer) if op.family == "vector" else 1
 
 
 _FIXED = (2, 3, 4)
