@@ -9,7 +9,7 @@ from __future__ import annotations
 from itertools import product
 from math import isqrt, prod
 
-from advisor.introspect import Layer
+from advisor.introspect import Layer, LayerKind
 from advisor.ops.costs import ELEMENT_BYTES
 from advisor.records import LayerConfig
 
@@ -88,7 +88,10 @@ def kernels(layer: Layer) -> int:
     """The kernels a module runs, as the introspection counts them by its outputs' worth written, where they
     are `COMPOSITE_KERNELS` or more, else one: GPT-2's tanh GELU (``NewGELUActivation``) runs eight (pow,
     mul, add, mul, tanh, add, mul, mul) and, priced as one kernel, came to a tenth of its time. Each costs
-    what one over its elements does: at a few elements, its launches."""
+    what one over its elements does: at a few elements, its launches. Attention is one fused kernel, whose
+    math path the introspection counts (five outputs' worth)."""
+    if layer.kind is LayerKind.ATTENTION:
+        return 1
     output = prod(layer.outputs[0].dims) * ELEMENT_BYTES if layer.outputs else 0
     written = layer.at_batch(1).bytes_written // output if output else 1
     return written if written >= COMPOSITE_KERNELS else 1

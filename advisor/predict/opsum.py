@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from math import exp, log
 
 from advisor.introspect import Layer, LayerTable
-from advisor.ops import Cost, KernelPath, Op, layer_op, op_of
+from advisor.ops import Cost, KernelPath, layer_op, op_of
 from advisor.ops.configs import kernels
 from advisor.ops.rates import OP_LAUNCHES
 from advisor.predict.boosters import STEP_PARAMS, STEP_ROUNDS, apply_booster, train_booster
@@ -140,7 +140,7 @@ def untimed_seconds(untimed: Sequence[Layer], batch: int, amp: bool, rates: Roof
         found = layer_op(layer, batch, amp)
         if found is not None:
             op, config = found
-            total += rates.layer_op_seconds(op, config) * _kernels(op, layer)
+            total += rates.layer_op_seconds(op, config) * kernels(layer)
         else:
             c = layer.at_batch(batch)
             moved = float(c.bytes_read + c.bytes_written)
@@ -300,13 +300,7 @@ def _untimed_outside(layer: Layer, batch: int, amp: bool, rates: Roofline, launc
     op, config = found
     outside = rates.swept.outside_s(op.name)
     each = OP_LAUNCHES * launch if outside is None else min(outside, rates.layer_op_seconds(op, config))
-    return each * _kernels(op, layer)
-
-
-def _kernels(op: Op, layer: Layer) -> int:
-    """An element-wise module's kernels (`configs.kernels`); attention's one, fused (the introspection counts
-    what its math path would write)."""
-    return kernels(layer) if op.family == "vector" else 1
+    return each * kernels(layer)
 
 
 _FIXED = (2, 3, 4)
