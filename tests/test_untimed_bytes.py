@@ -7,6 +7,7 @@ from __future__ import annotations
 from advisor.bench.tables import zoo_table
 from advisor.introspect import Layer, LayerKind, LayerTable
 from advisor.ops import layer_op
+from advisor.ops.configs import kernels
 from advisor.predict.features import untimed_bytes
 
 
@@ -20,14 +21,17 @@ def _both(layer: Layer, batch: int) -> tuple[float, float]:
     return float(costs.bytes_read + costs.bytes_written), untimed_bytes(layer, costs, batch, False)
 
 
-def test_a_gelu_spelt_in_element_wise_ops_counts_two_passes_of_its_hand_count() -> None:
+def test_a_gelu_spelt_in_element_wise_ops_counts_each_of_its_kernels() -> None:
+    """Eight kernels (tanh, pow, four multiplies, two adds), each a pass over the activations: their count,
+    not one kernel's (capped at one kernel's two passes, today's model put GPT-2's steps 9-22% fast after its
+    linears were priced right: benchmarks/README.md, language models at their published sizes)."""
     gelu = _first(zoo_table("tiny_gpt2", 32), LayerKind.ACTIVATION, "NewGELUActivation")
     found = layer_op(gelu, 4)
-    assert found is not None and found[0].name == "activation"
+    assert found is not None and found[0].name == "activation" and kernels(gelu) == 8
     hand = found[0].cost(found[1]).forward_bytes
     counted, untimed = _both(gelu, 4)
-    assert counted > 4 * hand  # tanh, pow, four multiplies, two adds: each a pass over the activations
-    assert untimed == 2 * hand
+    assert 4 * hand < counted < 2 * 8 * hand
+    assert untimed == counted
 
 
 def test_attentions_bytes_grow_with_its_scores_where_the_introspections_grow_with_the_tokens() -> None:
