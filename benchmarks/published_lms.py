@@ -1,8 +1,8 @@
 """Language models at their published sizes, which no CPU grid measures, predicted from a CPU database.
 
-GPT-2, BERT-base and T5-small at 128 tokens (the GPU grid's `REAL_SEQUENCE_ZOO`, built by transformers as
-a job naming ``gpt2`` is introspected: no zoo model is 768 wide or has a head of tens of thousands of
-outputs) are measured whole on this CPU, each batch twice in a seeded random order among reference steps of
+GPT-2, BERT-base and T5-small at 128 tokens (the GPU grid's `REAL_SEQUENCE_ZOO`, built by transformers as a
+job naming ``gpt2`` is introspected: no model of the CPU grid is 768 wide or has a head of tens of thousands
+of outputs) are measured whole on this CPU, each batch twice in a seeded random order among reference steps of
 the CPU grid (the small transformer family and four CNNs), then predicted by each step model fitted on the
 database alone::
 
