@@ -95,7 +95,10 @@ def measured(paths: Sequence[Path]) -> dict[Key, list[tuple[float, float | None]
 
 def judge(zoo: Path, runs: Sequence[Path], step_models: Sequence[str]) -> Table:
     store = Store.existing(zoo)
-    (machine, *_) = machines(store)
+    every = machines(store)
+    if not every:
+        raise SystemExit(f"{zoo}: no steps measured, so no machine to judge")
+    machine = every[0]
     samples = step_samples(store.step_rows(machine), measured_tables(store))
     known = {
         (s.model, s.table.sequence_length or s.table.input_shape[1], s.batch): s.seconds
@@ -103,9 +106,12 @@ def judge(zoo: Path, runs: Sequence[Path], step_models: Sequence[str]) -> Table:
         if not s.amp and not s.channels_last
     }
     steps = measured(runs)
-    ratios = [known[key] / statistics.median(s for s, _ in steps[key]) for key in REFERENCES if key in steps]
+    shared = [key for key in REFERENCES if key in steps and key in known]
+    ratios = [known[key] / statistics.median(s for s, _ in steps[key]) for key in shared]
     if not ratios:
-        raise SystemExit(f"{', '.join(map(str, runs))}: no reference step measured, so no unit to judge in")
+        raise SystemExit(
+            f"{', '.join(map(str, runs))} and {zoo}: no reference step measured in both: no unit to judge in"
+        )
     unit, pace = statistics.median(ratios), zoo_pace(store)
     layers = layer_samples(store.layer_rows(machine))
     fits = {name: STEP_MODELS[name](machine, samples, layers) for name in step_models}
@@ -129,9 +135,9 @@ def judge(zoo: Path, runs: Sequence[Path], step_models: Sequence[str]) -> Table:
         truth = unit * statistics.median(s for s, _ in runs_of)
         paced = [r for _, r in runs_of if r]
         by_pace = f"{pace * statistics.median(paced) * 1000:.0f}" if pace and paced else "-"
-        cells = []
+        cells, table_of = [], family_table(model, size)
         for name, fit in fits.items():
-            predicted = fit.step_seconds(family_table(model, size), batch, False, False)
+            predicted = fit.step_seconds(table_of, batch, False, False)
             errors[name].append(predicted / truth - 1)
             cells.append(f"{predicted * 1000:.0f} ({predicted / truth - 1:+.0%})")
         table.add_row(model, str(batch), f"{truth * 1000:.0f}", by_pace, *cells)

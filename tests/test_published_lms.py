@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from advisor.bench.architectures import measured_tables
 from advisor.bench.results import read_jsonl
 from advisor.bench.zoo import zoo_model
@@ -47,11 +49,17 @@ def test_a_published_step_is_read_in_the_databases_unit_through_the_reference_st
     line = FIXTURE[0]
     run = [
         *(_step(line, "resnet18", 32, batch, seconds[batch] / 2) for batch in (8, 32)),
+        _step(line, "tiny_gpt2", TOKENS, 8, 5.0),  # a reference the database never measured: no unit
         _step(line, "t5-small", TOKENS, 1, 1.0),
     ]
-    path = tmp_path / "run.jsonl"
-    path.write_text("".join(line.model_dump_json() + "\n" for line in run), encoding="utf-8")
-    table = judge(zoo, [path], [])
+    table = judge(zoo, [_write(tmp_path / "run.jsonl", run)], [])
     assert "2 reference steps: x2.000" in str(table.title)
     model, batch, truth, by_pace = (next(iter(column.cells)) for column in table.columns[:4])
     assert (model, batch, truth, by_pace) == ("t5-small", "1", "2000", "-")
+    with pytest.raises(SystemExit, match="no reference step measured in both"):
+        judge(zoo, [_write(tmp_path / "other.jsonl", run[2:])], [])
+
+
+def _write(path: Path, lines: list[ResultLine]) -> Path:
+    path.write_text("".join(line.model_dump_json() + "\n" for line in lines), encoding="utf-8")
+    return path
