@@ -3,6 +3,7 @@ places a Hugging Face configuration is found (a folder, the user's cache, the sh
 
 from __future__ import annotations
 
+import hashlib
 import json
 import socket
 import sys
@@ -20,6 +21,7 @@ from advisor.introspect.builders import MISSING
 from advisor.introspect.flops import attention
 from advisor.introspect.probe import run_probe
 from advisor.introspect.run import TaskInput, clear_cache, introspect
+from advisor.introspect.table import architecture_hash
 from advisor.jobscript.advisor_lines import JobDescription
 
 TINY_GPT2 = {"n_layer": 2, "n_embd": 64, "n_head": 4, "vocab_size": 101, "n_positions": 64}
@@ -71,6 +73,63 @@ def test_the_fused_kernel_saves_nothing_that_grows_with_the_square_of_the_length
         run_probe(_Attend(n).to("meta"), (1, n, 8)).saved_activation_bytes.per_sample for n in (64, 128)
     )
     assert long == 2 * short, "Q, K, V, output and log-sum-exp: linear in the length (no scores, no mask)"
+
+
+class _Biased(nn.Module):
+    """Attention over a projection of the input with an additive mask: learned (T5's position bias), or a
+    constant."""
+
+    def __init__(self, learned: bool) -> None:
+        super().__init__()
+        self.project = nn.Linear(4, 4, bias=False)
+        self.bias = nn.Parameter(torch.zeros(1, 2, 8, 8), requires_grad=learned)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        heads = self.project(x.reshape(x.shape[0], 2, 8, 4))
+        return F.scaled_dot_product_attention(heads, heads, heads, attn_mask=self.bias)
+
+
+@pytest.mark.parametrize(
+    ("module", "math_path"),
+    [(_Attend(8), True), (_Biased(learned=True), True), (_Biased(learned=False), False)],
+    ids=["dropout", "learned mask", "constant mask"],
+)
+def test_a_call_a_cpu_runs_on_its_math_path_says_so(module: nn.Module, math_path: bool) -> None:
+    """As `torch._fused_sdp_choice` decides on this CPU: its flash kernel takes neither dropout nor a mask
+    that takes a gradient."""
+    probe = run_probe(module.to("meta"), (1, 8, 8))
+    (layer,) = [layer for layer in probe.layers if layer.kind is LayerKind.ATTENTION]
+    assert layer.math_path is math_path
+    x = torch.randn(2, 2, 8, 4, requires_grad=True)
+    learned = isinstance(module, _Biased) and module.bias.requires_grad
+    mask = torch.zeros(1, 2, 8, 8, requires_grad=learned) if isinstance(module, _Biased) else None
+    dropout = 0.1 if isinstance(module, _Attend) else 0.0
+    fused = torch._fused_sdp_choice(x, x, x, attn_mask=mask, dropout_p=dropout)
+    assert (fused == torch.nn.attention.SDPBackend.MATH.value) is math_path
+
+
+def test_the_zoo_attends_fused_but_t5s_biased_self_attention_and_the_published_dropouts() -> None:
+    paths = {
+        model: {layer.math_path for layer in family_table(model, size).layers if layer.kind == "attention"}
+        for model, size in (("tiny_gpt2", 32), ("tiny_llama", 32), ("tiny_t5", 32), ("gpt2", 128))
+    }
+    assert paths == {"tiny_gpt2": {False}, "tiny_llama": {False}, "tiny_t5": {False, True}, "gpt2": {True}}
+
+
+def test_the_math_path_joins_the_hash_only_where_set() -> None:
+    table = family_table("tiny_t5", 32)
+    unset = [layer.model_copy(update={"math_path": False}) for layer in table.layers]
+    before = architecture_hash(table.input_shape, tuple(unset), (32, str(table.task)), table.training)
+    fields = {"op", "kind", "inputs", "outputs", "window", "parameters"}
+    assert table.training is not None
+    as_before = [
+        list(table.input_shape),
+        [layer.model_dump(mode="json", include=fields) for layer in unset],
+        [32, str(table.task)],
+        table.training.model_dump(mode="json", exclude={"hybrid_shard"}),
+    ]
+    old = hashlib.sha256(json.dumps(as_before, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    assert before == old != table.architecture_hash
 
 
 class _Branches(nn.Module):

@@ -571,3 +571,25 @@ def test_a_composite_module_is_priced_a_kernel_at_a_time() -> None:
     written = attention.at_batch(1).bytes_written / (4 * math.prod(attention.outputs[0].dims))
     assert written == 5 and kernels(attention) == 1 and found is not None
     assert untimed_seconds([attention], 2, False, rates) == pytest.approx(rates.layer_op_seconds(*found))
+
+
+def test_attention_is_priced_on_the_path_a_cpu_runs_it() -> None:
+    """tiny_t5's self-attention adds its learned position bias (the math path: scores and their softmax
+    written out and read back); its cross-attention, at the same shapes, adds none (the fused kernel). At
+    1 GB/s and an unbounded matrix rate each is its hand-counted bytes' time."""
+    rates = Roofline(compute={"matrix": 1e15}, bandwidth=1e9, launch_s=0.0, update_s=0.0)
+    table = family_table("tiny_t5", 32)
+    attention = {layer.math_path: layer for layer in table.layers if layer.kind is LayerKind.ATTENTION}
+    priced = {}
+    for math_path, layer in attention.items():
+        found = layer_op(layer, 2, False)
+        assert found is not None and found[0].name == ("math_attention" if math_path else "attention")
+        cost = found[0].cost(found[1])
+        priced[math_path] = untimed_seconds([layer], 2, False, rates)
+        assert priced[math_path] == pytest.approx((cost.forward_bytes + cost.backward_bytes) / 1e9)
+    # 2 samples x 4 heads; per head 32 queries and keys of 32 (1,024 values a tensor): the fused kernel
+    # reads Q, K, V and writes O, then reads those and dO and writes dQ, dK, dV (12 tensors), and writes and
+    # reads a log-sum-exp a query. The math path moves Q, K, V, O and the scores (as large at 32 tokens)
+    # 9 times forward (Q, K, S; the softmax's three passes; P, V, O), 17 backward (`math_attention`).
+    assert priced[False] == pytest.approx(4 * 2 * 4 * (12 * 1024 + 2 * 32) / 1e9)
+    assert priced[True] == pytest.approx(4 * 2 * 4 * (9 + 17) * 1024 / 1e9)

@@ -7,6 +7,10 @@ repeated to every head: it reads Q, K and V, writes the output and a log-sum-exp
 those five for the backward. A causal call skips the pairs above the diagonal. Its FLOPs are
 `advisor.introspect.flops.attention`'s, forward and backward. ``multi_head_attention_forward`` (and an
 attention call inside another attention layer or a leaf module) stays as its ops count it.
+
+A CPU's kernel takes neither dropout on the weights nor a mask that takes a gradient: such a call runs
+torch's math path there, which the layer records (``Layer.math_path``) for the op registry to price; its
+table costs stay the fused kernel's, as a GPU runs it.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ class Costed(Protocol):
     """The layer being recorded, as far as a fused call sets its costs."""
 
     formula: bool
+    math_path: bool
     forward_flops: Scaling
     backward_flops: Scaling
     bytes_read: Scaling
@@ -90,6 +95,7 @@ class AttentionScope(TorchFunctionMode):
             recorder.attention_depth -= 1
         if fused:
             _fused_costs(recorder, saved_before, layer, args, kwargs, out)
+            layer.math_path = _math_path(args, kwargs)
         recorder.close(out)
         return out
 
@@ -120,6 +126,14 @@ def _fused_calls_seen(mode: TorchFunctionMode) -> Iterator[None]:
         yield
     finally:
         F.scaled_dot_product_attention = plain
+
+
+def _math_path(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
+    """Whether a CPU runs this ``scaled_dot_product_attention`` call on its math path (its flash kernel
+    takes no dropout and no mask gradient: `torch._fused_sdp_choice`)."""
+    mask = kwargs.get("attn_mask", args[3] if len(args) > 3 else None)
+    dropout = kwargs.get("dropout_p", args[4] if len(args) > 4 else 0.0)
+    return float(dropout) > 0 or (isinstance(mask, Tensor) and mask.requires_grad)
 
 
 def _fused_costs(

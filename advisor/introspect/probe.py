@@ -108,6 +108,7 @@ class RawLayer:
     bytes_written: Scaling = field(default_factory=Scaling)
     formula: bool = False
     """Costs set by a formula for the whole call (`advisor.introspect.attention`), not summed from its ops."""
+    math_path: bool = False
 
     def freeze(self, index: int) -> Layer:
         kind = min(self.kinds, key=_PRIORITY.index, default=LayerKind.ELEMENTWISE)
@@ -124,6 +125,7 @@ class RawLayer:
             backward_flops=self.backward_flops,
             bytes_read=self.bytes_read,
             bytes_written=self.bytes_written,
+            math_path=self.math_path,
         )
 
 

@@ -125,6 +125,10 @@ class Layer(Frozen):
     backward_flops: Scaling
     bytes_read: Scaling
     bytes_written: Scaling
+    math_path: bool = False
+    """An attention call a CPU runs on torch's math path, its scores and their softmax written out and kept
+    for the backward: dropout on its weights, or a mask that takes a gradient (T5's learned position
+    bias); else the fused kernel runs it (`advisor.introspect.attention`). Absent where unset."""
 
     @property
     def depthwise(self) -> bool:
@@ -202,6 +206,14 @@ class TrainingSettings(Frozen):
         return max(gpus_per_node, 1) * (1 if self.hybrid_shard else max(nodes, 1))
 
 
+_HASHED = {"op", "kind", "inputs", "outputs", "window", "parameters"}
+
+
+def _set_later(layer: Layer) -> set[str]:
+    """A layer's fields added later join the hash only where set, so the hashes stored before them stay."""
+    return {"math_path"} if layer.math_path else set()
+
+
 def architecture_hash(
     input_shape: tuple[int, int, int],
     layers: tuple[Layer, ...],
@@ -213,10 +225,7 @@ def architecture_hash(
     image model's hash stays as it was."""
     architecture: list[object] = [
         list(input_shape),
-        [
-            layer.model_dump(mode="json", include={"op", "kind", "inputs", "outputs", "window", "parameters"})
-            for layer in layers
-        ],
+        [layer.model_dump(mode="json", include=_HASHED | _set_later(layer)) for layer in layers],
     ]
     if tokens is not None:
         architecture.append(list(tokens))

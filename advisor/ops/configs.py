@@ -129,10 +129,13 @@ def matrix_product(op: str, layer: Layer, batch: int, amp: bool) -> LayerConfig 
     return _config(op, batch, amp, in_channels=a[-1], out_channels=b[-1], height=a[-2], width=prod(a[:-2]))
 
 
-def attention(op: str, layer: Layer, batch: int, amp: bool) -> LayerConfig | None:
-    """``scaled_dot_product_attention(q, k, v)``: ``groups`` heads per sample, ``height`` queries,
-    ``width`` keys, ``in_channels`` the key dimension, ``out_channels`` the value dimension."""
-    if layer.op != "scaled_dot_product_attention" or not _batched(layer) or len(layer.inputs) < 3:
+def attention(op: str, layer: Layer, batch: int, amp: bool, *, math_path: bool) -> LayerConfig | None:
+    """``scaled_dot_product_attention(q, k, v)`` on the path ``math_path`` says (`Layer.math_path`):
+    ``groups`` heads per sample, ``height`` queries, ``width`` keys, ``in_channels`` the key dimension,
+    ``out_channels`` the value dimension."""
+    if layer.op != "scaled_dot_product_attention" or layer.math_path != math_path:
+        return None
+    if not _batched(layer) or len(layer.inputs) < 3:
         return None
     q, k, v = (shape.dims for shape in layer.inputs[:3])
     if min(len(q), len(k), len(v)) < 3:

@@ -97,10 +97,35 @@ def matrix_product(c: LayerConfig) -> Cost:
     )
 
 
+_FUSED_POINTWISE = 2
+"""FLOPs a pair of the fused backward's two pointwise passes (``exp(S - lse)``, ``P (dP - D)``) each take."""
+
+
 def attention(c: LayerConfig) -> Cost:
-    """Scaled-dot-product attention as the math path runs it, ``groups`` heads per sample: scores
-    ``Q K^T`` (queries ``height``, keys ``width``, key dimension ``in_channels``), their softmax
-    (`SOFTMAX`'s rates) and ``P V`` (value dimension ``out_channels``). Backward: ``dV = P^T dO``,
+    """Scaled-dot-product attention as the fused (flash) kernel runs it, ``groups`` heads per sample,
+    ``height`` queries, ``width`` keys, key dimension ``in_channels``, value dimension ``out_channels``:
+    forward the math path's products and softmax, the scores never written, Q, K and V read, the output and
+    a log-sum-exp per query written. Backward: the scores recomputed (``Q K^T``, ``exp(S - lse)``), ``dV``
+    and ``dP``, ``D = rowsum(dO * O)``, ``dS = P (dP - D)``, ``dQ`` and ``dK``; Q, K, V, O, dO and the
+    log-sum-exp read, dQ, dK and dV written. A causal call is counted whole: this project's CPU kernel
+    takes as long with it (benchmarks/README.md)."""
+    heads = c.batch * c.groups
+    queries, keys, e, ev = c.height, c.width, c.in_channels, c.out_channels
+    pairs = queries * keys
+    q, k, v, o = queries * e, keys * e, keys * ev, queries * ev
+    forward = 2.0 * pairs * e + SOFTMAX.forward_flops * pairs + 2.0 * pairs * ev
+    backward = pairs * (6.0 * e + 4.0 * ev + 2.0 * _FUSED_POINTWISE) + 2.0 * queries * ev
+    return Cost(
+        forward_flops=heads * forward,
+        backward_flops=heads * backward,
+        forward_bytes=float(ELEMENT_BYTES * heads * (q + k + v + o + queries)),
+        backward_bytes=float(ELEMENT_BYTES * heads * (2 * (q + k + v) + 2 * o + queries)),
+    )
+
+
+def math_attention(c: LayerConfig) -> Cost:
+    """Scaled-dot-product attention as the math path runs it (`attention`'s fields): scores
+    ``Q K^T``, their softmax (`SOFTMAX`'s rates) and ``P V``, each written out. Backward: ``dV = P^T dO``,
     ``dP = dO V^T``, the softmax's gradient, ``dQ = dS K`` and ``dK = dS^T Q``."""
     heads = c.batch * c.groups
     queries, keys, e, ev = c.height, c.width, c.in_channels, c.out_channels

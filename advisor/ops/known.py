@@ -103,7 +103,9 @@ OPS: tuple[Op, ...] = (
        config=partial(configs.matrix_product, "matmul"),
        aten=("aten::bmm", "aten::baddbmm", "aten::matmul")),
     Op("attention", "matrix", frozenset({"attention"}), costs.attention, f"{_BUILDERS}:attention",
-       config=partial(configs.attention, "attention")),
+       config=partial(configs.attention, "attention", math_path=False)),
+    Op("math_attention", "matrix", frozenset({"attention"}), costs.math_attention,
+       f"{_BUILDERS}:math_attention", config=partial(configs.attention, "math_attention", math_path=True)),
     _vector("batch_norm", costs.NORM, ("batch_norm",), partial(configs.channels, "batch_norm"),
             configs.swept_channels),
     # Batch norm over 2x2 maps, swept alone: what batch_norm's price reads on maps under LARGE_MAP positions.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from importlib import import_module
 
 import torch
@@ -108,10 +109,24 @@ def matrix_product(c: LayerConfig, device: torch.device) -> Workload:
 
 
 def attention(c: LayerConfig, device: torch.device) -> Workload:
+    return layer_workload((_Apply(F.scaled_dot_product_attention), _heads(c)), c, device)
+
+
+MATH_DROPOUT = 0.1
+"""GPT-2's and BERT's attention dropout."""
+
+
+def math_attention(c: LayerConfig, device: torch.device) -> Workload:
+    """With dropout on the weights, as GPT-2 and BERT train: a CPU runs it on the math path."""
+    attend = partial(F.scaled_dot_product_attention, dropout_p=MATH_DROPOUT)
+    return layer_workload((_Apply(attend), _heads(c)), c, device)
+
+
+def _heads(c: LayerConfig) -> tuple[Tensor, Tensor, Tensor]:
     q = torch.randn(c.batch, c.groups, c.height, c.in_channels)
     k = torch.randn(c.batch, c.groups, c.width, c.in_channels)
     v = torch.randn(c.batch, c.groups, c.width, c.out_channels)
-    return layer_workload((_Apply(F.scaled_dot_product_attention), (q, k, v)), c, device)
+    return q, k, v
 
 
 def batch_norm(c: LayerConfig, device: torch.device) -> Workload:

@@ -16,6 +16,7 @@ from advisor.bench.zoo import layer_config
 from advisor.introspect import Costs, Layer, LayerKind, LayerTable
 from advisor.ops import KernelPath, group_alignment, layer_op, op_of, timed_groups, timed_kinds
 from advisor.ops.configs import kernels
+from advisor.ops.costs import math_attention
 from advisor.predict.curves import Polyline, through_weights
 from advisor.records import LayerConfig
 
@@ -39,19 +40,19 @@ introspected as two passes over their tensor, so a CNN's are as counted."""
 
 
 def untimed_bytes(layer: Layer, costs: Costs, batch: int, amp: bool) -> float:
-    """The bytes an untimed layer's forward moves. Attention: its op's hand count, which grows with the
-    scores (queries x keys per head) as its time does, where the introspection counts the fused kernel's
-    inputs and output. An activation: the introspection's count, at most ``_PASSES`` hand counts of each
-    of its kernels (`configs.kernels`: GPT-2's tanh GELU runs eight). Else the introspection's count."""
+    """The bytes an untimed layer's forward moves. Attention: the math path's hand count
+    (`costs.math_attention`), which grows with the scores (queries x keys per head) as either path's time
+    does, where the introspection counts the fused kernel's inputs and output. An activation: the
+    introspection's count, at most ``_PASSES`` hand counts of each of its kernels (`configs.kernels`:
+    GPT-2's tanh GELU runs eight). Else the introspection's count."""
     counted = float(costs.bytes_read + costs.bytes_written)
     found = layer_op(layer, batch, amp) if layer.kind in _COUNTED_KINDS else None
     if found is None:
         return counted
     op, config = found
-    hand = op.cost(config).forward_bytes
-    if layer.kind == LayerKind.ACTIVATION:
-        return min(counted, _PASSES * hand * kernels(layer))
-    return hand
+    if layer.kind == LayerKind.ATTENTION:
+        return math_attention(config).forward_bytes
+    return min(counted, _PASSES * op.cost(config).forward_bytes * kernels(layer))
 
 
 Part = tuple[KernelPath, int]
