@@ -12,7 +12,9 @@ database alone::
 
 Truth is in the database's unit: a step's wall seconds times the median, over the reference steps, of the
 database's seconds for that step over this run's. A pace step strays with its process (benchmarks/README.md);
-a dozen of the grid's own steps do not together. The pace step's reading is printed beside it.
+a dozen of the grid's own steps do not together. The pace step's reading is printed beside it. Under it, the
+served model's band (p10-p90, fitted with its bands as `advisor models train` fits them) and confidence
+beside each truth: the band a user is shown for a model the database never measured, and how many it holds.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from random import Random
 
@@ -32,7 +34,9 @@ from advisor.bench.night import NightItem, Priority, Tonight
 from advisor.bench.plan import Phase, PlanItem, nightly_grid
 from advisor.bench.results import read_jsonl
 from advisor.bench.sequence import family_table
-from advisor.predict.registry import layer_samples, machines, step_samples
+from advisor.predict.heldout import fit_with_bands
+from advisor.predict.machine import MachineModel
+from advisor.predict.registry import HELDOUT_FOLDS, layer_samples, machines, step_samples
 from advisor.records import StepConfig, StepMeasurement
 from advisor.store import Store
 from benchmarks.architecture_transfer import zoo_pace
@@ -93,7 +97,8 @@ def measured(paths: Sequence[Path]) -> dict[Key, list[tuple[float, float | None]
     return found
 
 
-def judge(zoo: Path, runs: Sequence[Path], step_models: Sequence[str]) -> Table:
+def judge(zoo: Path, runs: Sequence[Path], step_models: Sequence[str]) -> tuple[Table, Table]:
+    """Each step model's point predictions against the run's truth, then the served model's band."""
     store = Store.existing(zoo)
     every = machines(store)
     if not every:
@@ -129,11 +134,13 @@ def judge(zoo: Path, runs: Sequence[Path], step_models: Sequence[str]) -> Table:
     ):
         table.add_column(column, justify="left" if column == "model" else "right")
     errors: dict[str, list[float]] = {name: [] for name in fits}
-    for (model, size, batch), runs_of in sorted(steps.items()):
-        if model not in PUBLISHED:
-            continue
-        truth = unit * statistics.median(s for s, _ in runs_of)
-        paced = [r for _, r in runs_of if r]
+    truths = {
+        key: unit * statistics.median(s for s, _ in steps[key])
+        for key in sorted(steps)
+        if key[0] in PUBLISHED
+    }
+    for (model, size, batch), truth in truths.items():
+        paced = [r for _, r in steps[model, size, batch] if r]
         by_pace = f"{pace * statistics.median(paced) * 1000:.0f}" if pace and paced else "-"
         cells, table_of = [], family_table(model, size)
         for name, fit in fits.items():
@@ -143,6 +150,38 @@ def judge(zoo: Path, runs: Sequence[Path], step_models: Sequence[str]) -> Table:
         table.add_row(model, str(batch), f"{truth * 1000:.0f}", by_pace, *cells)
     mape = [f"{statistics.mean(abs(e) for e in found):.1%}" for found in errors.values()]
     table.add_row("MAPE", "", "", "", *mape, end_section=True)
+    return table, band_table(fit_with_bands(machine, samples, layers, folds=HELDOUT_FOLDS), truths)
+
+
+def band_table(served: MachineModel, truths: Mapping[Key, float]) -> Table:
+    """The served prediction's p10-p90 band and confidence beside each truth, and how many it holds: the
+    band a user is shown, judged on models no database measured."""
+    table = Table(title="the served prediction's band", title_justify="left")
+    for column in (
+        "model",
+        "batch",
+        "measured ms",
+        "p10 ms",
+        "p50 ms",
+        "p90 ms",
+        "evidence",
+        "confidence",
+        "held",
+    ):
+        table.add_column(column, justify="left" if column in ("model", "evidence", "confidence") else "right")
+    inside = under = 0
+    for (model, size, batch), truth in truths.items():
+        found = served.predict(family_table(model, size), batch, False, False)
+        held = (
+            "yes"
+            if found.step_p10_s <= truth <= found.step_p90_s
+            else ("under p10" if truth < found.step_p10_s else "over p90")
+        )
+        inside += held == "yes"
+        under += truth <= found.step_p90_s
+        times = (f"{s * 1000:.0f}" for s in (truth, found.step_p10_s, found.step_s, found.step_p90_s))
+        table.add_row(model, str(batch), *times, found.band.evidence, found.band.confidence, held)
+    table.caption = f"{inside} of {len(truths)} inside p10-p90, {under} at or under p90"
     return table
 
 
@@ -153,7 +192,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.out.write_text(tonight.model_dump_json(), encoding="utf-8")
         print(f"{len(tonight.entries)} steps")
         return 0
-    Console(width=140).print(judge(args.zoo, args.runs, args.step_model))
+    console = Console(width=140)
+    for table in judge(args.zoo, args.runs, args.step_model):
+        console.print(table)
     return 0
 
 

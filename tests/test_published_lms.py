@@ -52,10 +52,17 @@ def test_a_published_step_is_read_in_the_databases_unit_through_the_reference_st
         _step(line, "tiny_gpt2", TOKENS, 8, 5.0),  # a reference the database never measured: no unit
         _step(line, "t5-small", TOKENS, 1, 1.0),
     ]
-    table = judge(zoo, [_write(tmp_path / "run.jsonl", run)], [])
+    table, bands = judge(zoo, [_write(tmp_path / "run.jsonl", run)], [])
     assert "2 reference steps: x2.000" in str(table.title)
     model, batch, truth, by_pace = (next(iter(column.cells)) for column in table.columns[:4])
     assert (model, batch, truth, by_pace) == ("t5-small", "1", "2000", "-")
+    # The served band beside the same truth: whether it holds it, read off its own cells.
+    cells = {column.header: list(column.cells) for column in bands.columns}
+    p10, p50, p90 = (float(cells[name][0]) for name in ("p10 ms", "p50 ms", "p90 ms"))
+    held = "yes" if p10 <= 2000 <= p90 else ("under p10" if p10 > 2000 else "over p90")
+    assert cells["measured ms"][0] == "2000" and p10 <= p50 <= p90 and cells["held"][0] == held
+    assert cells["evidence"][0] == "zoo" and cells["confidence"][0] in ("high", "medium", "low")
+    assert bands.caption == f"{int(held == 'yes')} of 1 inside p10-p90, {int(p90 >= 2000)} at or under p90"
     with pytest.raises(SystemExit, match="no reference step measured in both"):
         judge(zoo, [_write(tmp_path / "other.jsonl", run[2:])], [])
 
