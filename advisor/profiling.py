@@ -1,4 +1,5 @@
-"""`advisor profile MODEL --batch-size B --partition P`: real training steps of a model, profiled on this
+"""`advisor profile MODEL --batch-size B --partition P`: real training steps of a model (an image model at
+``--input-shape``, a language model the advisor builds at ``--sequence-length``), profiled on this
 machine, beside the active predictor's split of its prediction for the partition, part by part (`StepPart`:
 the op sum's, scaled to the served blend, where the blend weighs it), and the op-sum model's own
 (`advisor.predict.opsum`): which part a poor prediction misses. Its own part of the package: it joins the
@@ -37,9 +38,16 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
         "of that partition: the profile is this machine's.",
     )
     profile.add_argument(
-        "model", help="a torchvision model name, timm:NAME or package.module:factory (images)"
+        "model",
+        help="a torchvision model name, timm:NAME or package.module:factory (images, --input-shape), or a "
+        "language model the advisor builds (gpt2, bert-base-uncased, t5-small, llama-3.2-1b, the CPU "
+        "grid's tiny_gpt2, tiny_bert, tiny_t5, tiny_llama; --sequence-length)",
     )
-    profile.add_argument("--input-shape", type=argtypes.input_shape, default=(3, 32, 32), help="3,H,H")
+    shape = profile.add_mutually_exclusive_group()
+    shape.add_argument("--input-shape", type=argtypes.input_shape, help="3,H,H (default 3,32,32)")
+    shape.add_argument(
+        "--sequence-length", type=argtypes.count, help="tokens a sample, at a length the model is built at"
+    )
     profile.add_argument("--batch-size", type=int, required=True)
     profile.add_argument("--partition", required=True)
     profile.add_argument(
@@ -65,6 +73,8 @@ class StepProfile(BaseModel):
 
     model: str
     batch_size: int
+    input: str
+    """A sample: ``3x32x32`` (an image) or ``128 tokens``."""
     partition: str
     machine: str
     machine_name: str | None
@@ -73,11 +83,11 @@ class StepProfile(BaseModel):
 
 
 def _profile(args: argparse.Namespace, console: Console) -> int:
-    channels, height, width = args.input_shape
-    if channels != 3 or height != width:
-        console.print("advisor: error: a profiled step takes a square RGB input (3,H,H)", highlight=False)
+    size = _input_size(args)
+    if isinstance(size, str):
+        console.print(f"advisor: error: {size}", highlight=False)
         return 2
-    answer = _profiled(args, height)
+    answer = _profiled(args, size)
     if answer is None:
         console.print(f"advisor: error: partition {args.partition} has no trained predictor", highlight=False)
         return 1
@@ -88,7 +98,29 @@ def _profile(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def _profiled(args: argparse.Namespace, height: int) -> StepProfile | None:
+def _input_size(args: argparse.Namespace) -> int | str:
+    """The step's input size (an image's side, a language model's tokens a sample), or what is wrong."""
+    from advisor.bench.zoo import zoo_model
+
+    try:
+        tokens = zoo_model(args.model).tokens
+    except ValueError:
+        tokens = False
+    if not tokens:
+        if args.sequence_length is not None:
+            return f"{args.model} takes images, not tokens: say --input-shape 3,H,H"
+        channels, height, width = args.input_shape or (3, 32, 32)
+        if channels != 3 or height != width:
+            return "a profiled step takes a square RGB input (3,H,H)"
+        return height
+    lengths = zoo_model(args.model).sizes
+    if args.sequence_length not in lengths:
+        built = ", ".join(map(str, lengths))
+        return f"{args.model} is a language model built at {built} tokens: say --sequence-length with one"
+    return int(args.sequence_length)
+
+
+def _profiled(args: argparse.Namespace, size: int) -> StepProfile | None:
     """The profile and the prediction's split side by side; None where the partition has no predictor."""
     import torch
 
@@ -105,11 +137,11 @@ def _profiled(args: argparse.Namespace, height: int) -> StepProfile | None:
     if not own:
         return None
     model, version = predictors.models[own[0]]
-    table = model_table(args.model, height, allow_factories=True)
+    table = model_table(args.model, size, allow_factories=True)
     predicted = model.parts(table, args.batch_size, False, False)
     summed = _op_sum(Store.existing(args.db), model, table, args.batch_size)
     config = StepConfig(
-        model=args.model, input_size=height, batch=args.batch_size, amp=False, channels_last=False,
+        model=args.model, input_size=size, batch=args.batch_size, amp=False, channels_last=False,
         pinned=False, workers=0,
     )  # fmt: skip
     measured = profile_step(config, torch.device("cpu"), args.steps, allow_factories=True)
@@ -126,6 +158,7 @@ def _profiled(args: argparse.Namespace, height: int) -> StepProfile | None:
     return StepProfile(
         model=args.model,
         batch_size=args.batch_size,
+        input=f"{size} tokens" if table.sequence_length else f"3x{size}x{size}",
         partition=args.partition,
         machine=own[0],
         machine_name=machine_names(predictors.fingerprints).get(own[0]),
@@ -158,7 +191,8 @@ def show(answer: StepProfile, console: Console) -> None:
     """The parts as a table: times with their units, the prediction as a factor of the measurement."""
     names = {} if answer.machine_name is None else {answer.machine: answer.machine_name}
     console.print(
-        f"{answer.model} at batch {answer.batch_size}: profiled here, predicted for {answer.partition} "
+        f"{answer.model} at batch {answer.batch_size} ({answer.input}): profiled here, predicted for "
+        f"{answer.partition} "
         f"(machine {labelled(answer.machine, names)}, version {answer.version})",
         highlight=False,
     )

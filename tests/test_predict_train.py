@@ -38,7 +38,7 @@ from advisor.predict.registry import (
     train_machine,
 )
 from advisor.predict.service import Predictors, StepQuestion, predict
-from advisor.records import LayerConfig, LayerMeasurement, ResultLine, StepMeasurement
+from advisor.records import LayerConfig, LayerMeasurement, ResultLine, StepMeasurement, StepPart
 from advisor.settings import load_settings
 from advisor.store import AdvisedJobRow, AdvisedJobs, LayerMeasurementRow, ModelRegistry, Store
 
@@ -559,7 +559,6 @@ def test_profile_sets_a_profiled_step_beside_the_predictions_split(
     """`advisor profile`: every part measured here and predicted, the predicted parts adding up to the
     prediction `advisor predict` gives."""
     from advisor.bench.profile import op_part
-    from advisor.records import StepPart
 
     assert (
         op_part("aten::mkldnn_convolution") is StepPart.LAYERS and op_part("aten::addmm") is StepPart.LAYERS
@@ -579,6 +578,29 @@ def test_profile_sets_a_profiled_step_beside_the_predictions_split(
     assert cli([*words, "--db", str(tmp_path / "advisor.db")]) == 0
     shown = capsys.readouterr().out
     assert all(str(part) in shown for part in StepPart) and "step" in shown
+
+
+def test_profile_takes_a_language_model_at_a_length_it_is_built_at(
+    store_file: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A language model's step profiled at its tokens a sample, as JSON: each part measured here and
+    predicted; a length it is not built at, or tokens for an image model, say what to give instead."""
+    (machine,) = machines(store_file)
+    train_machine(store_file, machine, tmp_path / "models", zoo_table)
+    db = ["--db", str(tmp_path / "advisor.db"), "--partition", "cpu"]
+    words = ["profile", "tiny_gpt2", "--sequence-length", "32", "--batch-size", "2", "--steps", "1", *db]
+    assert cli([*words, "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["input"] == "32 tokens" and answer["model"] == "tiny_gpt2"
+    parts = {part["part"]: part for part in answer["parts"]}
+    assert set(parts) == {*map(str, StepPart), "step"}
+    assert all(part["measured_s"] >= 0 and part["predicted_s"] >= 0 for part in parts.values())
+    assert parts["step"]["measured_s"] > parts[str(StepPart.LAYERS)]["measured_s"] > 0
+    monkeypatch.setenv("COLUMNS", "120")
+    assert cli(["profile", "gpt2", "--batch-size", "1", *db]) == 2
+    assert "gpt2 is a language model built at 128, 512, 1024 tokens" in capsys.readouterr().out
+    assert cli(["profile", "resnet18", "--sequence-length", "128", "--batch-size", "1", *db]) == 2
+    assert "resnet18 takes images, not tokens: say --input-shape 3,H,H" in capsys.readouterr().out
 
 
 def test_the_layers_a_model_predicts_are_kept_for_a_bounded_number_of_layers(
