@@ -103,19 +103,18 @@ def _input_size(args: argparse.Namespace) -> int | str:
     from advisor.bench.zoo import zoo_model
 
     try:
-        tokens = zoo_model(args.model).tokens
+        zoo = zoo_model(args.model)
     except ValueError:
-        tokens = False
-    if not tokens:
+        zoo = None
+    if zoo is None or not zoo.tokens:
         if args.sequence_length is not None:
             return f"{args.model} takes images, not tokens: say --input-shape 3,H,H"
         channels, height, width = args.input_shape or (3, 32, 32)
         if channels != 3 or height != width:
             return "a profiled step takes a square RGB input (3,H,H)"
         return height
-    lengths = zoo_model(args.model).sizes
-    if args.sequence_length not in lengths:
-        built = ", ".join(map(str, lengths))
+    if args.sequence_length not in zoo.sizes:
+        built = ", ".join(map(str, zoo.sizes))
         return f"{args.model} is a language model built at {built} tokens: say --sequence-length with one"
     return int(args.sequence_length)
 

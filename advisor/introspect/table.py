@@ -128,7 +128,7 @@ class Layer(Frozen):
     math_path: bool = False
     """An attention call a CPU runs on torch's math path, its scores and their softmax written out and kept
     for the backward: dropout on its weights, or a mask that takes a gradient (T5's learned position
-    bias); else the fused kernel runs it (`advisor.introspect.attention`). Absent where unset."""
+    bias); else the fused kernel runs it (`advisor.introspect.attention`). Hashed only where set."""
 
     @property
     def depthwise(self) -> bool:
