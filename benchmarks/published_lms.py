@@ -34,6 +34,7 @@ from advisor.bench.night import NightItem, Priority, Tonight
 from advisor.bench.plan import Phase, PlanItem, nightly_grid
 from advisor.bench.results import read_jsonl
 from advisor.bench.sequence import family_table
+from advisor.introspect import LayerTable
 from advisor.predict.heldout import fit_with_bands
 from advisor.predict.machine import MachineModel
 from advisor.predict.registry import HELDOUT_FOLDS, layer_samples, machines, step_samples
@@ -139,23 +140,27 @@ def judge(zoo: Path, runs: Sequence[Path], step_models: Sequence[str]) -> tuple[
         for key in sorted(steps)
         if key[0] in PUBLISHED
     }
+    tables = {(model, size): family_table(model, size) for model, size, _ in truths}
     for (model, size, batch), truth in truths.items():
         paced = [r for _, r in steps[model, size, batch] if r]
         by_pace = f"{pace * statistics.median(paced) * 1000:.0f}" if pace and paced else "-"
-        cells, table_of = [], family_table(model, size)
+        cells = []
         for name, fit in fits.items():
-            predicted = fit.step_seconds(table_of, batch, False, False)
+            predicted = fit.step_seconds(tables[model, size], batch, False, False)
             errors[name].append(predicted / truth - 1)
             cells.append(f"{predicted * 1000:.0f} ({predicted / truth - 1:+.0%})")
         table.add_row(model, str(batch), f"{truth * 1000:.0f}", by_pace, *cells)
     mape = [f"{statistics.mean(abs(e) for e in found):.1%}" for found in errors.values()]
     table.add_row("MAPE", "", "", "", *mape, end_section=True)
-    return table, band_table(fit_with_bands(machine, samples, layers, folds=HELDOUT_FOLDS), truths)
+    served = fit_with_bands(machine, samples, layers, folds=HELDOUT_FOLDS)
+    return table, band_table(served, truths, tables)
 
 
-def band_table(served: MachineModel, truths: Mapping[Key, float]) -> Table:
-    """The served prediction's p10-p90 band and confidence beside each truth, and how many it holds: the
-    band a user is shown, judged on models no database measured."""
+def band_table(
+    served: MachineModel, truths: Mapping[Key, float], tables: Mapping[tuple[str, int], LayerTable]
+) -> Table:
+    """The served prediction's p10-p90 band and confidence beside each truth (``tables``: each model's at
+    its size), and how many it holds: the band a user is shown, judged on models no database measured."""
     table = Table(title="the served prediction's band", title_justify="left")
     for column in (
         "model",
@@ -171,7 +176,7 @@ def band_table(served: MachineModel, truths: Mapping[Key, float]) -> Table:
         table.add_column(column, justify="left" if column in ("model", "evidence", "confidence") else "right")
     inside = under = 0
     for (model, size, batch), truth in truths.items():
-        found = served.predict(family_table(model, size), batch, False, False)
+        found = served.predict(tables[model, size], batch, False, False)
         held = (
             "yes"
             if found.step_p10_s <= truth <= found.step_p90_s
