@@ -51,8 +51,9 @@ from rich.table import Table
 
 from advisor.bench.architectures import measured_tables
 from advisor.bench.plan import DeviceProfile, build_plan, nightly_grid
+from advisor.bench.reporting import terminal_reporter
 from advisor.bench.results import jsonl_sink, read_jsonl
-from advisor.bench.run import RunOn, run_plan, terminal_reporter
+from advisor.bench.run import RunOn, run_plan
 from advisor.bench.sweeps import NO_SWEEPS
 from advisor.bench.tables import zoo_table
 from advisor.predict.blend import PairedStep, best_weight, weighted

@@ -25,8 +25,9 @@ from statistics import mean
 import torch
 
 from advisor.bench.plan import DeviceProfile, Phase, build_plan, nightly_grid
+from advisor.bench.reporting import terminal_reporter
 from advisor.bench.results import jsonl_sink, read_jsonl
-from advisor.bench.run import RunOn, run_plan, terminal_reporter
+from advisor.bench.run import RunOn, run_plan
 from advisor.bench.tables import zoo_table
 from advisor.bench.zoo import CPU_SEQUENCE_MODELS, CPU_SIZES
 from advisor.predict.evaluate import Fit

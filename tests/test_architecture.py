@@ -210,6 +210,8 @@ EDGES = (
     "advisor.bench.measure",
     "advisor.bench.training",
     "advisor.bench.run",
+    "advisor.bench.apart",
+    "advisor.bench.reporting",
     "advisor.bench.job",
     "advisor.bench.measuring",
     "advisor.comm.allreduce",
@@ -459,6 +461,7 @@ BENCHMARK_ENGINE = (
     "advisor.bench.measure",
     "advisor.bench.training",
     "advisor.bench.run",
+    "advisor.bench.apart",
     "advisor.bench.job",
     "advisor.bench.profile",
 )

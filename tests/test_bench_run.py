@@ -17,8 +17,9 @@ import pytest
 
 from advisor.bench.night import NightItem
 from advisor.bench.plan import Phase, Plan, PlanItem
+from advisor.bench.reporting import Event, describe_item
 from advisor.bench.results import read_jsonl
-from advisor.bench.run import Clocks, Event, RunOn, describe_item, run_plan
+from advisor.bench.run import Clocks, RunOn, run_plan
 from advisor.bench.sweeps import swept
 from advisor.records import LayerConfig, ResultLine, StepConfig
 

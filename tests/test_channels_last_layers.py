@@ -15,8 +15,8 @@ import torch
 import torchvision
 
 from advisor.bench.plan import Phase, PlanItem, nightly_grid
+from advisor.bench.reporting import describe_item
 from advisor.bench.results import read_jsonl
-from advisor.bench.run import describe_item
 from advisor.introspect import LayerKind, LayerTable
 from advisor.introspect.probe import _channels_last
 from advisor.introspect.run import introspect

@@ -20,7 +20,7 @@ from advisor.bench.plan import (
     nightly_grid,
 )
 from advisor.bench.plan_rows import describe
-from advisor.bench.run import describe_item
+from advisor.bench.reporting import describe_item
 from advisor.bench.short_plans import check_plan, quick_plan
 from advisor.bench.sweeps import CPU_SWEEPS, UPDATES, Sweeps, powers, scattered, swept
 from advisor.ops import Op, known, op_of

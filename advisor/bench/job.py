@@ -18,8 +18,9 @@ from advisor.argtypes import add_plan_choice
 from advisor.bench.fingerprint import fingerprint, threads_for_job
 from advisor.bench.night import MeasuredOn, Tonight, tonight
 from advisor.bench.plan import DeviceProfile, Plan, full_plan, loader_workers, nightly_grid
+from advisor.bench.reporting import terminal_reporter
 from advisor.bench.results import jsonl_sink
-from advisor.bench.run import RunOn, run_plan, terminal_reporter
+from advisor.bench.run import RunOn, run_plan
 from advisor.bench.short_plans import check_plan, quick_plan
 from advisor.bench.tables import zoo_table
 from advisor.introspect.table_cache import keep_tables_in

@@ -11,27 +11,24 @@ import tempfile
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from itertools import pairwise
 from pathlib import Path
-from typing import Literal, TextIO
 
 import torch
 from pydantic import BaseModel, ConfigDict
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from advisor.bench.apart import StepsApart, steps_apart
 from advisor.bench.fingerprint import fingerprint
 from advisor.bench.measure import measure_layer, measure_step
 from advisor.bench.neighbours import Neighbours
 from advisor.bench.night import NightItem, Priority, Tonight
 from advisor.bench.plan import Plan, PlanItem
+from advisor.bench.reporting import Event, Reporter, Status, describe_item
 from advisor.bench.results import Sink, complete_lines, parse_results
-from advisor.bench.zoo import zoo_model
-from advisor.ops import op_of
 from advisor.records import (
     LayerConfig,
     LayerMeasurement,
@@ -39,23 +36,6 @@ from advisor.records import (
     StepConfig,
     StepMeasurement,
 )
-
-Status = Literal[
-    "measured", "does not fit", "skipped: budget", "skipped: a smaller batch did not fit", "failed"
-]
-
-
-@dataclass(frozen=True)
-class Event:
-    index: int
-    total: int
-    status: Status
-    item: str
-    seconds: float
-    error: str | None = None
-
-
-Reporter = Callable[[Event], None]
 
 
 class RunSummary(BaseModel):
@@ -108,11 +88,19 @@ def run_plan(
     cost a night. A plan in processes (`Plan.processes`) runs each process's plan in a fresh one
     (`_in_processes`).
     """
-    clock, now = clocks.budget, clocks.dates
     report = progress or (lambda _event: None)
     if plan.processes:
-        return _in_processes(plan, on, budget_s, sink, report, clock)
-    machine, run_id, start = fingerprint(on.partition), uuid.uuid4().hex, clock()
+        return _in_processes(plan, on, budget_s, sink, report, clocks.budget)
+    with _steps_for(plan, on) as apart:
+        return _run_items(plan, _Measurer(plan, on, apart), budget_s, sink, report, clocks)
+
+
+def _run_items(
+    plan: Plan, measurer: _Measurer, budget_s: float, sink: Sink, report: Reporter, clocks: Clocks
+) -> RunSummary:
+    """`run_plan`'s items in this process, in order."""
+    clock, now = clocks.budget, clocks.dates
+    machine, run_id, start = fingerprint(measurer.on.partition), uuid.uuid4().hex, clock()
     failing: dict[StepConfig | LayerConfig, int] = {}
     counts = dict.fromkeys(_COUNTED, 0)
     taken, held = _Taken(plan.learn_estimates), Neighbours(sink)
@@ -127,7 +115,7 @@ def run_plan(
             status = "skipped: a smaller batch did not fit"
         else:
             try:
-                measurement = _measure(item, plan, on)
+                measurement = measurer.measure(item)
             except Exception as failure:
                 status, error = "failed", f"{type(failure).__name__}: {failure}"
             else:
@@ -331,68 +319,25 @@ def _summary(run_id: str, planned: int, counts: dict[str, int], elapsed_s: float
     )
 
 
-def _measure(item: PlanItem, plan: Plan, on: RunOn) -> StepMeasurement | LayerMeasurement:
-    config = item.config
-    if isinstance(config, StepConfig):
-        return measure_step(
-            config,
-            on.device,
-            plan.steps,
-            plan.warmup,
-            on.memory_limit_bytes,
-            allow_factories=on.allow_factories,
-        )
-    return measure_layer(config, on.device, plan.repeats, plan.warmup)
+@dataclass(frozen=True)
+class _Measurer:
+    """Measures a plan's items where `RunOn` says; on a CPU each step in a process of its own
+    (`advisor.bench.apart`), where ``apart`` is given."""
+
+    plan: Plan
+    on: RunOn
+    apart: StepsApart | None
+
+    def measure(self, item: PlanItem) -> StepMeasurement | LayerMeasurement:
+        config, plan, on = item.config, self.plan, self.on
+        if isinstance(config, LayerConfig):
+            return measure_layer(config, on.device, plan.repeats, plan.warmup)
+        step = measure_step if self.apart is None else self.apart.measure
+        limit, factories = on.memory_limit_bytes, on.allow_factories
+        return step(config, on.device, plan.steps, plan.warmup, limit, allow_factories=factories)
 
 
-def describe_item(item: PlanItem) -> str:
-    config = item.config
-    if isinstance(config, StepConfig):
-        flags = [name for name in ("amp", "channels_last", "pinned") if getattr(config, name)]
-        return " ".join([config.model, _input_size(config), f"batch {config.batch}", *flags])
-    c = config
-    family = op_of(c).family
-    if family == "update":
-        return f"{c.op} {c.height * c.width:,} parameters in {c.width} tensor{'s' if c.width > 1 else ''}"
-    if family == "launch":
-        return f"{c.op} {c.height} ops of {c.width} values"
-    if family == "vector":
-        return f"{c.op} {c.in_channels * c.height * c.width:,} values batch {c.batch}"
-    geometry = f"{c.in_channels}->{c.out_channels} k{c.kernel[0]}x{c.kernel[1]} s{c.stride[0]} g{c.groups}"
-    flags = [name for name in ("amp", "cudnn_benchmark", "channels_last") if getattr(config, name)]
-    return " ".join([c.op, geometry, f"{c.height}x{c.width}", f"batch {c.batch}", *flags])
-
-
-def _input_size(config: StepConfig) -> str:
-    """A zoo transformer's size is its sequence length (``128 tokens``); an image's is its side (``32px``)."""
-    try:
-        tokens = zoo_model(config.model).tokens
-    except ValueError:  # an architecture measured at first sight
-        tokens = False
-    return f"{config.input_size} tokens" if tokens else f"{config.input_size}px"
-
-
-def json_reporter(stream: TextIO) -> Reporter:
-    """One JSON object per line, for logs that a batch system keeps."""
-
-    def report(event: Event) -> None:
-        stream.write(json.dumps({"event": "benchmark", **asdict(event)}) + "\n")
-        stream.flush()
-
-    return report
-
-
-@contextmanager
-def terminal_reporter(total: int, stream: TextIO) -> Iterator[Reporter]:
-    """A progress bar for a person watching; JSON lines when nobody is (``stream`` is not a terminal)."""
-    if not stream.isatty():
-        yield json_reporter(stream)
-        return
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=Console(file=stream)) as bar:
-        task = bar.add_task("benchmarks", total=total)
-
-        def report(event: Event) -> None:
-            bar.update(task, advance=1, description=f"{event.status}: {event.item}")
-
-        yield report
+def _steps_for(plan: Plan, on: RunOn) -> AbstractContextManager[StepsApart | None]:
+    """Steps apart for a plan with steps on a CPU; none on a GPU, whose allocator keeps its blocks."""
+    has_steps = any(isinstance(item.config, StepConfig) for item in plan.items)
+    return steps_apart() if has_steps and on.device.type == "cpu" else nullcontext()

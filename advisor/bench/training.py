@@ -139,8 +139,23 @@ def run_delay_s() -> float:
         return 0.0
 
 
-@cache
+_HANDED: list[Callable[[], float]] = []
+"""The pace step another process times for this one (`pace_by`); empty where this one times its own."""
+
+
+def pace_by(timed: Callable[[], float]) -> None:
+    """Has ``timed`` stand for this process's pace step: `advisor.bench.apart`'s children ask the job's
+    process, so that their steps are paced in the same units as its layer items."""
+    _HANDED[:] = [timed]
+
+
 def pace_step() -> Callable[[], float]:
+    """The CPU's pace step: this process's own (`_own_pace_step`) unless `pace_by` handed it another."""
+    return _HANDED[0] if _HANDED else _own_pace_step()
+
+
+@cache
+def _own_pace_step() -> Callable[[], float]:
     """The CPU's pace step, built and warmed once per process; it returns its own time: the wall time
     less what it waited for the CPU (`run_delay_s`), as the steps it paces are timed."""
     training = start_training(PACE, torch.device("cpu"), batches=1)

@@ -1,0 +1,127 @@
+"""Training steps measured on a CPU each in a process of its own, as a user's job runs them.
+
+A user's job is a fresh process whose heap holds only its own loop: glibc maps each request over its
+threshold (at most 32 MiB) fresh and faults its pages in at every step. The nightly job runs for an hour;
+its heap grows free chunks that large, and a step measured in it costs what a heap-only process pays
+(pass J: tiny_llama at batch 64 171-174 ms in the job, 248-316 ms in fresh processes; benchmarks/README.md).
+Each step is therefore measured in a child forked from a server that has imported torch and the model
+libraries and run nothing (`multiprocessing`'s fork server). Its pace step is timed by the job's process,
+as every layer item's is, while the child waits: a child's own pace step pays a fresh heap's faults too
+(58 against 44 ms), which would put steps and layers in different units. Layer items stay in the job's
+process (3 of 300 moved, and a fork each doubles their time); so does every item on a GPU, whose caching
+allocator keeps its blocks.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+import torch
+
+from advisor.bench.measure import measure_step
+from advisor.bench.training import pace_by, pace_step
+from advisor.introspect.table_cache import keep_tables_in, table_folder
+from advisor.records import StepConfig, StepMeasurement
+
+SERVER_PRELOAD = (
+    "advisor.bench.measure",
+    "torchvision.models",
+    "transformers.models.auto.modeling_auto",
+    *(f"transformers.models.{kind}.modeling_{kind}" for kind in ("gpt2", "bert", "t5", "llama", "vit")),
+)
+"""Imported once by the fork server, so that no child waits for them: the measuring code and the model
+libraries the zoo's steps build from (where one is missing, its steps import nothing either)."""
+
+
+def _start(threads: int, tables: Path | None, job: Connection) -> None:
+    """The child's settings, as the job's own (its threads, its tables' folder), and its pace step: the
+    job's, timed when asked over ``job``."""
+    torch.set_num_threads(threads)
+    keep_tables_in(tables)
+
+    def job_pace() -> float:
+        job.send(None)
+        return float(job.recv())
+
+    pace_by(job_pace)
+
+
+class StepsApart:
+    """A pool of one worker at a time, each forked from the server and gone after one step; a pool a
+    dying child broke is replaced, its line to the job with it, so that one step's crash costs only that
+    step."""
+
+    def __init__(self, pool: Callable[[Connection], ProcessPoolExecutor]) -> None:
+        self._new_pool = pool
+        self._open()
+
+    def _open(self) -> None:
+        self._here, self._there = multiprocessing.Pipe()
+        self.pool = self._new_pool(self._there)
+
+    def measure(
+        self,
+        config: StepConfig,
+        device: torch.device,
+        steps: int,
+        warmup: int,
+        memory_limit_bytes: int | None,
+        *,
+        allow_factories: bool,
+    ) -> StepMeasurement:
+        """`measure_step` in a fresh child, its pace step timed here; a child that dies is the step's
+        error."""
+        future = self.pool.submit(
+            measure_step, config, device, steps, warmup, memory_limit_bytes, allow_factories=allow_factories
+        )
+        self._pace_until(future)
+        try:
+            return future.result()
+        except BrokenProcessPool as died:
+            self.close()
+            self._open()
+            return StepMeasurement(
+                config=config,
+                arch_hash="",
+                steps=steps,
+                median_s=None,
+                non_device_share=None,
+                peak_memory_bytes=None,
+                fits=False,
+                error=f"the process measuring it died: {died}",
+            )
+
+    def _pace_until(self, future: Future[StepMeasurement]) -> None:
+        """Times the pace step whenever the child asks, until its step is measured."""
+        while not future.done():
+            if self._here.poll(0.01):
+                self._here.recv()
+                self._here.send(pace_step()())
+
+    def close(self) -> None:
+        self.pool.shutdown()
+        self._here.close()
+        self._there.close()
+
+
+@contextmanager
+def steps_apart() -> Iterator[StepsApart]:
+    """Steps apart for one run, the server and its pool shut down after it."""
+    server = multiprocessing.get_context("forkserver")
+    server.set_forkserver_preload(list(SERVER_PRELOAD))
+    threads, tables = torch.get_num_threads(), table_folder()
+    apart = StepsApart(
+        lambda job: ProcessPoolExecutor(
+            1, mp_context=server, initializer=_start, initargs=(threads, tables, job), max_tasks_per_child=1
+        )
+    )
+    try:
+        yield apart
+    finally:
+        apart.close()
