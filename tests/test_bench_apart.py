@@ -37,7 +37,7 @@ def test_a_step_killed_by_the_kernel_costs_that_step_and_the_run_goes_on() -> No
 def test_a_step_apart_is_paced_by_the_job_process_as_its_layer_items_are(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The child's own pace step would pay a fresh heap's faults (58 against 44 ms on this CPU)."""
+    """One yardstick, in the process that paces the layer items: the pace step allocates too."""
     monkeypatch.setattr(apart, "pace_step", lambda: lambda: 0.04)
     with apart.steps_apart() as steps:
         measured = steps.measure(TINY, CPU, 2, 0, None, allow_factories=False)

@@ -6,10 +6,10 @@ its heap grows free chunks that large, and a step measured in it costs what a he
 (pass J: tiny_llama at batch 64 171-174 ms in the job, 248-316 ms in fresh processes; benchmarks/README.md).
 Each step is therefore measured in a child forked from a server that has imported torch and the model
 libraries and run nothing (`multiprocessing`'s fork server). Its pace step is timed by the job's process,
-as every layer item's is, while the child waits: a child's own pace step pays a fresh heap's faults too
-(58 against 44 ms), which would put steps and layers in different units. Layer items stay in the job's
-process (3 of 300 moved, and a fork each doubles their time); so does every item on a GPU, whose caching
-allocator keeps its blocks.
+as every layer item's is, while the child waits: the pace step allocates too, and one yardstick in one
+process keeps steps and layer items in one unit. Layer items stay in the job's process (3 of 300 moved,
+and a fork each doubles their time); so does every item on a GPU, whose caching allocator keeps its
+blocks.
 """
 
 from __future__ import annotations

@@ -85,7 +85,8 @@ def run_plan(
     An item whose estimate exceeds what is left is skipped (a later, cheaper one may still fit). Once a
     batch of a series (a configuration but for its batch) does not fit, larger batches of it are skipped.
     Errors other than running out of memory are reported and the run goes on: one broken model must not
-    cost a night. A plan in processes (`Plan.processes`) runs each process's plan in a fresh one
+    cost a night. On a CPU each step is measured in a process of its own, as a user's job runs it
+    (`advisor.bench.apart`). A plan in processes (`Plan.processes`) runs each process's plan in a fresh one
     (`_in_processes`).
     """
     report = progress or (lambda _event: None)
