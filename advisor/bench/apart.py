@@ -112,7 +112,8 @@ class StepsApart:
 
 @contextmanager
 def steps_apart() -> Iterator[StepsApart]:
-    """Steps apart for one run, the server and its pool shut down after it."""
+    """Steps apart for one run, its pool shut down after it (the fork server lives as long as this
+    process)."""
     server = multiprocessing.get_context("forkserver")
     server.set_forkserver_preload(list(SERVER_PRELOAD))
     threads, tables = torch.get_num_threads(), table_folder()
