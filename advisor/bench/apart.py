@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from advisor.bench.measure import measure_step
+from advisor.bench.measure import measure_step, unmeasured_step
 from advisor.bench.training import pace_by, pace_step
 from advisor.introspect.table_cache import keep_tables_in, table_folder
 from advisor.records import StepConfig, StepMeasurement
@@ -86,16 +86,7 @@ class StepsApart:
         except BrokenProcessPool as died:
             self.close()
             self._open()
-            return StepMeasurement(
-                config=config,
-                arch_hash="",
-                steps=steps,
-                median_s=None,
-                non_device_share=None,
-                peak_memory_bytes=None,
-                fits=False,
-                error=f"the process measuring it died: {died}",
-            )
+            return unmeasured_step(config, "", steps, f"the process measuring it died: {died}")
 
     def _pace_until(self, future: Future[StepMeasurement]) -> None:
         """Times the pace step whenever the child asks, until its step is measured."""

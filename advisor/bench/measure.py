@@ -57,15 +57,7 @@ def measure_step(
     """Median time of a real training step, its non-device share, its pace ratio and its peak memory.
     ``allow_factories``: only in the caller's own process (`advisor bench run --architecture`)."""
     table = model_table(config.model, config.input_size, allow_factories=allow_factories)
-    measurement = StepMeasurement(
-        config=config,
-        arch_hash=table.architecture_hash,
-        steps=steps,
-        median_s=None,
-        non_device_share=None,
-        peak_memory_bytes=None,
-        fits=False,
-    )
+    measurement = unmeasured_step(config, table.architecture_hash, steps)
     if memory_limit_bytes is not None:
         precision = Precision.BF16 if config.amp else Precision.FP32
         estimate = estimate_peak_memory(table, config.batch, precision, Optimizer.SGD).total
@@ -90,6 +82,22 @@ def measure_step(
             "pace_ratio": statistics.median(outcome.pace_ratios()) if paced else None,
             "pace_s": statistics.median(outcome.pace_s) if paced else None,
         }
+    )
+
+
+def unmeasured_step(
+    config: StepConfig, arch_hash: str, steps: int, error: str | None = None
+) -> StepMeasurement:
+    """A step's record before (or without) its measurement: nothing timed, not fitting, ``error`` why."""
+    return StepMeasurement(
+        config=config,
+        arch_hash=arch_hash,
+        steps=steps,
+        median_s=None,
+        non_device_share=None,
+        peak_memory_bytes=None,
+        fits=False,
+        error=error,
     )
 
 
