@@ -39,6 +39,11 @@ SERVER_PRELOAD = (
 libraries the zoo's steps build from (where one is missing, its steps import nothing either)."""
 
 
+_MEASURED = "measured"
+"""What the job's own end of the child's line reads once the child's step is measured (or the child died);
+the child's requests for a pace step are ``None``."""
+
+
 def _start(threads: int, tables: Path | None, job: Connection) -> None:
     """The child's settings, as the job's own (its threads, its tables' folder), and its pace step: the
     job's, timed when asked over ``job``."""
@@ -89,11 +94,12 @@ class StepsApart:
             return unmeasured_step(config, "", steps, f"the process measuring it died: {died}")
 
     def _pace_until(self, future: Future[StepMeasurement]) -> None:
-        """Times the pace step whenever the child asks, until its step is measured."""
-        while not future.done():
-            if self._here.poll(0.01):
-                self._here.recv()
-                self._here.send(pace_step()())
+        """Times the pace step whenever the child asks, until its step is measured: the future's end
+        writes `_MEASURED` on the child's line, so this process sleeps in ``recv`` between requests
+        instead of waking to poll on the core that measures."""
+        future.add_done_callback(lambda _: self._there.send(_MEASURED))
+        while self._here.recv() != _MEASURED:
+            self._here.send(pace_step()())
 
     def close(self) -> None:
         self.pool.shutdown()
