@@ -154,11 +154,23 @@ def pace_step() -> Callable[[], float]:
     return _HANDED[0] if _HANDED else _own_pace_step()
 
 
+def pace_training() -> Training:
+    """The pace step's training, whose network never learns (a learning rate of 0): the same weights, and
+    so the same work, at every call. Trained on its one batch call after call, it had learned that batch
+    by a few hundred calls, and its backward then ran into subnormal numbers, which this CPU computes
+    slowly: 61 ms a call at first, 108 ms after a thousand, the steps it paced unchanged
+    (benchmarks/README.md)."""
+    training = start_training(PACE, torch.device("cpu"), batches=1)
+    for group in training.optimizer.param_groups:
+        group["lr"] = 0.0
+    return training
+
+
 @cache
 def _own_pace_step() -> Callable[[], float]:
     """The CPU's pace step, built and warmed once per process; it returns its own time: the wall time
     less what it waited for the CPU (`run_delay_s`), as the steps it paces are timed."""
-    training = start_training(PACE, torch.device("cpu"), batches=1)
+    training = pace_training()
     batch = training.fetch()
 
     def timed() -> float:
