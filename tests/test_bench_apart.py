@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from advisor.bench import apart
+from advisor.bench import apart, measure
 from advisor.bench.plan import Phase, Plan, PlanItem
 from advisor.bench.reporting import Event
 from advisor.bench.run import RunOn, run_plan
@@ -34,12 +34,12 @@ def test_a_step_killed_by_the_kernel_costs_that_step_and_the_run_goes_on() -> No
     assert [line.measurement.fits for line in lines] == [False, True, True]
 
 
-def test_a_step_apart_is_paced_by_the_job_process_as_its_layer_items_are(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """One yardstick, in the process that paces the layer items: the pace step allocates too."""
-    monkeypatch.setattr(apart, "pace_step", lambda: lambda: 0.04)
+def test_a_step_apart_is_paced_by_its_own_process_not_the_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The job's pace step, timed in a process an hour of items has shaped, strayed from the children's
+    (benchmarks/README.md): each child times its own, in the state its step runs in."""
+    monkeypatch.setattr(measure, "pace_step", lambda: lambda: 1000.0)
     with apart.steps_apart() as steps:
         measured = steps.measure(TINY, CPU, 2, 0, None, allow_factories=False)
-    assert measured.fits and measured.pace_s == pytest.approx(0.04)
-    assert measured.median_s is not None and measured.pace_ratio == pytest.approx(measured.median_s / 0.04)
+    assert measured.fits and measured.pace_s is not None and 0 < measured.pace_s < 10
+    assert measured.median_s is not None
+    assert measured.pace_ratio == pytest.approx(measured.median_s / measured.pace_s, rel=0.5)

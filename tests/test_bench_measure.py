@@ -76,23 +76,6 @@ def rival_on_our_cpu() -> Iterator[None]:
         os.sched_setaffinity(0, mask)
 
 
-def test_a_process_handed_a_pace_step_paces_its_steps_by_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`pace_by`: a step measured apart asks the job's process for the pace step around each group."""
-    from advisor.bench import training
-
-    monkeypatch.setattr(training, "_HANDED", [])
-    asked: list[str] = []
-
-    def handed() -> float:
-        asked.append("pace")
-        return 0.05
-
-    training.pace_by(handed)
-    result = measure_step(TINY, CPU, steps=2, warmup=0)
-    assert len(asked) >= 3 and result.pace_s == pytest.approx(0.05)
-    assert result.median_s is not None and result.pace_ratio == pytest.approx(result.median_s / 0.05)
-
-
 def test_the_time_a_thread_waits_for_a_cpu_another_process_holds_is_counted() -> None:
     with rival_on_our_cpu():
         waited, began, computed = run_delay_s(), time.perf_counter(), time.thread_time()

@@ -5,27 +5,25 @@ threshold (at most 32 MiB) fresh and faults its pages in at every step. The nigh
 its heap grows free chunks that large, and a step measured in it costs what a heap-only process pays
 (pass J: tiny_llama at batch 64 171-174 ms in the job, 248-316 ms in fresh processes; benchmarks/README.md).
 Each step is therefore measured in a child forked from a server that has imported torch and the model
-libraries and run nothing (`multiprocessing`'s fork server). Its pace step is timed by the job's process,
-as every layer item's is, while the child waits: the pace step allocates too, and one yardstick in one
-process keeps steps and layer items in one unit. Layer items stay in the job's process (3 of 300 moved,
-and a fork each doubles their time); so does every item on a GPU, whose caching allocator keeps its
-blocks.
+libraries and run nothing (`multiprocessing`'s fork server), and paced by the child's own pace step: the
+job's, timed in a process whose heap an hour of items had shaped, read 1.45 times the children's after
+the grid's first layers while the steps it paced ran 15% faster (benchmarks/README.md). Layer items stay
+in the job's process (3 of 300 moved, and a fork each doubles their time); so does every item on a GPU,
+whose caching allocator keeps its blocks.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
-from multiprocessing.connection import Connection
 from pathlib import Path
 
 import torch
 
 from advisor.bench.measure import measure_step, unmeasured_step
-from advisor.bench.training import pace_by, pace_step
 from advisor.introspect.table_cache import keep_tables_in, table_folder
 from advisor.records import StepConfig, StepMeasurement
 
@@ -39,36 +37,19 @@ SERVER_PRELOAD = (
 libraries the zoo's steps build from (where one is missing, its steps import nothing either)."""
 
 
-_MEASURED = "measured"
-"""What the job's own end of the child's line reads once the child's step is measured (or the child died);
-the child's requests for a pace step are ``None``."""
-
-
-def _start(threads: int, tables: Path | None, job: Connection) -> None:
-    """The child's settings, as the job's own (its threads, its tables' folder), and its pace step: the
-    job's, timed when asked over ``job``."""
+def _start(threads: int, tables: Path | None) -> None:
+    """The child's settings, as the job's own: its threads, its tables' folder."""
     torch.set_num_threads(threads)
     keep_tables_in(tables)
-
-    def job_pace() -> float:
-        job.send(None)
-        return float(job.recv())
-
-    pace_by(job_pace)
 
 
 class StepsApart:
     """A pool of one worker at a time, each forked from the server and gone after one step; a pool a
-    dying child broke is replaced, its line to the job with it, so that one step's crash costs only that
-    step."""
+    dying child broke is replaced, so that one step's crash costs only that step."""
 
-    def __init__(self, pool: Callable[[Connection], ProcessPoolExecutor]) -> None:
+    def __init__(self, pool: Callable[[], ProcessPoolExecutor]) -> None:
         self._new_pool = pool
-        self._open()
-
-    def _open(self) -> None:
-        self._here, self._there = multiprocessing.Pipe()
-        self.pool = self._new_pool(self._there)
+        self.pool = pool()
 
     def measure(
         self,
@@ -80,31 +61,19 @@ class StepsApart:
         *,
         allow_factories: bool,
     ) -> StepMeasurement:
-        """`measure_step` in a fresh child, its pace step timed here; a child that dies is the step's
-        error."""
+        """`measure_step` in a fresh child; a child that dies is the step's error."""
         future = self.pool.submit(
             measure_step, config, device, steps, warmup, memory_limit_bytes, allow_factories=allow_factories
         )
-        self._pace_until(future)
         try:
             return future.result()
         except BrokenProcessPool as died:
             self.close()
-            self._open()
+            self.pool = self._new_pool()
             return unmeasured_step(config, "", steps, f"the process measuring it died: {died}")
-
-    def _pace_until(self, future: Future[StepMeasurement]) -> None:
-        """Times the pace step whenever the child asks, until its step is measured: the future's end
-        writes `_MEASURED` on the child's line, so this process sleeps in ``recv`` between requests
-        instead of waking to poll on the core that measures."""
-        future.add_done_callback(lambda _: self._there.send(_MEASURED))
-        while self._here.recv() != _MEASURED:
-            self._here.send(pace_step()())
 
     def close(self) -> None:
         self.pool.shutdown()
-        self._here.close()
-        self._there.close()
 
 
 @contextmanager
@@ -115,8 +84,8 @@ def steps_apart() -> Iterator[StepsApart]:
     server.set_forkserver_preload(list(SERVER_PRELOAD))
     threads, tables = torch.get_num_threads(), table_folder()
     apart = StepsApart(
-        lambda job: ProcessPoolExecutor(
-            1, mp_context=server, initializer=_start, initargs=(threads, tables, job), max_tasks_per_child=1
+        lambda: ProcessPoolExecutor(
+            1, mp_context=server, initializer=_start, initargs=(threads, tables), max_tasks_per_child=1
         )
     )
     try:

@@ -139,21 +139,6 @@ def run_delay_s() -> float:
         return 0.0
 
 
-_HANDED: list[Callable[[], float]] = []
-"""The pace step another process times for this one (`pace_by`); empty where this one times its own."""
-
-
-def pace_by(timed: Callable[[], float]) -> None:
-    """Has ``timed`` stand for this process's pace step: `advisor.bench.apart`'s children ask the job's
-    process, so that their steps are paced in the same units as its layer items."""
-    _HANDED[:] = [timed]
-
-
-def pace_step() -> Callable[[], float]:
-    """The CPU's pace step: this process's own (`_own_pace_step`) unless `pace_by` handed it another."""
-    return _HANDED[0] if _HANDED else _own_pace_step()
-
-
 def pace_training() -> Training:
     """The pace step's training, whose network never learns (a learning rate of 0): the same weights, and
     so the same work, at every call. Trained on its one batch call after call, it had learned that batch
@@ -167,9 +152,10 @@ def pace_training() -> Training:
 
 
 @cache
-def _own_pace_step() -> Callable[[], float]:
-    """The CPU's pace step, built and warmed once per process; it returns its own time: the wall time
-    less what it waited for the CPU (`run_delay_s`), as the steps it paces are timed."""
+def pace_step() -> Callable[[], float]:
+    """The CPU's pace step, built and warmed once per process, so that each process paces what it measures
+    by its own (a step measured apart, by its child's: `advisor.bench.apart`); it returns its own time: the
+    wall time less what it waited for the CPU (`run_delay_s`), as the steps it paces are timed."""
     training = pace_training()
     batch = training.fetch()
 
