@@ -6,8 +6,8 @@ its heap grows free chunks that large, and a step measured in it costs what a he
 (pass J: tiny_llama at batch 64 171-174 ms in the job, 248-316 ms in fresh processes; benchmarks/README.md).
 Each step is therefore measured in a child forked from a server that has imported torch and the model
 libraries and run nothing (`multiprocessing`'s fork server), and paced by the child's own pace step: the
-job's, timed in a process whose heap an hour of items had shaped, read 1.45 times the children's after
-the grid's first layers while the steps it paced ran 15% faster (benchmarks/README.md). Layer items stay
+job's, timed in a process the grid's items had shaped, rose 23% over its first layers while the children's
+fell 16% with the steps they paced (benchmarks/README.md). Layer items stay
 in the job's process (3 of 300 moved, and a fork each doubles their time); so does every item on a GPU,
 whose caching allocator keeps its blocks.
 """
