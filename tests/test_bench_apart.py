@@ -42,4 +42,7 @@ def test_a_step_apart_is_paced_by_its_own_process_not_the_jobs(monkeypatch: pyte
         measured = steps.measure(TINY, CPU, 2, 0, None, allow_factories=False)
     assert measured.fits and measured.pace_s is not None and 0 < measured.pace_s < 10
     assert measured.median_s is not None
-    assert measured.pace_ratio == pytest.approx(measured.median_s / measured.pace_s, rel=0.5)
+    # The median of each group's ratio to the pace steps around it, not the ratio of the medians: on a busy
+    # CI node the two have differed twofold; by the job's 1,000 s pace step it would be 10,000 times smaller.
+    assert measured.pace_ratio is not None
+    assert 0.1 < measured.pace_ratio / (measured.median_s / measured.pace_s) < 10
